@@ -1,0 +1,44 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "cached",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "cached", targets: ["cached"]),
+        .executable(name: "cachectl", targets: ["cachectl"]),
+    ],
+    targets: [
+        // C shims over what Swift cannot call or Glibc does not export.
+        .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
+        .systemLibrary(name: "CXXHash", pkgConfig: "libxxhash"),
+        .target(name: "CLinux"),
+
+        // Typed wrappers over raw syscalls, and the few concurrency primitives.
+        .target(name: "CacheSystem", dependencies: ["CLinux"], swiftSettings: strict),
+        // The store on disk: objects, posts, index log, recovery, verification.
+        .target(name: "CacheStore", dependencies: ["CacheSystem", "CXXHash"], swiftSettings: strict),
+        // HTTP through curl_multi; knows nothing about the store.
+        .target(name: "CacheFetch", dependencies: ["CacheSystem", "CCurl"], swiftSettings: strict),
+        // JSON, wire types, framing and a blocking client.
+        .target(name: "CacheProtocol", dependencies: ["CacheSystem"], swiftSettings: strict),
+        // Event loop, dispatch, single flight, prefetch, settings.
+        .target(name: "CacheDaemon",
+                dependencies: ["CacheSystem", "CacheStore", "CacheFetch", "CacheProtocol"],
+                swiftSettings: strict),
+        // cachectl's commands and output.
+        .target(name: "CacheCLI", dependencies: ["CacheSystem", "CacheProtocol"], swiftSettings: strict),
+
+        .executableTarget(name: "cached", dependencies: ["CacheDaemon"], swiftSettings: strict),
+        .executableTarget(name: "cachectl", dependencies: ["CacheCLI"], swiftSettings: strict),
+
+        .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CacheSystem"], swiftSettings: strict),
+        .testTarget(name: "CacheProtocolTests", dependencies: ["CacheProtocol"], swiftSettings: strict),
+        .testTarget(name: "CacheDaemonTests", dependencies: ["CacheDaemon", "CacheProtocol", "CacheFetch"], swiftSettings: strict),
+        .testTarget(name: "IntegrationTests",
+                    dependencies: ["CacheProtocol", "CacheSystem", "CacheStore"],
+                    swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,38 @@
+#ifndef CLINUX_H
+#define CLINUX_H
+/* What Swift's Glibc module does not export: epoll, eventfd, accept4 and
+   the ucred layout. No _GNU_SOURCE here (it breaks SwiftGlibc's fd_set). */
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/file.h>
+#include <sys/sendfile.h>
+#include <stdint.h>
+
+int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+
+/** Same layout as struct ucred (SO_PEERCRED). */
+struct clinux_ucred { int32_t pid; uint32_t uid; uint32_t gid; };
+
+/** Reads the peer's credentials of a connected Unix socket; 0 or -1 with errno. */
+int clinux_peercred(int fd, struct clinux_ucred *out);
+
+/** epoll_event is packed on x86_64; these keep Swift away from its layout. */
+int clinux_epoll_add(int epfd, int fd, uint32_t events, uint64_t data);
+int clinux_epoll_mod(int epfd, int fd, uint32_t events, uint64_t data);
+int clinux_epoll_del(int epfd, int fd);
+/** Waits for events into parallel arrays; returns the count or -1 with errno. */
+int clinux_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int max, int timeout_ms);
+
+/** flock(fd, LOCK_EX | LOCK_NB): Swift sees only the struct named flock. */
+int clinux_flock_exclusive_nb(int fd);
+
+/** Blocks SIGTERM, SIGINT and SIGHUP in this thread (and threads started after)
+    and returns a non-blocking signalfd that reports them; -1 with errno. */
+int clinux_signalfd_termination(void);
+/** Reads one signal number from a signalfd; 0 when none is pending. */
+int clinux_signalfd_read(int fd);
+/** Ignores SIGPIPE process-wide. */
+void clinux_ignore_sigpipe(void);
+
+#endif

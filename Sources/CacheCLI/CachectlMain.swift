@@ -1,0 +1,2 @@
+public enum CachectlMain { public static func run() -> Never { exit(1) } }
+import Foundation

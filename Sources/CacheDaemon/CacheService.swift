@@ -1,0 +1,375 @@
+import CacheFetch
+import CacheProtocol
+import CacheStore
+import CacheSystem
+
+/// What a posts refresh did (the `posts` object of a prefetch answer).
+struct PostsSummary: Sendable {
+    var fetched = 0, unchanged = 0, removed = 0, invalid = 0
+}
+
+/// What an images prefetch did (the `images` object and `failures`).
+struct ImagesSummary: Sendable {
+    var downloaded = 0, cached = 0, failed = 0
+    var bytes: Int64 = 0
+    var failures: [(row: Int, url: String, error: String)] = []
+}
+
+/// A download that did not produce an image, in words for the failure list.
+struct ImageFailure: Error, Sendable {
+    var message: String
+}
+
+/// Progress of a prefetch phase.
+struct Progress: Sendable {
+    var phase: String
+    var done: Int
+    var total: Int
+    var bytes: Int64
+}
+
+/// The daemon's operations on the store and the origin: feed refreshes,
+/// single-flight downloads, read-through, prefetch and maintenance.
+/// Completions run on worker or fetch threads; none blocks the event loop.
+final class CacheService: Sendable {
+    let store: Store
+    let http: HTTPClient
+    let pool: WorkerPool
+    let log: Logger
+    let counters: Counters
+    let settings: Locked<Settings>
+
+    private let postsFlight = SingleFlight<Int, Result<PostsSummary, ProtocolError>>()
+    private let manifestFlight = SingleFlight<Int, Result<Int, ProtocolError>>()
+    private let imageFlight = SingleFlight<String, Result<ObjectRef, ImageFailure>>()
+
+    init(store: Store, http: HTTPClient, pool: WorkerPool, log: Logger, counters: Counters, settings: Settings) {
+        self.store = store
+        self.http = http
+        self.pool = pool
+        self.log = log
+        self.counters = counters
+        self.settings = Locked(settings)
+    }
+
+    var baseURL: String? {
+        settings.withLock { FeedDecoder.baseURL(imagesURL: $0.imagesURL, imagesBaseURL: $0.imagesBaseURL) }
+    }
+
+    /// The absolute URL of a row, or nil when it has none that may be fetched.
+    func resolvedURL(_ row: Row) -> String? { FeedDecoder.resolve(row.url, base: baseURL) }
+
+    // MARK: Feeds
+
+    private func conditionalHeaders(_ feed: Feed, force: Bool) -> [String] {
+        guard !force else { return [] }
+        let v = store.validators(for: feed)
+        var h: [String] = []
+        if let e = v.etag { h.append("If-None-Match: \(e)") }
+        if let m = v.lastModified { h.append("If-Modified-Since: \(m)") }
+        return h
+    }
+
+    /// Fetches a feed body into memory and hands it to `process` on a worker.
+    private func fetchFeed(name: String, url: String?, feed: Feed, force: Bool,
+                           process: @escaping @Sendable (HTTPResponse, [UInt8]) throws(ProtocolError) -> Void,
+                           failed: @escaping @Sendable (ProtocolError) -> Void) {
+        guard let url else {
+            failed(ProtocolError(.upstream, "\(name) is not configured (set --\(name) or CACHED_\(name.uppercased().replacingOccurrences(of: "-", with: "_")))"))
+            return
+        }
+        let limit = Int(settings.withLock { $0.maxObjectSize })
+        let sink = MemorySink(limit: limit)
+        http.fetch(HTTPRequest(url: url, headers: conditionalHeaders(feed, force: force)), into: sink) { [self] result in
+            pool.submit { [self] in
+                switch result {
+                case .failure(let e):
+                    counters.withLock { $0.upstreamErrors += 1 }
+                    let reason = e.reason.hasPrefix("body larger") ? "larger than max-object-size \(formatSize(Int64(limit)))" : e.reason
+                    failed(ProtocolError(.upstream, "\(name) \(url): \(reason)"))
+                case .success(let response):
+                    do throws(ProtocolError) { try process(response, sink.bytes) } catch { failed(error) }
+                }
+            }
+        }
+    }
+
+    /// Refreshes the posts (joins a refresh already running).
+    func refreshPosts(force: Bool, completion: @escaping @Sendable (Result<PostsSummary, ProtocolError>) -> Void) {
+        guard postsFlight.join(0, completion) else { counters.withLock { $0.coalesced += 1 }; return }
+        let url = settings.withLock { $0.postsURL }
+        fetchFeed(name: "posts-url", url: url, feed: .posts, force: force, process: { [self] response, body throws(ProtocolError) in
+            var summary = PostsSummary()
+            if response.status == 304 {
+                summary.unchanged = store.posts(offset: 0, limit: 0).total
+                log.info("posts feed not modified (\(summary.unchanged) posts)")
+                postsFlight.finish(0, .success(summary))
+                return
+            }
+            let decoded: DecodedPosts
+            do { decoded = try FeedDecoder.posts(body) } catch {
+                counters.withLock { $0.upstreamErrors += 1 }
+                throw ProtocolError(.upstream, "posts-url \(url ?? ""): \(error)")
+            }
+            for p in decoded.problems.prefix(20) { log.warning("posts feed: skipped \(p)") }
+            let change: PostsChange
+            do {
+                change = try store.replacePosts(decoded.posts, validators: Validators(
+                    etag: response.headers["etag"], lastModified: response.headers["last-modified"]))
+            } catch { throw ProtocolError(.internal, "could not store posts: \(error)") }
+            summary = PostsSummary(fetched: change.fetched, unchanged: change.unchanged, removed: change.removed, invalid: decoded.invalid)
+            log.info("posts refreshed: \(summary.fetched) new or changed, \(summary.unchanged) unchanged, \(summary.removed) removed, \(summary.invalid) invalid")
+            postsFlight.finish(0, .success(summary))
+        }, failed: { [self] error in postsFlight.finish(0, .failure(error)) })
+    }
+
+    /// Refreshes the image manifest (joins a refresh already running).
+    /// Succeeds with the number of rows.
+    func refreshManifest(force: Bool, completion: @escaping @Sendable (Result<Int, ProtocolError>) -> Void) {
+        guard manifestFlight.join(0, completion) else { counters.withLock { $0.coalesced += 1 }; return }
+        let url = settings.withLock { $0.imagesURL }
+        fetchFeed(name: "images-url", url: url, feed: .manifest, force: force, process: { [self] response, body throws(ProtocolError) in
+            if response.status == 304 {
+                manifestFlight.finish(0, .success(store.rows(offset: 0, limit: 0).total))
+                return
+            }
+            let entries: [ManifestEntry]
+            do { entries = try FeedDecoder.manifest(body) } catch {
+                counters.withLock { $0.upstreamErrors += 1 }
+                throw ProtocolError(.upstream, "images-url \(url ?? ""): \(error)")
+            }
+            do {
+                let changed = try store.replaceManifest(entries.map { ($0.url, $0.description) }, validators: Validators(
+                    etag: response.headers["etag"], lastModified: response.headers["last-modified"]))
+                log.info("manifest refreshed: \(entries.count) rows, \(changed) changed")
+            } catch { throw ProtocolError(.internal, "could not store the manifest: \(error)") }
+            manifestFlight.finish(0, .success(entries.count))
+        }, failed: { [self] error in manifestFlight.finish(0, .failure(error)) })
+    }
+
+    /// Calls `completion` once the manifest is known, fetching it if it never was.
+    func ensureManifest(_ completion: @escaping @Sendable (Result<Int, ProtocolError>) -> Void) {
+        if store.manifestKnown { completion(.success(store.rows(offset: 0, limit: 0).total)); return }
+        refreshManifest(force: false, completion: completion)
+    }
+
+    // MARK: Images
+
+    /// Downloads the image at `url` once, however many callers ask at the same
+    /// time, and maps every row with that URL to the stored object.
+    func download(url: String, completion: @escaping @Sendable (Result<ObjectRef, ImageFailure>) -> Void) {
+        guard imageFlight.join(url, completion) else { counters.withLock { $0.coalesced += 1 }; return }
+        let maxSize = settings.withLock { $0.maxObjectSize }
+        let writer: ObjectWriter
+        do { writer = try store.newObjectWriter(maxSize: maxSize) } catch {
+            imageFlight.finish(url, .failure(ImageFailure(message: "\(error)")))
+            return
+        }
+        http.fetch(HTTPRequest(url: url), into: ObjectSink(writer: writer)) { [self] result in
+            pool.submit { [self] in
+                let outcome: Result<ObjectRef, ImageFailure>
+                switch result {
+                case .failure(let e):
+                    writer.discard()
+                    outcome = .failure(ImageFailure(message: e.reason))
+                case .success(let response):
+                    let rows = store.rows(offset: 0, limit: Int.max).page.enumerated()
+                        .filter { resolvedURL($0.element) == url }
+                        .map { (row: $0.offset, url: $0.element.url) }
+                    if writer.imageType == nil, let ct = response.headers["content-type"], !ct.lowercased().hasPrefix("image/") {
+                        writer.discard()
+                        outcome = .failure(ImageFailure(message: "not an image: \(ct.split(separator: ";").first.map(String.init) ?? ct)"))
+                    } else {
+                        do {
+                            let ref = try store.commitObject(writer, rows: rows)
+                            counters.withLock { $0.downloads += 1; $0.downloadBytes += ref.size }
+                            log.debug("downloaded \(url): \(ref.size) bytes, \(ref.hash)")
+                            outcome = .success(ref)
+                        } catch {
+                            outcome = .failure(ImageFailure(message: "\(error)"))
+                        }
+                    }
+                }
+                if case .failure(let f) = outcome {
+                    counters.withLock { $0.upstreamErrors += 1 }
+                    log.warning("image \(url) failed: \(f.message)")
+                }
+                imageFlight.finish(url, outcome)
+            }
+        }
+    }
+
+    /// The cached object of `row`, downloading it on a miss when `fetch` is true.
+    func image(row index: Int, fetch: Bool, completion: @escaping @Sendable (Result<(Row, ObjectRef), ProtocolError>) -> Void) {
+        ensureManifest { [self] manifest in
+            if case .failure(let e) = manifest { completion(.failure(e)); return }
+            guard let row = store.row(index) else {
+                completion(.failure(ProtocolError(.notFound, "row \(index) does not exist (the manifest has \(store.rows(offset: 0, limit: 0).total) rows)")))
+                return
+            }
+            if let ref = row.object, store.objectIsPresent(ref) {
+                counters.withLock { $0.hits += 1 }
+                store.touch(ref.hash)
+                completion(.success((row, ref)))
+                return
+            }
+            guard fetch else {
+                completion(.failure(ProtocolError(.notCached, "row \(index) is not cached")))
+                return
+            }
+            counters.withLock { $0.misses += 1 }
+            guard let url = resolvedURL(row) else {
+                completion(.failure(ProtocolError(.upstream, row.url.isEmpty ? "row \(index) has no url in the manifest" : "row \(index): refusing to fetch \(row.url): only http and https URLs are fetched")))
+                return
+            }
+            download(url: url) { result in
+                switch result {
+                case .success(let ref): completion(.success((row, ref)))
+                case .failure(let f): completion(.failure(ProtocolError(.upstream, "row \(index) \(url): \(f.message)")))
+                }
+            }
+        }
+    }
+
+    // MARK: Prefetch
+
+    /// Refreshes the feeds named by `what` and downloads every image not cached
+    /// (every image with `force`). Feed failures fail the whole answer; image
+    /// failures are listed.
+    func prefetch(what: PrefetchTarget, force: Bool, progress: @escaping @Sendable (Progress) -> Void,
+                  completion: @escaping @Sendable (Result<(PostsSummary?, ImagesSummary?), ProtocolError>) -> Void) {
+        let doPosts = what != .images
+        let doImages = what != .posts
+        let images: @Sendable (PostsSummary?, ProtocolError?) -> Void = { [self] posts, postsError in
+            guard doImages else {
+                if let postsError { completion(.failure(postsError)) } else { completion(.success((posts, nil))) }
+                return
+            }
+            prefetchImages(force: force, progress: progress) { result in
+                switch result {
+                case .success(let summary):
+                    if let postsError { completion(.failure(postsError)) } else { completion(.success((posts, summary))) }
+                case .failure(let e):
+                    completion(.failure(postsError.map { ProtocolError(.upstream, $0.message + "; " + e.message) } ?? e))
+                }
+            }
+        }
+        if doPosts {
+            progress(Progress(phase: "posts", done: 0, total: 1, bytes: 0))
+            refreshPosts(force: force) { result in
+                progress(Progress(phase: "posts", done: 1, total: 1, bytes: 0))
+                switch result {
+                case .success(let s): images(s, nil)
+                case .failure(let e): images(nil, e)
+                }
+            }
+        } else {
+            images(nil, nil)
+        }
+    }
+
+    private final class ImagesRun: Sendable {
+        let state: Locked<(summary: ImagesSummary, done: Int)>
+        let total: Int
+        init(total: Int, summary: ImagesSummary) {
+            self.total = total
+            state = Locked((summary, 0))
+        }
+    }
+
+    private func prefetchImages(force: Bool, progress: @escaping @Sendable (Progress) -> Void,
+                                completion: @escaping @Sendable (Result<ImagesSummary, ProtocolError>) -> Void) {
+        refreshManifest(force: force) { [self] result in
+            if case .failure(let e) = result { completion(.failure(e)); return }
+            let rows = store.rows(offset: 0, limit: Int.max).page
+            var summary = ImagesSummary()
+            var byURL: [String: [Int]] = [:]
+            var order: [String] = []
+            for (i, row) in rows.enumerated() {
+                if !force, let ref = row.object, store.objectIsPresent(ref) { summary.cached += 1; continue }
+                guard let url = resolvedURL(row) else {
+                    summary.failed += 1
+                    summary.failures.append((i, row.url, row.url.isEmpty ? "no url in the manifest" : "not an http or https URL"))
+                    continue
+                }
+                if byURL[url] == nil { order.append(url) }
+                byURL[url, default: []].append(i)
+            }
+            let pending = byURL.values.reduce(0) { $0 + $1.count }
+            let run = ImagesRun(total: rows.count, summary: summary)
+            let already = rows.count - pending
+            progress(Progress(phase: "images", done: already, total: rows.count, bytes: 0))
+            if pending == 0 { completion(.success(summary)); return }
+            run.state.withLock { $0.done = already }
+            for url in order {
+                let rowsForURL = byURL[url] ?? []
+                download(url: url) { outcome in
+                    let (snapshot, finished) = run.state.withLock { s -> (Progress, ImagesSummary?) in
+                        switch outcome {
+                        case .success(let ref):
+                            s.summary.downloaded += rowsForURL.count
+                            s.summary.bytes += ref.size
+                        case .failure(let f):
+                            s.summary.failed += rowsForURL.count
+                            for r in rowsForURL { s.summary.failures.append((r, url, f.message)) }
+                        }
+                        s.done += rowsForURL.count
+                        let p = Progress(phase: "images", done: s.done, total: run.total, bytes: s.summary.bytes)
+                        return (p, s.done == run.total ? s.summary : nil)
+                    }
+                    progress(snapshot)
+                    if var done = finished {
+                        done.failures.sort { $0.row < $1.row }
+                        completion(.success(done))
+                    }
+                }
+            }
+        }
+    }
+
+    // MARK: Maintenance
+
+    /// Re-hashes every object; corrupt ones are quarantined and fetched again.
+    func verify(completion: @escaping @Sendable (Int, [Hash128], Int) -> Void) {
+        pool.submit { [self] in
+            let rowsBefore = store.rows(offset: 0, limit: Int.max).page
+            let objects = store.knownObjects()
+            var corrupt: [Hash128] = []
+            for hash in objects {
+                do throws(StoreError) {
+                    let (fd, _) = try store.openVerified(hash)
+                    fd.close()
+                } catch {
+                    if case .corruptObject = error { corrupt.append(hash) }
+                    else if case .missingObject = error { corrupt.append(hash) }
+                    log.warning("verify: \(error)")
+                }
+            }
+            counters.withLock { $0.quarantined += corrupt.count }
+            let corruptList = corrupt
+            let bad = Set(corrupt)
+            let urls = Set(rowsBefore.filter { $0.object.map { bad.contains($0.hash) } ?? false }.compactMap { resolvedURL($0) })
+            if urls.isEmpty { completion(objects.count, corrupt, 0); return }
+            let repaired = Locked((count: 0, left: urls.count))
+            for url in urls {
+                download(url: url) { result in
+                    let finished = repaired.withLock { r -> Int? in
+                        if case .success = result { r.count += 1 }
+                        r.left -= 1
+                        return r.left == 0 ? r.count : nil
+                    }
+                    if let n = finished { completion(objects.count, corruptList, n) }
+                }
+            }
+        }
+    }
+}
+
+/// Streams a download into an `ObjectWriter`.
+final class ObjectSink: BodySink, @unchecked Sendable {
+    // Used by the fetch thread only while the transfer runs.
+    let writer: ObjectWriter
+    init(writer: ObjectWriter) { self.writer = writer }
+    func receive(_ bytes: UnsafeRawBufferPointer) throws { try writer.append(bytes) }
+    func reset() throws { try writer.reset() }
+}

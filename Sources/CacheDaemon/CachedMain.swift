@@ -1,0 +1,132 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
+import CacheFetch
+import CacheProtocol
+import CacheStore
+import CacheSystem
+import Foundation
+
+/// The `cached` executable.
+public enum CachedMain {
+    /// Parses the command line, runs the daemon until SIGTERM or SIGINT, and exits.
+    public static func run() -> Never {
+        let environment = ProcessInfo.processInfo.environment
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        let settings: Settings
+        do {
+            switch try Settings.parse(arguments: arguments, environment: environment) {
+            case .help:
+                print(Settings.usage)
+                exit(0)
+            case .version:
+                print("cached \(cachedVersion) (protocol \(protocolVersion))")
+                exit(0)
+            case .run(let s):
+                settings = s
+            }
+        } catch {
+            FileHandle.standardError.write(Data("cached: \(error)\n".utf8))
+            exit(2)
+        }
+        exit(Daemon(settings: settings, environment: environment).run())
+    }
+}
+
+/// Wires the parts together and owns their lifetimes.
+final class Daemon {
+    let settings: Settings
+    let environment: [String: String]
+    let log: Logger
+
+    init(settings: Settings, environment: [String: String]) {
+        self.settings = settings
+        self.environment = environment
+        log = Logger(level: settings.logLevel, environment: environment)
+    }
+
+    /// Returns the exit status.
+    func run() -> Int32 {
+        // Signals first, so that every thread started later has them blocked.
+        clinux_ignore_sigpipe()
+        let signalFD = clinux_signalfd_termination()
+        let manager = ServiceManager(environment: environment)
+
+        let store: Store
+        do {
+            var config = StoreConfiguration(directory: settings.store, maxBytes: settings.maxSize)
+            config.compactionSlack = 10_000
+            store = try Store(config)
+        } catch {
+            log.error("cannot open the store: \(error)")
+            return 1
+        }
+        if let r = store.recovery {
+            log.warning("index.log was damaged (\(r.problem)); kept \(r.cutOffset) bytes, moved \(r.cutLength) bytes from offset \(r.cutOffset) to \(r.savedTo)")
+        }
+
+        var listeners = manager.inheritedSockets()
+        var ownSocket: String?
+        if listeners.isEmpty {
+            do {
+                try FileSystem.makeDirectories(FileSystem.directoryName(of: settings.socket), mode: 0o755)
+                listeners = [try UnixSocket.listen(path: settings.socket, mode: 0o660)]
+                ownSocket = settings.socket
+            } catch {
+                log.error("cannot listen on \(settings.socket): \(error)")
+                store.close()
+                return 1
+            }
+        }
+
+        let counters = Counters(CounterValues())
+        let pool = WorkerPool(threads: 4, name: "cached-worker")
+        var policy = FetchPolicy()
+        policy.concurrency = settings.concurrency
+        policy.userAgent = "cached/\(cachedVersion)"
+        let http = HTTPClient(policy: policy)
+        let service = CacheService(store: store, http: http, pool: pool, log: log, counters: counters, settings: settings)
+        let dispatcher = Dispatcher(service: service, socketPath: ownSocket ?? "(inherited)")
+
+        let loop: EventLoop
+        do {
+            loop = try EventLoop(listeners: listeners, signalFD: signalFD, limits: LoopLimits(), log: log, counters: counters)
+        } catch {
+            log.error("cannot start the event loop: \(error)")
+            return 1
+        }
+        loop.handler = { request, reply in dispatcher.handle(request, reply) }
+        loop.onReload = { [log] in log.notice("SIGHUP: no configuration file is in use; nothing to reload") }
+
+        pool.submit { [log] in
+            let fixed = store.reconcilePostFiles()
+            if fixed > 0 { log.notice("rewrote \(fixed) post files to match the index") }
+        }
+
+        let stats = store.stats()
+        log.notice("cached \(cachedVersion) ready: store \(store.directory), socket \(ownSocket ?? "inherited from systemd"), \(stats.posts) posts, \(stats.rowsCached)/\(stats.rows) images cached, \(stats.logRecords) log records")
+        manager.notify("READY=1\nSTATUS=serving \(stats.posts) posts, \(stats.rowsCached)/\(stats.rows) images cached")
+
+        if settings.prefetchOnStart {
+            service.prefetch(what: .all, force: false, progress: { _ in }) { [log] result in
+                switch result {
+                case .success: log.info("start-up prefetch finished")
+                case .failure(let e): log.warning("start-up prefetch failed: \(e.message)")
+                }
+            }
+        }
+
+        loop.run()
+
+        manager.notify("STOPPING=1")
+        log.notice("stopping")
+        http.shutdown()
+        pool.stop()
+        // Give in-flight commits a moment; whatever is abandoned stays in tmp/, which is emptied at start.
+        usleep(100_000)
+        if let path = ownSocket { try? FileSystem.unlink(path) }
+        store.close()
+        return 0
+    }
+}

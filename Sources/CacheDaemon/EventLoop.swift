@@ -1,0 +1,422 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
+import CacheProtocol
+import CacheSystem
+
+/// A piece of a response that is ready to go out.
+enum OutputChunk: Sendable {
+    case bytes([UInt8])
+    /// `size` bytes of an open file from offset 0, sent with `sendfile`; the loop closes it.
+    case file(FileDescriptor, size: Int64)
+
+    func release() { if case .file(let fd, _) = self { fd.close() } }
+}
+
+/// A response part posted from another thread to the loop.
+struct Delivery: Sendable {
+    var connection: UInt64
+    var slot: UInt64
+    var chunks: [OutputChunk]
+    var done: Bool
+}
+
+/// Where worker and fetch threads post deliveries; wakes the loop through an eventfd.
+final class Mailbox: Sendable {
+    private let items = Locked<[Delivery]>([])
+    let eventFD: Int32
+
+    init() throws(SystemError) {
+        let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        guard fd >= 0 else { throw SystemError("eventfd") }
+        eventFD = fd
+    }
+
+    func post(_ d: Delivery) {
+        let wasEmpty = items.withLock { list -> Bool in
+            list.append(d)
+            return list.count == 1
+        }
+        if wasEmpty {
+            var one: UInt64 = 1
+            _ = Glibc.write(eventFD, &one, 8)
+        }
+    }
+
+    func drain() -> [Delivery] {
+        var counter: UInt64 = 0
+        _ = Glibc.read(eventFD, &counter, 8)
+        return items.withLock { list in
+            let out = list
+            list.removeAll(keepingCapacity: true)
+            return out
+        }
+    }
+}
+
+/// The way a handler answers a request later, from any thread.
+struct Reply: Sendable {
+    let mailbox: Mailbox
+    let connection: UInt64
+    let slot: UInt64
+    /// The request's tag, to echo.
+    let tag: [UInt8]?
+
+    /// An intermediate line (a progress event).
+    func send(_ line: [UInt8]) {
+        mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.bytes(line)], done: false))
+    }
+
+    /// The final line of the answer.
+    func finish(_ line: [UInt8]) {
+        mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.bytes(line)], done: true))
+    }
+
+    /// A header line followed by the bytes of a file.
+    func finish(header: [UInt8], file: FileDescriptor, size: Int64) {
+        mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.bytes(header), .file(file, size: size)], done: true))
+    }
+}
+
+/// What a handler does with a request.
+enum Answer {
+    /// The whole answer, now.
+    case now([UInt8])
+    /// A header line and a file's bytes, now.
+    case nowFile([UInt8], FileDescriptor, Int64)
+    /// The handler keeps the `Reply` and answers later.
+    case later
+}
+
+/// Limits of the event loop.
+struct LoopLimits: Sendable {
+    /// Connections served at once; one more gets `busy` and is closed. Default 4096.
+    var maxConnections = 4096
+    /// Requests a connection may have unanswered before the loop stops reading from it. Default 256.
+    var maxPipeline = 256
+    /// Output bytes queued on a connection before the loop stops reading from it. Default 4 MiB.
+    var maxQueuedBytes = 4 << 20
+}
+
+/// A growable byte buffer appended to in place.
+private final class ByteBox {
+    var bytes: [UInt8]
+    init(_ b: [UInt8]) { bytes = b }
+}
+
+/// Output queued on a connection, in order.
+private enum ReadyChunk {
+    case bytes(ByteBox)
+    case file(FileDescriptor, size: Int64)
+
+    func release() { if case .file(let fd, _) = self { fd.close() } }
+}
+
+/// One client connection. Lives on the loop thread only.
+private final class Connection {
+    let id: UInt64
+    let fd: FileDescriptor
+    var input = LineBuffer()
+    /// Chunks ready to send, in order. Byte chunks are coalesced.
+    var ready: [ReadyChunk] = []
+    var readyOffset: Int64 = 0
+    var queuedBytes = 0
+    /// Answers not yet complete, in request order; the first one's parts go straight to `ready`.
+    var slots: [(id: UInt64, chunks: [OutputChunk], done: Bool)] = []
+    var nextSlot: UInt64 = 0
+    var readClosed = false
+    var closeAfterFlush = false
+    var interest: UInt32 = 0
+
+    init(id: UInt64, fd: FileDescriptor) {
+        self.id = id
+        self.fd = fd
+    }
+
+    func enqueue(_ chunk: OutputChunk) {
+        switch chunk {
+        case .bytes(let b):
+            queuedBytes += b.count
+            if case .bytes(let last)? = ready.last {
+                last.bytes.append(contentsOf: b)  // coalesce: one send for many pipelined answers
+            } else {
+                ready.append(.bytes(ByteBox(b)))
+            }
+        case .file(let fd, let size):
+            ready.append(.file(fd, size: size))
+        }
+    }
+}
+
+/// The single thread that owns the listening sockets and every connection.
+final class EventLoop {
+    private let epfd: Int32
+    private let listeners: [FileDescriptor]
+    private let signalFD: Int32
+    let mailbox: Mailbox
+    private var connections: [UInt64: Connection] = [:]
+    private var nextID: UInt64 = 100
+    private let limits: LoopLimits
+    private let log: Logger
+    private let counters: Counters
+    private var scratch = [UInt8](repeating: 0, count: 65536)
+    private var stopping = false
+
+    /// Handles one parsed request.
+    var handler: (Request, Reply) -> Answer = { _, _ in .now([]) }
+    /// Called for SIGHUP.
+    var onReload: () -> Void = {}
+
+    private static let mailboxKey: UInt64 = 1
+    private static let signalKey: UInt64 = 2
+    private static let listenerBase: UInt64 = 10
+
+    init(listeners: [FileDescriptor], signalFD: Int32, limits: LoopLimits, log: Logger, counters: Counters) throws(SystemError) {
+        epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard epfd >= 0 else { throw SystemError("epoll_create1") }
+        self.listeners = listeners
+        self.signalFD = signalFD
+        self.limits = limits
+        self.log = log
+        self.counters = counters
+        mailbox = try Mailbox()
+        try add(mailbox.eventFD, EPOLLIN.rawValue, EventLoop.mailboxKey)
+        if signalFD >= 0 { try add(signalFD, EPOLLIN.rawValue, EventLoop.signalKey) }
+        for (i, l) in listeners.enumerated() { try add(l.rawValue, EPOLLIN.rawValue, EventLoop.listenerBase + UInt64(i)) }
+    }
+
+    private func add(_ fd: Int32, _ events: UInt32, _ key: UInt64) throws(SystemError) {
+        guard clinux_epoll_add(epfd, fd, events, key) == 0 else { throw SystemError("epoll_ctl") }
+    }
+
+    /// Runs until SIGTERM or SIGINT.
+    func run() {
+        var events = [UInt32](repeating: 0, count: 256)
+        var keys = [UInt64](repeating: 0, count: 256)
+        while !stopping {
+            let n = clinux_epoll_wait(epfd, &events, &keys, 256, -1)
+            if n < 0 {
+                if errno == EINTR { continue }
+                log.error("epoll_wait failed: \(SystemError("epoll_wait"))")
+                return
+            }
+            for i in 0..<Int(n) {
+                let key = keys[i]
+                switch key {
+                case EventLoop.mailboxKey:
+                    for d in mailbox.drain() { deliver(d) }
+                case EventLoop.signalKey:
+                    handleSignals()
+                case EventLoop.listenerBase..<EventLoop.listenerBase + UInt64(listeners.count):
+                    acceptAll(listeners[Int(key - EventLoop.listenerBase)])
+                default:
+                    guard let c = connections[key] else { continue }
+                    let ev = events[i]
+                    if ev & EPOLLOUT.rawValue != 0 { flush(c) }
+                    if ev & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue | EPOLLRDHUP.rawValue) != 0 {
+                        readFrom(c)
+                    }
+                    // Both directions are gone: nobody is left to answer.
+                    if ev & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 { close(c) }
+                }
+            }
+        }
+        for c in Array(connections.values) { close(c) }
+    }
+
+    private func handleSignals() {
+        while true {
+            let sig = clinux_signalfd_read(signalFD)
+            if sig == 0 { return }
+            if sig == SIGHUP { onReload() }
+            else {
+                log.notice("received signal \(sig), stopping")
+                stopping = true
+            }
+        }
+    }
+
+    private func acceptAll(_ listener: FileDescriptor) {
+        while true {
+            let accepted: FileDescriptor?
+            do { accepted = try UnixSocket.accept(listener) } catch {
+                log.warning("accept failed: \(error)")
+                return
+            }
+            guard let fd = accepted else { return }
+            if connections.count >= limits.maxConnections {
+                let line = Response.error(ProtocolError(.busy, "too many connections (\(limits.maxConnections)); try again later"), tag: nil)
+                _ = line.withUnsafeBytes { try? UnixSocket.send(fd, $0) }
+                fd.close()
+                continue
+            }
+            let id = nextID
+            nextID += 1
+            let c = Connection(id: id, fd: fd)
+            connections[id] = c
+            counters.withLock { $0.connections += 1 }
+            if let cred = UnixSocket.peerCredentials(fd) {
+                log.debug("connection \(id) from pid \(cred.pid) uid \(cred.uid) gid \(cred.gid)")
+            }
+            updateInterest(c)
+        }
+    }
+
+    private func readFrom(_ c: Connection) {
+        var rounds = 0
+        while !c.readClosed && !c.closeAfterFlush && !isPaused(c) && rounds < 16 {
+            rounds += 1
+            let n: Int?
+            do {
+                n = try scratch.withMutableBytes { (raw) throws(SystemError) in try UnixSocket.receive(c.fd, into: raw) }
+            } catch {
+                close(c)
+                return
+            }
+            guard let n else { break }
+            if n == 0 { c.readClosed = true; break }
+            scratch.withUnsafeBytes { c.input.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            processLines(c)
+        }
+        processLines(c)
+        flush(c)
+    }
+
+    private func isPaused(_ c: Connection) -> Bool {
+        c.slots.count >= limits.maxPipeline || c.queuedBytes >= limits.maxQueuedBytes
+    }
+
+    private func processLines(_ c: Connection) {
+        while !c.closeAfterFlush && !isPaused(c) {
+            switch c.input.nextLine() {
+            case .incomplete:
+                return
+            case .tooLong:
+                counters.withLock { $0.errors += 1 }
+                answerNow(c, Response.error(ProtocolError(.tooLarge, "request line longer than \(maxRequestLine) bytes; closing the connection"), tag: nil))
+                c.closeAfterFlush = true
+                return
+            case .line(let line):
+                let slot = c.nextSlot
+                c.nextSlot += 1
+                switch Request.parse(line) {
+                case .failure(let e):
+                    counters.withLock { $0.requests += 1; $0.errors += 1 }
+                    answerNow(c, Response.error(e.error, tag: e.tag))
+                case .success(let request):
+                    counters.withLock { $0.requests += 1 }
+                    let reply = Reply(mailbox: mailbox, connection: c.id, slot: slot, tag: request.tag)
+                    switch handler(request, reply) {
+                    case .now(let bytes): answerNow(c, bytes)
+                    case .nowFile(let header, let fd, let size):
+                        answerNow(c, header)
+                        if c.slots.isEmpty { c.enqueue(.file(fd, size: size)) } else { c.slots[c.slots.count - 1].chunks.append(.file(fd, size: size)) }
+                    case .later:
+                        c.slots.append((slot, [], false))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Queues a complete answer behind any answers still pending.
+    private func answerNow(_ c: Connection, _ bytes: [UInt8]) {
+        if c.slots.isEmpty { c.enqueue(.bytes(bytes)) }
+        else { c.slots.append((UInt64.max, [.bytes(bytes)], true)) }
+    }
+
+    private func deliver(_ d: Delivery) {
+        guard let c = connections[d.connection], let index = c.slots.firstIndex(where: { $0.id == d.slot }) else {
+            for chunk in d.chunks { chunk.release() }  // the client left
+            return
+        }
+        if index == 0 {
+            for chunk in d.chunks { c.enqueue(chunk) }
+            if d.done {
+                c.slots.removeFirst()
+                // Answers queued behind it may now be complete.
+                while let head = c.slots.first {
+                    for chunk in head.chunks { c.enqueue(chunk) }
+                    c.slots[0].chunks = []
+                    if head.done { c.slots.removeFirst() } else { break }
+                }
+            }
+        } else {
+            c.slots[index].chunks.append(contentsOf: d.chunks)
+            if d.done { c.slots[index].done = true }
+        }
+        processLines(c)  // reading may have paused on a full pipeline
+        flush(c)
+    }
+
+    private func flush(_ c: Connection) {
+        guard connections[c.id] != nil else { return }
+        while let chunk = c.ready.first {
+            switch chunk {
+            case .bytes(let box):
+                let b = box.bytes
+                let start = Int(c.readyOffset)
+                let sent: Int
+                do {
+                    sent = try b.withBytes { (raw) throws(SystemError) in try UnixSocket.send(c.fd, UnsafeRawBufferPointer(rebasing: raw[start...])) }
+                } catch {
+                    close(c)  // the client went away mid-answer
+                    return
+                }
+                if sent == 0 { updateInterest(c); return }
+                c.readyOffset += Int64(sent)
+                c.queuedBytes -= sent
+                if Int(c.readyOffset) == b.count { c.ready.removeFirst(); c.readyOffset = 0 }
+            case .file(let fd, let size):
+                var offset = c.readyOffset
+                let sent: Int
+                do {
+                    sent = try UnixSocket.sendFile(c.fd, from: fd, offset: &offset, count: Int(min(size - offset, 1 << 30)))
+                } catch {
+                    close(c)
+                    return
+                }
+                if sent == 0 && offset < size {
+                    // Either the socket is full or the file shrank under us.
+                    if (try? fd.size()) ?? 0 < size { close(c); return }
+                    updateInterest(c)
+                    return
+                }
+                c.readyOffset = offset
+                if offset >= size { fd.close(); c.ready.removeFirst(); c.readyOffset = 0 }
+            }
+        }
+        processLines(c)
+        if c.ready.isEmpty && c.slots.isEmpty && (c.closeAfterFlush || c.readClosed) {
+            close(c)
+            return
+        }
+        updateInterest(c)
+    }
+
+    private func updateInterest(_ c: Connection) {
+        var want: UInt32 = EPOLLRDHUP.rawValue
+        if !c.readClosed && !c.closeAfterFlush && !isPaused(c) { want |= EPOLLIN.rawValue }
+        if !c.ready.isEmpty { want |= EPOLLOUT.rawValue }
+        if c.readClosed { want &= ~EPOLLRDHUP.rawValue }
+        guard want != c.interest else { return }
+        if c.interest == 0 {
+            _ = clinux_epoll_add(epfd, c.fd.rawValue, want, c.id)
+        } else {
+            _ = clinux_epoll_mod(epfd, c.fd.rawValue, want, c.id)
+        }
+        c.interest = want
+    }
+
+    private func close(_ c: Connection) {
+        guard connections.removeValue(forKey: c.id) != nil else { return }
+        _ = clinux_epoll_del(epfd, c.fd.rawValue)
+        c.fd.close()
+        for chunk in c.ready { chunk.release() }
+        for s in c.slots { for chunk in s.chunks { chunk.release() } }
+        c.ready = []
+        c.slots = []
+        counters.withLock { $0.connections -= 1 }
+    }
+}

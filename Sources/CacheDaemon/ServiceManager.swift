@@ -1,0 +1,44 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CacheSystem
+
+/// The systemd side: readiness over `$NOTIFY_SOCKET` and inherited sockets
+/// through `$LISTEN_FDS`, both by hand (no libsystemd).
+struct ServiceManager {
+    let environment: [String: String]
+
+    /// Sends `state` (for example `READY=1\nSTATUS=...`) as one datagram; a
+    /// leading `@` in the path names an abstract socket. Silent when not under systemd.
+    func notify(_ state: String) {
+        guard let path = environment["NOTIFY_SOCKET"], !path.isEmpty else { return }
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return }
+        defer { Glibc.close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        var bytes = Array(path.utf8)
+        if bytes.first == UInt8(ascii: "@") { bytes[0] = 0 }
+        guard bytes.count < 108 else { return }
+        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: bytes) }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (bytes.first == 0 ? 0 : 1))
+        let message = Array(state.utf8)
+        _ = withUnsafePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                message.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL), sa, length) }
+            }
+        }
+    }
+
+    /// Sockets passed by systemd socket activation (fd 3 onwards), if they are for us.
+    func inheritedSockets() -> [FileDescriptor] {
+        guard let pid = environment["LISTEN_PID"], Int32(pid) == getpid(),
+              let countText = environment["LISTEN_FDS"], let count = Int32(countText), count > 0 else { return [] }
+        return (0..<count).map { i in
+            let fd = FileDescriptor(rawValue: 3 + i, path: "inherited fd \(3 + i)")
+            _ = fcntl(fd.rawValue, F_SETFD, FD_CLOEXEC)
+            try? fd.setNonBlocking()
+            return fd
+        }
+    }
+}

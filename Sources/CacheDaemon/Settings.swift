@@ -1,0 +1,164 @@
+import CacheProtocol
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The daemon's settings (SPEC section 4). Flags beat environment beat defaults.
+public struct Settings: Sendable, Equatable {
+    /// URL of the JSON posts feed. No default: without it, posts are never fetched.
+    public var postsURL: String?
+    /// URL of the JSON image manifest. No default.
+    public var imagesURL: String?
+    /// Base for relative image URLs. Default: the directory of `imagesURL`.
+    public var imagesBaseURL: String?
+    /// Store directory. Default per `DefaultPaths.store`.
+    public var store: String
+    /// Socket path. Default per `DefaultPaths.socket`.
+    public var socket: String
+    /// Cap on the bytes of cached images; 0 = none. Default 0.
+    public var maxSize: Int64 = 0
+    /// Largest image or feed body accepted. Default 64 MiB.
+    public var maxObjectSize: Int64 = 64 << 20
+    /// Parallel downloads. Default 8.
+    public var concurrency = 8
+    /// Run a full prefetch right after start. Default false.
+    public var prefetchOnStart = false
+    /// error, warning, notice, info or debug. Default info.
+    public var logLevel: LogLevel = .info
+
+    /// Every key, as written in flags (`--key`) and environment (`CACHED_KEY`).
+    public static let keys = ["posts-url", "images-url", "images-base-url", "store", "socket", "max-size",
+                              "max-object-size", "concurrency", "prefetch-on-start", "log-level"]
+
+    public init(environment: [String: String] = [:]) {
+        store = DefaultPaths.store(environment: environment)
+        socket = DefaultPaths.socket(environment: environment)
+    }
+
+    /// Sets one key from text; throws a message naming the key and the problem.
+    public mutating func set(_ key: String, _ value: String) throws(SettingsError) {
+        switch key {
+        case "posts-url": postsURL = try Settings.url(key, value)
+        case "images-url": imagesURL = try Settings.url(key, value)
+        case "images-base-url": imagesBaseURL = try Settings.url(key, value)
+        case "store": store = try Settings.path(key, value)
+        case "socket":
+            socket = try Settings.path(key, value)
+            guard socket.utf8.count <= 107 else { throw SettingsError("socket path is longer than 107 bytes: \(value)") }
+        case "max-size": maxSize = try Settings.size(key, value)
+        case "max-object-size":
+            maxObjectSize = try Settings.size(key, value)
+            guard maxObjectSize > 0 else { throw SettingsError("max-object-size must be greater than 0") }
+        case "concurrency":
+            guard let n = Int(value), (1...256).contains(n) else { throw SettingsError("concurrency must be a whole number from 1 to 256, not \"\(value)\"") }
+            concurrency = n
+        case "prefetch-on-start":
+            switch value.lowercased() {
+            case "1", "true", "yes", "on": prefetchOnStart = true
+            case "0", "false", "no", "off": prefetchOnStart = false
+            default: throw SettingsError("prefetch-on-start must be true or false, not \"\(value)\"")
+            }
+        case "log-level":
+            guard let l = LogLevel(name: value) else { throw SettingsError("log-level must be one of error, warning, notice, info, debug, not \"\(value)\"") }
+            logLevel = l
+        default:
+            throw SettingsError("unknown setting \"\(key)\"")
+        }
+    }
+
+    /// Parses "512", "64K", "8M", "1G" (powers of 1024).
+    public static func size(_ key: String, _ text: String) throws(SettingsError) -> Int64 {
+        var digits = text.trimmingCharacters(in: .whitespaces)
+        var multiplier: Int64 = 1
+        if let last = digits.last?.uppercased() {
+            switch last {
+            case "K": multiplier = 1 << 10
+            case "M": multiplier = 1 << 20
+            case "G": multiplier = 1 << 30
+            case "T": multiplier = 1 << 40
+            default: break
+            }
+            if multiplier > 1 { digits.removeLast() }
+            if digits.uppercased().hasSuffix("I") { digits.removeLast() }  // accept "KiB"-ish "Ki"
+        }
+        guard let n = Int64(digits), n >= 0, n <= Int64.max / multiplier else {
+            throw SettingsError("\(key) must be a size like 512, 64K, 8M or 1G, not \"\(text)\"")
+        }
+        return n * multiplier
+    }
+
+    private static func url(_ key: String, _ value: String) throws(SettingsError) -> String {
+        let lower = value.lowercased()
+        guard lower.hasPrefix("http://") || lower.hasPrefix("https://") else {
+            throw SettingsError("\(key) must be an http:// or https:// URL, not \"\(value)\"")
+        }
+        return value
+    }
+
+    private static func path(_ key: String, _ value: String) throws(SettingsError) -> String {
+        guard !value.isEmpty else { throw SettingsError("\(key) must not be empty") }
+        return value
+    }
+
+    /// Environment, then flags. Returns nil settings for `--help`/`--version`.
+    public static func parse(arguments: [String], environment: [String: String]) throws(SettingsError) -> ParsedCommandLine {
+        var s = Settings(environment: environment)
+        for key in keys {
+            let env = "CACHED_" + key.uppercased().replacingOccurrences(of: "-", with: "_")
+            if let v = environment[env] {
+                do { try s.set(key, v) } catch { throw SettingsError("\(env): \(error.message)") }
+            }
+        }
+        var i = 0
+        while i < arguments.count {
+            let arg = arguments[i]
+            i += 1
+            if arg == "--help" || arg == "-h" { return .help }
+            if arg == "--version" { return .version }
+            guard arg.hasPrefix("--") else { throw SettingsError("unexpected argument \"\(arg)\" (see --help)") }
+            var key = String(arg.dropFirst(2))
+            var value: String
+            if let eq = key.firstIndex(of: "=") {
+                value = String(key[key.index(after: eq)...])
+                key = String(key[..<eq])
+            } else if key == "prefetch-on-start" && (i >= arguments.count || arguments[i].hasPrefix("--")) {
+                value = "true"
+            } else {
+                guard i < arguments.count else { throw SettingsError("--\(key) needs a value") }
+                value = arguments[i]
+                i += 1
+            }
+            guard keys.contains(key) else { throw SettingsError("unknown option --\(key) (see --help)") }
+            do { try s.set(key, value) } catch { throw SettingsError("--\(key): \(error.message)") }
+        }
+        return .run(s)
+    }
+
+    public static let usage = """
+    usage: cached [--posts-url URL] [--images-url URL] [--images-base-url URL]
+                  [--store DIR] [--socket PATH] [--max-size SIZE] [--max-object-size SIZE]
+                  [--concurrency N] [--prefetch-on-start] [--log-level LEVEL]
+           cached --help | --version
+
+    Keeps a durable, content-addressed local copy of a JSON posts feed and of
+    the images of a manifest, and serves it over a Unix socket (see cachectl).
+    Every option can also be set as CACHED_<OPTION> in the environment, for
+    example CACHED_POSTS_URL; flags win. Sizes take K, M, G suffixes (1024).
+    """
+}
+
+/// What the command line asks for.
+public enum ParsedCommandLine: Sendable, Equatable {
+    case run(Settings)
+    case help
+    case version
+}
+
+/// A setting that could not be used.
+public struct SettingsError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+

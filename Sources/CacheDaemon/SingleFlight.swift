@@ -1,0 +1,45 @@
+import CacheSystem
+
+/// At most one piece of work per key at a time: the first caller runs it,
+/// callers that arrive while it runs wait for its result.
+final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+    typealias Waiter = @Sendable (Value) -> Void
+    private let flights = Locked<[Key: [Waiter]]>([:])
+
+    /// Adds `waiter` for `key`. Returns true when the caller is the first and
+    /// must do the work, then call `finish`; false when it joined a running one.
+    func join(_ key: Key, _ waiter: @escaping Waiter) -> Bool {
+        flights.withLock { f in
+            if f[key] != nil {
+                f[key]!.append(waiter)
+                return false
+            }
+            f[key] = [waiter]
+            return true
+        }
+    }
+
+    /// Ends the flight for `key`, handing `value` to every waiter.
+    func finish(_ key: Key, _ value: Value) {
+        let waiters = flights.withLock { $0.removeValue(forKey: key) } ?? []
+        for w in waiters { w(value) }
+    }
+
+    var inFlight: Int { flights.withLock { $0.count } }
+}
+
+/// The counters reported by `status`.
+struct CounterValues: Sendable {
+    var requests = 0
+    var hits = 0
+    var misses = 0
+    var downloads = 0
+    var downloadBytes: Int64 = 0
+    var coalesced = 0
+    var errors = 0
+    var connections = 0
+    var upstreamErrors = 0
+    var quarantined = 0
+}
+
+typealias Counters = Locked<CounterValues>

@@ -1,0 +1,297 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import CCurl
+import CacheSystem
+
+/// One transfer in flight. Touched only by the fetch thread until completion.
+private final class Transfer {
+    let request: HTTPRequest
+    let sink: BodySink
+    let completion: @Sendable (Result<HTTPResponse, FetchError>) -> Void
+    var attempts = 0
+    var easy: UnsafeMutableRawPointer?
+    var headerList: UnsafeMutablePointer<curl_slist>?
+    var headers: [String: String] = [:]
+    var sinkError: String?
+    var statusChecked = false
+    var badStatus: Int?
+    var bodyBytes: Int64 = 0
+    /// curl writes its error text here after the setopt call returns, so it needs a stable address.
+    let errorBuffer: UnsafeMutablePointer<CChar> = {
+        let p = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        p.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        return p
+    }()
+
+    deinit { errorBuffer.deallocate() }
+
+    init(request: HTTPRequest, sink: BodySink, completion: @escaping @Sendable (Result<HTTPResponse, FetchError>) -> Void) {
+        self.request = request
+        self.sink = sink
+        self.completion = completion
+    }
+
+    func resetForAttempt() {
+        errorBuffer[0] = 0
+        headers = [:]
+        sinkError = nil
+        statusChecked = false
+        badStatus = nil
+        bodyBytes = 0
+    }
+}
+
+private struct Pending: @unchecked Sendable {
+    // Handed from the submitting thread to the fetch thread through the lock.
+    let transfer: Transfer
+}
+
+/// HTTP GETs through one `curl_multi` handle on a dedicated thread.
+///
+/// Transfers run `concurrency` at a time over reused connections; bodies
+/// stream into each request's `BodySink`. Connection errors, timeouts and 5xx
+/// answers are retried with exponential backoff and jitter; 4xx answers are
+/// not. Only `http` and `https` URLs are fetched, redirects included.
+public final class HTTPClient: Sendable {
+    private struct Shared {
+        var incoming: [Pending] = []
+        var stopping = false
+    }
+    private let shared = Locked(Shared())
+    private let multi: Locked<UnsafeMutableRawPointer?>
+    public let policy: FetchPolicy
+
+    public init(policy: FetchPolicy) {
+        self.policy = policy
+        curl_global_init(Int(CURL_GLOBAL_ALL))
+        let m = curl_multi_init()
+        multi = Locked(m)
+        if let m {
+            ccurl_multi_setopt_long(m, CURLMOPT_MAX_TOTAL_CONNECTIONS, policy.concurrency)
+            ccurl_multi_setopt_long(m, CURLMOPT_MAXCONNECTS, policy.concurrency * 2)
+        }
+        let thread = Thread { [self] in self.run() }
+        thread.name = "cached-fetch"
+        thread.start()
+    }
+
+    /// True for URLs this client will fetch.
+    public static func isFetchable(_ url: String) -> Bool {
+        let lower = url.lowercased()
+        return lower.hasPrefix("http://") || lower.hasPrefix("https://")
+    }
+
+    /// Starts a GET; `completion` runs on the fetch thread and must not block.
+    public func fetch(_ request: HTTPRequest, into sink: BodySink,
+                      completion: @escaping @Sendable (Result<HTTPResponse, FetchError>) -> Void) {
+        guard HTTPClient.isFetchable(request.url) else {
+            completion(.failure(.unsupportedScheme(url: request.url)))
+            return
+        }
+        let stopping = shared.withLock { s -> Bool in
+            if !s.stopping { s.incoming.append(Pending(transfer: Transfer(request: request, sink: sink, completion: completion))) }
+            return s.stopping
+        }
+        if stopping { completion(.failure(.cancelled(url: request.url))); return }
+        wake()
+    }
+
+    /// Cancels queued and running transfers (their completions report `cancelled`).
+    public func shutdown() {
+        shared.withLock { $0.stopping = true }
+        wake()
+    }
+
+    private func wake() {
+        multi.withLock { m in if let m { _ = curl_multi_wakeup(m) } }
+    }
+
+    // MARK: The fetch thread
+
+    private func run() {
+        guard let m = multi.withLock({ $0 }) else { return }
+        var waiting: [Transfer] = []
+        var delayed: [(due: UInt64, transfer: Transfer)] = []
+        var active: [UnsafeMutableRawPointer: Transfer] = [:]
+        while true {
+            let (incoming, stopping) = shared.withLock { s -> ([Pending], Bool) in
+                let i = s.incoming
+                s.incoming.removeAll()
+                return (i, s.stopping)
+            }
+            waiting.append(contentsOf: incoming.map(\.transfer))
+            if stopping {
+                for t in waiting + delayed.map(\.transfer) { t.completion(.failure(.cancelled(url: t.request.url))) }
+                for (easy, t) in active {
+                    curl_multi_remove_handle(m, easy)
+                    cleanup(t)
+                    t.completion(.failure(.cancelled(url: t.request.url)))
+                }
+                return
+            }
+            let now = Clock.monotonicNanoseconds()
+            delayed.removeAll { item in
+                if item.due <= now { waiting.append(item.transfer); return true }
+                return false
+            }
+            while active.count < policy.concurrency, !waiting.isEmpty {
+                let t = waiting.removeFirst()
+                if let easy = start(t, multi: m) { active[easy] = t }
+            }
+            var running: Int32 = 0
+            curl_multi_perform(m, &running)
+            var queued: Int32 = 0
+            while let msg = curl_multi_info_read(m, &queued) {
+                var easy: UnsafeMutableRawPointer?
+                var code = CURLE_OK
+                guard ccurl_msg_done(msg, &easy, &code) == 1, let easy, let t = active.removeValue(forKey: easy) else { continue }
+                curl_multi_remove_handle(m, easy)
+                switch finish(t, code: code) {
+                case .done(let result):
+                    cleanup(t)
+                    t.completion(result)
+                case .retry:
+                    cleanup(t)
+                    let delay = policy.backoffBase * pow(2, Double(t.attempts - 1)) * Double.random(in: 0.5...1.5)
+                    delayed.append((Clock.monotonicNanoseconds() + UInt64(delay * 1e9), t))
+                }
+            }
+            var timeout: Int32 = 1000
+            if let next = delayed.map(\.due).min() {
+                let nowNs = Clock.monotonicNanoseconds()
+                timeout = next <= nowNs ? 0 : Int32(min(1000, (next - nowNs) / 1_000_000 + 1))
+            }
+            curl_multi_poll(m, nil, 0, timeout, nil)
+        }
+    }
+
+    private func start(_ t: Transfer, multi m: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
+        t.attempts += 1
+        t.resetForAttempt()
+        if t.attempts > 1 {
+            do { try t.sink.reset() } catch {
+                t.completion(.failure(.rejected(url: t.request.url, reason: "\(error)")))
+                return nil
+            }
+        }
+        guard let easy = curl_easy_init() else {
+            t.completion(.failure(.transfer(url: t.request.url, message: "curl_easy_init failed", attempts: t.attempts)))
+            return nil
+        }
+        t.easy = easy
+        let me = Unmanaged.passUnretained(t).toOpaque()
+        ccurl_setopt_string(easy, CURLOPT_URL, t.request.url)
+        ccurl_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        ccurl_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        ccurl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
+        ccurl_setopt_long(easy, CURLOPT_MAXREDIRS, policy.maxRedirects)
+        ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT, policy.connectTimeout)
+        ccurl_setopt_long(easy, CURLOPT_TIMEOUT, policy.totalTimeout)
+        ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
+        ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, policy.lowSpeedTime)
+        ccurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        ccurl_setopt_string(easy, CURLOPT_USERAGENT, policy.userAgent)
+        ccurl_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
+        ccurl_setopt_pointer(easy, CURLOPT_ERRORBUFFER, t.errorBuffer)
+        ccurl_setopt_callback(easy, CURLOPT_WRITEFUNCTION, writeCallback)
+        ccurl_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
+        ccurl_setopt_callback(easy, CURLOPT_HEADERFUNCTION, headerCallback)
+        ccurl_setopt_pointer(easy, CURLOPT_HEADERDATA, me)
+        var list: UnsafeMutablePointer<curl_slist>?
+        for h in t.request.headers { list = curl_slist_append(list, h) }
+        t.headerList = list
+        if let list { ccurl_setopt_pointer(easy, CURLOPT_HTTPHEADER, list) }
+        curl_multi_add_handle(m, easy)
+        return easy
+    }
+
+    private enum Outcome {
+        case done(Result<HTTPResponse, FetchError>)
+        case retry
+    }
+
+    private func finish(_ t: Transfer, code: CURLcode) -> Outcome {
+        guard let easy = t.easy else { return .done(.failure(.transfer(url: t.request.url, message: "no handle", attempts: t.attempts))) }
+        var status = 0
+        ccurl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        var effective: UnsafePointer<CChar>?
+        ccurl_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &effective)
+        let url = t.request.url
+        let canRetry = t.attempts <= policy.retries
+        if let reason = t.sinkError {
+            return .done(.failure(.rejected(url: url, reason: reason)))
+        }
+        if let bad = t.badStatus ?? ((status >= 400 && code == CURLE_OK) ? status : nil) {
+            if bad >= 500 && canRetry { return .retry }
+            return .done(.failure(.status(url: url, code: bad, attempts: t.attempts)))
+        }
+        guard code == CURLE_OK else {
+            let detail = String(cString: t.errorBuffer)
+            let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+            if isTransient(code) && canRetry { return .retry }
+            return .done(.failure(.transfer(url: url, message: message, attempts: t.attempts)))
+        }
+        return .done(.success(HTTPResponse(status: status, headers: t.headers,
+                                           effectiveURL: effective.map { String(cString: $0) } ?? url,
+                                           bodyBytes: t.bodyBytes, attempts: t.attempts)))
+    }
+
+    private func isTransient(_ code: CURLcode) -> Bool {
+        switch code {
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_OPERATION_TIMEDOUT, CURLE_RECV_ERROR,
+             CURLE_SEND_ERROR, CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING, CURLE_SSL_CONNECT_ERROR, CURLE_HTTP2,
+             CURLE_HTTP2_STREAM:
+            return true
+        default:
+            return false
+        }
+    }
+
+    private func cleanup(_ t: Transfer) {
+        if let easy = t.easy { curl_easy_cleanup(easy) }
+        t.easy = nil
+        if let list = t.headerList { curl_slist_free_all(list) }
+        t.headerList = nil
+    }
+}
+
+private let writeCallback: ccurl_data_cb = { data, size, count, userdata in
+    guard let userdata, let data else { return 0 }
+    let t = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
+    let n = size * count
+    if !t.statusChecked, let easy = t.easy {
+        t.statusChecked = true
+        var status = 0
+        ccurl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        if status >= 300 || status < 200 {
+            // An error page is not the body we asked for: stop reading it.
+            t.badStatus = status
+            return 0
+        }
+    }
+    do {
+        try t.sink.receive(UnsafeRawBufferPointer(start: data, count: n))
+    } catch {
+        t.sinkError = "\(error)"
+        return 0
+    }
+    t.bodyBytes += Int64(n)
+    return n
+}
+
+private let headerCallback: ccurl_data_cb = { data, size, count, userdata in
+    guard let userdata, let data else { return 0 }
+    let t = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
+    let n = size * count
+    let line = String(decoding: UnsafeRawBufferPointer(start: data, count: n), as: UTF8.self)
+    if line.hasPrefix("HTTP/") {
+        t.headers = [:]  // a new response (after a redirect or 100-continue)
+    } else if let colon = line.firstIndex(of: ":") {
+        let name = line[..<colon].lowercased()
+        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+        t.headers[name] = value
+    }
+    return n
+}

@@ -1,0 +1,111 @@
+/// One GET to make.
+public struct HTTPRequest: Sendable {
+    public var url: String
+    /// Extra request headers, `Name: value` each (for example conditional ones).
+    public var headers: [String]
+    public init(url: String, headers: [String] = []) {
+        self.url = url
+        self.headers = headers
+    }
+}
+
+/// What the origin answered (the body went to the sink).
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    /// Response headers of the final response, names lowercased.
+    public var headers: [String: String]
+    /// The URL after redirects.
+    public var effectiveURL: String
+    public var bodyBytes: Int64
+    /// How many attempts it took (1 when no retry was needed).
+    public var attempts: Int
+}
+
+/// Why a fetch failed, worded for the person reading a failure list.
+public enum FetchError: Error, Sendable, CustomStringConvertible, Equatable {
+    /// Only http and https are ever fetched.
+    case unsupportedScheme(url: String)
+    /// The transfer failed (connection, timeout, truncated body, ...).
+    case transfer(url: String, message: String, attempts: Int)
+    /// The origin answered with an error status.
+    case status(url: String, code: Int, attempts: Int)
+    /// The body sink refused the bytes (too large, not an image, disk full...).
+    case rejected(url: String, reason: String)
+    /// The client is shutting down.
+    case cancelled(url: String)
+
+    public var description: String {
+        switch self {
+        case let .unsupportedScheme(url): return "refusing to fetch \(url): only http and https URLs are fetched"
+        case let .transfer(url, message, attempts):
+            return "\(url): \(message)" + (attempts > 1 ? " (after \(attempts) attempts)" : "")
+        case let .status(url, code, attempts):
+            return "\(url): HTTP \(code)" + (attempts > 1 ? " (after \(attempts) attempts)" : "")
+        case let .rejected(url, reason): return "\(url): \(reason)"
+        case let .cancelled(url): return "\(url): cancelled, the daemon is stopping"
+        }
+    }
+
+    /// The short reason without the URL, for per-row failure lists.
+    public var reason: String {
+        switch self {
+        case .unsupportedScheme: return "not an http or https URL"
+        case let .transfer(_, message, attempts): return message + (attempts > 1 ? " (after \(attempts) attempts)" : "")
+        case let .status(_, code, attempts): return "HTTP \(code)" + (attempts > 1 ? " (after \(attempts) attempts)" : "")
+        case let .rejected(_, reason): return reason
+        case .cancelled: return "cancelled, the daemon is stopping"
+        }
+    }
+}
+
+/// Where a response body goes, chunk by chunk, on the fetch thread.
+public protocol BodySink: AnyObject, Sendable {
+    /// Takes the next chunk; throwing aborts the transfer with that reason.
+    func receive(_ bytes: UnsafeRawBufferPointer) throws
+    /// Forgets everything received, before a retry.
+    func reset() throws
+}
+
+/// A sink that keeps the body in memory, up to a limit (for the JSON feeds).
+public final class MemorySink: BodySink, @unchecked Sendable {
+    // Owned by the fetch thread during the transfer and by the completion after it.
+    public private(set) var bytes: [UInt8] = []
+    public let limit: Int
+
+    public init(limit: Int) { self.limit = limit }
+
+    public func receive(_ chunk: UnsafeRawBufferPointer) throws {
+        guard bytes.count + chunk.count <= limit else { throw BodyTooLarge(limit: limit) }
+        bytes.append(contentsOf: chunk)
+    }
+
+    public func reset() { bytes.removeAll(keepingCapacity: true) }
+}
+
+/// A body grew past its sink's limit.
+public struct BodyTooLarge: Error, CustomStringConvertible {
+    public var limit: Int
+    public var description: String { "body larger than \(limit) bytes" }
+}
+
+/// Retry, timeout and redirect settings; each default is what the daemon uses.
+public struct FetchPolicy: Sendable {
+    /// Retries after the first attempt for connection errors, timeouts and 5xx. Default 3.
+    public var retries = 3
+    /// First backoff delay in seconds, doubled each retry, with ±50% jitter. Default 0.25.
+    public var backoffBase = 0.25
+    /// Seconds to establish a connection. Default 10.
+    public var connectTimeout = 10
+    /// Seconds for a whole transfer. Default 300.
+    public var totalTimeout = 300
+    /// A transfer slower than 1 byte/s for this many seconds is aborted. Default 30.
+    public var lowSpeedTime = 30
+    /// Redirects followed, each to http or https only. Default 5.
+    public var maxRedirects = 5
+    /// Parallel transfers. Default 8.
+    public var concurrency = 8
+    /// Sent as `User-Agent`.
+    public var userAgent = "cached"
+
+    public init() {}
+}

@@ -1,0 +1,70 @@
+/// Splits a byte stream into `\n`-terminated lines, refusing lines past a limit.
+public struct LineBuffer: Sendable {
+    private var storage: [UInt8] = []
+    private var start = 0
+    private var scanned = 0
+    /// The longest line accepted, without its newline.
+    public let limit: Int
+
+    public init(limit: Int = maxRequestLine) {
+        self.limit = limit
+    }
+
+    /// What a call to `nextLine` found.
+    public enum Next: Equatable {
+        case line(ArraySlice<UInt8>)
+        /// No complete line yet.
+        case incomplete
+        /// The current line is longer than `limit`.
+        case tooLong
+    }
+
+    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        if start > 0 && start == storage.count {
+            storage.removeAll(keepingCapacity: true)
+            start = 0
+            scanned = 0
+        }
+        storage.append(contentsOf: bytes)
+    }
+
+    public mutating func append(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { append($0) }
+    }
+
+    /// Bytes received but not yet returned as lines.
+    public var pending: Int { storage.count - start }
+
+    /// The next complete line (without `\n`, and without a trailing `\r`).
+    public mutating func nextLine() -> Next {
+        var i = max(scanned, start)
+        while i < storage.count {
+            if storage[i] == 0x0A {
+                var end = i
+                if end > start && storage[end - 1] == 0x0D { end -= 1 }
+                let line = storage[start..<end]
+                start = i + 1
+                scanned = start
+                if line.count > limit { return .tooLong }
+                if start > 65536 && start * 2 > storage.count {
+                    storage.removeFirst(start)
+                    start = 0
+                    scanned = 0
+                }
+                return .line(line)
+            }
+            i += 1
+        }
+        scanned = i
+        return storage.count - start > limit ? .tooLong : .incomplete
+    }
+
+    /// Takes up to `n` raw bytes already buffered (after a `read` header line).
+    public mutating func takeBytes(upTo n: Int) -> ArraySlice<UInt8> {
+        let end = min(storage.count, start + n)
+        let out = storage[start..<end]
+        start = end
+        scanned = end
+        return out
+    }
+}

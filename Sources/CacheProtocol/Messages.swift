@@ -1,0 +1,205 @@
+/// The protocol version this build speaks.
+public let protocolVersion = 1
+
+/// The longest request line accepted (SPEC section 3): 64 KiB.
+public let maxRequestLine = 64 * 1024
+
+/// Error codes of protocol version 1.
+public enum ErrorCode: String, Sendable, CaseIterable {
+    case badRequest = "bad_request"
+    case notFound = "not_found"
+    case notCached = "not_cached"
+    case upstream
+    case tooLarge = "too_large"
+    case busy
+    case `internal`
+}
+
+/// A failure to answer a request, as sent on the wire.
+public struct ProtocolError: Error, Sendable, CustomStringConvertible {
+    public var code: ErrorCode
+    public var message: String
+    public init(_ code: ErrorCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+    public var description: String { "\(code.rawValue): \(message)" }
+}
+
+/// Which feeds a prefetch covers.
+public enum PrefetchTarget: String, Sendable, CaseIterable {
+    case all, posts, images
+}
+
+/// A request, validated: every argument present, typed and in range.
+public enum Command: Sendable, Equatable {
+    case ping
+    case status
+    case getPost(id: Int64)
+    case listPosts(offset: Int, limit: Int?)
+    case getImage(row: Int, fetch: Bool)
+    case listImages(offset: Int, limit: Int?)
+    case read(hash: String)
+    case prefetch(what: PrefetchTarget, force: Bool, progress: Bool)
+    case verify
+    case gc
+    case compact
+}
+
+/// A parsed request line: the command and the raw JSON text of its tag.
+public struct Request: Sendable {
+    public var command: Command
+    /// The `tag` value's JSON text, echoed verbatim in every response line.
+    public var tag: [UInt8]?
+
+    public init(command: Command, tag: [UInt8]? = nil) {
+        self.command = command
+        self.tag = tag
+    }
+
+    /// Parses one line (without its newline). Errors carry the tag when the
+    /// line was a JSON object, so that even a rejection can be matched.
+    public static func parse(_ line: some Collection<UInt8>) -> Result<Request, TaggedError> {
+        let members: [(key: String, value: JSON, range: Range<Int>)]
+        let bytes = Array(line)
+        do {
+            members = try JSONParser.parseObjectMembers(bytes)
+        } catch {
+            return .failure(TaggedError(ProtocolError(.badRequest, "request is not a JSON object: \(error)"), tag: nil))
+        }
+        var tag: [UInt8]?
+        var fields: [String: JSON] = [:]
+        for m in members {
+            if m.key == "tag" { tag = JSONParser.minify(bytes[m.range]) }
+            fields[m.key] = m.value
+        }
+        do {
+            return .success(Request(command: try command(from: fields), tag: tag))
+        } catch {
+            return .failure(TaggedError(error, tag: tag))
+        }
+    }
+
+    private static func command(from f: [String: JSON]) throws(ProtocolError) -> Command {
+        guard let opValue = f["op"] else { throw ProtocolError(.badRequest, "missing \"op\"") }
+        guard let op = opValue.string else { throw ProtocolError(.badRequest, "\"op\" must be a string") }
+        switch op {
+        case "ping": return .ping
+        case "status": return .status
+        case "get_post": return .getPost(id: try integer(f, "id"))
+        case "list_posts":
+            return .listPosts(offset: try count(f, "offset") ?? 0, limit: try count(f, "limit"))
+        case "get_image":
+            return .getImage(row: try requiredCount(f, "row"), fetch: try boolean(f, "fetch") ?? true)
+        case "list_images":
+            return .listImages(offset: try count(f, "offset") ?? 0, limit: try count(f, "limit"))
+        case "read":
+            guard let h = f["hash"] else { throw ProtocolError(.badRequest, "missing \"hash\"") }
+            guard let s = h.string, s.utf8.count == 32,
+                  s.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else {
+                throw ProtocolError(.badRequest, "\"hash\" must be 32 lowercase hex digits")
+            }
+            return .read(hash: s)
+        case "prefetch":
+            var what = PrefetchTarget.all
+            if let w = f["what"], !w.isNull {
+                guard let s = w.string, let t = PrefetchTarget(rawValue: s) else {
+                    throw ProtocolError(.badRequest, "\"what\" must be one of all, posts, images")
+                }
+                what = t
+            }
+            return .prefetch(what: what, force: try boolean(f, "force") ?? false,
+                             progress: try boolean(f, "progress") ?? false)
+        case "verify": return .verify
+        case "gc": return .gc
+        case "compact": return .compact
+        default:
+            throw ProtocolError(.badRequest, "unknown op \"\(op)\"")
+        }
+    }
+
+    private static func integer(_ f: [String: JSON], _ name: String) throws(ProtocolError) -> Int64 {
+        guard let v = f[name] else { throw ProtocolError(.badRequest, "missing \"\(name)\"") }
+        guard let i = v.integer else { throw ProtocolError(.badRequest, "\"\(name)\" must be an integer") }
+        return i
+    }
+
+    private static func requiredCount(_ f: [String: JSON], _ name: String) throws(ProtocolError) -> Int {
+        guard let c = try count(f, name) else { throw ProtocolError(.badRequest, "missing \"\(name)\"") }
+        return c
+    }
+
+    /// A non-negative integer argument; nil when absent or null.
+    private static func count(_ f: [String: JSON], _ name: String) throws(ProtocolError) -> Int? {
+        guard let v = f[name], !v.isNull else { return nil }
+        guard let i = v.integer, i >= 0, i <= Int64(Int32.max) else {
+            throw ProtocolError(.badRequest, "\"\(name)\" must be a non-negative integer")
+        }
+        return Int(i)
+    }
+
+    private static func boolean(_ f: [String: JSON], _ name: String) throws(ProtocolError) -> Bool? {
+        guard let v = f[name], !v.isNull else { return nil }
+        guard let b = v.bool else { throw ProtocolError(.badRequest, "\"\(name)\" must be true or false") }
+        return b
+    }
+
+    /// The request as a JSON line (for clients).
+    public static func line(op: String, _ fields: [(String, JSON)] = []) -> [UInt8] {
+        var bytes = JSON.object([("op", .string(op))] + fields).encoded
+        bytes.append(0x0A)
+        return bytes
+    }
+}
+
+/// A protocol error together with the request's tag.
+public struct TaggedError: Error, Sendable {
+    public var error: ProtocolError
+    public var tag: [UInt8]?
+    public init(_ error: ProtocolError, tag: [UInt8]?) {
+        self.error = error
+        self.tag = tag
+    }
+}
+
+/// Builds response lines: `{"ok":...,"tag":...,<fields>}\n`.
+public enum Response {
+    /// A success line; `fill` adds the op's fields.
+    public static func ok(tag: [UInt8]?, capacity: Int = 128, _ fill: (inout JSONObjectWriter) -> Void = { _ in }) -> [UInt8] {
+        var o = JSONObjectWriter(capacity: capacity + (tag?.count ?? 0))
+        o.field("ok", true)
+        if let tag { o.field("tag", rawJSON: tag) }
+        fill(&o)
+        var bytes = o.finished()
+        bytes.append(0x0A)
+        return bytes
+    }
+
+    /// A failure line.
+    public static func error(_ e: ProtocolError, tag: [UInt8]?) -> [UInt8] {
+        var o = JSONObjectWriter()
+        o.field("ok", false)
+        if let tag { o.field("tag", rawJSON: tag) }
+        var inner = JSONObjectWriter()
+        inner.field("code", e.code.rawValue)
+        inner.field("message", e.message)
+        o.field("error", object: inner)
+        var bytes = o.finished()
+        bytes.append(0x0A)
+        return bytes
+    }
+
+    /// A progress event line of a prefetch.
+    public static func progress(tag: [UInt8]?, phase: String, done: Int, total: Int, bytes: Int64) -> [UInt8] {
+        var o = JSONObjectWriter()
+        o.field("event", "progress")
+        if let tag { o.field("tag", rawJSON: tag) }
+        o.field("phase", phase)
+        o.field("done", done)
+        o.field("total", total)
+        o.field("bytes", bytes)
+        var out = o.finished()
+        out.append(0x0A)
+        return out
+    }
+}

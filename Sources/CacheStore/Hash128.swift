@@ -1,0 +1,99 @@
+import CXXHash
+
+/// An XXH3-128 digest, the name of an object in the store.
+///
+/// Its text form is xxHash's canonical one, 32 lowercase hex digits with the
+/// high 64 bits first, exactly what `xxhsum -H2` prints.
+public struct Hash128: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var high: UInt64
+    public var low: UInt64
+
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// Hashes `bytes` in one call.
+    public init(of bytes: UnsafeRawBufferPointer) {
+        let h = XXH3_128bits(bytes.baseAddress, bytes.count)
+        self.init(high: h.high64, low: h.low64)
+    }
+
+    public init(of bytes: [UInt8]) {
+        self = bytes.withUnsafeBytes { Hash128(of: $0) }
+    }
+
+    /// Parses 32 lowercase hex digits; nil for anything else.
+    public init?(hex: some StringProtocol) {
+        let utf8 = Array(hex.utf8)
+        guard utf8.count == 32 else { return nil }
+        var words: [UInt64] = [0, 0]
+        for (i, c) in utf8.enumerated() {
+            let v: UInt8
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): v = c - UInt8(ascii: "a") + 10
+            default: return nil
+            }
+            words[i / 16] = words[i / 16] << 4 | UInt64(v)
+        }
+        self.init(high: words[0], low: words[1])
+    }
+
+    /// The canonical 32-digit lowercase hex form.
+    public var hex: String {
+        var out = [UInt8](repeating: 0, count: 32)
+        let digits = Array("0123456789abcdef".utf8)
+        for i in 0..<16 {
+            out[15 - i] = digits[Int((high >> (UInt64(i) * 4)) & 0xf)]
+            out[31 - i] = digits[Int((low >> (UInt64(i) * 4)) & 0xf)]
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public var description: String { hex }
+
+    /// The 16 canonical (big-endian) bytes.
+    public var bytes: [UInt8] {
+        (0..<8).map { UInt8(truncatingIfNeeded: high >> (56 - 8 * UInt64($0))) } +
+        (0..<8).map { UInt8(truncatingIfNeeded: low >> (56 - 8 * UInt64($0))) }
+    }
+
+    public init(bytes b: some Collection<UInt8>) {
+        var h: UInt64 = 0, l: UInt64 = 0
+        for (i, byte) in b.prefix(16).enumerated() {
+            if i < 8 { h = h << 8 | UInt64(byte) } else { l = l << 8 | UInt64(byte) }
+        }
+        self.init(high: h, low: l)
+    }
+
+    public static func < (a: Hash128, b: Hash128) -> Bool { (a.high, a.low) < (b.high, b.low) }
+}
+
+/// XXH3-128 over a stream of chunks.
+public struct StreamingHasher: ~Copyable {
+    private let state: OpaquePointer
+
+    public init() {
+        state = XXH3_createState()
+        XXH3_128bits_reset(state)
+    }
+
+    deinit { XXH3_freeState(state) }
+
+    public mutating func reset() { XXH3_128bits_reset(state) }
+
+    public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        XXH3_128bits_update(state, bytes.baseAddress, bytes.count)
+    }
+
+    public func digest() -> Hash128 {
+        let h = XXH3_128bits_digest(state)
+        return Hash128(high: h.high64, low: h.low64)
+    }
+}
+
+/// A 32-bit checksum for log records: the low half of XXH3-64.
+public func recordChecksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+    UInt32(truncatingIfNeeded: XXH3_64bits(bytes.baseAddress, bytes.count))
+}

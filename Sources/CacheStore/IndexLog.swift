@@ -1,0 +1,168 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CacheSystem
+
+/// What replaying a log's bytes found.
+public struct ScanOutcome: Sendable, Equatable {
+    /// Bytes up to the end of the last committed transaction: everything kept.
+    public var validLength: Int
+    /// Records in committed transactions (commit markers included).
+    public var records: Int
+    /// Why the scan stopped before the end, or nil when every byte was good.
+    public var problem: String?
+}
+
+/// Replays the framed records of an index log.
+public enum LogScanner {
+    /// Walks `bytes` (the whole file, header included), calling `apply` with
+    /// each committed transaction's records in order. Stops at the first torn,
+    /// corrupt or undecodable record; records after the last commit marker are
+    /// not applied.
+    public static func scan(_ bytes: [UInt8], apply: ([LogRecord]) -> Void) -> ScanOutcome {
+        let header = RecordCodec.fileHeader
+        if bytes.count < header.count || Array(bytes[0..<header.count]) != header {
+            let problem = bytes.isEmpty ? nil : "missing or unknown file header"
+            return ScanOutcome(validLength: 0, records: 0, problem: problem)
+        }
+        var offset = header.count
+        var committedEnd = offset
+        var committedRecords = 0
+        var pending: [LogRecord] = []
+        var problem: String?
+        while offset < bytes.count {
+            let remaining = bytes.count - offset
+            guard remaining >= RecordCodec.frameHeaderSize else {
+                problem = "torn record header at offset \(offset)"; break
+            }
+            let slice = bytes[offset..<bytes.count]
+            let length = Int(slice.uint32LE(at: 0))
+            let checksum = slice.uint32LE(at: 4)
+            guard length >= 1, length <= RecordCodec.maxPayload else {
+                problem = "bad record length \(length) at offset \(offset)"; break
+            }
+            guard remaining - RecordCodec.frameHeaderSize >= length else {
+                problem = "torn record at offset \(offset): \(length) bytes announced, \(remaining - RecordCodec.frameHeaderSize) present"; break
+            }
+            let start = offset + RecordCodec.frameHeaderSize
+            let payload = bytes[start..<start + length]
+            let actual = payload.withUnsafeBytes { recordChecksum($0) }
+            guard actual == checksum else {
+                problem = "checksum mismatch at offset \(offset)"; break
+            }
+            let record: LogRecord
+            do throws(RecordDecodingError) { record = try RecordCodec.decodePayload(payload) } catch {
+                problem = "undecodable record at offset \(offset): \(error)"; break
+            }
+            offset = start + length
+            if record == .commit {
+                apply(pending)
+                committedRecords += pending.count + 1
+                pending.removeAll(keepingCapacity: true)
+                committedEnd = offset
+            } else {
+                pending.append(record)
+            }
+        }
+        if problem == nil && committedEnd < bytes.count {
+            problem = "uncommitted transaction of \(pending.count) records at offset \(committedEnd)"
+        }
+        return ScanOutcome(validLength: committedEnd, records: committedRecords, problem: problem)
+    }
+}
+
+/// What recovery did to a damaged log at start.
+public struct LogRecovery: Sendable {
+    public var problem: String
+    /// Where the kept bytes end and the cut ones begin.
+    public var cutOffset: Int
+    public var cutLength: Int
+    /// The file that holds the cut bytes.
+    public var savedTo: String
+}
+
+/// The append-only log file. Not thread-safe: the store calls it under its writer lock.
+final class IndexLog {
+    let path: String
+    private var fd: FileDescriptor
+    /// Where the next record goes; the file is truncated back here if an append fails.
+    private(set) var length: Int64
+    /// Records in the file (commit markers included), for compaction decisions.
+    private(set) var recordCount: Int
+
+    /// Opens (creating if missing) and replays the log. A damaged tail is cut
+    /// and its bytes saved beside the log; the cut is reported, never fatal.
+    init(path: String, apply: ([LogRecord]) -> Void) throws(SystemError) {
+        self.path = path
+        fd = try FileDescriptor.open(path, O_RDWR | O_CREAT, mode: 0o600)
+        var bytes: [UInt8]
+        do throws(SystemError) { bytes = try fd.readToEnd() } catch { fd.close(); throw error }
+        let outcome = LogScanner.scan(bytes, apply: apply)
+        recordCount = outcome.records
+        length = Int64(outcome.validLength)
+        recovery = nil
+        do throws(SystemError) {
+            if outcome.validLength < bytes.count {
+                let problem = outcome.problem ?? "unexpected bytes"
+                let saved = "\(path).corrupt-\(Clock.wallSeconds())-\(getpid())"
+                try FileSystem.writeDurably(Array(bytes[outcome.validLength...]), to: saved,
+                                            tempDirectory: FileSystem.directoryName(of: path), mode: 0o600)
+                recovery = LogRecovery(problem: problem, cutOffset: outcome.validLength,
+                                       cutLength: bytes.count - outcome.validLength, savedTo: saved)
+            }
+            if outcome.validLength == 0 {
+                try fd.truncate(to: 0)
+                try fd.seek(to: 0)
+                try fd.writeAll(RecordCodec.fileHeader)
+                length = Int64(RecordCodec.fileHeader.count)
+                try fd.sync()
+                try FileSystem.syncDirectory(FileSystem.directoryName(of: path))
+            } else if outcome.validLength < bytes.count {
+                try fd.truncate(to: length)
+                try fd.sync()
+            }
+            try fd.seek(to: length)
+        } catch {
+            fd.close()
+            throw error
+        }
+    }
+
+    /// Set when the last open cut a damaged tail.
+    private(set) var recovery: LogRecovery?
+
+    /// Appends `records` and a commit marker as one transaction, then fsyncs.
+    /// On failure the file is cut back so no partial transaction remains.
+    func append(_ records: [LogRecord]) throws(SystemError) {
+        var bytes: [UInt8] = []
+        for r in records { RecordCodec.encode(r, into: &bytes) }
+        RecordCodec.encode(.commit, into: &bytes)
+        do throws(SystemError) {
+            try fd.writeAll(bytes)
+            try fd.sync()
+        } catch {
+            try? fd.truncate(to: length)
+            _ = try? fd.seek(to: length)
+            throw error
+        }
+        length += Int64(bytes.count)
+        recordCount += records.count + 1
+    }
+
+    /// Replaces the log with `records` (one transaction): written to a temp
+    /// file, fsynced, renamed over the log, directory fsynced.
+    func rewrite(_ records: [LogRecord], tempDirectory: String) throws(SystemError) {
+        var bytes = RecordCodec.fileHeader
+        for r in records { RecordCodec.encode(r, into: &bytes) }
+        RecordCodec.encode(.commit, into: &bytes)
+        try FileSystem.writeDurably(bytes, to: path, tempDirectory: tempDirectory, mode: 0o600)
+        let newFD = try FileDescriptor.open(path, O_RDWR)
+        fd.close()
+        fd = newFD
+        length = Int64(bytes.count)
+        try fd.seek(to: length)
+        recordCount = records.count + 1
+    }
+
+    func close() { fd.close() }
+}

@@ -1,0 +1,77 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CacheSystem
+
+/// Receives one download into a temp file under `tmp/`, hashing as it writes,
+/// so an image never has to sit whole in memory.
+///
+/// Owned by one thread at a time: the fetch thread while bytes arrive, then
+/// the worker that commits it. `Store.commitObject` or `discard()` ends it.
+public final class ObjectWriter: @unchecked Sendable {
+    /// The temp file's path.
+    public let tempPath: String
+    /// The most bytes accepted; more fails with `StoreError.tooLarge`.
+    public let maxSize: Int64
+    private let fd: FileDescriptor
+    private var hasher = StreamingHasher()
+    private(set) public var size: Int64 = 0
+    private var head: [UInt8] = []
+    private var closed = false
+
+    init(tempPath: String, maxSize: Int64) throws(SystemError) {
+        self.tempPath = tempPath
+        self.maxSize = maxSize
+        fd = try FileDescriptor.open(tempPath, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+    }
+
+    deinit { discard() }
+
+    /// Appends a chunk of the body.
+    public func append(_ bytes: UnsafeRawBufferPointer) throws(StoreError) {
+        guard size + Int64(bytes.count) <= maxSize else { throw .tooLarge(limit: maxSize) }
+        if head.count < ImageType.signatureLength {
+            head.append(contentsOf: bytes.prefix(ImageType.signatureLength - head.count))
+        }
+        do throws(SystemError) { try fd.writeAll(bytes) } catch { throw .io(error) }
+        hasher.update(bytes)
+        size += Int64(bytes.count)
+    }
+
+    /// Forgets what was written, for a retried transfer.
+    public func reset() throws(StoreError) {
+        do throws(SystemError) {
+            try fd.truncate(to: 0)
+            try fd.seek(to: 0)
+        } catch { throw .io(error) }
+        hasher.reset()
+        size = 0
+        head = []
+    }
+
+    /// The image type the first bytes announce, or nil.
+    public var imageType: ImageType? { ImageType.detect(head) }
+    /// What the first bytes look like when they are not an image.
+    public var headDescription: String { ImageType.describeNonImage(head) }
+    public var hash: Hash128 { hasher.digest() }
+
+    func syncAndClose() throws(SystemError) {
+        try fd.sync()
+        close()
+    }
+
+    /// Called once the temp file was renamed into place or deduplicated.
+    func markDone() { done = true }
+    private var done = false
+
+    private func close() {
+        if !closed { fd.close(); closed = true }
+    }
+
+    /// Closes and removes the temp file.
+    public func discard() {
+        close()
+        if !done { try? FileSystem.unlink(tempPath) }
+        done = true
+    }
+}

@@ -1,0 +1,599 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CacheSystem
+
+/// A cached image: which object holds a row's bytes.
+public struct ObjectRef: Sendable, Hashable {
+    public var hash: Hash128
+    public var size: Int64
+    public var type: ImageType
+}
+
+/// One row of the image manifest, as the store knows it.
+public struct Row: Sendable, Equatable {
+    /// The URL as written in the manifest (possibly relative).
+    public var url: String
+    public var description: String?
+    /// The cached object, or nil when the row is not cached.
+    public var object: ObjectRef?
+}
+
+/// HTTP validators kept per feed for conditional requests.
+public struct Validators: Sendable, Equatable {
+    public var etag: String?
+    public var lastModified: String?
+    public init(etag: String? = nil, lastModified: String? = nil) {
+        self.etag = etag
+        self.lastModified = lastModified
+    }
+}
+
+/// Counts for `status`.
+public struct StoreStats: Sendable {
+    public var posts: Int
+    public var rows: Int
+    public var rowsCached: Int
+    public var objects: Int
+    public var bytes: Int64
+    public var logRecords: Int
+    public var evictions: Int
+}
+
+/// What a posts refresh changed.
+public struct PostsChange: Sendable, Equatable {
+    public var fetched = 0
+    public var unchanged = 0
+    public var removed = 0
+}
+
+/// Where and how big the store is allowed to be.
+public struct StoreConfiguration: Sendable {
+    /// The store directory; created if missing.
+    public var directory: String
+    /// Cap on the bytes of `objects/`; 0 means no cap. Default 0.
+    public var maxBytes: Int64 = 0
+    /// Compact automatically once the log holds this many more records than
+    /// live state needs. Default 10,000.
+    public var compactionSlack: Int = 10_000
+
+    public init(directory: String, maxBytes: Int64 = 0) {
+        self.directory = directory
+        self.maxBytes = maxBytes
+    }
+}
+
+/// The in-memory index: what replaying the log produces.
+struct StoreState {
+    var posts: [Int64: [UInt8]] = [:]
+    var sortedIDs: [Int64] = []
+    var rows: [Row] = []
+    var objects: [Hash128: ObjectRef] = [:]
+    var validators: [Feed: Validators] = [:]
+    var postsKnown = false
+    var manifestKnown = false
+    /// Last use of each object (monotonic ns), for least-recently-used eviction.
+    var lastUse: [Hash128: UInt64] = [:]
+    var bytes: Int64 = 0
+    var evictions = 0
+
+    mutating func apply(_ record: LogRecord) {
+        switch record {
+        case let .post(id, json):
+            posts[id] = json
+        case let .postRemoved(id):
+            posts[id] = nil
+        case let .manifestSize(count):
+            if rows.count > count { rows.removeLast(rows.count - count) }
+            while rows.count < count { rows.append(Row(url: "", description: nil, object: nil)) }
+            manifestKnown = true
+        case let .row(i, url, description):
+            growRows(to: i + 1)
+            if rows[i].url != url { rows[i].object = nil }
+            rows[i].url = url
+            rows[i].description = description
+        case let .rowObject(i, hash, size, type):
+            growRows(to: i + 1)
+            let ref = ObjectRef(hash: hash, size: size, type: type)
+            rows[i].object = ref
+            if objects.updateValue(ref, forKey: hash) == nil { bytes += size }
+        case let .objectRemoved(hash):
+            if let old = objects.removeValue(forKey: hash) { bytes -= old.size }
+            lastUse[hash] = nil
+            for i in rows.indices where rows[i].object?.hash == hash { rows[i].object = nil }
+        case let .validators(feed, etag, lastModified):
+            validators[feed] = Validators(etag: etag, lastModified: lastModified)
+            if feed == .posts { postsKnown = true } else { manifestKnown = true }
+        case .commit:
+            break
+        }
+    }
+
+    private mutating func growRows(to n: Int) {
+        while rows.count < n { rows.append(Row(url: "", description: nil, object: nil)) }
+    }
+
+    mutating func sortPosts() { sortedIDs = posts.keys.sorted() }
+
+    /// Records that rebuild exactly this state, for compaction.
+    func liveRecords() -> [LogRecord] {
+        var out: [LogRecord] = []
+        out.reserveCapacity(posts.count + rows.count * 2 + 3)
+        for id in sortedIDs { out.append(.post(id: id, json: posts[id]!)) }
+        if manifestKnown { out.append(.manifestSize(count: rows.count)) }
+        for (i, row) in rows.enumerated() {
+            out.append(.row(row: i, url: row.url, description: row.description))
+            if let o = row.object { out.append(.rowObject(row: i, hash: o.hash, size: o.size, type: o.type)) }
+        }
+        for feed in Feed.allCases {
+            if let v = validators[feed] { out.append(.validators(feed: feed, etag: v.etag, lastModified: v.lastModified)) }
+            else if (feed == .posts && postsKnown) { out.append(.validators(feed: feed, etag: nil, lastModified: nil)) }
+        }
+        return out
+    }
+}
+
+/// The store on disk and its in-memory index.
+///
+/// Reads take a short lock on the index and never touch the log. Writes are
+/// serialised by a writer lock and follow one recipe: files are written under
+/// `tmp/`, fsynced, renamed into place and their directory fsynced; only then
+/// is the log record that points to them appended and fsynced; only then does
+/// the in-memory index change. A crash at any point leaves either the old
+/// state or the new one.
+public final class Store: Sendable {
+    public let directory: String
+    public let configuration: StoreConfiguration
+    let state: Locked<StoreState>
+    private let writer: Locked<WriterState>
+    private let lockFD: FileDescriptor
+
+    /// What recovery cut from the log at open, if anything.
+    public let recovery: LogRecovery?
+
+    struct WriterState: @unchecked Sendable {
+        var log: IndexLog
+    }
+
+    var postsDirectory: String { directory + "/posts" }
+    var objectsDirectory: String { directory + "/objects" }
+    public var tempDirectory: String { directory + "/tmp" }
+    var quarantineDirectory: String { directory + "/quarantine" }
+
+    /// Opens the store: takes the lock, creates the layout, empties `tmp/`,
+    /// replays the log (cutting a damaged tail aside).
+    public init(_ configuration: StoreConfiguration) throws(StoreError) {
+        self.configuration = configuration
+        directory = configuration.directory
+        do throws(SystemError) {
+            try FileSystem.makeDirectories(directory, mode: 0o700)
+            lockFD = try FileDescriptor.open(directory + "/lock", O_RDWR | O_CREAT, mode: 0o600)
+        } catch { throw .io(error) }
+        let acquired: Bool
+        do throws(SystemError) {
+            acquired = try lockFD.tryLockExclusive()
+            if acquired {
+                try lockFD.truncate(to: 0)
+                try lockFD.writeAll(Array("\(getpid())\n".utf8))
+            }
+        } catch {
+            lockFD.close()
+            throw .io(error)
+        }
+        guard acquired else {
+            let text = (try? lockFD.readToEnd(limit: 32)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+            lockFD.close()
+            throw .locked(directory: directory, holderPID: Int32(text.filter { $0.isNumber }))
+        }
+
+        var replayed = StoreState()
+        let log: IndexLog
+        do throws(SystemError) {
+            for sub in ["posts", "objects", "tmp", "quarantine"] {
+                try FileSystem.makeDirectory(directory + "/" + sub, mode: 0o700)
+            }
+            for name in try FileSystem.list(directory + "/tmp") {
+                try FileSystem.unlink(directory + "/tmp/" + name)
+            }
+            log = try IndexLog(path: directory + "/index.log") { transaction in
+                for r in transaction { replayed.apply(r) }
+            }
+        } catch {
+            lockFD.close()
+            throw .io(error)
+        }
+        replayed.sortPosts()
+        recovery = log.recovery
+        state = Locked(replayed)
+        writer = Locked(WriterState(log: log))
+    }
+
+    /// Releases the log and the lock.
+    public func close() {
+        writer.withLock { $0.log.close() }
+        lockFD.close()
+    }
+
+    // MARK: Reads
+
+    /// The stored JSON of post `id`.
+    public func post(id: Int64) -> [UInt8]? {
+        state.withLock { $0.posts[id] }
+    }
+
+    /// Posts in ascending id order: the total and the requested page.
+    public func posts(offset: Int, limit: Int) -> (total: Int, page: [[UInt8]]) {
+        state.withLock { s in
+            let total = s.sortedIDs.count
+            let start = min(max(offset, 0), total)
+            let end = min(total, start + max(0, min(limit, total)))
+            return (total, s.sortedIDs[start..<end].map { s.posts[$0]! })
+        }
+    }
+
+    public var postsKnown: Bool { state.withLock { $0.postsKnown } }
+    public var manifestKnown: Bool { state.withLock { $0.manifestKnown } }
+
+    public func row(_ index: Int) -> Row? {
+        state.withLock { s in s.rows.indices.contains(index) ? s.rows[index] : nil }
+    }
+
+    /// Rows from `offset`, at most `limit`: the total and the page.
+    public func rows(offset: Int, limit: Int) -> (total: Int, page: [Row]) {
+        state.withLock { s in
+            let total = s.rows.count
+            let start = min(max(offset, 0), total)
+            let end = min(total, start + max(0, min(limit, total)))
+            return (total, Array(s.rows[start..<end]))
+        }
+    }
+
+    public func validators(for feed: Feed) -> Validators {
+        state.withLock { $0.validators[feed] ?? Validators() }
+    }
+
+    /// The absolute path of an object's file: `objects/ab/<30 hex>`.
+    public func objectPath(_ hash: Hash128) -> String {
+        let hex = hash.hex
+        return "\(objectsDirectory)/\(hex.prefix(2))/\(hex.dropFirst(2))"
+    }
+
+    /// Notes that an object was served (for eviction order).
+    public func touch(_ hash: Hash128) {
+        let now = Clock.monotonicNanoseconds()
+        state.withLock { $0.lastUse[hash] = now }
+    }
+
+    /// True when the object's file exists with its recorded size. A missing or
+    /// truncated file is dropped from the index (its rows become uncached).
+    public func objectIsPresent(_ ref: ObjectRef) -> Bool {
+        if let st = try? FileSystem.status(objectPath(ref.hash)), st.isRegular, st.size == ref.size { return true }
+        try? forgetObject(ref.hash)
+        return false
+    }
+
+    public func stats() -> StoreStats {
+        let records = writer.withLock { $0.log.recordCount }
+        return state.withLock { s in
+            StoreStats(posts: s.posts.count, rows: s.rows.count,
+                       rowsCached: s.rows.reduce(0) { $0 + ($1.object == nil ? 0 : 1) },
+                       objects: s.objects.count, bytes: s.bytes, logRecords: records, evictions: s.evictions)
+        }
+    }
+
+    // MARK: Feed writes
+
+    /// Makes the stored posts equal to `posts` (id and exact JSON bytes) in one
+    /// transaction, together with the feed's validators.
+    public func replacePosts(_ posts: [(id: Int64, json: [UInt8])], validators: Validators) throws(StoreError) -> PostsChange {
+        try writer.withLock { (w) throws(StoreError) -> PostsChange in
+            let (current, known) = state.withLock { ($0.posts, $0.postsKnown) }
+            var change = PostsChange()
+            var records: [LogRecord] = []
+            var newIDs = Set<Int64>()
+            var written: [Int64] = []
+            do throws(SystemError) {
+                for (id, json) in posts {
+                    newIDs.insert(id)
+                    if current[id] == json { change.unchanged += 1; continue }
+                    try FileSystem.writeDurably(json, to: postPath(id), tempDirectory: tempDirectory, syncDirectory: false)
+                    written.append(id)
+                    records.append(.post(id: id, json: json))
+                    change.fetched += 1
+                }
+                let removed = current.keys.filter { !newIDs.contains($0) }.sorted()
+                for id in removed { records.append(.postRemoved(id: id)) }
+                change.removed = removed.count
+                let oldValidators = state.withLock { $0.validators[.posts] }
+                if records.isEmpty && known && oldValidators == validators { return change }
+                records.append(.validators(feed: .posts, etag: validators.etag, lastModified: validators.lastModified))
+                if !written.isEmpty { try FileSystem.syncDirectory(postsDirectory) }
+                try w.log.append(records)
+            } catch {
+                // The log still describes the old posts: put their files back.
+                restorePostFiles(written, from: current)
+                throw .io(error)
+            }
+            state.withLock { s in
+                for r in records { s.apply(r) }
+                s.sortPosts()
+            }
+            for r in records { if case let .postRemoved(id) = r { try? FileSystem.unlink(postPath(id)) } }
+            if change.removed > 0 { try? FileSystem.syncDirectory(postsDirectory) }
+            try compactIfNeeded(&w)
+            return change
+        }
+    }
+
+    func postPath(_ id: Int64) -> String { "\(postsDirectory)/\(id).json" }
+
+    private func restorePostFiles(_ ids: [Int64], from posts: [Int64: [UInt8]]) {
+        for id in ids {
+            if let old = posts[id] {
+                try? FileSystem.writeDurably(old, to: postPath(id), tempDirectory: tempDirectory)
+            } else {
+                try? FileSystem.unlink(postPath(id))
+            }
+        }
+    }
+
+    /// Brings `posts/` in line with the index: rewrites files whose bytes
+    /// differ (a crash between writing a file and its log record) and removes
+    /// files of posts the index does not hold. Returns how many were fixed.
+    @discardableResult
+    public func reconcilePostFiles() -> Int {
+        writer.withLock { _ in
+            let posts = state.withLock { $0.posts }
+            var fixed = 0
+            let names = (try? FileSystem.list(postsDirectory)) ?? []
+            var seen = Set<Int64>()
+            for name in names {
+                guard name.hasSuffix(".json"), let id = Int64(name.dropLast(5)), let json = posts[id] else {
+                    try? FileSystem.unlink("\(postsDirectory)/\(name)"); fixed += 1; continue
+                }
+                seen.insert(id)
+                if (try? FileSystem.read(postPath(id))) != json {
+                    try? FileSystem.writeDurably(json, to: postPath(id), tempDirectory: tempDirectory, syncDirectory: false)
+                    fixed += 1
+                }
+            }
+            for (id, json) in posts where !seen.contains(id) {
+                try? FileSystem.writeDurably(json, to: postPath(id), tempDirectory: tempDirectory, syncDirectory: false)
+                fixed += 1
+            }
+            if fixed > 0 { try? FileSystem.syncDirectory(postsDirectory) }
+            return fixed
+        }
+    }
+
+    /// Makes the stored manifest equal to `rows` (URL and description per row)
+    /// in one transaction. Rows whose URL is unchanged keep their cached image.
+    /// Returns how many rows changed.
+    @discardableResult
+    public func replaceManifest(_ rows: [(url: String, description: String?)], validators: Validators) throws(StoreError) -> Int {
+        try writer.withLock { (w) throws(StoreError) -> Int in
+            let (current, known, oldValidators) = state.withLock { ($0.rows, $0.manifestKnown, $0.validators[.manifest]) }
+            var records: [LogRecord] = []
+            for (i, row) in rows.enumerated() where i >= current.count || current[i].url != row.url || current[i].description != row.description {
+                records.append(.row(row: i, url: row.url, description: row.description))
+            }
+            let changed = records.count + max(0, current.count - rows.count)
+            if changed == 0 && known && oldValidators == validators { return 0 }
+            records.insert(.manifestSize(count: rows.count), at: 0)
+            records.append(.validators(feed: .manifest, etag: validators.etag, lastModified: validators.lastModified))
+            do throws(SystemError) { try w.log.append(records) } catch { throw .io(error) }
+            state.withLock { s in for r in records { s.apply(r) } }
+            try compactIfNeeded(&w)
+            return changed
+        }
+    }
+
+    // MARK: Objects
+
+    /// A temp file under `tmp/` to stream one download into.
+    public func newObjectWriter(maxSize: Int64) throws(StoreError) -> ObjectWriter {
+        do throws(SystemError) { return try ObjectWriter(tempPath: "\(tempDirectory)/\(TempName.next(".part"))", maxSize: maxSize) }
+        catch { throw .io(error) }
+    }
+
+    /// Makes a finished download durable and points `rows` at it.
+    ///
+    /// The bytes must carry an image signature. The file is fsynced and renamed
+    /// to `objects/ab/<rest>` (or dropped if that object already exists), the
+    /// directory is fsynced, and only then are the row mappings logged. Rows
+    /// whose manifest URL changed since the download began are left alone.
+    public func commitObject(_ objectWriter: ObjectWriter, rows: [(row: Int, url: String)]) throws(StoreError) -> ObjectRef {
+        guard let type = objectWriter.imageType else {
+            objectWriter.discard()
+            throw .notAnImage(objectWriter.headDescription)
+        }
+        let ref = ObjectRef(hash: objectWriter.hash, size: objectWriter.size, type: type)
+        return try writer.withLock { (w) throws(StoreError) -> ObjectRef in
+            let path = objectPath(ref.hash)
+            do throws(SystemError) {
+                let exists = state.withLock { $0.objects[ref.hash] != nil }
+                if exists, let st = try FileSystem.status(path), st.size == ref.size {
+                    objectWriter.discard()
+                } else {
+                    try objectWriter.syncAndClose()
+                    let fanout = FileSystem.directoryName(of: path)
+                    let created = try FileSystem.status(fanout) == nil
+                    try FileSystem.makeDirectory(fanout, mode: 0o700)
+                    try FileSystem.rename(objectWriter.tempPath, path)
+                    objectWriter.markDone()
+                    try FileSystem.syncDirectory(fanout)
+                    if created { try FileSystem.syncDirectory(objectsDirectory) }
+                }
+                let current = state.withLock { $0.rows }
+                let records: [LogRecord] = rows.compactMap { r in
+                    guard current.indices.contains(r.row), current[r.row].url == r.url else { return nil }
+                    return .rowObject(row: r.row, hash: ref.hash, size: ref.size, type: type)
+                }
+                if !records.isEmpty { try w.log.append(records) }
+                let now = Clock.monotonicNanoseconds()
+                state.withLock { s in
+                    for r in records { s.apply(r) }
+                    s.lastUse[ref.hash] = now
+                }
+            } catch {
+                objectWriter.discard()
+                throw .io(error)
+            }
+            try evictIfNeeded(&w, keep: ref.hash)
+            try compactIfNeeded(&w)
+            return ref
+        }
+    }
+
+    /// Opens an object after checking its bytes against its name. On a
+    /// mismatch the file is moved to `quarantine/`, the object is forgotten
+    /// (its rows become uncached) and `corruptObject` is thrown.
+    public func openVerified(_ hash: Hash128) throws(StoreError) -> (FileDescriptor, Int64) {
+        let path = objectPath(hash)
+        let fd: FileDescriptor
+        do throws(SystemError) { fd = try FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW) } catch {
+            if error.errno == ENOENT { try? forgetObject(hash); throw .missingObject(hash) }
+            throw .io(error)
+        }
+        let digest: Hash128
+        let size: Int64
+        do throws(SystemError) {
+            (digest, size) = try Store.hashFile(fd)
+            try fd.seek(to: 0)
+        } catch {
+            fd.close()
+            throw .io(error)
+        }
+        guard digest == hash else {
+            fd.close()
+            throw .corruptObject(hash, quarantinedTo: quarantine(hash))
+        }
+        touch(hash)
+        return (fd, size)
+    }
+
+    /// XXH3-128 and length of a file read from its current position.
+    static func hashFile(_ fd: FileDescriptor) throws(SystemError) -> (Hash128, Int64) {
+        var hasher = StreamingHasher()
+        var size: Int64 = 0
+        var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+        while true {
+            let n = try buffer.withMutableBytes { (raw) throws(SystemError) in try fd.read(into: raw) }
+            if n == 0 { break }
+            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            size += Int64(n)
+        }
+        return (hasher.digest(), size)
+    }
+
+    /// Moves an object's file to `quarantine/` and forgets it; returns where it went.
+    @discardableResult
+    public func quarantine(_ hash: Hash128) -> String? {
+        let target = "\(quarantineDirectory)/\(hash.hex)-\(Clock.wallSeconds())"
+        let moved: String?
+        do throws(SystemError) {
+            try FileSystem.rename(objectPath(hash), target)
+            try FileSystem.syncDirectory(quarantineDirectory)
+            moved = target
+        } catch { moved = nil }
+        try? forgetObject(hash)
+        return moved
+    }
+
+    /// Logs that an object is gone: every row pointing to it becomes uncached.
+    public func forgetObject(_ hash: Hash128) throws(StoreError) {
+        try writer.withLock { (w) throws(StoreError) in
+            guard state.withLock({ $0.objects[hash] != nil }) else { return }
+            do throws(SystemError) { try w.log.append([.objectRemoved(hash: hash)]) } catch { throw .io(error) }
+            state.withLock { $0.apply(.objectRemoved(hash: hash)) }
+        }
+    }
+
+    /// The object named `hash`, if the index knows it.
+    public func objectRef(_ hash: Hash128) -> ObjectRef? {
+        state.withLock { $0.objects[hash] }
+    }
+
+    /// Every known object, for `verify`.
+    public func knownObjects() -> [Hash128] {
+        state.withLock { Array($0.objects.keys) }
+    }
+
+    private func evictIfNeeded(_ w: inout WriterState, keep: Hash128) throws(StoreError) {
+        let limit = configuration.maxBytes
+        guard limit > 0 else { return }
+        let victims: [Hash128] = state.withLock { s in
+            guard s.bytes > limit else { return [] }
+            var excess = s.bytes - limit
+            var out: [Hash128] = []
+            let order = s.objects.values.filter { $0.hash != keep }.sorted { (s.lastUse[$0.hash] ?? 0) < (s.lastUse[$1.hash] ?? 0) }
+            for o in order where excess > 0 { out.append(o.hash); excess -= o.size }
+            return out
+        }
+        guard !victims.isEmpty else { return }
+        do throws(SystemError) { try w.log.append(victims.map { .objectRemoved(hash: $0) }) } catch { throw .io(error) }
+        state.withLock { s in
+            for h in victims { s.apply(.objectRemoved(hash: h)) }
+            s.evictions += victims.count
+        }
+        for h in victims { try? FileSystem.unlink(objectPath(h)) }
+    }
+
+    // MARK: Maintenance
+
+    /// Deletes object files no row references, and forgets such objects.
+    public func collectGarbage() throws(StoreError) -> (removed: Int, freedBytes: Int64) {
+        try writer.withLock { (w) throws(StoreError) -> (Int, Int64) in
+            let (referenced, known) = state.withLock { s in
+                (Set(s.rows.compactMap { $0.object?.hash }), Set(s.objects.keys))
+            }
+            let unreferenced = known.subtracting(referenced)
+            if !unreferenced.isEmpty {
+                do throws(SystemError) { try w.log.append(unreferenced.sorted().map { .objectRemoved(hash: $0) }) } catch { throw .io(error) }
+                state.withLock { s in for h in unreferenced { s.apply(.objectRemoved(hash: h)) } }
+            }
+            var removed = 0
+            var freed: Int64 = 0
+            do throws(SystemError) {
+                for fan in try FileSystem.list(objectsDirectory) {
+                    let dir = "\(objectsDirectory)/\(fan)"
+                    guard let st = try FileSystem.status(dir), st.isDirectory else {
+                        try FileSystem.unlink(dir); removed += 1; continue
+                    }
+                    var changed = false
+                    for name in try FileSystem.list(dir) {
+                        if let h = Hash128(hex: fan + name), referenced.contains(h) { continue }
+                        let path = "\(dir)/\(name)"
+                        freed += (try FileSystem.status(path))?.size ?? 0
+                        try FileSystem.unlink(path)
+                        removed += 1
+                        changed = true
+                    }
+                    if changed { try FileSystem.syncDirectory(dir) }
+                }
+            } catch { throw .io(error) }
+            return (removed, freed)
+        }
+    }
+
+    /// Rewrites the log with only the records that rebuild the current state.
+    public func compact() throws(StoreError) -> (before: Int, after: Int) {
+        try writer.withLock { (w) throws(StoreError) -> (Int, Int) in
+            try compactLocked(&w)
+        }
+    }
+
+    private func compactLocked(_ w: inout WriterState) throws(StoreError) -> (Int, Int) {
+        let before = w.log.recordCount
+        let records = state.withLock { $0.liveRecords() }
+        do throws(SystemError) { try w.log.rewrite(records, tempDirectory: tempDirectory) } catch { throw .io(error) }
+        return (before, w.log.recordCount)
+    }
+
+    private func compactIfNeeded(_ w: inout WriterState) throws(StoreError) {
+        let live = state.withLock { $0.posts.count + $0.rows.count * 2 + 4 }
+        if w.log.recordCount > 2 * live + configuration.compactionSlack {
+            _ = try compactLocked(&w)
+        }
+    }
+}

@@ -1,0 +1,48 @@
+import CacheSystem
+
+/// Why a store operation failed, in words an operator can act on.
+public enum StoreError: Error, CustomStringConvertible, Sendable {
+    /// A file system call failed.
+    case io(SystemError)
+    /// Another process holds the store's lock file.
+    case locked(directory: String, holderPID: Int32?)
+    /// Downloaded bytes do not start with a known image signature.
+    case notAnImage(String)
+    /// A body grew past the configured limit.
+    case tooLarge(limit: Int64)
+    /// An object's bytes no longer match its name; it was quarantined.
+    case corruptObject(Hash128, quarantinedTo: String?)
+    /// The object is not in the store.
+    case missingObject(Hash128)
+
+    public var description: String {
+        switch self {
+        case .io(let e) where e.isNoSpace:
+            return "store write failed, the disk is full: \(e)"
+        case .io(let e):
+            return "store I/O failed: \(e)"
+        case let .locked(dir, pid):
+            let holder = pid.map { "process \($0)" } ?? "another process"
+            return "store \(dir) is in use by \(holder) (lock file \(dir)/lock); stop it or choose another --store"
+        case .notAnImage(let what):
+            return "not an image: \(what)"
+        case .tooLarge(let limit):
+            return "larger than max-object-size \(formatSize(limit))"
+        case let .corruptObject(hash, to):
+            return "object \(hash) failed verification" + (to.map { "; moved to \($0)" } ?? "")
+        case .missingObject(let hash):
+            return "object \(hash) is not in the store"
+        }
+    }
+}
+
+/// "8 MiB", "512 KiB", "17 B": sizes as people read them.
+public func formatSize(_ bytes: Int64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    var value = Double(bytes)
+    var unit = 0
+    while value >= 1024 && unit < units.count - 1 { value /= 1024; unit += 1 }
+    if unit == 0 { return "\(bytes) B" }
+    let rounded = (value * 10).rounded() / 10
+    return rounded == rounded.rounded() ? "\(Int(rounded)) \(units[unit])" : "\(rounded) \(units[unit])"
+}

@@ -1,0 +1,109 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
+
+/// An owned-by-convention file descriptor with typed, errno-checked calls.
+///
+/// A value type in the spirit of swift-system's `FileDescriptor`: copying it
+/// does not duplicate the descriptor, and `close()` must be called once.
+public struct FileDescriptor: Sendable, Hashable {
+    /// The raw descriptor number.
+    public let rawValue: Int32
+    /// The path it was opened from, kept for error messages.
+    public let path: String
+
+    public init(rawValue: Int32, path: String = "") {
+        self.rawValue = rawValue
+        self.path = path
+    }
+
+    /// Opens `path` with `flags` (`O_CLOEXEC` is always added).
+    public static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644) throws(SystemError) -> FileDescriptor {
+        let fd = try retryingOnInterrupt("open", path) { Glibc.open(path, flags | O_CLOEXEC, mode) }
+        return FileDescriptor(rawValue: fd, path: path)
+    }
+
+    /// Opens a directory for `fsync` or `*at` calls.
+    public static func openDirectory(_ path: String) throws(SystemError) -> FileDescriptor {
+        try open(path, O_RDONLY | O_DIRECTORY)
+    }
+
+    public func close() {
+        _ = Glibc.close(rawValue)
+    }
+
+    /// Reads up to `buffer.count` bytes; 0 means end of file.
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
+        try retryingOnInterrupt("read", path) { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }
+    }
+
+    /// Reads at `offset` without moving the file position.
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
+        try retryingOnInterrupt("pread", path) { Glibc.pread(rawValue, buffer.baseAddress, buffer.count, off_t(offset)) }
+    }
+
+    /// Writes all of `bytes`, looping over short writes.
+    public func writeAll(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
+        var done = 0
+        while done < bytes.count {
+            let n = try retryingOnInterrupt("write", path) {
+                Glibc.write(rawValue, bytes.baseAddress! + done, bytes.count - done)
+            }
+            done += n
+        }
+    }
+
+    public func writeAll(_ bytes: [UInt8]) throws(SystemError) {
+        try bytes.withBytes { (raw) throws(SystemError) in try writeAll(raw) }
+    }
+
+    /// Reads the whole file from its current position.
+    public func readToEnd(limit: Int = Int.max) throws(SystemError) -> [UInt8] {
+        var data: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while data.count < limit {
+            let n = try chunk.withMutableBytes { (raw) throws(SystemError) in try read(into: raw) }
+            if n == 0 { break }
+            data.append(contentsOf: chunk[0..<min(n, limit - data.count)])
+        }
+        return data
+    }
+
+    /// Flushes the file's data and metadata to the device.
+    public func sync() throws(SystemError) {
+        _ = try retryingOnInterrupt("fsync", path) { Glibc.fsync(rawValue) }
+    }
+
+    public func truncate(to size: Int64) throws(SystemError) {
+        _ = try retryingOnInterrupt("ftruncate", path) { Glibc.ftruncate(rawValue, off_t(size)) }
+    }
+
+    @discardableResult
+    public func seek(to offset: Int64, whence: Int32 = SEEK_SET) throws(SystemError) -> Int64 {
+        Int64(try retryingOnInterrupt("lseek", path) { Glibc.lseek(rawValue, off_t(offset), whence) })
+    }
+
+    /// The size of the open file.
+    public func size() throws(SystemError) -> Int64 {
+        var st = stat()
+        _ = try retryingOnInterrupt("fstat", path) { Glibc.fstat(rawValue, &st) }
+        return Int64(st.st_size)
+    }
+
+    /// Takes an exclusive advisory lock without waiting; false when another holds it.
+    public func tryLockExclusive() throws(SystemError) -> Bool {
+        while true {
+            if clinux_flock_exclusive_nb(rawValue) == 0 { return true }
+            if errno == EINTR { continue }
+            if errno == EWOULDBLOCK { return false }
+            throw SystemError("flock", path)
+        }
+    }
+
+    /// Sets or clears `O_NONBLOCK`.
+    public func setNonBlocking(_ on: Bool = true) throws(SystemError) {
+        let flags = try retryingOnInterrupt("fcntl", path) { fcntl(rawValue, F_GETFL) }
+        _ = try retryingOnInterrupt("fcntl", path) { fcntl(rawValue, F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK) }
+    }
+}

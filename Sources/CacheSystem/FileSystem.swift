@@ -1,0 +1,111 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Path-level file system calls with typed errors, and the durable-write recipe.
+public enum FileSystem {
+    /// Creates `path` with `mode` if it does not exist (not its parents).
+    public static func makeDirectory(_ path: String, mode: mode_t = 0o700) throws(SystemError) {
+        if Glibc.mkdir(path, mode) != 0 && errno != EEXIST { throw SystemError("mkdir", path) }
+    }
+
+    /// Creates `path` and any missing parents.
+    public static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws(SystemError) {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for part in path.split(separator: "/") {
+            prefix += "/" + part
+            try makeDirectory(prefix, mode: mode)
+        }
+    }
+
+    public static func rename(_ from: String, _ to: String) throws(SystemError) {
+        if Glibc.rename(from, to) != 0 { throw SystemError("rename", "\(from) -> \(to)") }
+    }
+
+    /// Removes a file; a missing file is not an error.
+    public static func unlink(_ path: String) throws(SystemError) {
+        if Glibc.unlink(path) != 0 && errno != ENOENT { throw SystemError("unlink", path) }
+    }
+
+    /// Flushes a directory's entries (after a rename or unlink in it).
+    public static func syncDirectory(_ path: String) throws(SystemError) {
+        let fd = try FileDescriptor.openDirectory(path)
+        defer { fd.close() }
+        try fd.sync()
+    }
+
+    /// The names in a directory, without `.` and `..`.
+    public static func list(_ path: String) throws(SystemError) -> [String] {
+        guard let dir = opendir(path) else { throw SystemError("opendir", path) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// `lstat` facts about a path, or nil when it does not exist.
+    public static func status(_ path: String) throws(SystemError) -> FileStatus? {
+        var st = stat()
+        if Glibc.lstat(path, &st) != 0 {
+            if errno == ENOENT || errno == ENOTDIR { return nil }
+            throw SystemError("lstat", path)
+        }
+        return FileStatus(size: Int64(st.st_size), mode: st.st_mode)
+    }
+
+    /// Reads a whole file.
+    public static func read(_ path: String, limit: Int = Int.max) throws(SystemError) -> [UInt8] {
+        let fd = try FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW)
+        defer { fd.close() }
+        return try fd.readToEnd(limit: limit)
+    }
+
+    /// Writes `bytes` to `path` so that a crash leaves the old file or the new
+    /// one, never a mix: a temp file in `tempDirectory` (same file system),
+    /// fsync, rename over `path`, fsync of `path`'s directory.
+    public static func writeDurably(_ bytes: [UInt8], to path: String, tempDirectory: String,
+                                    mode: mode_t = 0o644, syncDirectory shouldSync: Bool = true) throws(SystemError) {
+        let temp = "\(tempDirectory)/\(TempName.next())"
+        let fd = try FileDescriptor.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
+        do {
+            try fd.writeAll(bytes)
+            try fd.sync()
+            fd.close()
+            try rename(temp, path)
+        } catch {
+            fd.close()
+            try? unlink(temp)
+            throw error
+        }
+        if shouldSync { try syncDirectory(directoryName(of: path)) }
+    }
+
+    /// Everything before the last `/`.
+    public static func directoryName(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+}
+
+/// What `lstat` says about a path.
+public struct FileStatus: Sendable {
+    public var size: Int64
+    public var mode: mode_t
+    public var isDirectory: Bool { mode & S_IFMT == S_IFDIR }
+    public var isRegular: Bool { mode & S_IFMT == S_IFREG }
+    public var isSocket: Bool { mode & S_IFMT == S_IFSOCK }
+}
+
+/// Unique names for temp files: pid, a process-wide counter and the time.
+public enum TempName {
+    private static let counter = Locked<UInt64>(0)
+    public static func next(_ suffix: String = ".tmp") -> String {
+        let n = counter.withLock { value -> UInt64 in value += 1; return value }
+        return "\(getpid())-\(n)-\(Clock.monotonicNanoseconds() % 1_000_000_000)\(suffix)"
+    }
+}

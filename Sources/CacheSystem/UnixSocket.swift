@@ -1,0 +1,125 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
+
+/// Unix stream sockets: listen, accept, connect, send and receive with typed errors.
+public enum UnixSocket {
+    /// The longest path `sun_path` can hold.
+    public static let maxPathLength = 107
+
+    private static func address(_ path: String) throws(SystemError) -> sockaddr_un {
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count <= maxPathLength else {
+            throw SystemError("socket path too long", path, errno: ENAMETOOLONG)
+        }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return addr
+    }
+
+    /// Binds and listens on `path` with `mode`. An existing socket file is
+    /// replaced only when nothing answers on it; any other kind of file is
+    /// left alone and reported.
+    public static func listen(path: String, mode: mode_t = 0o660, backlog: Int32 = 1024) throws(SystemError) -> FileDescriptor {
+        if let st = try FileSystem.status(path) {
+            guard st.isSocket else { throw SystemError("refusing to replace non-socket", path, errno: EEXIST) }
+            if let probe = try? connect(path: path) {
+                probe.close()
+                throw SystemError("another daemon is listening on", path, errno: EADDRINUSE)
+            }
+            try FileSystem.unlink(path)
+        }
+        let fd = try retryingOnInterrupt("socket", path) { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        let sock = FileDescriptor(rawValue: fd, path: path)
+        do throws(SystemError) {
+            var addr = try address(path)
+            // umask-proof: bind creates the file, chmod then sets the exact mode.
+            let rc = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            if rc != 0 { throw SystemError("bind", path) }
+            if chmod(path, mode) != 0 { throw SystemError("chmod", path) }
+            if Glibc.listen(fd, backlog) != 0 { throw SystemError("listen", path) }
+            try sock.setNonBlocking()
+        } catch {
+            sock.close()
+            throw error
+        }
+        return sock
+    }
+
+    /// Connects to the socket at `path` (blocking).
+    public static func connect(path: String) throws(SystemError) -> FileDescriptor {
+        let fd = try retryingOnInterrupt("socket", path) { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        var addr: sockaddr_un
+        do { addr = try address(path) } catch { Glibc.close(fd); throw error }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        if rc != 0 {
+            let err = SystemError("connect", path)
+            Glibc.close(fd)
+            throw err
+        }
+        return FileDescriptor(rawValue: fd, path: path)
+    }
+
+    /// Accepts one connection, non-blocking and close-on-exec; nil when none is waiting.
+    public static func accept(_ listener: FileDescriptor) throws(SystemError) -> FileDescriptor? {
+        while true {
+            let fd = accept4(listener.rawValue, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+            if fd >= 0 { return FileDescriptor(rawValue: fd, path: listener.path) }
+            switch errno {
+            case EINTR, ECONNABORTED: continue
+            case EAGAIN: return nil
+            default: throw SystemError("accept4", listener.path)
+            }
+        }
+    }
+
+    /// Sends without raising SIGPIPE; returns the bytes sent, 0 when the socket would block.
+    public static func send(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Int {
+        while true {
+            let n = Glibc.send(fd.rawValue, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+            if n >= 0 { return n }
+            if errno == EINTR { continue }
+            if errno == EAGAIN { return 0 }
+            throw SystemError("send", fd.path)
+        }
+    }
+
+    /// Receives into `buffer`; nil when it would block, 0 at end of stream.
+    public static func receive(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int? {
+        while true {
+            let n = recv(fd.rawValue, buffer.baseAddress, buffer.count, 0)
+            if n >= 0 { return n }
+            if errno == EINTR { continue }
+            if errno == EAGAIN { return nil }
+            throw SystemError("recv", fd.path)
+        }
+    }
+
+    /// Copies up to `count` bytes of `file` from `offset` to the socket; 0 when it would block.
+    public static func sendFile(_ socket: FileDescriptor, from file: FileDescriptor, offset: inout Int64, count: Int) throws(SystemError) -> Int {
+        while true {
+            var off = off_t(offset)
+            let n = sendfile(socket.rawValue, file.rawValue, &off, count)
+            if n >= 0 { offset = Int64(off); return n }
+            if errno == EINTR { continue }
+            if errno == EAGAIN { return 0 }
+            throw SystemError("sendfile", file.path)
+        }
+    }
+
+    /// The connected peer's pid, uid and gid.
+    public static func peerCredentials(_ fd: FileDescriptor) -> (pid: Int32, uid: UInt32, gid: UInt32)? {
+        var cred = clinux_ucred()
+        guard clinux_peercred(fd.rawValue, &cred) == 0 else { return nil }
+        return (cred.pid, cred.uid, cred.gid)
+    }
+}

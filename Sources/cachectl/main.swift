@@ -1,0 +1,2 @@
+import CacheCLI
+CachectlMain.run()

@@ -1,0 +1,2 @@
+import CacheDaemon
+CachedMain.run()
