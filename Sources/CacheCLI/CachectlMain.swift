@@ -1,2 +1,119 @@
-public enum CachectlMain { public static func run() -> Never { exit(1) } }
+#if canImport(Glibc)
+import Glibc
+#endif
+import CacheProtocol
+import CacheSystem
 import Foundation
+
+/// Exit statuses of cachectl, documented in `--help` and docs/operations.md.
+public enum ExitCode: Int32, Sendable {
+    case ok = 0
+    /// The daemon answered with an error other than the ones below.
+    case failure = 1
+    /// The command line is wrong.
+    case usage = 2
+    /// The daemon is not running (nothing answers on the socket).
+    case notRunning = 3
+    /// The post, row or object does not exist, or the row is not cached.
+    case notFound = 4
+    /// A prefetch finished but some images failed.
+    case partial = 5
+    /// A feed could not be fetched or parsed.
+    case upstream = 6
+}
+
+/// A reason to stop, with the exit status and the one line for stderr.
+struct CLIError: Error {
+    var code: ExitCode
+    var message: String
+}
+
+/// The `cachectl` executable.
+public enum CachectlMain {
+    public static func run() -> Never {
+        let env = ProcessInfo.processInfo.environment
+        do {
+            let invocation = try Invocation.parse(Array(CommandLine.arguments.dropFirst()), environment: env)
+            if invocation.command == ["help"] {
+                print(Invocation.usage)
+                exit(0)
+            }
+            try Commands(invocation: invocation).run()
+            exit(ExitCode.ok.rawValue)
+        } catch let e as CLIError {
+            FileHandle.standardError.write(Data("cachectl: \(e.message)\n".utf8))
+            exit(e.code.rawValue)
+        } catch let e as ClientError {
+            let code: ExitCode = if case .notRunning = e { .notRunning } else { .failure }
+            FileHandle.standardError.write(Data("cachectl: \(e)\n".utf8))
+            exit(code.rawValue)
+        } catch {
+            FileHandle.standardError.write(Data("cachectl: \(error)\n".utf8))
+            exit(ExitCode.failure.rawValue)
+        }
+    }
+}
+
+/// The parsed command line.
+struct Invocation {
+    var socket: String
+    var json = false
+    var command: [String] = []
+    var output: String?
+    var force = false
+
+    static let usage = """
+    usage: cachectl [--socket PATH] [--json] COMMAND
+
+    commands:
+      get post ID                      print one post
+      get posts                        all posts, ascending id
+      get image ROW [-o FILE]          an image's metadata, or its bytes into FILE (- for stdout)
+      get images                       all rows with their cache state
+      prefetch [all|posts|images] [--force]
+                                       refresh the feeds and download missing images
+      status                           counts and counters
+      verify                           re-hash every object, repair corrupt ones
+      gc                               delete unreferenced object files
+      compact                          rewrite the index log with live records only
+      ping                             check that the daemon answers
+
+    options:
+      --socket PATH   the daemon's socket (default: $CACHED_SOCKET, else the
+                      per-user or system default)
+      --json          print the daemon's JSON answers instead of text
+
+    exit status: 0 success, 1 error, 2 usage, 3 daemon not running,
+    4 not found or not cached, 5 prefetch with failed images, 6 feed failed.
+    """
+
+    static func parse(_ args: [String], environment: [String: String]) throws -> Invocation {
+        var inv = Invocation(socket: DefaultPaths.clientSocket(environment: environment))
+        var i = 0
+        while i < args.count {
+            let a = args[i]
+            i += 1
+            switch a {
+            case "--help", "-h", "help":
+                inv.command = ["help"]
+                return inv
+            case "--json": inv.json = true
+            case "--force", "-f": inv.force = true
+            case "--socket", "-s":
+                guard i < args.count else { throw CLIError(code: .usage, message: "--socket needs a path") }
+                inv.socket = args[i]
+                i += 1
+            case "-o", "--output":
+                guard i < args.count else { throw CLIError(code: .usage, message: "-o needs a file name (or - for stdout)") }
+                inv.output = args[i]
+                i += 1
+            default:
+                if a.hasPrefix("--socket=") { inv.socket = String(a.dropFirst(9)) }
+                else if a.hasPrefix("-") && a != "-" { throw CLIError(code: .usage, message: "unknown option \(a) (see cachectl --help)") }
+                else { inv.command.append(a) }
+            }
+        }
+        guard !inv.command.isEmpty else { throw CLIError(code: .usage, message: "no command given (see cachectl --help)") }
+        return inv
+    }
+}

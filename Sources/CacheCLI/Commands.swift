@@ -1,0 +1,174 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CacheProtocol
+import CacheSystem
+import Foundation
+
+/// Runs one cachectl command against the daemon and prints the result.
+struct Commands {
+    let invocation: Invocation
+
+    private var json: Bool { invocation.json }
+
+    func run() throws {
+        let words = invocation.command
+        switch (words.first, words.count) {
+        case ("get", _) where words.count >= 2:
+            try get(Array(words.dropFirst()))
+        case ("prefetch", 1), ("prefetch", 2):
+            let what = words.count == 2 ? words[1] : "all"
+            guard PrefetchTarget(rawValue: what) != nil else {
+                throw CLIError(code: .usage, message: "prefetch takes all, posts or images, not \"\(what)\"")
+            }
+            try prefetch(what)
+        case ("status", 1): try simple("status", Format.status)
+        case ("verify", 1): try simple("verify", Format.verify)
+        case ("gc", 1): try simple("gc", Format.gc)
+        case ("compact", 1): try simple("compact", Format.compact)
+        case ("ping", 1): try simple("ping") { Format.ping($0, socket: invocation.socket) }
+        default:
+            throw CLIError(code: .usage, message: "unknown command \"\(words.joined(separator: " "))\" (see cachectl --help)")
+        }
+    }
+
+    private func connect() throws -> Client {
+        try Client(socketPath: invocation.socket)
+    }
+
+    /// Sends one request; an error answer becomes a CLIError with the matching exit status.
+    private func call(_ client: Client, _ op: String, _ fields: [(String, JSON)] = []) throws -> JSON {
+        let answer = try client.call(op, fields)
+        try check(answer)
+        return answer
+    }
+
+    private func check(_ answer: JSON) throws {
+        guard answer["ok"]?.bool == true else {
+            if json { printJSON(answer) }
+            let code = answer["error"]?["code"]?.string ?? "internal"
+            let message = answer["error"]?["message"]?.string ?? "the daemon answered without a reason"
+            let exit: ExitCode = switch code {
+            case "not_found", "not_cached": .notFound
+            case "upstream": .upstream
+            case "bad_request": .usage
+            default: .failure
+            }
+            throw CLIError(code: exit, message: "\(message) (\(code))")
+        }
+    }
+
+    private func simple(_ op: String, _ format: (JSON) -> String) throws {
+        let answer = try call(try connect(), op)
+        if json { printJSON(answer) } else { print(format(answer)) }
+    }
+
+    private func get(_ args: [String]) throws {
+        switch (args[0], args.count) {
+        case ("post", 2):
+            guard let id = Int64(args[1]) else { throw CLIError(code: .usage, message: "post id must be an integer, not \"\(args[1])\"") }
+            let answer = try call(try connect(), "get_post", [("id", .number(String(id)))])
+            if json { printJSON(answer) } else { print(Format.post(answer["post"] ?? .null)) }
+        case ("posts", 1):
+            let answer = try call(try connect(), "list_posts")
+            if json { printJSON(answer) } else { print(Format.postList(answer), terminator: "") }
+        case ("image", 2):
+            guard let row = Int(args[1]), row >= 0 else { throw CLIError(code: .usage, message: "row must be a non-negative integer, not \"\(args[1])\"") }
+            let client = try connect()
+            let answer = try call(client, "get_image", [("row", .number(String(row)))])
+            let image = answer["image"] ?? .null
+            if let output = invocation.output {
+                try save(image, client: client, to: output)
+                if json && output != "-" { printJSON(answer) }
+            } else if json {
+                printJSON(answer)
+            } else {
+                print(Format.image(image))
+            }
+        case ("images", 1):
+            let answer = try call(try connect(), "list_images")
+            if json { printJSON(answer) } else { print(Format.imageList(answer), terminator: "") }
+        default:
+            throw CLIError(code: .usage, message: "get takes: post ID, posts, image ROW [-o FILE], images")
+        }
+    }
+
+    /// Reads the verified bytes of an image into `path` (atomically) or stdout.
+    private func save(_ image: JSON, client: Client, to path: String) throws {
+        guard let hash = image["hash"]?.string else { throw CLIError(code: .failure, message: "the daemon gave no hash for this row") }
+        try client.send(Request.line(op: "read", [("hash", .string(hash))]))
+        let header = try client.readJSON()
+        try check(header)
+        guard let size = header["size"]?.integer, size >= 0 else { throw CLIError(code: .failure, message: "malformed read answer") }
+        if path == "-" {
+            try client.readBytes(Int(size)) { chunk in
+                try Array(chunk).withBytes { (raw) throws(SystemError) in try FileDescriptor(rawValue: 1, path: "stdout").writeAll(raw) }
+            }
+            return
+        }
+        let dir = FileSystem.directoryName(of: path)
+        let temp = "\(dir)/.\(TempName.next(".cachectl"))"
+        let fd = try FileDescriptor.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        do {
+            try client.readBytes(Int(size)) { chunk in
+                try Array(chunk).withBytes { (raw) throws(SystemError) in try fd.writeAll(raw) }
+            }
+            try fd.sync()
+            fd.close()
+            try FileSystem.rename(temp, path)
+        } catch {
+            fd.close()
+            try? FileSystem.unlink(temp)
+            throw CLIError(code: .failure, message: "cannot write \(path): \(error)")
+        }
+        if isatty(2) != 0 && !json {
+            FileHandle.standardError.write(Data("wrote \(size) bytes (\(image["type"]?.string ?? "?")) to \(path)\n".utf8))
+        }
+    }
+
+    private func prefetch(_ what: String) throws {
+        let client = try connect()
+        let bar = isatty(2) != 0 && !json ? ProgressBar() : nil
+        var fields: [(String, JSON)] = [("what", .string(what)), ("progress", .bool(bar != nil))]
+        if invocation.force { fields.append(("force", .bool(true))) }
+        try client.send(Request.line(op: "prefetch", fields))
+        var answer: JSON
+        while true {
+            answer = try client.readJSON()
+            guard answer["event"]?.string == "progress" else { break }
+            bar?.update(phase: answer["phase"]?.string ?? "", done: Int(answer["done"]?.integer ?? 0),
+                        total: Int(answer["total"]?.integer ?? 0), bytes: answer["bytes"]?.integer ?? 0)
+        }
+        bar?.finish()
+        try check(answer)
+        if json { printJSON(answer) } else { print(Format.prefetch(answer)) }
+        let failed = answer["images"]?["failed"]?.integer ?? 0
+        if failed > 0 {
+            throw CLIError(code: .partial, message: "\(failed) image\(failed == 1 ? "" : "s") failed to download")
+        }
+    }
+
+    private func printJSON(_ value: JSON) {
+        print(String(decoding: value.encoded, as: UTF8.self))
+    }
+}
+
+/// A one-line progress bar on stderr, redrawn in place.
+final class ProgressBar {
+    private var lastDraw: UInt64 = 0
+
+    func update(phase: String, done: Int, total: Int, bytes: Int64) {
+        let now = Clock.monotonicNanoseconds()
+        guard done == total || now - lastDraw > 50_000_000 else { return }
+        lastDraw = now
+        let width = 30
+        let filled = total > 0 ? min(width, done * width / total) : 0
+        let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+        let line = "\r\(phase.padding(toLength: 7, withPad: " ", startingAt: 0)) [\(bar)] \(done)/\(total)  \(Format.size(bytes))\u{1B}[K"
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+
+    func finish() {
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+    }
+}

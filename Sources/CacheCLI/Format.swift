@@ -1,0 +1,120 @@
+import CacheProtocol
+import Foundation
+
+/// Human-readable renderings of the daemon's answers.
+enum Format {
+    static func size(_ bytes: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var v = Double(bytes)
+        var u = 0
+        while v >= 1024 && u < units.count - 1 { v /= 1024; u += 1 }
+        return u == 0 ? "\(bytes) B" : String(format: "%.1f %@", v, units[u])
+    }
+
+    private static func text(_ v: JSON?) -> String {
+        switch v {
+        case .string(let s)?: return s
+        case .number(let n)?: return n
+        case .bool(let b)?: return b ? "true" : "false"
+        case nil, .null?: return "-"
+        case let other?: return String(decoding: other.encoded, as: UTF8.self)
+        }
+    }
+
+    static func post(_ p: JSON) -> String {
+        var lines = ["Post \(text(p["id"])) by user \(text(p["userId"]))", "Title: \(text(p["title"]))", "", text(p["body"])]
+        if case .object(let pairs) = p {
+            let extra = pairs.filter { !["id", "userId", "title", "body"].contains($0.0) }
+            if !extra.isEmpty { lines.append("") }
+            for (k, v) in extra { lines.append("\(k): \(text(v))") }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func postList(_ answer: JSON) -> String {
+        var out = "   ID  USER  TITLE\n"
+        for p in answer["posts"]?.array ?? [] {
+            out += pad(text(p["id"]), 5) + "  " + pad(text(p["userId"]), 4) + "  " + text(p["title"]) + "\n"
+        }
+        out += "\(text(answer["total"])) posts\n"
+        return out
+    }
+
+    static func image(_ i: JSON) -> String {
+        let cached = i["hash"].map { !$0.isNull } ?? false
+        var lines = ["Row \(text(i["row"])): \(text(i["description"]))", "url:   \(text(i["url"]))"]
+        if cached {
+            lines += ["hash:  \(text(i["hash"]))", "size:  \(size(i["size"]?.integer ?? 0)) (\(text(i["size"])) bytes)",
+                      "type:  \(text(i["type"]))", "path:  \(text(i["path"]))"]
+        } else {
+            lines.append("not cached")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func imageList(_ answer: JSON) -> String {
+        var out = "  ROW  STATE          SIZE  TYPE        URL\n"
+        var cached = 0
+        let rows = answer["images"]?.array ?? []
+        for i in rows {
+            let isCached = !(i["hash"]?.isNull ?? true)
+            if isCached { cached += 1 }
+            out += pad(text(i["row"]), 5) + "  " + (isCached ? "cached    " : "missing   ") +
+                pad(isCached ? size(i["size"]?.integer ?? 0) : "-", 9) + "  " +
+                (text(i["type"]) + String(repeating: " ", count: 10)).prefix(10) + "  " + text(i["url"]) + "\n"
+        }
+        out += "\(cached)/\(text(answer["total"])) rows cached\n"
+        return out
+    }
+
+    static func prefetch(_ a: JSON) -> String {
+        var lines: [String] = []
+        if let p = a["posts"], !p.isNull {
+            lines.append("posts:  \(text(p["fetched"])) fetched, \(text(p["unchanged"])) unchanged, \(text(p["removed"])) removed, \(text(p["invalid"])) invalid")
+        }
+        if let i = a["images"], !i.isNull {
+            lines.append("images: \(text(i["downloaded"])) downloaded, \(text(i["cached"])) already cached, \(text(i["failed"])) failed, \(size(i["bytes"]?.integer ?? 0))")
+        }
+        for f in a["failures"]?.array ?? [] {
+            lines.append("  row \(text(f["row"])) \(text(f["url"])): \(text(f["error"]))")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func status(_ s: JSON) -> String {
+        var lines = [
+            "cached \(text(s["version"])), up \(text(s["uptime_s"])) s",
+            "store:    \(text(s["store"]))",
+            "posts:    \(text(s["posts"]))",
+            "images:   \(text(s["images_cached"]))/\(text(s["images"])) rows cached, \(text(s["objects"])) objects, \(size(s["bytes"]?.integer ?? 0))" +
+                ((s["max_bytes"]?.integer ?? 0) > 0 ? " of \(size(s["max_bytes"]?.integer ?? 0))" : ""),
+        ]
+        if case .object(let pairs)? = s["counters"] {
+            lines.append("counters: " + pairs.map { "\($0.0)=\(text($0.1))" }.joined(separator: " "))
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func verify(_ a: JSON) -> String {
+        let corrupt = a["corrupt"]?.array ?? []
+        var out = "checked \(text(a["checked"])) objects: \(corrupt.count) corrupt, \(text(a["repaired"])) repaired"
+        for c in corrupt { out += "\n  quarantined \(text(c))" }
+        return out
+    }
+
+    static func gc(_ a: JSON) -> String {
+        "removed \(text(a["removed"])) unreferenced files, freed \(size(a["freed_bytes"]?.integer ?? 0))"
+    }
+
+    static func compact(_ a: JSON) -> String {
+        "index log compacted from \(text(a["records_before"])) to \(text(a["records_after"])) records"
+    }
+
+    static func ping(_ a: JSON, socket: String) -> String {
+        "cached \(text(a["version"])) (protocol \(text(a["protocol"]))) answers on \(socket)"
+    }
+
+    private static func pad(_ s: String, _ n: Int) -> String {
+        s.count >= n ? s : String(repeating: " ", count: n - s.count) + s
+    }
+}
