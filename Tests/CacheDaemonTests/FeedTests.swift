@@ -1,0 +1,126 @@
+import Testing
+import Glibc
+@testable import CacheDaemon
+import CacheProtocol
+
+@Suite struct PostsDecodingTests {
+    @Test func keepsValidPostsWithUnknownFieldsAndSkipsInvalidOnes() throws {
+        let feed = """
+        [
+          {"userId": 1, "id": 1, "title": "a", "body": "b", "extra": {"kept": true}},
+          {"userId": 1, "id": 2, "title": null},
+          {"id": 3},
+          {"userId": 1, "title": "no id"},
+          {"userId": 1, "id": "4", "title": "string id"},
+          {"userId": 1, "id": 5.5},
+          {"userId": 1, "id": null},
+          42,
+          {"userId": 2, "id": 2, "title": "repeated id"},
+          {"userId": 9, "id": -6}
+        ]
+        """
+        let d = try FeedDecoder.posts(Array(feed.utf8))
+        #expect(d.posts.map(\.id) == [1, 2, 3, -6])
+        #expect(d.invalid == 6)
+        #expect(d.problems.count == 6)
+        #expect(String(decoding: d.posts[0].json, as: UTF8.self) == #"{"userId":1,"id":1,"title":"a","body":"b","extra":{"kept":true}}"#)
+    }
+
+    @Test func aFeedThatIsNotAnArrayIsAnError() {
+        for body in [#"{"posts": []}"#, "[{\"id\":1}", "<html>", ""] {
+            #expect(throws: JSONError.self, "\(body)") { try FeedDecoder.posts(Array(body.utf8)) }
+        }
+    }
+
+    @Test func theBundledFixtureDecodesCompletely() throws {
+        let d = try FeedDecoder.posts(Array(Fixture.posts.utf8))
+        #expect(d.posts.count == 2)
+        #expect(d.invalid == 0)
+    }
+}
+
+enum Fixture {
+    static let posts = """
+    [{"userId": 1, "id": 1, "title": "sunt aut facere", "body": "quia et suscipit\\nsuscipit"},
+     {"userId": 1, "id": 2, "title": "qui est esse", "body": "est rerum tempore vitae"}]
+    """
+}
+
+@Suite struct ManifestTests {
+    @Test func rowsArePositionsAndElementsWithoutURLKeepTheirRow() throws {
+        let m = try FeedDecoder.manifest(Array(#"[{"url":"a.png","description":"A"},{"description":"no url"},{"url":"b.png"}]"#.utf8))
+        #expect(m == [ManifestEntry(url: "a.png", description: "A"), ManifestEntry(url: "", description: "no url"),
+                      ManifestEntry(url: "b.png", description: nil)])
+        #expect(throws: JSONError.self) { try FeedDecoder.manifest(Array(#"{"url":"a"}"#.utf8)) }
+    }
+
+    @Test func baseURLDefaultsToTheManifestDirectory() {
+        #expect(FeedDecoder.baseURL(imagesURL: "http://h/img/list.json", imagesBaseURL: nil) == "http://h/img/")
+        #expect(FeedDecoder.baseURL(imagesURL: "http://h/img/list.json", imagesBaseURL: "https://cdn/x") == "https://cdn/x/")
+        #expect(FeedDecoder.baseURL(imagesURL: nil, imagesBaseURL: nil) == nil)
+    }
+
+    @Test func relativeURLsResolveAgainstTheBase() {
+        let base = "http://h:8080/img/"
+        #expect(FeedDecoder.resolve("a.png", base: base) == "http://h:8080/img/a.png")
+        #expect(FeedDecoder.resolve("sub/a.png", base: base) == "http://h:8080/img/sub/a.png")
+        #expect(FeedDecoder.resolve("../a.png", base: base) == "http://h:8080/a.png")
+        #expect(FeedDecoder.resolve("/root.png", base: base) == "http://h:8080/root.png")
+        #expect(FeedDecoder.resolve("https://other/x.jpg", base: base) == "https://other/x.jpg")
+        #expect(FeedDecoder.resolve("//cdn.example/x.jpg", base: base) == "http://cdn.example/x.jpg")
+    }
+
+    @Test func onlyHTTPAndHTTPSAreEverFetched() {
+        let base = "http://h/img/"
+        #expect(FeedDecoder.resolve("file:///etc/passwd", base: base) == nil)
+        #expect(FeedDecoder.resolve("ftp://h/a.png", base: base) == nil)
+        #expect(FeedDecoder.resolve("gopher://h/a.png", base: base) == nil)
+        #expect(FeedDecoder.resolve("", base: base) == nil)
+        #expect(FeedDecoder.resolve("a.png", base: nil) == nil)
+    }
+}
+
+@Suite struct SettingsTests {
+    @Test func sizesTakePowerOfTwoSuffixes() throws {
+        #expect(try Settings.size("x", "512") == 512)
+        #expect(try Settings.size("x", "64K") == 65536)
+        #expect(try Settings.size("x", "8M") == 8 << 20)
+        #expect(try Settings.size("x", "1g") == 1 << 30)
+        for bad in ["", "-1", "12Q", "M", "1.5M"] {
+            #expect(throws: SettingsError.self, "\(bad)") { try Settings.size("x", bad) }
+        }
+    }
+
+    @Test func flagsBeatEnvironment() throws {
+        let env = ["CACHED_POSTS_URL": "http://env/posts", "CACHED_CONCURRENCY": "3", "HOME": "/home/u"]
+        guard case .run(let s) = try Settings.parse(arguments: ["--posts-url", "http://flag/posts", "--max-size=1M"], environment: env) else {
+            Issue.record("expected settings"); return
+        }
+        #expect(s.postsURL == "http://flag/posts")
+        #expect(s.concurrency == 3)
+        #expect(s.maxSize == 1 << 20)
+    }
+
+    @Test func badValuesNameTheSetting() {
+        #expect(throws: SettingsError.self) { try Settings.parse(arguments: ["--posts-url", "file:///etc/passwd"], environment: [:]) }
+        #expect(throws: SettingsError.self) { try Settings.parse(arguments: ["--concurrency", "0"], environment: [:]) }
+        #expect(throws: SettingsError.self) { try Settings.parse(arguments: ["--bogus", "1"], environment: [:]) }
+        #expect(throws: SettingsError.self) { try Settings.parse(arguments: [], environment: ["CACHED_MAX_SIZE": "lots"]) }
+        do {
+            _ = try Settings.parse(arguments: ["--log-level", "loud"], environment: [:])
+        } catch {
+            #expect(error.message.contains("--log-level"))
+        }
+    }
+
+    @Test func defaultsFollowTheEnvironment() throws {
+        guard case .run(let s) = try Settings.parse(arguments: [], environment: ["CACHE_DIRECTORY": "/var/cache/cached", "RUNTIME_DIRECTORY": "/run/cached"]) else { return }
+        #expect(s.store == "/var/cache/cached")
+        #expect(s.socket == "/run/cached/cached.sock")
+        if getuid() != 0 {
+            guard case .run(let u) = try Settings.parse(arguments: [], environment: ["XDG_CACHE_HOME": "/x/c", "XDG_RUNTIME_DIR": "/x/r"]) else { return }
+            #expect(u.store == "/x/c/cached")
+            #expect(u.socket == "/x/r/cached.sock")
+        }
+    }
+}

@@ -1,0 +1,133 @@
+import Testing
+@testable import CacheProtocol
+
+@Suite struct JSONParserTests {
+    @Test func parsesEveryKindOfValue() throws {
+        let v = try JSONParser.parse(Array(#" {"a": [1, -2.5e3, true, false, null], "b": "x\"\u00e9\ud83d\ude00", "c": {}} "#.utf8))
+        #expect(v["a"] == .array([.number("1"), .number("-2.5e3"), .bool(true), .bool(false), .null]))
+        #expect(v["b"] == .string("x\"é😀"))
+        #expect(v["c"] == .object([]))
+    }
+
+    @Test(arguments: [
+        "", " ", "{", "[1,]", "{\"a\":1,}", "01", "1.", "-", "1e", "tru", "nul", "\"abc", "\"\\x\"",
+        "\"\u{01}\"", "{\"a\" 1}", "[1 2]", "{} {}", "\"\\ud800\"", "\"\\udc00x\"", "NaN", "+1", "'a'",
+    ])
+    func rejectsInvalidText(_ text: String) {
+        #expect(throws: JSONError.self) { try JSONParser.parse(Array(text.utf8)) }
+    }
+
+    @Test func rejectsInvalidUTF8AndNulInStrings() {
+        #expect(throws: JSONError.self) { try JSONParser.parse([0x22, 0xC3, 0x28, 0x22]) }
+        #expect(throws: JSONError.self) { try JSONParser.parse([0x22, 0x00, 0x22]) }
+        #expect(throws: JSONError.self) { try JSONParser.parse([0x22, 0xFF, 0x22]) }
+    }
+
+    @Test func limitsNesting() throws {
+        let ok = String(repeating: "[", count: 64) + String(repeating: "]", count: 64)
+        _ = try JSONParser.parse(Array(ok.utf8))
+        let deep = String(repeating: "[", count: 100_000)
+        #expect(throws: JSONError.self) { try JSONParser.parse(Array(deep.utf8)) }
+    }
+
+    @Test func integersAreOnlyPlainWholeNumbersThatFit() {
+        #expect(JSON.number("42").integer == 42)
+        #expect(JSON.number("-7").integer == -7)
+        #expect(JSON.number("1.0").integer == nil)
+        #expect(JSON.number("1e2").integer == nil)
+        #expect(JSON.number("99999999999999999999").integer == nil)
+        #expect(JSON.string("1").integer == nil)
+    }
+
+    @Test func arrayElementsKeepTheirExactText() throws {
+        let text = Array("[ {\"id\": 1,\n  \"x\": \"a b\"} , 2 ]".utf8)
+        let elements = try JSONParser.parseArrayElements(text)
+        #expect(elements.count == 2)
+        #expect(String(decoding: text[elements[0].range], as: UTF8.self) == "{\"id\": 1,\n  \"x\": \"a b\"}")
+        #expect(String(decoding: JSONParser.minify(text[elements[0].range]), as: UTF8.self) == "{\"id\":1,\"x\":\"a b\"}")
+    }
+
+    @Test func minifyKeepsStringsAndEscapesIntact() {
+        let text = #"{ "a" : "x \" y\\" , "b" : [ 1 , 2 ] }"#
+        #expect(String(decoding: JSONParser.minify(Array(text.utf8)), as: UTF8.self) == #"{"a":"x \" y\\","b":[1,2]}"#)
+    }
+
+    @Test func writerEscapesControlCharacters() throws {
+        let s = "line\nbreak \"quoted\" \\ \u{01} é"
+        let encoded = JSON.string(s).encoded
+        #expect(!encoded.contains(0x0A))
+        #expect(try JSONParser.parse(encoded) == .string(s))
+    }
+}
+
+@Suite struct RequestTests {
+    private func parse(_ s: String) -> Result<Request, TaggedError> { Request.parse(Array(s.utf8)) }
+
+    @Test func parsesEveryOp() throws {
+        #expect(try parse(#"{"op":"ping"}"#).get().command == .ping)
+        #expect(try parse(#"{"op":"status"}"#).get().command == .status)
+        #expect(try parse(#"{"op":"get_post","id":7}"#).get().command == .getPost(id: 7))
+        #expect(try parse(#"{"op":"list_posts"}"#).get().command == .listPosts(offset: 0, limit: nil))
+        #expect(try parse(#"{"op":"list_posts","offset":5,"limit":2}"#).get().command == .listPosts(offset: 5, limit: 2))
+        #expect(try parse(#"{"op":"get_image","row":3}"#).get().command == .getImage(row: 3, fetch: true))
+        #expect(try parse(#"{"op":"get_image","row":3,"fetch":false}"#).get().command == .getImage(row: 3, fetch: false))
+        #expect(try parse(#"{"op":"list_images","limit":1}"#).get().command == .listImages(offset: 0, limit: 1))
+        #expect(try parse(#"{"op":"read","hash":"99aa06d3014798d86001c324468d497f"}"#).get().command == .read(hash: "99aa06d3014798d86001c324468d497f"))
+        #expect(try parse(#"{"op":"prefetch"}"#).get().command == .prefetch(what: .all, force: false, progress: false))
+        #expect(try parse(#"{"op":"prefetch","what":"images","force":true,"progress":true}"#).get().command == .prefetch(what: .images, force: true, progress: true))
+        #expect(try parse(#"{"op":"verify"}"#).get().command == .verify)
+        #expect(try parse(#"{"op":"gc"}"#).get().command == .gc)
+        #expect(try parse(#"{"op":"compact"}"#).get().command == .compact)
+    }
+
+    @Test(arguments: [
+        #"{"op":"get_post"}"#, #"{"op":"get_post","id":"1"}"#, #"{"op":"get_post","id":1.5}"#,
+        #"{"op":"get_image","row":-1}"#, #"{"op":"get_image"}"#, #"{"op":"get_image","row":1,"fetch":"no"}"#,
+        #"{"op":"list_posts","limit":-3}"#, #"{"op":"read","hash":"../../etc/passwd"}"#,
+        #"{"op":"read","hash":"99AA06D3014798D86001C324468D497F"}"#, #"{"op":"read"}"#,
+        #"{"op":"prefetch","what":"everything"}"#, #"{"op":"nope"}"#, #"{"op":1}"#, #"{}"#, "[]", "ping", "",
+        #"{"op":"get_post","id":99999999999999999999999}"#,
+    ])
+    func rejectsBadRequests(_ line: String) {
+        guard case .failure(let e) = parse(line) else { Issue.record("accepted \(line)"); return }
+        #expect(e.error.code == .badRequest)
+        #expect(!e.error.message.isEmpty)
+    }
+
+    @Test func tagIsEchoedVerbatimEvenOnErrors() throws {
+        let ok = try parse(#"{"tag": {"k": [1, "two"]}, "op": "ping"}"#).get()
+        #expect(ok.tag.map { String(decoding: $0, as: UTF8.self) } == #"{"k":[1,"two"]}"#)
+        guard case .failure(let e) = parse(#"{"op":"get_post","tag":42}"#) else { Issue.record("accepted"); return }
+        #expect(e.tag == Array("42".utf8))
+        let line = String(decoding: Response.error(e.error, tag: e.tag), as: UTF8.self)
+        #expect(line == #"{"ok":false,"tag":42,"error":{"code":"bad_request","message":"missing \"id\""}}"# + "\n")
+    }
+
+    @Test func responsesAreSingleLines() throws {
+        let r = Response.ok(tag: nil) { $0.field("message", "a\nb") }
+        #expect(r.last == 0x0A)
+        #expect(r.dropLast().contains(0x0A) == false)
+        #expect(try JSONParser.parse(r.dropLast())["message"] == .string("a\nb"))
+    }
+}
+
+@Suite struct LineBufferTests {
+    @Test func splitsLinesAcrossChunks() {
+        var b = LineBuffer(limit: 100)
+        b.append(Array("{\"a\":1}\n{\"b\"".utf8))
+        #expect(b.nextLine() == .line(Array("{\"a\":1}".utf8)[...]))
+        #expect(b.nextLine() == .incomplete)
+        b.append(Array(":2}\r\n".utf8))
+        #expect(b.nextLine() == .line(Array("{\"b\":2}".utf8)[...]))
+        #expect(b.nextLine() == .incomplete)
+    }
+
+    @Test func refusesLinesPastTheLimitWithOrWithoutNewline() {
+        var b = LineBuffer(limit: 10)
+        b.append(Array(repeating: UInt8(ascii: "x"), count: 11))
+        #expect(b.nextLine() == .tooLong)
+        var c = LineBuffer(limit: 10)
+        c.append(Array(repeating: UInt8(ascii: "x"), count: 10) + [0x0A])
+        #expect(c.nextLine() == .line(Array(repeating: UInt8(ascii: "x"), count: 10)[...]))
+    }
+}

@@ -1,0 +1,215 @@
+import Foundation
+import Testing
+@testable import CacheStore
+import CacheSystem
+
+/// A fresh directory under /tmp, removed by `cleanup()`.
+struct TempDir {
+    let path: String
+    init() {
+        var template = Array("/tmp/cached-test-XXXXXX".utf8CString)
+        path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+    }
+    func cleanup() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+private let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + Array("rest of a png".utf8)
+private let gif: [UInt8] = Array("GIF89a and the rest".utf8)
+
+private func write(_ bytes: [UInt8], to store: Store) throws -> ObjectWriter {
+    let w = try store.newObjectWriter(maxSize: 1 << 20)
+    try bytes.withUnsafeBytes { try w.append($0) }
+    return w
+}
+
+private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [UInt8])] {
+    ids.map { ($0, Array("{\"id\":\($0),\"title\":\"\(title)\"}".utf8)) }
+}
+
+@Suite struct StoreTests {
+    @Test func postsSurviveReopenAndMirrorTheFeed() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        var store = try Store(StoreConfiguration(directory: dir.path))
+        var change = try store.replacePosts(posts([3, 1, 2]), validators: Validators(etag: "\"v1\""))
+        #expect(change == PostsChange(fetched: 3, unchanged: 0, removed: 0))
+        change = try store.replacePosts(posts([1]) + posts([2], title: "new") + posts([4]), validators: Validators())
+        #expect(change == PostsChange(fetched: 2, unchanged: 1, removed: 1))
+        store.close()
+
+        store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        #expect(store.posts(offset: 0, limit: 10).page.map { String(decoding: $0, as: UTF8.self) } ==
+                [#"{"id":1,"title":"t"}"#, #"{"id":2,"title":"new"}"#, #"{"id":4,"title":"t"}"#])
+        #expect(store.post(id: 3) == nil)
+        #expect(try FileSystem.read(dir.path + "/posts/2.json") == Array(#"{"id":2,"title":"new"}"#.utf8))
+        #expect(try FileSystem.status(dir.path + "/posts/3.json") == nil)
+        #expect(store.validators(for: .posts) == Validators())
+    }
+
+    @Test func postFilesAreReconciledWithTheLog() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        _ = try store.replacePosts(posts([1, 2]), validators: Validators())
+        // A crash between writing a file and logging it leaves newer bytes on disk.
+        try FileSystem.writeDurably(Array("{\"id\":1,\"title\":\"uncommitted\"}".utf8), to: dir.path + "/posts/1.json", tempDirectory: dir.path + "/tmp")
+        try FileSystem.writeDurably(Array("{}".utf8), to: dir.path + "/posts/9.json", tempDirectory: dir.path + "/tmp")
+        try FileSystem.unlink(dir.path + "/posts/2.json")
+        #expect(store.reconcilePostFiles() == 3)
+        #expect(try FileSystem.read(dir.path + "/posts/1.json") == store.post(id: 1))
+        #expect(try FileSystem.read(dir.path + "/posts/2.json") == store.post(id: 2))
+        #expect(try FileSystem.status(dir.path + "/posts/9.json") == nil)
+    }
+
+    @Test func identicalBytesShareOneObjectFile() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        try store.replaceManifest([("a.png", "A"), ("b.png", nil), ("c.gif", "C")], validators: Validators())
+        let a = try store.commitObject(try write(png, to: store), rows: [(0, "a.png")])
+        let b = try store.commitObject(try write(png, to: store), rows: [(1, "b.png")])
+        #expect(a == b)
+        #expect(a.hash == Hash128(of: png))
+        #expect(a.type == .png)
+        #expect(try FileSystem.read(store.objectPath(a.hash)) == png)
+        let fan = try FileSystem.list(dir.path + "/objects")
+        #expect(fan == [String(a.hash.hex.prefix(2))])
+        #expect(try FileSystem.list(dir.path + "/objects/" + fan[0]) == [String(a.hash.hex.dropFirst(2))])
+        #expect(try FileSystem.list(dir.path + "/tmp").isEmpty)
+        #expect(store.stats().objects == 1)
+        #expect(store.stats().rowsCached == 2)
+    }
+
+    @Test func nonImageBytesAreRefusedAndLeaveNoFile() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        try store.replaceManifest([("a.png", nil)], validators: Validators())
+        #expect(throws: StoreError.self) {
+            try store.commitObject(try write(Array("<!doctype html><p>Not found".utf8), to: store), rows: [(0, "a.png")])
+        }
+        #expect(try FileSystem.list(dir.path + "/tmp").isEmpty)
+        #expect(try FileSystem.list(dir.path + "/objects").isEmpty)
+        #expect(store.row(0)?.object == nil)
+    }
+
+    @Test func writerEnforcesMaxSize() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        let w = try store.newObjectWriter(maxSize: 10)
+        #expect(throws: StoreError.self) { try png.withUnsafeBytes { try w.append($0) } }
+        w.discard()
+        #expect(try FileSystem.list(dir.path + "/tmp").isEmpty)
+    }
+
+    @Test func manifestChangeUncachesOnlyRowsWhoseURLChanged() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        var store = try Store(StoreConfiguration(directory: dir.path))
+        try store.replaceManifest([("a.png", "A"), ("b.gif", "B")], validators: Validators())
+        _ = try store.commitObject(try write(png, to: store), rows: [(0, "a.png")])
+        _ = try store.commitObject(try write(gif, to: store), rows: [(1, "b.gif")])
+        try store.replaceManifest([("a.png", "A, renamed"), ("other.gif", "B")], validators: Validators())
+        store.close()
+        store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        #expect(store.row(0)?.object?.hash == Hash128(of: png))
+        #expect(store.row(0)?.description == "A, renamed")
+        #expect(store.row(1)?.object == nil)
+        #expect(store.row(1)?.url == "other.gif")
+    }
+
+    @Test func gcRemovesUnreferencedFilesAndCompactionKeepsState() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        var store = try Store(StoreConfiguration(directory: dir.path))
+        try store.replaceManifest([("a.png", nil), ("b.gif", nil)], validators: Validators(etag: "e"))
+        _ = try store.replacePosts(posts([1, 2]), validators: Validators())
+        let a = try store.commitObject(try write(png, to: store), rows: [(0, "a.png")])
+        _ = try store.commitObject(try write(gif, to: store), rows: [(1, "b.gif")])
+        try store.replaceManifest([("a.png", nil), ("c.gif", nil)], validators: Validators(etag: "e"))
+        // A stray file that no record names.
+        try FileSystem.makeDirectory(dir.path + "/objects/00")
+        try FileSystem.writeDurably([1, 2, 3], to: dir.path + "/objects/00/stray", tempDirectory: dir.path + "/tmp")
+        let gc = try store.collectGarbage()
+        #expect(gc.removed == 2)
+        #expect(gc.freedBytes == Int64(gif.count + 3))
+        #expect(try FileSystem.read(store.objectPath(a.hash)) == png)
+
+        let before = store.stats().logRecords
+        let (b, after) = try store.compact()
+        #expect(b == before)
+        #expect(after < before)
+        let expected = (store.posts(offset: 0, limit: 9).page, store.rows(offset: 0, limit: 9).page)
+        store.close()
+        store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        #expect(store.posts(offset: 0, limit: 9).page == expected.0)
+        #expect(store.rows(offset: 0, limit: 9).page == expected.1)
+        #expect(store.validators(for: .manifest) == Validators(etag: "e"))
+        #expect(store.stats().logRecords == after)
+    }
+
+    @Test func corruptObjectIsQuarantinedNotServed() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        try store.replaceManifest([("a.png", nil)], validators: Validators())
+        let ref = try store.commitObject(try write(png, to: store), rows: [(0, "a.png")])
+        var bytes = png
+        bytes[10] ^= 1
+        let fd = try FileDescriptor.open(store.objectPath(ref.hash), O_WRONLY)
+        try fd.writeAll(bytes)
+        fd.close()
+        #expect(throws: StoreError.self) { _ = try store.openVerified(ref.hash) }
+        #expect(try FileSystem.status(store.objectPath(ref.hash)) == nil)
+        #expect(try FileSystem.list(dir.path + "/quarantine").count == 1)
+        #expect(store.row(0)?.object == nil)
+    }
+
+    @Test func tornLogTailIsCutAndSavedAside() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        var store = try Store(StoreConfiguration(directory: dir.path))
+        _ = try store.replacePosts(posts([1, 2, 3]), validators: Validators())
+        store.close()
+        let log = dir.path + "/index.log"
+        let good = try FileSystem.read(log)
+        let fd = try FileDescriptor.open(log, O_WRONLY | O_APPEND)
+        try fd.writeAll(RecordCodec.encode(.postRemoved(id: 1)).dropLast(3).map { $0 })
+        fd.close()
+        store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        #expect(store.recovery != nil)
+        #expect(store.posts(offset: 0, limit: 9).total == 3)
+        #expect(try FileSystem.read(log) == good)
+        let saved = try FileSystem.list(dir.path).filter { $0.hasPrefix("index.log.corrupt-") }
+        #expect(saved.count == 1)
+    }
+
+    @Test func secondOpenNamesTheHolder() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        // flock locks belong to open file descriptions, so a second open in the same process conflicts too.
+        do {
+            _ = try Store(StoreConfiguration(directory: dir.path))
+            Issue.record("a second open must fail")
+        } catch {
+            guard case .locked(_, let pid) = error else { Issue.record("unexpected \(error)"); return }
+            #expect(pid == getpid())
+            #expect("\(error)".contains("in use by process \(getpid())"))
+        }
+    }
+
+    @Test func evictionKeepsBytesUnderMaxSize() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path, maxBytes: Int64(png.count + 5)))
+        defer { store.close() }
+        try store.replaceManifest([("a.png", nil), ("b.gif", nil)], validators: Validators())
+        _ = try store.commitObject(try write(png, to: store), rows: [(0, "a.png")])
+        _ = try store.commitObject(try write(gif, to: store), rows: [(1, "b.gif")])
+        #expect(store.stats().bytes <= Int64(png.count + 5))
+        #expect(store.row(0)?.object == nil)
+        #expect(store.row(1)?.object != nil)
+        #expect(store.stats().evictions == 1)
+    }
+}
