@@ -12,6 +12,7 @@ import argparse
 import http.server
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -59,6 +60,9 @@ class Server(http.server.ThreadingHTTPServer):
 
 
 def main():
+    # A parent may have spawned us with signals blocked (threads of a test
+    # runner often do); we want SIGTERM and SIGINT to stop us.
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", required=True)
     ap.add_argument("--port", type=int, default=0)

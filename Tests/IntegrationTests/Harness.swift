@@ -1,1 +1,252 @@
-// integration tests come next
+import Foundation
+import CacheProtocol
+import CacheSystem
+
+/// Errors of the test harness itself.
+struct HarnessError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
+
+/// Where things are: the package, the built binaries, the bundled origin.
+enum Paths {
+    static let packageRoot: String = {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() }
+        return url.path
+    }()
+
+    /// The directory holding the built `cached` and `cachectl`.
+    static let binDir: String = {
+        if let dir = ProcessInfo.processInfo.environment["CACHED_BIN_DIR"] { return dir }
+        let runner = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        for candidate in [runner.deletingLastPathComponent(), runner.deletingLastPathComponent().deletingLastPathComponent()] {
+            if FileManager.default.isExecutableFile(atPath: candidate.appendingPathComponent("cached").path) { return candidate.path }
+        }
+        return packageRoot + "/.build/debug"
+    }()
+
+    static var cached: String { binDir + "/cached" }
+    static var cachectl: String { binDir + "/cachectl" }
+    static var exampleOrigin: String { packageRoot + "/Examples/origin" }
+    static var originScript: String { packageRoot + "/Examples/origin-server.py" }
+}
+
+/// A fresh directory under /tmp (short, so socket paths fit in sun_path).
+final class Scratch {
+    let path: String
+    init() {
+        var template = Array("/tmp/cached-it-XXXXXX".utf8CString)
+        path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Polls `condition` every 20 ms for up to `seconds`.
+func waitUntil(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(20_000)
+    }
+    return condition()
+}
+
+/// The bundled python origin on 127.0.0.1, serving a private copy of
+/// Examples/origin that a test may change. It counts requests per path.
+final class Origin {
+    let scratch = Scratch()
+    let root: String
+    let port: Int
+    private let process = Process()
+
+    init(delay: Double = 0) throws {
+        root = scratch.path + "/root"
+        try FileManager.default.copyItem(atPath: Paths.exampleOrigin, toPath: root)
+        let portFile = scratch.path + "/port"
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", Paths.originScript, "--root", root, "--port-file", portFile, "--delay", String(delay)]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        guard waitUntil(10, { FileManager.default.fileExists(atPath: portFile) }),
+              let text = try? String(contentsOfFile: portFile, encoding: .utf8), let p = Int(text) else {
+            process.terminate()
+            throw HarnessError("the origin server did not start")
+        }
+        port = p
+    }
+
+    deinit { self.stop() }
+
+    var base: String { "http://127.0.0.1:\(port)" }
+    var postsURL: String { base + "/posts.json" }
+    var manifestURL: String { base + "/images/manifest.json" }
+
+    func stop() {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    /// Requests served per path.
+    func counts() throws -> [String: Int] {
+        let body = try httpGet("/_stats")
+        var out: [String: Int] = [:]
+        if case .object(let pairs) = try JSONParser.parse(body) {
+            for (k, v) in pairs { out[k] = Int(v.integer ?? 0) }
+        }
+        return out
+    }
+
+    func count(_ path: String) throws -> Int { try counts()[path] ?? 0 }
+
+    func write(_ relative: String, _ contents: String) throws {
+        try Data(contents.utf8).write(to: URL(fileURLWithPath: root + "/" + relative))
+    }
+
+    func write(_ relative: String, bytes: [UInt8]) throws {
+        try Data(bytes).write(to: URL(fileURLWithPath: root + "/" + relative))
+    }
+
+    func read(_ relative: String) throws -> [UInt8] {
+        Array(try Data(contentsOf: URL(fileURLWithPath: root + "/" + relative)))
+    }
+
+    /// A minimal HTTP/1.0 GET over a TCP socket.
+    private func httpGet(_ path: String) throws -> [UInt8] {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw HarnessError("socket failed") }
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard rc == 0 else { throw HarnessError("cannot connect to the origin") }
+        let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            response += buffer[0..<n]
+        }
+        guard let split = response.firstRange(of: Array("\r\n\r\n".utf8)) else { throw HarnessError("bad HTTP answer") }
+        return Array(response[split.upperBound...])
+    }
+}
+
+/// The real `cached` binary, on its own store and socket.
+final class Daemon {
+    let scratch: Scratch
+    let store: String
+    let socket: String
+    let logPath: String
+    private let process = Process()
+    private(set) var exitStatus: Int32?
+
+    /// Starts the daemon and waits until it answers `ping`.
+    init(origin: Origin?, arguments: [String] = [], scratch: Scratch = Scratch(), waitReady: Bool = true) throws {
+        self.scratch = scratch
+        store = scratch.path + "/store"
+        socket = scratch.path + "/sock"
+        logPath = scratch.path + "/daemon-\(UUID().uuidString.prefix(8)).log"
+        var args = ["--store", store, "--socket", socket, "--log-level", "debug"]
+        if let origin { args += ["--posts-url", origin.postsURL, "--images-url", origin.manifestURL] }
+        process.executableURL = URL(fileURLWithPath: Paths.cached)
+        process.arguments = args + arguments
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: logPath)
+        process.standardOutput = FileHandle.nullDevice
+        var env = ProcessInfo.processInfo.environment
+        env.removeValue(forKey: "NOTIFY_SOCKET")
+        env.removeValue(forKey: "LISTEN_FDS")
+        process.environment = env
+        try process.run()
+        if waitReady {
+            let ready = waitUntil(20) { [self] in
+                guard process.isRunning else { return true }
+                return (try? Client(socketPath: socket).call("ping")["ok"]?.bool) == true
+            }
+            guard ready, process.isRunning else {
+                throw HarnessError("cached did not become ready: \(log)")
+            }
+        }
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+    }
+
+    var pid: Int32 { process.processIdentifier }
+    var isRunning: Bool { process.isRunning }
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    func client() throws -> Client { try Client(socketPath: socket) }
+
+    /// One request on a fresh connection.
+    func call(_ op: String, _ fields: [(String, JSON)] = []) throws -> JSON {
+        try client().call(op, fields)
+    }
+
+    /// SIGTERM, then waits; returns the exit status.
+    @discardableResult
+    func stop() -> Int32 {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        exitStatus = process.terminationStatus
+        return process.terminationStatus
+    }
+
+    func kill9() {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// Waits for the process to exit by itself.
+    func waitForExit() -> Int32 {
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Every object file under objects/.
+    func objectFiles() throws -> [String] {
+        let objects = store + "/objects"
+        var out: [String] = []
+        for fan in try FileManager.default.contentsOfDirectory(atPath: objects) {
+            for name in try FileManager.default.contentsOfDirectory(atPath: objects + "/" + fan) { out.append(fan + name) }
+        }
+        return out.sorted()
+    }
+}
+
+/// Runs cachectl and captures its output.
+struct CLIResult {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+func cachectl(_ args: [String], socket: String) throws -> CLIResult {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: Paths.cachectl)
+    p.arguments = ["--socket", socket] + args
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    try p.run()
+    let o = out.fileHandleForReading.readDataToEndOfFile()
+    let e = err.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return CLIResult(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+}
+
+extension JSON {
+    var int: Int { Int(integer ?? -1) }
+}
+
+/// A JSON integer argument.
+func num(_ n: Int) -> JSON { .number(String(n)) }
