@@ -1,0 +1,160 @@
+import Foundation
+import Testing
+import CacheProtocol
+import CacheSystem
+
+/// cachectl, the store lock, the socket, signals and crashes.
+@Suite struct OperationsTests {
+    @Test func cachectlVerbsPrintTextAndJSONWithMeaningfulExitCodes() throws {
+        let origin = try Origin()
+        let daemon = try Daemon(origin: origin)
+        let s = daemon.socket
+
+        var r = try cachectl(["ping"], socket: s)
+        #expect(r.status == 0)
+        #expect(r.stdout.contains("protocol 1"))
+
+        r = try cachectl(["get", "post", "1"], socket: s)
+        #expect(r.status == 4, "not fetched yet")
+        #expect(r.stderr.contains("not found"))
+
+        r = try cachectl(["prefetch"], socket: s)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("100 fetched"))
+        #expect(r.stdout.contains("16 downloaded"))
+        #expect(!r.stderr.contains("\r"), "no progress bar when stderr is not a terminal")
+
+        r = try cachectl(["get", "post", "3"], socket: s)
+        #expect(r.status == 0)
+        #expect(r.stdout.contains("Post 3 by user 1"))
+
+        r = try cachectl(["--json", "get", "post", "3"], socket: s)
+        let answer = try JSONParser.parse(Array(r.stdout.utf8))
+        #expect(answer["post"]?["id"]?.int == 3)
+
+        r = try cachectl(["get", "posts"], socket: s)
+        #expect(r.stdout.split(separator: "\n").count == 102)
+
+        r = try cachectl(["get", "images"], socket: s)
+        #expect(r.stdout.contains("16/16 rows cached"))
+
+        r = try cachectl(["get", "image", "13"], socket: s)
+        #expect(r.stdout.contains("image/jpeg"))
+
+        let out = daemon.scratch.path + "/out.jpg"
+        r = try cachectl(["get", "image", "13", "-o", out], socket: s)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(Array(try Data(contentsOf: URL(fileURLWithPath: out))) == (try origin.read("images/14-fractal.jpg")))
+
+        r = try cachectl(["get", "image", "2", "-o", "-"], socket: s)
+        #expect(Array(r.stdout.utf8).count > 0)
+
+        for verb in ["status", "verify", "gc", "compact"] {
+            r = try cachectl([verb], socket: s)
+            #expect(r.status == 0, "\(verb): \(r.stderr)")
+            r = try cachectl(["--json", verb], socket: s)
+            #expect(try JSONParser.parse(Array(r.stdout.utf8))["ok"] == .bool(true), "\(verb)")
+        }
+
+        r = try cachectl(["get", "post", "424242"], socket: s)
+        #expect(r.status == 4)
+        #expect(r.stderr.split(separator: "\n").count == 1)
+        r = try cachectl(["get", "image", "999"], socket: s)
+        #expect(r.status == 4)
+        r = try cachectl(["frobnicate"], socket: s)
+        #expect(r.status == 2)
+        r = try cachectl(["get", "post", "abc"], socket: s)
+        #expect(r.status == 2)
+    }
+
+    @Test func cachectlSaysWhenTheDaemonIsNotRunning() throws {
+        let scratch = Scratch()
+        let r = try cachectl(["status"], socket: scratch.path + "/nothing.sock")
+        #expect(r.status == 3)
+        #expect(r.stderr.contains(scratch.path + "/nothing.sock"))
+        #expect(r.stderr.contains("running"))
+    }
+
+    @Test func aPartialPrefetchExitsNonZero() throws {
+        let origin = try Origin()
+        var manifest = try JSONParser.parse(origin.read("images/manifest.json")).array ?? []
+        manifest.append(.object([("url", .string("gone.png"))]))
+        try origin.write("images/manifest.json", bytes: JSON.array(manifest).encoded)
+        let daemon = try Daemon(origin: origin)
+        let r = try cachectl(["prefetch", "images"], socket: daemon.socket)
+        #expect(r.status == 5)
+        #expect(r.stdout.contains("gone.png"))
+        #expect(r.stderr.contains("1 image failed"))
+    }
+
+    @Test func aSecondDaemonOnTheSameStoreExitsNamingTheFirst() throws {
+        let first = try Daemon(origin: nil)
+        let second = try Daemon(origin: nil, arguments: ["--socket", first.scratch.path + "/other.sock"], scratch: first.scratch, waitReady: false)
+        #expect(second.waitForExit() != 0)
+        #expect(second.log.contains("in use by process \(first.pid)"), "\(second.log)")
+        #expect(try first.call("ping")["ok"] == .bool(true))
+    }
+
+    @Test func theSocketIsOwnerAndGroupOnlyAndRemovedOnStop() throws {
+        let daemon = try Daemon(origin: nil)
+        let attributes = try FileManager.default.attributesOfItem(atPath: daemon.socket)
+        #expect((attributes[.posixPermissions] as? Int) == 0o660)
+        #expect(daemon.stop() == 0)
+        #expect(!FileManager.default.fileExists(atPath: daemon.socket))
+    }
+
+    @Test func sigtermDuringAPrefetchExitsCleanlyAndLeavesNoPartialFiles() throws {
+        let origin = try Origin(delay: 0.3)
+        let scratch = Scratch()
+        var daemon = try Daemon(origin: origin, scratch: scratch)
+        let c = try daemon.client()
+        try c.send(Request.line(op: "prefetch"))
+        usleep(700_000)
+        #expect(daemon.stop() == 0)
+        daemon = try Daemon(origin: origin, scratch: scratch)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: daemon.store + "/tmp").isEmpty)
+        #expect(try daemon.call("verify")["corrupt"] == .array([]))
+    }
+
+    @Test func killNineAtRandomMomentsOfAPrefetchLeavesAStoreThatOpensAndServes() throws {
+        let origin = try Origin(delay: 0.02)
+        let scratch = Scratch()
+        var cachedRows: Set<Int> = []
+        for round in 0..<8 {
+            let daemon = try Daemon(origin: origin, scratch: scratch)
+            // Everything reported cached before the crash is still cached after it.
+            for row in cachedRows {
+                let r = try daemon.call("get_image", [("row", num(row)), ("fetch", .bool(false))])
+                #expect(r["ok"] == .bool(true), "round \(round), row \(row): \(r)")
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: daemon.store + "/tmp").isEmpty)
+            for hex in try daemon.objectFiles() {
+                let path = daemon.store + "/objects/" + hex.prefix(2) + "/" + hex.dropFirst(2)
+                #expect(Hash128Hex.of(path) == hex, "object \(hex) does not match its name")
+            }
+            let c = try daemon.client()
+            try c.send(Request.line(op: "prefetch", [("force", .bool(round % 2 == 1))]))
+            usleep(useconds_t.random(in: 5_000...250_000))
+            for row in 0..<16 {
+                if let r = try? daemon.call("get_image", [("row", num(row)), ("fetch", .bool(false))]), r["ok"] == .bool(true) {
+                    cachedRows.insert(row)
+                }
+            }
+            daemon.kill9()
+        }
+        let daemon = try Daemon(origin: origin, scratch: scratch)
+        let r = try daemon.call("prefetch")
+        #expect(r["ok"] == .bool(true))
+        #expect(try daemon.call("status")["images_cached"]?.int == 16)
+    }
+}
+
+import CacheStore
+
+/// The XXH3-128 of a file, as hex.
+enum Hash128Hex {
+    static func of(_ path: String) -> String? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        return Hash128(of: Array(data)).hex
+    }
+}
