@@ -1,0 +1,48 @@
+# cached — make targets. `make demo` and `make test` do everything on a fresh
+# Debian 12 machine with the Swift toolchain (they install what is missing).
+
+SWIFT        ?= swift
+BUILD_FLAGS  ?=
+DEB_PACKAGES := libcurl4-openssl-dev libxxhash-dev xxhash python3
+PREFIX       ?= /usr/local
+
+.PHONY: all deps build release test unit integration demo clean
+
+all: build
+
+# Installs the Debian packages the build and the tests need, if missing.
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build $(BUILD_FLAGS)
+
+release: deps
+	$(SWIFT) build -c release $(BUILD_FLAGS)
+
+# The whole suite: unit tests and integration tests against the built binaries.
+test: deps
+	$(SWIFT) build --build-tests $(BUILD_FLAGS)
+	$(SWIFT) test --skip-build $(BUILD_FLAGS)
+
+unit: deps
+	$(SWIFT) build --build-tests $(BUILD_FLAGS)
+	$(SWIFT) test --skip-build --skip IntegrationTests $(BUILD_FLAGS)
+
+integration: deps
+	$(SWIFT) build --build-tests $(BUILD_FLAGS)
+	$(SWIFT) test --skip-build --filter IntegrationTests $(BUILD_FLAGS)
+
+# Builds release, starts the bundled origin and the daemon on a temporary
+# store, prefetches, shows the results, restarts offline, cleans up.
+demo: release
+	@bash scripts/demo.sh "$$($(SWIFT) build -c release --show-bin-path)"
+
+clean:
+	$(SWIFT) package clean
