@@ -103,11 +103,19 @@ final class Origin {
     func count(_ path: String) throws -> Int { try counts()[path] ?? 0 }
 
     func write(_ relative: String, _ contents: String) throws {
-        try Data(contents.utf8).write(to: URL(fileURLWithPath: root + "/" + relative))
+        try write(relative, bytes: Array(contents.utf8))
     }
 
+    private var edits = 0
+
+    /// Replaces a file, with a modification time later than any before:
+    /// http.server's Last-Modified has one-second resolution, and an edit
+    /// within the same second would rightly be answered 304 Not Modified.
     func write(_ relative: String, bytes: [UInt8]) throws {
-        try Data(bytes).write(to: URL(fileURLWithPath: root + "/" + relative))
+        let path = root + "/" + relative
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        edits += 1
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(Double(10 * edits))], ofItemAtPath: path)
     }
 
     func read(_ relative: String) throws -> [UInt8] {
