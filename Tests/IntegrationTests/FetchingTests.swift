@@ -10,7 +10,7 @@ import CacheSystem
         let daemon = try Daemon(origin: origin)
         let socket = daemon.socket
         let answers = Locked<[JSON]>([])
-        DispatchQueue.concurrentPerform(iterations: 24) { _ in
+        onThreads(24) { _ in
             let a = (try? Client(socketPath: socket).call("get_image", [("row", num(6))])) ?? .null
             answers.withLock { $0.append(a) }
         }
@@ -34,7 +34,7 @@ import CacheSystem
         _ = try daemon.call("list_images")
         let socket = daemon.socket
         let done = Locked(0)
-        DispatchQueue.concurrentPerform(iterations: 9) { i in
+        onThreads(9) { i in
             if i == 0 { _ = try? Client(socketPath: socket).call("prefetch", [("what", .string("images"))]) }
             else { _ = try? Client(socketPath: socket).call("get_image", [("row", num(i))]) }
             done.withLock { $0 += 1 }

@@ -258,3 +258,22 @@ extension JSON {
 
 /// A JSON integer argument.
 func num(_ n: Int) -> JSON { .number(String(n)) }
+
+/// Runs `body(i)` for i in 0..<count on `count` threads of their own, released
+/// together, and waits for all. (DispatchQueue.concurrentPerform may run
+/// iterations one after another on a busy machine; these really overlap.)
+func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+    let start = DispatchSemaphore(value: 0)
+    let finished = DispatchGroup()
+    for i in 0..<count {
+        finished.enter()
+        let t = Thread {
+            start.wait()
+            body(i)
+            finished.leave()
+        }
+        t.start()
+    }
+    for _ in 0..<count { start.signal() }
+    finished.wait()
+}

@@ -118,7 +118,7 @@ import CacheSystem
         _ = try daemon.call("prefetch", [("what", .string("posts"))])
         let failures = Locked(0)
         let socket = daemon.socket
-        DispatchQueue.concurrentPerform(iterations: 32) { i in
+        onThreads(32) { i in
             do {
                 let c = try Client(socketPath: socket)
                 for j in 0..<50 {
