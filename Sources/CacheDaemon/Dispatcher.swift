@@ -54,17 +54,20 @@ final class Dispatcher: Sendable {
 
         case let .getImage(row, fetch):
             // The common case, a cached row, is answered right here.
-            if store.manifestKnown, let r = store.row(row), let ref = r.object, store.objectIsPresent(ref) {
+            if store.manifestKnown, let r = store.row(row), let ref = r.object, store.objectFileLooksRight(ref) {
                 service.counters.withLock { $0.hits += 1 }
                 store.touch(ref.hash)
                 return .now(Response.ok(tag: tag) { $0.field("image", object: imageObject(row, r, ref)) })
             }
-            service.image(row: row, fetch: fetch) { [self] result in
-                switch result {
-                case .success(let (r, ref)):
-                    reply.finish(Response.ok(tag: tag) { $0.field("image", object: imageObject(row, r, ref)) })
-                case .failure(let e):
-                    reply.finish(fail(e.code, e.message, tag))
+            // A miss may write the log or the disk: never on the loop thread.
+            service.pool.submit { [self] in
+                service.image(row: row, fetch: fetch) { [self] result in
+                    switch result {
+                    case .success(let (r, ref)):
+                        reply.finish(Response.ok(tag: tag) { $0.field("image", object: imageObject(row, r, ref)) })
+                    case .failure(let e):
+                        reply.finish(fail(e.code, e.message, tag))
+                    }
                 }
             }
             return .later

@@ -147,6 +147,8 @@ public final class Store: Sendable {
     let state: Locked<StoreState>
     private let writer: Locked<WriterState>
     private let lockFD: FileDescriptor
+    /// The log's record count, readable without waiting for a writer's fsync.
+    private let logRecords = Locked(0)
 
     /// What recovery cut from the log at open, if anything.
     public let recovery: LogRecovery?
@@ -206,6 +208,7 @@ public final class Store: Sendable {
         recovery = log.recovery
         state = Locked(replayed)
         writer = Locked(WriterState(log: log))
+        logRecords.withLock { $0 = log.recordCount }
     }
 
     /// Releases the log and the lock.
@@ -264,16 +267,23 @@ public final class Store: Sendable {
         state.withLock { $0.lastUse[hash] = now }
     }
 
-    /// True when the object's file exists with its recorded size. A missing or
-    /// truncated file is dropped from the index (its rows become uncached).
+    /// True when the object's file exists with its recorded size (one `lstat`,
+    /// no writes: safe on the event loop).
+    public func objectFileLooksRight(_ ref: ObjectRef) -> Bool {
+        guard let st = try? FileSystem.status(objectPath(ref.hash)) else { return false }
+        return st.isRegular && st.size == ref.size
+    }
+
+    /// Like `objectFileLooksRight`, but a missing or truncated file is also
+    /// dropped from the index (its rows become uncached). Writes the log.
     public func objectIsPresent(_ ref: ObjectRef) -> Bool {
-        if let st = try? FileSystem.status(objectPath(ref.hash)), st.isRegular, st.size == ref.size { return true }
+        if objectFileLooksRight(ref) { return true }
         try? forgetObject(ref.hash)
         return false
     }
 
     public func stats() -> StoreStats {
-        let records = writer.withLock { $0.log.recordCount }
+        let records = logRecords.withLock { $0 }
         return state.withLock { s in
             StoreStats(posts: s.posts.count, rows: s.rows.count,
                        rowsCached: s.rows.reduce(0) { $0 + ($1.object == nil ? 0 : 1) },
@@ -309,6 +319,8 @@ public final class Store: Sendable {
                 records.append(.validators(feed: .posts, etag: validators.etag, lastModified: validators.lastModified))
                 if !written.isEmpty { try FileSystem.syncDirectory(postsDirectory) }
                 try w.log.append(records)
+                let count = w.log.recordCount
+                logRecords.withLock { $0 = count }
             } catch {
                 // The log still describes the old posts: put their files back.
                 restorePostFiles(written, from: current)
@@ -381,7 +393,7 @@ public final class Store: Sendable {
             if changed == 0 && known && oldValidators == validators { return 0 }
             records.insert(.manifestSize(count: rows.count), at: 0)
             records.append(.validators(feed: .manifest, etag: validators.etag, lastModified: validators.lastModified))
-            do throws(SystemError) { try w.log.append(records) } catch { throw .io(error) }
+            try append(records, &w)
             state.withLock { s in for r in records { s.apply(r) } }
             try compactIfNeeded(&w)
             return changed
@@ -429,7 +441,11 @@ public final class Store: Sendable {
                     guard current.indices.contains(r.row), current[r.row].url == r.url else { return nil }
                     return .rowObject(row: r.row, hash: ref.hash, size: ref.size, type: type)
                 }
-                if !records.isEmpty { try w.log.append(records) }
+                if !records.isEmpty {
+                    try w.log.append(records)
+                    let count = w.log.recordCount
+                    logRecords.withLock { $0 = count }
+                }
                 let now = Clock.monotonicNanoseconds()
                 state.withLock { s in
                     for r in records { s.apply(r) }
@@ -504,7 +520,7 @@ public final class Store: Sendable {
     public func forgetObject(_ hash: Hash128) throws(StoreError) {
         try writer.withLock { (w) throws(StoreError) in
             guard state.withLock({ $0.objects[hash] != nil }) else { return }
-            do throws(SystemError) { try w.log.append([.objectRemoved(hash: hash)]) } catch { throw .io(error) }
+            try append([.objectRemoved(hash: hash)], &w)
             state.withLock { $0.apply(.objectRemoved(hash: hash)) }
         }
     }
@@ -531,7 +547,7 @@ public final class Store: Sendable {
             return out
         }
         guard !victims.isEmpty else { return }
-        do throws(SystemError) { try w.log.append(victims.map { .objectRemoved(hash: $0) }) } catch { throw .io(error) }
+        try append(victims.map { .objectRemoved(hash: $0) }, &w)
         state.withLock { s in
             for h in victims { s.apply(.objectRemoved(hash: h)) }
             s.evictions += victims.count
@@ -549,7 +565,7 @@ public final class Store: Sendable {
             }
             let unreferenced = known.subtracting(referenced)
             if !unreferenced.isEmpty {
-                do throws(SystemError) { try w.log.append(unreferenced.sorted().map { .objectRemoved(hash: $0) }) } catch { throw .io(error) }
+                try append(unreferenced.sorted().map { .objectRemoved(hash: $0) }, &w)
                 state.withLock { s in for h in unreferenced { s.apply(.objectRemoved(hash: h)) } }
             }
             var removed = 0
@@ -587,7 +603,16 @@ public final class Store: Sendable {
         let before = w.log.recordCount
         let records = state.withLock { $0.liveRecords() }
         do throws(SystemError) { try w.log.rewrite(records, tempDirectory: tempDirectory) } catch { throw .io(error) }
-        return (before, w.log.recordCount)
+        let after = w.log.recordCount
+        logRecords.withLock { $0 = after }
+        return (before, after)
+    }
+
+    /// Appends one transaction and publishes the new record count.
+    private func append(_ records: [LogRecord], _ w: inout WriterState) throws(StoreError) {
+        do { try w.log.append(records) } catch { throw .io(error) }
+        let count = w.log.recordCount
+        logRecords.withLock { $0 = count }
     }
 
     private func compactIfNeeded(_ w: inout WriterState) throws(StoreError) {
