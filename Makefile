@@ -3,7 +3,7 @@
 
 SWIFT        ?= swift
 BUILD_FLAGS  ?=
-DEB_PACKAGES := libcurl4-openssl-dev libxxhash-dev xxhash python3
+DEB_PACKAGES := libcurl4-openssl-dev libxxhash-dev xxhash python3 systemd
 PREFIX       ?= /usr/local
 
 .PHONY: all deps build release test unit integration demo clean
