@@ -94,26 +94,22 @@ final class Dispatcher: Sendable {
                 switch result {
                 case .success(let (posts, images)):
                     reply.finish(Response.ok(tag: tag, capacity: 256) { o in
-                        if let p = posts {
+                        o.field("posts", object: posts.map { p in
                             var po = JSONObjectWriter()
                             po.field("fetched", p.fetched)
                             po.field("unchanged", p.unchanged)
                             po.field("removed", p.removed)
                             po.field("invalid", p.invalid)
-                            o.field("posts", object: po)
-                        } else {
-                            o.field("posts", rawJSON: Array("null".utf8))
-                        }
-                        if let i = images {
+                            return po
+                        })
+                        o.field("images", object: images.map { i in
                             var io = JSONObjectWriter()
                             io.field("downloaded", i.downloaded)
                             io.field("cached", i.cached)
                             io.field("failed", i.failed)
                             io.field("bytes", i.bytes)
-                            o.field("images", object: io)
-                        } else {
-                            o.field("images", rawJSON: Array("null".utf8))
-                        }
+                            return io
+                        })
                         o.key("failures")
                         o.raw("[")
                         for (n, f) in (images?.failures ?? []).enumerated() {
@@ -143,36 +139,38 @@ final class Dispatcher: Sendable {
             return .later
 
         case .gc:
-            service.pool.submit { [self] in
-                do {
-                    let (removed, freed) = try store.collectGarbage()
-                    service.log.info("gc removed \(removed) files, \(freed) bytes")
-                    reply.finish(Response.ok(tag: tag) { o in
-                        o.field("removed", removed)
-                        o.field("freed_bytes", freed)
-                    })
-                } catch {
-                    reply.finish(fail(.internal, "gc failed: \(error)", tag))
+            return onPool(reply, failing: "gc") { [self] () throws(StoreError) in
+                let (removed, freed) = try store.collectGarbage()
+                service.log.info("gc removed \(removed) files, \(freed) bytes")
+                return Response.ok(tag: tag) { o in
+                    o.field("removed", removed)
+                    o.field("freed_bytes", freed)
                 }
             }
-            return .later
 
         case .compact:
-            service.pool.submit { [self] in
-                do {
-                    let (before, after) = try store.compact()
-                    let (removed, freed) = try store.collectGarbage()
-                    service.log.info("compacted the log from \(before) to \(after) records; gc removed \(removed) files, \(freed) bytes")
-                    reply.finish(Response.ok(tag: tag) { o in
-                        o.field("records_before", before)
-                        o.field("records_after", after)
-                    })
-                } catch {
-                    reply.finish(fail(.internal, "compact failed: \(error)", tag))
+            return onPool(reply, failing: "compact") { [self] () throws(StoreError) in
+                let (before, after) = try store.compact()
+                let (removed, freed) = try store.collectGarbage()
+                service.log.info("compacted the log from \(before) to \(after) records; gc removed \(removed) files, \(freed) bytes")
+                return Response.ok(tag: tag) { o in
+                    o.field("records_before", before)
+                    o.field("records_after", after)
                 }
             }
-            return .later
         }
+    }
+
+    /// Runs store maintenance on a worker and answers with its line, or with
+    /// an `internal` error naming the operation.
+    private func onPool(_ reply: Reply, failing what: String,
+                        _ work: @escaping @Sendable () throws(StoreError) -> [UInt8]) -> Answer {
+        service.pool.submit { [self] in
+            do throws(StoreError) { reply.finish(try work()) } catch {
+                reply.finish(fail(.internal, "\(what) failed: \(error)", reply.tag))
+            }
+        }
+        return .later
     }
 
     /// An error line, counted.
@@ -192,7 +190,7 @@ final class Dispatcher: Sendable {
             o.field("type", ref.type.mimeType)
             o.field("path", store.objectPath(ref.hash))
         } else {
-            for k: StaticString in ["hash", "size", "type", "path"] { o.field(k, rawJSON: Array("null".utf8)) }
+            for k: StaticString in ["hash", "size", "type", "path"] { o.field(k, object: nil) }
         }
         return o
     }

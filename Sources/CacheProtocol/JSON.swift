@@ -456,7 +456,11 @@ public struct JSONObjectWriter {
     }
     /// A member whose value is already JSON text.
     public mutating func field(_ k: StaticString, rawJSON: some Sequence<UInt8>) { key(k); writer.raw(rawJSON) }
-    public mutating func field(_ k: StaticString, object: JSONObjectWriter) { key(k); writer.raw(object.finished()) }
+    /// A nested object, or `null` when nil.
+    public mutating func field(_ k: StaticString, object: JSONObjectWriter?) {
+        key(k)
+        if let object { writer.raw(object.finished()) } else { writer.raw("null") }
+    }
 
     /// Appends JSON text as it is, after a `key` (for values built in pieces).
     public mutating func appendRaw(_ b: some Sequence<UInt8>) { writer.raw(b) }
