@@ -4,6 +4,8 @@
 Serves a directory over HTTP on 127.0.0.1 with a listen backlog large enough
 for parallel downloads, counts the requests it answers per path, and can be
 slowed down. GET /_stats returns the counts as JSON; GET /_reset clears them.
+GET /_fail?path=/posts.json&times=2&status=503 makes the next 2 requests for
+that path answer 503 (a transient origin fault, for retry tests).
 Last-Modified and If-Modified-Since work as in http.server.
 
   origin-server.py --root Examples/origin [--port 0] [--port-file F] [--delay S]
@@ -19,6 +21,7 @@ import time
 from functools import partial
 
 counts = {}
+failures = {}  # path -> [remaining, status]
 lock = threading.Lock()
 
 
@@ -46,8 +49,29 @@ class Handler(http.server.SimpleHTTPRequestHandler):
             self.send_response(204)
             self.end_headers()
             return
+        if path == "/_fail":
+            from urllib.parse import parse_qs, urlsplit
+            q = parse_qs(urlsplit(self.path).query)
+            with lock:
+                failures[q["path"][0]] = [int(q.get("times", ["1"])[0]), int(q.get("status", ["503"])[0])]
+            self.send_response(204)
+            self.end_headers()
+            return
         with lock:
             counts[path] = counts.get(path, 0) + 1
+            fault = failures.get(path)
+            status = None
+            if fault and fault[0] > 0:
+                fault[0] -= 1
+                status = fault[1]
+        if status:
+            body = b"<html><body>injected failure</body></html>"
+            self.send_response(status)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         if self.delay:
             time.sleep(self.delay)
         super().do_GET()

@@ -101,6 +101,31 @@ import CacheSystem
         #expect(try origin.count("/nothing-here.json") == 1, "4xx is not retried")
     }
 
+    @Test func transientServerErrorsAreRetriedWithBackoff() throws {
+        let origin = try Origin()
+        let daemon = try Daemon(origin: origin)
+        try origin.fail("/posts.json", times: 2, status: 503)
+        try origin.fail("/images/02-ocean.png", times: 3, status: 500)
+        let r = try daemon.call("prefetch")
+        #expect(r["ok"] == .bool(true), "\(r)")
+        #expect(r["posts"]?["fetched"]?.int == 100)
+        #expect(r["images"]?["failed"]?.int == 0, "\(r)")
+        #expect(try origin.count("/posts.json") == 3)
+        #expect(try origin.count("/images/02-ocean.png") == 4)
+    }
+
+    @Test func serverErrorsPastTheRetriesFailClearly() throws {
+        let origin = try Origin()
+        let daemon = try Daemon(origin: origin)
+        try origin.fail("/images/03-forest.png", times: 10, status: 503)
+        let r = try daemon.call("prefetch", [("what", .string("images"))])
+        let failure = try #require(r["failures"]?.array?.first)
+        #expect(failure["row"]?.int == 2)
+        #expect(failure["error"]?.string == "HTTP 503 (after 4 attempts)", "\(failure)")
+        #expect(try origin.count("/images/03-forest.png") == 4)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: daemon.store + "/tmp").isEmpty)
+    }
+
     @Test func anUnchangedFeedIsRevalidatedNotDownloaded() throws {
         let origin = try Origin()
         let daemon = try Daemon(origin: origin)

@@ -102,6 +102,11 @@ final class Origin {
 
     func count(_ path: String) throws -> Int { try counts()[path] ?? 0 }
 
+    /// Makes the next `times` requests for `path` answer `status`.
+    func fail(_ path: String, times: Int, status: Int) throws {
+        _ = try httpGet("/_fail?path=\(path)&times=\(times)&status=\(status)")
+    }
+
     func write(_ relative: String, _ contents: String) throws {
         try write(relative, bytes: Array(contents.utf8))
     }
