@@ -121,12 +121,15 @@ final class Daemon {
 
         manager.notify("STOPPING=1")
         log.notice("stopping")
-        http.shutdown()
-        pool.stop()
-        // Give in-flight commits a moment; whatever is abandoned stays in tmp/, which is emptied at start.
-        usleep(100_000)
+        // Cancel transfers (their temp files are discarded), let the workers
+        // finish what is queued (commits in progress complete or roll back),
+        // and only then close the log. Anything abandoned in tmp/ is removed
+        // at the next start.
+        http.shutdown(timeout: 5)
+        if !pool.stop(timeout: 10) { log.warning("workers still busy at exit; their work is abandoned") }
         if let path = ownSocket { try? FileSystem.unlink(path) }
         store.close()
+        log.notice("stopped")
         return 0
     }
 }

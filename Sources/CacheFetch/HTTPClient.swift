@@ -60,6 +60,8 @@ public final class HTTPClient: Sendable {
         var stopping = false
     }
     private let shared = Locked(Shared())
+    /// Signalled when the fetch thread has exited.
+    private let exited = DispatchSemaphore(value: 0)
     private let multi: Locked<UnsafeMutableRawPointer?>
     public let policy: FetchPolicy
 
@@ -72,7 +74,10 @@ public final class HTTPClient: Sendable {
             ccurl_multi_setopt_long(m, CURLMOPT_MAX_TOTAL_CONNECTIONS, policy.concurrency)
             ccurl_multi_setopt_long(m, CURLMOPT_MAXCONNECTS, policy.concurrency * 2)
         }
-        let thread = Thread { [self] in self.run() }
+        let thread = Thread { [self] in
+            self.run()
+            self.exited.signal()
+        }
         thread.name = "cached-fetch"
         thread.start()
     }
@@ -98,10 +103,12 @@ public final class HTTPClient: Sendable {
         wake()
     }
 
-    /// Cancels queued and running transfers (their completions report `cancelled`).
-    public func shutdown() {
+    /// Cancels queued and running transfers (their completions report
+    /// `cancelled`) and waits up to `timeout` seconds for the fetch thread to end.
+    public func shutdown(timeout: Double = 5) {
         shared.withLock { $0.stopping = true }
         wake()
+        _ = exited.wait(timeout: .now() + timeout)
     }
 
     private func wake() {

@@ -7,6 +7,7 @@ public final class WorkerPool: Sendable {
         var jobs: [@Sendable () -> Void] = []
         var head = 0
         var stopping = false
+        var running = 0
     }
     private let queue = Locked(Queue())
     private let condition = NSCondition()
@@ -15,6 +16,7 @@ public final class WorkerPool: Sendable {
     /// Starts `threads` worker threads named `name-N`.
     public init(threads: Int, name: String) {
         self.threads = threads
+        queue.withLock { $0.running = threads }
         for i in 0..<threads {
             let thread = Thread { [self] in self.run() }
             thread.name = "\(name)-\(i)"
@@ -31,12 +33,20 @@ public final class WorkerPool: Sendable {
         condition.unlock()
     }
 
-    /// Lets the threads finish queued work and exit.
-    public func stop() {
+    /// Lets the threads finish queued work and exit; waits up to `timeout`
+    /// seconds for them. Returns false if some were still busy then.
+    @discardableResult
+    public func stop(timeout: Double) -> Bool {
         condition.lock()
         queue.withLock { $0.stopping = true }
         condition.broadcast()
+        let deadline = Date().addingTimeInterval(timeout)
+        while queue.withLock({ $0.running }) > 0 {
+            if !condition.wait(until: deadline) { break }
+        }
+        let done = queue.withLock { $0.running } == 0
         condition.unlock()
+        return done
     }
 
     private func run() {
@@ -57,7 +67,12 @@ public final class WorkerPool: Sendable {
                     return (nil, q.stopping)
                 }
                 if let next { job = next; break }
-                if stop { condition.unlock(); return }
+                if stop {
+                    queue.withLock { $0.running -= 1 }
+                    condition.broadcast()
+                    condition.unlock()
+                    return
+                }
                 condition.wait()
             }
             condition.unlock()
