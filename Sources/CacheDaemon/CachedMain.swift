@@ -117,7 +117,22 @@ final class Daemon {
             }
         }
 
+        // Use times reach the log once a minute, so eviction order survives restarts.
+        let stopping = Locked(false)
+        let accessLogger = Thread { [log] in
+            var seconds = 0
+            while !stopping.withLock({ $0 }) {
+                sleep(1)
+                seconds += 1
+                if seconds % 60 == 0 {
+                    do { try store.logAccessTimes() } catch { log.warning("could not log access times: \(error)") }
+                }
+            }
+        }
+        accessLogger.start()
+
         loop.run()
+        stopping.withLock { $0 = true }
 
         manager.notify("STOPPING=1")
         log.notice("stopping")
@@ -128,6 +143,7 @@ final class Daemon {
         http.shutdown(timeout: 5)
         if !pool.stop(timeout: 10) { log.warning("workers still busy at exit; their work is abandoned") }
         if let path = ownSocket { try? FileSystem.unlink(path) }
+        do { try store.logAccessTimes() } catch { log.warning("could not log access times: \(error)") }
         store.close()
         log.notice("stopped")
         return 0

@@ -22,6 +22,9 @@ public enum LogRecord: Equatable, Sendable {
     case objectRemoved(hash: Hash128)
     /// HTTP validators of a feed, for conditional requests.
     case validators(feed: Feed, etag: String?, lastModified: String?)
+    /// The object `hash` was last used at `time` (milliseconds since the
+    /// epoch), for least-recently-used eviction across restarts.
+    case access(hash: Hash128, time: Int64)
     /// Ends a transaction: the records since the previous commit take effect together.
     case commit
 
@@ -34,6 +37,7 @@ public enum LogRecord: Equatable, Sendable {
         case .rowObject: 5
         case .objectRemoved: 6
         case .validators: 7
+        case .access: 8
         case .commit: 0x7F
         }
     }
@@ -72,6 +76,8 @@ public enum RecordCodec {
             p.append(contentsOf: hash.bytes)
         case let .validators(feed, etag, lastModified):
             p.append(feed.rawValue); p.putOptionalString(etag); p.putOptionalString(lastModified)
+        case let .access(hash, time):
+            p.append(contentsOf: hash.bytes); p.putSigned(time)
         case .commit:
             break
         }
@@ -107,6 +113,7 @@ public enum RecordCodec {
         case 7:
             guard let feed = Feed(rawValue: try r.byte()) else { throw RecordDecodingError(description: "unknown feed") }
             record = .validators(feed: feed, etag: try r.optionalString(), lastModified: try r.optionalString())
+        case 8: record = .access(hash: Hash128(bytes: try r.raw(16)), time: try r.signed())
         case 0x7F: record = .commit
         default: throw RecordDecodingError(description: "unknown record type \(type)")
         }

@@ -72,8 +72,10 @@ struct StoreState {
     var validators: [Feed: Validators] = [:]
     var postsKnown = false
     var manifestKnown = false
-    /// Last use of each object (monotonic ns), for least-recently-used eviction.
-    var lastUse: [Hash128: UInt64] = [:]
+    /// Last use of each object (ms since the epoch), for least-recently-used eviction.
+    var lastUse: [Hash128: Int64] = [:]
+    /// Objects whose last use changed since the last `access` records were logged.
+    var unloggedUse: Set<Hash128> = []
     var bytes: Int64 = 0
     var evictions = 0
 
@@ -100,10 +102,13 @@ struct StoreState {
         case let .objectRemoved(hash):
             if let old = objects.removeValue(forKey: hash) { bytes -= old.size }
             lastUse[hash] = nil
+            unloggedUse.remove(hash)
             for i in rows.indices where rows[i].object?.hash == hash { rows[i].object = nil }
         case let .validators(feed, etag, lastModified):
             validators[feed] = Validators(etag: etag, lastModified: lastModified)
             if feed == .posts { postsKnown = true } else { manifestKnown = true }
+        case let .access(hash, time):
+            if objects[hash] != nil { lastUse[hash] = max(lastUse[hash] ?? 0, time) }
         case .commit:
             break
         }
@@ -124,6 +129,9 @@ struct StoreState {
         for (i, row) in rows.enumerated() {
             out.append(.row(row: i, url: row.url, description: row.description))
             if let o = row.object { out.append(.rowObject(row: i, hash: o.hash, size: o.size, type: o.type)) }
+        }
+        for (hash, time) in lastUse.sorted(by: { $0.key < $1.key }) where objects[hash] != nil {
+            out.append(.access(hash: hash, time: time))
         }
         for feed in Feed.allCases {
             if let v = validators[feed] { out.append(.validators(feed: feed, etag: v.etag, lastModified: v.lastModified)) }
@@ -149,6 +157,28 @@ public final class Store: Sendable {
     private let lockFD: FileDescriptor
     /// The log's record count, readable without waiting for a writer's fsync.
     private let logRecords = Locked(0)
+    /// Object commits waiting for the log, and who is writing them.
+    private let commitGroup = Monitor(CommitGroup())
+    /// Objects renamed into objects/ whose log records are not written yet:
+    /// gc must not take them for garbage.
+    private let pendingObjects = Locked<[Hash128: Int]>([:])
+
+    struct CommitGroup {
+        var queue: [PendingCommit] = []
+        var results: [UInt64: Result<Void, StoreError>] = [:]
+        var leading = false
+        /// Commits the current leader is writing.
+        var leaderBatch = 0
+        var nextID: UInt64 = 0
+        /// Log transactions written for object commits (each may hold many).
+        var transactions = 0
+    }
+
+    struct PendingCommit: Sendable {
+        var id: UInt64
+        var ref: ObjectRef
+        var rows: [(row: Int, url: String)]
+    }
 
     /// What recovery cut from the log at open, if anything.
     public let recovery: LogRecovery?
@@ -261,10 +291,29 @@ public final class Store: Sendable {
         return "\(objectsDirectory)/\(hex.prefix(2))/\(hex.dropFirst(2))"
     }
 
-    /// Notes that an object was served (for eviction order).
+    /// Notes that an object was served (for eviction order). The time reaches
+    /// the log with the next `logAccessTimes()`.
     public func touch(_ hash: Hash128) {
-        let now = Clock.monotonicNanoseconds()
-        state.withLock { $0.lastUse[hash] = now }
+        let now = Clock.wallMilliseconds()
+        state.withLock { s in
+            guard s.objects[hash] != nil else { return }
+            s.lastUse[hash] = now
+            s.unloggedUse.insert(hash)
+        }
+    }
+
+    /// Appends the use times noted since the last call, so that eviction order
+    /// survives a restart (approximately: uses since the last call are lost
+    /// in a crash). The daemon calls it every minute and at shutdown.
+    public func logAccessTimes() throws(StoreError) {
+        try writer.withLock { (w) throws(StoreError) in
+            let records: [LogRecord] = state.withLock { s in
+                let out = s.unloggedUse.sorted().compactMap { h in s.lastUse[h].map { LogRecord.access(hash: h, time: $0) } }
+                s.unloggedUse.removeAll()
+                return out
+            }
+            if !records.isEmpty { try append(records, &w) }
+        }
     }
 
     /// True when the object's file exists with its recorded size (one `lstat`,
@@ -420,46 +469,99 @@ public final class Store: Sendable {
             throw .notAnImage(objectWriter.headDescription)
         }
         let ref = ObjectRef(hash: objectWriter.hash, size: objectWriter.size, type: type)
-        return try writer.withLock { (w) throws(StoreError) -> ObjectRef in
-            let path = objectPath(ref.hash)
-            do throws(SystemError) {
-                let exists = state.withLock { $0.objects[ref.hash] != nil }
-                if exists, let st = try FileSystem.status(path), st.size == ref.size {
-                    objectWriter.discard()
-                } else {
-                    try objectWriter.syncAndClose()
-                    let fanout = FileSystem.directoryName(of: path)
-                    let created = try FileSystem.status(fanout) == nil
-                    try FileSystem.makeDirectory(fanout, mode: 0o700)
-                    try FileSystem.rename(objectWriter.tempPath, path)
-                    objectWriter.markDone()
-                    try FileSystem.syncDirectory(fanout)
-                    if created { try FileSystem.syncDirectory(objectsDirectory) }
-                }
-                let current = state.withLock { $0.rows }
-                let records: [LogRecord] = rows.compactMap { r in
-                    guard current.indices.contains(r.row), current[r.row].url == r.url else { return nil }
-                    return .rowObject(row: r.row, hash: ref.hash, size: ref.size, type: type)
-                }
-                if !records.isEmpty {
-                    try w.log.append(records)
-                    let count = w.log.recordCount
-                    logRecords.withLock { $0 = count }
-                }
-                let now = Clock.monotonicNanoseconds()
-                state.withLock { s in
-                    for r in records { s.apply(r) }
-                    s.lastUse[ref.hash] = now
-                }
-            } catch {
-                objectWriter.discard()
-                throw .io(error)
+        pendingObjects.withLock { $0[ref.hash, default: 0] += 1 }
+        defer {
+            pendingObjects.withLock { p in
+                p[ref.hash, default: 1] -= 1
+                if p[ref.hash] == 0 { p[ref.hash] = nil }
             }
-            try evictIfNeeded(&w, keep: ref.hash)
-            try compactIfNeeded(&w)
-            return ref
+        }
+        // The file part needs no lock: names are contents, so two commits of
+        // the same bytes rename the same bytes to the same name.
+        let path = objectPath(ref.hash)
+        do throws(SystemError) {
+            let known = state.withLock { $0.objects[ref.hash] != nil }
+            if known, let st = try FileSystem.status(path), st.size == ref.size {
+                objectWriter.discard()
+            } else {
+                try objectWriter.syncAndClose()
+                let fanout = FileSystem.directoryName(of: path)
+                let created = try FileSystem.status(fanout) == nil
+                try FileSystem.makeDirectory(fanout, mode: 0o700)
+                try FileSystem.rename(objectWriter.tempPath, path)
+                objectWriter.markDone()
+                try FileSystem.syncDirectory(fanout)
+                if created { try FileSystem.syncDirectory(objectsDirectory) }
+            }
+        } catch {
+            objectWriter.discard()
+            throw .io(error)
+        }
+        try commitGrouped(ref, rows: rows)
+        return ref
+    }
+
+    /// Group commit: the first caller becomes the leader and logs every
+    /// commit queued so far in one transaction (one write, one fsync); the
+    /// others wait for its result. Returns once this commit is durable.
+    private func commitGrouped(_ ref: ObjectRef, rows: [(row: Int, url: String)]) throws(StoreError) {
+        let id = commitGroup.update { g -> UInt64 in
+            g.nextID += 1
+            g.queue.append(PendingCommit(id: g.nextID, ref: ref, rows: rows))
+            return g.nextID
+        }
+        enum Step { case done(Result<Void, StoreError>), lead([PendingCommit]) }
+        while true {
+            let step = commitGroup.wait { g -> Step? in
+                if let r = g.results.removeValue(forKey: id) { return .done(r) }
+                guard !g.leading else { return nil }
+                g.leading = true
+                let batch = g.queue
+                g.queue = []
+                g.leaderBatch = batch.count
+                return .lead(batch)
+            }
+            switch step {
+            case .done(let result):
+                try result.get()
+                return
+            case .lead(let batch):
+                let result = Result { () throws(StoreError) in try writer.withLock { (w) throws(StoreError) in try logCommits(batch, &w) } }
+                commitGroup.update { g in
+                    for c in batch { g.results[c.id] = result }
+                    g.leading = false
+                    g.leaderBatch = 0
+                    g.transactions += 1
+                }
+            }
         }
     }
+
+    /// Logs the row mappings of `batch` as one transaction and applies them.
+    /// Rows whose manifest URL changed since their download began are left alone.
+    private func logCommits(_ batch: [PendingCommit], _ w: inout WriterState) throws(StoreError) {
+        let now = Clock.wallMilliseconds()
+        let current = state.withLock { $0.rows }
+        var records: [LogRecord] = []
+        for c in batch {
+            let mapped = c.rows.filter { current.indices.contains($0.row) && current[$0.row].url == $0.url }
+            for r in mapped { records.append(.rowObject(row: r.row, hash: c.ref.hash, size: c.ref.size, type: c.ref.type)) }
+            if !mapped.isEmpty { records.append(.access(hash: c.ref.hash, time: now)) }
+        }
+        if !records.isEmpty { try append(records, &w) }
+        state.withLock { s in for r in records { s.apply(r) } }
+        try evictIfNeeded(&w, keep: Set(batch.map(\.ref.hash)))
+        try compactIfNeeded(&w)
+    }
+
+    /// For tests: the writer lock, to hold the log as a slow disk would.
+    var writerForTests: Locked<WriterState> { writer }
+    /// For tests: commits waiting for the log (queued or taken by the leader).
+    var queuedCommitsForTests: Int { commitGroup.update { $0.queue.count + $0.leaderBatch } }
+
+    /// Log transactions written for object commits so far (group commit makes
+    /// this smaller than the number of commits when they overlap).
+    public var objectCommitTransactions: Int { commitGroup.update { $0.transactions } }
 
     /// Opens an object after checking its bytes against its name. On a
     /// mismatch the file is moved to `quarantine/`, the object is forgotten
@@ -535,14 +637,16 @@ public final class Store: Sendable {
         state.withLock { Array($0.objects.keys) }
     }
 
-    private func evictIfNeeded(_ w: inout WriterState, keep: Hash128) throws(StoreError) {
+    private func evictIfNeeded(_ w: inout WriterState, keep: Set<Hash128>) throws(StoreError) {
         let limit = configuration.maxBytes
         guard limit > 0 else { return }
+        let pending = pendingObjects.withLock { Set($0.keys) }
         let victims: [Hash128] = state.withLock { s in
             guard s.bytes > limit else { return [] }
             var excess = s.bytes - limit
             var out: [Hash128] = []
-            let order = s.objects.values.filter { $0.hash != keep }.sorted { (s.lastUse[$0.hash] ?? 0) < (s.lastUse[$1.hash] ?? 0) }
+            let order = s.objects.values.filter { !keep.contains($0.hash) && !pending.contains($0.hash) }
+                .sorted { (s.lastUse[$0.hash] ?? 0, $0.hash) < (s.lastUse[$1.hash] ?? 0, $1.hash) }
             for o in order where excess > 0 { out.append(o.hash); excess -= o.size }
             return out
         }
@@ -559,37 +663,41 @@ public final class Store: Sendable {
 
     /// Deletes object files no row references, and forgets such objects.
     public func collectGarbage() throws(StoreError) -> (removed: Int, freedBytes: Int64) {
-        try writer.withLock { (w) throws(StoreError) -> (Int, Int64) in
-            let (referenced, known) = state.withLock { s in
-                (Set(s.rows.compactMap { $0.object?.hash }), Set(s.objects.keys))
-            }
-            let unreferenced = known.subtracting(referenced)
-            if !unreferenced.isEmpty {
-                try append(unreferenced.sorted().map { .objectRemoved(hash: $0) }, &w)
-                state.withLock { s in for h in unreferenced { s.apply(.objectRemoved(hash: h)) } }
-            }
-            var removed = 0
-            var freed: Int64 = 0
-            do throws(SystemError) {
-                for fan in try FileSystem.list(objectsDirectory) {
-                    let dir = "\(objectsDirectory)/\(fan)"
-                    guard let st = try FileSystem.status(dir), st.isDirectory else {
-                        try FileSystem.unlink(dir); removed += 1; continue
-                    }
-                    var changed = false
-                    for name in try FileSystem.list(dir) {
-                        if let h = Hash128(hex: fan + name), referenced.contains(h) { continue }
-                        let path = "\(dir)/\(name)"
-                        freed += (try FileSystem.status(path))?.size ?? 0
-                        try FileSystem.unlink(path)
-                        removed += 1
-                        changed = true
-                    }
-                    if changed { try FileSystem.syncDirectory(dir) }
-                }
-            } catch { throw .io(error) }
-            return (removed, freed)
+        try writer.withLock { (w) throws(StoreError) -> (Int, Int64) in try collectGarbageLocked(&w) }
+    }
+
+    private func collectGarbageLocked(_ w: inout WriterState) throws(StoreError) -> (Int, Int64) {
+        let pending = pendingObjects.withLock { Set($0.keys) }
+        let (referenced, known) = state.withLock { s in
+            (Set(s.rows.compactMap { $0.object?.hash }), Set(s.objects.keys))
         }
+        let keep = referenced.union(pending)
+        let unreferenced = known.subtracting(keep)
+        if !unreferenced.isEmpty {
+            try append(unreferenced.sorted().map { .objectRemoved(hash: $0) }, &w)
+            state.withLock { s in for h in unreferenced { s.apply(.objectRemoved(hash: h)) } }
+        }
+        var removed = 0
+        var freed: Int64 = 0
+        do throws(SystemError) {
+            for fan in try FileSystem.list(objectsDirectory) {
+                let dir = "\(objectsDirectory)/\(fan)"
+                guard let st = try FileSystem.status(dir), st.isDirectory else {
+                    try FileSystem.unlink(dir); removed += 1; continue
+                }
+                var changed = false
+                for name in try FileSystem.list(dir) {
+                    if let h = Hash128(hex: fan + name), keep.contains(h) { continue }
+                    let path = "\(dir)/\(name)"
+                    freed += (try FileSystem.status(path))?.size ?? 0
+                    try FileSystem.unlink(path)
+                    removed += 1
+                    changed = true
+                }
+                if changed { try FileSystem.syncDirectory(dir) }
+            }
+        } catch { throw .io(error) }
+        return (removed, freed)
     }
 
     /// Rewrites the log with only the records that rebuild the current state.
@@ -616,9 +724,10 @@ public final class Store: Sendable {
     }
 
     private func compactIfNeeded(_ w: inout WriterState) throws(StoreError) {
-        let live = state.withLock { $0.posts.count + $0.rows.count * 2 + 4 }
+        let live = state.withLock { $0.posts.count + $0.rows.count * 2 + $0.objects.count + 4 }
         if w.log.recordCount > 2 * live + configuration.compactionSlack {
             _ = try compactLocked(&w)
+            _ = try collectGarbageLocked(&w)
         }
     }
 }

@@ -27,10 +27,43 @@ public enum Clock {
         return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
 
+    /// Milliseconds since the epoch.
+    public static func wallMilliseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
     /// Seconds since the epoch.
     public static func wallSeconds() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return Int64(ts.tv_sec)
+    }
+}
+
+/// A value behind a lock with a condition: threads wait for the state to
+/// reach something, and every update wakes them to look again.
+public final class Monitor<State>: @unchecked Sendable {
+    private var state: State
+    private let condition = NSCondition()
+
+    public init(_ state: State) { self.state = state }
+
+    /// Changes the state and wakes every waiter.
+    public func update<R>(_ body: (inout State) -> R) -> R {
+        condition.lock()
+        defer { condition.broadcast(); condition.unlock() }
+        return body(&state)
+    }
+
+    /// Blocks until `body` returns a value (it is called again after each update).
+    public func wait<R>(_ body: (inout State) -> R?) -> R {
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            if let r = body(&state) { return r }
+            condition.wait()
+        }
     }
 }

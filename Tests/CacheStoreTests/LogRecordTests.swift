@@ -15,6 +15,7 @@ import Testing
         .objectRemoved(hash: Hash128(high: .max, low: 0)),
         .validators(feed: .posts, etag: "\"abc\"", lastModified: nil),
         .validators(feed: .manifest, etag: nil, lastModified: "Sun, 29 Nov 2026 10:00:00 GMT"),
+        .access(hash: Hash128(of: Array("y".utf8)), time: 1_796_000_000_123),
         .commit,
     ]
 

@@ -1,4 +1,5 @@
 import Foundation
+import Dispatch
 import Testing
 @testable import CacheStore
 import CacheSystem
@@ -211,5 +212,61 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         #expect(store.row(0)?.object == nil)
         #expect(store.row(1)?.object != nil)
         #expect(store.stats().evictions == 1)
+    }
+}
+
+@Suite struct GroupCommitAndRecencyTests {
+    private static func image(_ n: Int) -> [UInt8] { png + Array("image number \(n)".utf8) }
+
+    @Test func overlappingCommitsShareOneLogTransaction() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        let n = 8
+        try store.replaceManifest((0..<n).map { ("\($0).png", nil) }, validators: Validators())
+        let writers = try (0..<n).map { try write(Self.image($0), to: store) }
+        let before = store.objectCommitTransactions
+        let finished = DispatchGroup()
+        // Hold the log while the commits arrive, as a slow fsync would.
+        store.writerForTests.withLock { _ in
+            for i in 0..<n {
+                finished.enter()
+                let w = writers[i]
+                Thread {
+                    _ = try? store.commitObject(w, rows: [(i, "\(i).png")])
+                    finished.leave()
+                }.start()
+            }
+            // Everyone is queued: one leader waits for the log, the others for it.
+            while store.queuedCommitsForTests < n { usleep(1000) }
+        }
+        finished.wait()
+        #expect(store.objectCommitTransactions - before <= 2, "one transaction for the first leader, one for the rest")
+        #expect(store.stats().rowsCached == n)
+        store.close()
+        let reopened = try Store(StoreConfiguration(directory: dir.path))
+        defer { reopened.close() }
+        for i in 0..<n { #expect(reopened.row(i)?.object?.hash == Hash128(of: Self.image(i))) }
+    }
+
+    @Test func useTimesSurviveARestartAndDecideEviction() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        var store = try Store(StoreConfiguration(directory: dir.path))
+        try store.replaceManifest([("a", nil), ("b", nil), ("c", nil)], validators: Validators())
+        let a = try store.commitObject(try write(Self.image(1), to: store), rows: [(0, "a")])
+        usleep(5000)
+        let b = try store.commitObject(try write(Self.image(2), to: store), rows: [(1, "b")])
+        usleep(5000)
+        store.touch(a.hash)  // a is now more recently used than b
+        try store.logAccessTimes()
+        store.close()
+
+        let limit = a.size + b.size + 4
+        store = try Store(StoreConfiguration(directory: dir.path, maxBytes: limit))
+        defer { store.close() }
+        let times = store.state.withLock { $0.lastUse }
+        #expect((times[a.hash] ?? 0) > (times[b.hash] ?? 0))
+        _ = try store.commitObject(try write(Self.image(3), to: store), rows: [(2, "c")])
+        #expect(store.row(0)?.object?.hash == a.hash, "the recently used object stays")
+        #expect(store.row(1)?.object == nil, "the least recently used object goes")
     }
 }
