@@ -149,19 +149,24 @@ final class IndexLog {
         recordCount += records.count + 1
     }
 
-    /// Replaces the log with `records` (one transaction): written to a temp
-    /// file, fsynced, renamed over the log, directory fsynced.
-    func rewrite(_ records: [LogRecord], tempDirectory: String) throws(SystemError) {
+    /// Replaces the log with `transactions`: written to a temp file, fsynced,
+    /// renamed over the log, directory fsynced. A crash leaves the old log or
+    /// the new one.
+    func rewrite(_ transactions: [[LogRecord]], tempDirectory: String) throws(SystemError) {
         var bytes = RecordCodec.fileHeader
-        for r in records { RecordCodec.encode(r, into: &bytes) }
-        RecordCodec.encode(.commit, into: &bytes)
+        var count = 0
+        for t in transactions {
+            for r in t { RecordCodec.encode(r, into: &bytes) }
+            RecordCodec.encode(.commit, into: &bytes)
+            count += t.count + 1
+        }
         try FileSystem.writeDurably(bytes, to: path, tempDirectory: tempDirectory, mode: 0o600)
         let newFD = try FileDescriptor.open(path, O_RDWR)
         fd.close()
         fd = newFD
         length = Int64(bytes.count)
         try fd.seek(to: length)
-        recordCount = records.count + 1
+        recordCount = count
     }
 
     func close() { fd.close() }

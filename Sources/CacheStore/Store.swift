@@ -120,22 +120,37 @@ struct StoreState {
 
     mutating func sortPosts() { sortedIDs = posts.keys.sorted() }
 
-    /// Records that rebuild exactly this state, for compaction.
-    func liveRecords() -> [LogRecord] {
-        var out: [LogRecord] = []
-        out.reserveCapacity(posts.count + rows.count * 2 + 3)
-        for id in sortedIDs { out.append(.post(id: id, json: posts[id]!)) }
-        if manifestKnown { out.append(.manifestSize(count: rows.count)) }
+    /// Transactions that rebuild exactly this state, for compaction.
+    ///
+    /// Small transactions rather than one, so that damage in a compacted log
+    /// loses only what follows it: posts in chunks, each chunk of rows with
+    /// their mappings and use times, and last the feeds' sizes and validators
+    /// (a prefix without them leaves the feed unknown, so the next prefetch
+    /// refetches it unconditionally).
+    func liveTransactions(chunk: Int = 64) -> [[LogRecord]] {
+        var out: [[LogRecord]] = []
+        var current: [LogRecord] = []
+        func flush() { if !current.isEmpty { out.append(current); current = [] } }
+        for (n, id) in sortedIDs.enumerated() {
+            if let json = posts[id] { current.append(.post(id: id, json: json)) }
+            if (n + 1) % chunk == 0 { flush() }
+        }
+        flush()
+        if let v = validators[.posts] { out.append([.validators(feed: .posts, etag: v.etag, lastModified: v.lastModified)]) }
+        else if postsKnown { out.append([.validators(feed: .posts, etag: nil, lastModified: nil)]) }
         for (i, row) in rows.enumerated() {
-            out.append(.row(row: i, url: row.url, description: row.description))
-            if let o = row.object { out.append(.rowObject(row: i, hash: o.hash, size: o.size, type: o.type)) }
+            current.append(.row(row: i, url: row.url, description: row.description))
+            if let o = row.object {
+                current.append(.rowObject(row: i, hash: o.hash, size: o.size, type: o.type))
+                if let t = lastUse[o.hash] { current.append(.access(hash: o.hash, time: t)) }
+            }
+            if (i + 1) % chunk == 0 { flush() }
         }
-        for (hash, time) in lastUse.sorted(by: { $0.key < $1.key }) where objects[hash] != nil {
-            out.append(.access(hash: hash, time: time))
-        }
-        for feed in Feed.allCases {
-            if let v = validators[feed] { out.append(.validators(feed: feed, etag: v.etag, lastModified: v.lastModified)) }
-            else if (feed == .posts && postsKnown) { out.append(.validators(feed: feed, etag: nil, lastModified: nil)) }
+        flush()
+        if manifestKnown {
+            var last: [LogRecord] = [.manifestSize(count: rows.count)]
+            if let v = validators[.manifest] { last.append(.validators(feed: .manifest, etag: v.etag, lastModified: v.lastModified)) }
+            out.append(last)
         }
         return out
     }
@@ -709,8 +724,8 @@ public final class Store: Sendable {
 
     private func compactLocked(_ w: inout WriterState) throws(StoreError) -> (Int, Int) {
         let before = w.log.recordCount
-        let records = state.withLock { $0.liveRecords() }
-        do throws(SystemError) { try w.log.rewrite(records, tempDirectory: tempDirectory) } catch { throw .io(error) }
+        let transactions = state.withLock { $0.liveTransactions() }
+        do throws(SystemError) { try w.log.rewrite(transactions, tempDirectory: tempDirectory) } catch { throw .io(error) }
         let after = w.log.recordCount
         logRecords.withLock { $0 = after }
         return (before, after)
