@@ -1,0 +1,101 @@
+import Foundation
+import Testing
+import CacheProtocol
+import CacheSystem
+
+/// A full disk and a read-only store, on a real small tmpfs.
+@Suite(.serialized) struct DiskFullTests {
+    /// Mounts a tmpfs of `size` at a fresh directory (needs root, as CI runs).
+    final class SmallDisk {
+        let path: String
+        init(_ scratch: Scratch, size: String) throws {
+            path = scratch.path + "/disk"
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            let r = run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size),mode=0700", "tmpfs", path])
+            try #require(r.status == 0, "cannot mount a tmpfs for the full-disk test (needs root): \(r.output)")
+        }
+        func remountReadOnly() -> Bool { run("/bin/mount", ["-o", "remount,ro", path]).status == 0 }
+        deinit { _ = run("/bin/umount", ["-l", path]) }
+
+        static func run(_ tool: String, _ args: [String]) -> (status: Int32, output: String) {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: tool)
+            p.arguments = args
+            let pipe = Pipe()
+            p.standardError = pipe
+            p.standardOutput = pipe
+            guard (try? p.run()) != nil else { return (-1, "cannot run \(tool)") }
+            let out = pipe.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            return (p.terminationStatus, String(decoding: out, as: UTF8.self))
+        }
+        func run(_ tool: String, _ args: [String]) -> (status: Int32, output: String) { Self.run(tool, args) }
+    }
+
+    @Test func aFullDiskFailsTheWriteCleanlyAndReadsGoOn() throws {
+        let origin = try Origin()
+        // A 2 MiB "PNG" that cannot fit on the 1 MiB disk.
+        try origin.write("images/huge.png", bytes: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + (0..<(2 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        var manifest = try JSONParser.parse(origin.read("images/manifest.json")).array ?? []
+        manifest.append(.object([("url", .string("huge.png"))]))
+        try origin.write("images/manifest.json", bytes: JSON.array(manifest).encoded)
+
+        let scratch = Scratch()
+        let disk = try SmallDisk(scratch, size: "1m")
+        let daemon = try Daemon(origin: origin, arguments: ["--store", disk.path + "/store"], scratch: scratch)
+        let r = try daemon.call("prefetch")
+        #expect(r["ok"] == .bool(true), "\(r)")
+        let failures = r["failures"]?.array ?? []
+        #expect(failures.map { $0["row"]?.int } == [16])
+        #expect(failures.first?["error"]?.string?.contains("disk is full") == true, "\(failures)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: disk.path + "/store/tmp").isEmpty, "no partial file")
+        #expect(try daemon.call("verify")["corrupt"] == .array([]))
+
+        // Fill what is left, then change the feed: the refresh fails and changes nothing.
+        let posts = try daemon.call("list_posts")
+        let filler = disk.path + "/filler"
+        _ = FileManager.default.createFile(atPath: filler, contents: nil)
+        if let h = FileHandle(forWritingAtPath: filler) {
+            let chunk = Data(count: 64 * 1024)
+            while (try? h.write(contentsOf: chunk)) != nil {}
+            try? h.close()
+        }
+        var feed = try JSONParser.parse(origin.read("posts.json")).array ?? []
+        for i in feed.indices { feed[i] = .object([("id", feed[i]["id"] ?? .null), ("title", .string(String(repeating: "longer title ", count: 40)))]) }
+        try origin.write("posts.json", bytes: JSON.array(feed).encoded)
+        let refresh = try daemon.call("prefetch", [("what", .string("posts"))])
+        #expect(refresh["ok"] == .bool(false))
+        #expect(refresh["error"]?["code"] == .string("internal"))
+        #expect(refresh["error"]?["message"]?.string?.contains("disk is full") == true, "\(refresh)")
+        #expect(try daemon.call("list_posts") == posts, "the old posts are still served")
+        for p in (posts["posts"]?.array ?? []).prefix(10) {
+            let id = p["id"]?.int ?? 0
+            let file = Array(try Data(contentsOf: URL(fileURLWithPath: disk.path + "/store/posts/\(id).json")))
+            #expect(try JSONParser.parse(file) == p, "posts/\(id).json holds the old post")
+        }
+        #expect(try daemon.call("get_image", [("row", num(3))])["ok"] == .bool(true))
+
+        // Space comes back: the same refresh now succeeds.
+        try FileManager.default.removeItem(atPath: filler)
+        let again = try daemon.call("prefetch", [("what", .string("posts"))])
+        #expect(again["posts"]?["fetched"]?.int == 100, "\(again)")
+        #expect(daemon.stop() == 0)
+
+        // After a restart the store is consistent.
+        let restarted = try Daemon(origin: origin, arguments: ["--store", disk.path + "/store"], scratch: scratch)
+        #expect(try restarted.call("get_post", [("id", num(1))])["post"] == feed[0])
+        #expect(try restarted.call("verify")["corrupt"] == .array([]))
+        #expect(restarted.stop() == 0)
+    }
+
+    @Test func aReadOnlyStoreIsRefusedWithAClearError() throws {
+        let scratch = Scratch()
+        let disk = try SmallDisk(scratch, size: "1m")
+        let first = try Daemon(origin: nil, arguments: ["--store", disk.path + "/store"], scratch: scratch)
+        #expect(first.stop() == 0)
+        try #require(disk.remountReadOnly(), "cannot remount the tmpfs read-only")
+        let daemon = try Daemon(origin: nil, arguments: ["--store", disk.path + "/store"], scratch: scratch, waitReady: false)
+        #expect(daemon.waitForExit() == 1)
+        #expect(daemon.log.contains("Read-only file system"), "\(daemon.log)")
+    }
+}
