@@ -6,7 +6,7 @@ BUILD_FLAGS  ?=
 DEB_PACKAGES := libcurl4-openssl-dev libxxhash-dev xxhash python3 systemd
 PREFIX       ?= /usr/local
 
-.PHONY: all deps build release test unit integration demo clean
+.PHONY: all deps build release test unit integration crash bench-store demo clean
 
 all: build
 
@@ -38,6 +38,18 @@ unit: deps
 integration: deps
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	$(SWIFT) test --skip-build --filter IntegrationTests $(BUILD_FLAGS)
+
+# The kill -9 suite at length: CRASH_ROUNDS rounds per scenario (make test runs 14).
+CRASH_ROUNDS ?= 150
+crash: deps
+	$(SWIFT) build --build-tests $(BUILD_FLAGS)
+	CACHED_CRASH_ROUNDS=$(CRASH_ROUNDS) $(SWIFT) test --skip-build --filter 'CrashTests|DamagedLogTests' $(BUILD_FLAGS)
+
+# Replay time and resident memory for a log of REPLAY_RECORDS records (a benchmark, not a test).
+REPLAY_RECORDS ?= 1000000
+bench-store: release
+	"$$($(SWIFT) build -c release --show-bin-path)/cached-bench" replay $(REPLAY_RECORDS) \
+	  --daemon "$$($(SWIFT) build -c release --show-bin-path)/cached"
 
 # Builds release, starts the bundled origin and the daemon on a temporary
 # store, prefetches, shows the results, restarts offline, cleans up.

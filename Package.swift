@@ -33,6 +33,10 @@ let package = Package(
 
         .executableTarget(name: "cached", dependencies: ["CacheDaemon"], swiftSettings: strict),
         .executableTarget(name: "cachectl", dependencies: ["CacheCLI"], swiftSettings: strict),
+        // Benchmarks (make bench-store): not tests, no timing assertions.
+        .executableTarget(name: "cached-bench",
+                          dependencies: ["CacheStore", "CacheSystem", "CacheProtocol"],
+                          swiftSettings: strict),
 
         .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CacheSystem"], swiftSettings: strict),
         .testTarget(name: "CacheProtocolTests", dependencies: ["CacheProtocol"], swiftSettings: strict),

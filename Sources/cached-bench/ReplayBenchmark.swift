@@ -1,0 +1,106 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CacheProtocol
+import CacheStore
+import CacheSystem
+import Foundation
+
+/// `cached-bench replay N [--daemon PATH]`: writes an index log of about N
+/// records (rows, each with its object mapping and use time, in transactions
+/// of 64 rows), then measures replay: in process (time and resident memory of
+/// opening the store) and, with --daemon, the real binary's start to its
+/// first answered ping and its resident memory.
+@main
+struct CachedBench {
+    static func main() {
+        let args = Array(CommandLine.arguments.dropFirst())
+        guard args.first == "replay", args.count >= 2, let n = Int(args[1]) else {
+            print("usage: cached-bench replay RECORDS [--daemon PATH/TO/cached] [--keep]")
+            exit(2)
+        }
+        let daemon = args.firstIndex(of: "--daemon").flatMap { args.indices.contains($0 + 1) ? args[$0 + 1] : nil }
+        do {
+            try replay(records: n, daemon: daemon, keep: args.contains("--keep"))
+        } catch {
+            FileHandle.standardError.write(Data("cached-bench: \(error)\n".utf8))
+            exit(1)
+        }
+    }
+
+    static func rssBytes(pid: Int32 = getpid()) -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
+        for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            return (Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
+        }
+        return 0
+    }
+
+    static func seconds(since start: UInt64) -> Double { Double(Clock.monotonicNanoseconds() - start) / 1e9 }
+
+    static func replay(records: Int, daemon: String?, keep: Bool) throws {
+        var template = Array("/tmp/cached-bench-XXXXXX".utf8CString)
+        let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+        defer { if !keep { try? FileManager.default.removeItem(atPath: dir) } }
+        let store = dir + "/store"
+        try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
+
+        // Rows of three records each: row, rowObject, access.
+        let rows = max(1, records / 3)
+        var bytes = RecordCodec.fileHeader
+        bytes.reserveCapacity(rows * 110)
+        var written = 0
+        let now = Clock.wallMilliseconds()
+        for r in 0..<rows {
+            let hash = Hash128(high: UInt64(r) &* 0x9E37_79B9_7F4A_7C15, low: UInt64(r))
+            RecordCodec.encode(.row(row: r, url: "images/\(r).jpg", description: nil), into: &bytes)
+            RecordCodec.encode(.rowObject(row: r, hash: hash, size: Int64(50_000 + r % 1000), type: .jpeg), into: &bytes)
+            RecordCodec.encode(.access(hash: hash, time: now - Int64(r)), into: &bytes)
+            written += 3
+            if r % 64 == 63 || r == rows - 1 {
+                RecordCodec.encode(.commit, into: &bytes)
+                written += 1
+            }
+        }
+        RecordCodec.encode(.manifestSize(count: rows), into: &bytes)
+        RecordCodec.encode(.commit, into: &bytes)
+        written += 2
+        try Data(bytes).write(to: URL(fileURLWithPath: store + "/index.log"))
+        print("log: \(written) records (\(rows) rows), \(formatSize(Int64(bytes.count)))")
+        bytes = []
+
+        // In process: open (replay) and measure.
+        let rssBefore = rssBytes()
+        let start = Clock.monotonicNanoseconds()
+        let s = try Store(StoreConfiguration(directory: store))
+        let replaySeconds = seconds(since: start)
+        let rssAfter = rssBytes()
+        let stats = s.stats()
+        s.close()
+        let perRecord = Double(rssAfter - rssBefore) / Double(written)
+        print(String(format: "in-process replay: %.3f s, %.0f records/s, resident +%@ = %.0f bytes/record (%d rows cached)",
+                     replaySeconds, Double(written) / replaySeconds, formatSize(Int64(rssAfter - rssBefore)), perRecord, stats.rowsCached))
+
+        guard let daemon else { return }
+        let socket = dir + "/sock"
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: daemon)
+        p.arguments = ["--store", store, "--socket", socket, "--log-level", "warning"]
+        p.standardError = FileHandle.nullDevice
+        let launched = Clock.monotonicNanoseconds()
+        try p.run()
+        var ready: Double = -1
+        while p.isRunning && seconds(since: launched) < 60 {
+            if let c = try? Client(socketPath: socket), (try? c.call("ping"))?["ok"] == .bool(true) {
+                ready = seconds(since: launched)
+                break
+            }
+            usleep(2000)
+        }
+        let rss = rssBytes(pid: p.processIdentifier)
+        p.terminate()
+        p.waitUntilExit()
+        print(String(format: "daemon: first ping answered %.3f s after exec, resident %@ = %.0f bytes/record",
+                     ready, formatSize(Int64(rss)), Double(rss) / Double(written)))
+    }
+}
