@@ -99,9 +99,15 @@ final class Daemon {
         loop.handler = { request, reply in dispatcher.handle(request, reply) }
         loop.onReload = { [log] in log.notice("SIGHUP: no configuration file is in use; nothing to reload") }
 
+        // Recovery that need not delay readiness: post files that differ from
+        // the log, objects whose files went missing.
         pool.submit { [log] in
             let fixed = store.reconcilePostFiles()
             if fixed > 0 { log.notice("rewrote \(fixed) post files to match the index") }
+            do {
+                let dropped = try store.dropMissingObjects()
+                if dropped > 0 { log.warning("\(dropped) objects named in the index had no file or the wrong size; their rows will be fetched again on demand") }
+            } catch { log.warning("could not check object files: \(error)") }
         }
 
         let stats = store.stats()

@@ -647,6 +647,25 @@ public final class Store: Sendable {
         state.withLock { $0.objects[hash] }
     }
 
+    /// Drops every object whose file is missing or has the wrong size (one
+    /// `lstat` each; the rows stay known and are fetched again on demand).
+    /// Run at start, in the background. Returns how many were dropped.
+    @discardableResult
+    public func dropMissingObjects() throws(StoreError) -> Int {
+        let refs = state.withLock { Array($0.objects.values) }
+        let missing = refs.filter { !objectFileLooksRight($0) }.map(\.hash)
+        guard !missing.isEmpty else { return 0 }
+        return try writer.withLock { (w) throws(StoreError) -> Int in
+            let pending = pendingObjects.withLock { Set($0.keys) }
+            let gone = missing.filter { h in !pending.contains(h) && state.withLock { $0.objects[h] != nil } }
+                .filter { h in state.withLock { $0.objects[h] }.map { !objectFileLooksRight($0) } ?? false }
+            guard !gone.isEmpty else { return 0 }
+            try append(gone.map { .objectRemoved(hash: $0) }, &w)
+            state.withLock { s in for h in gone { s.apply(.objectRemoved(hash: h)) } }
+            return gone.count
+        }
+    }
+
     /// Every known object, for `verify`.
     public func knownObjects() -> [Hash128] {
         state.withLock { Array($0.objects.keys) }

@@ -270,3 +270,25 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         #expect(store.row(1)?.object == nil, "the least recently used object goes")
     }
 }
+
+@Suite struct AutomaticCompactionTests {
+    @Test func theLogIsCompactedPastItsGarbageThresholdAndKeepsTheState() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        var config = StoreConfiguration(directory: dir.path)
+        config.compactionSlack = 50
+        var store = try Store(config)
+        var peak = 0
+        for round in 0..<200 {
+            try store.replaceManifest([("a.png", "round \(round)"), ("b.png", nil)], validators: Validators())
+            peak = max(peak, store.stats().logRecords)
+        }
+        // live = 0 posts + 2 rows x 2 + 0 objects + 4 = 8; threshold 2 x 8 + 50.
+        #expect(peak <= 2 * 8 + 50 + 4, "the log never grows far past the threshold (peak \(peak))")
+        #expect(store.stats().logRecords < 200 * 4)
+        store.close()
+        store = try Store(config)
+        defer { store.close() }
+        #expect(store.row(0)?.description == "round 199")
+        #expect(store.rows(offset: 0, limit: 9).total == 2)
+    }
+}

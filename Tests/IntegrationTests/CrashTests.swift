@@ -192,6 +192,22 @@ import CacheSystem
         #expect(try daemon.call("status")["images_cached"]?.int == 16)
     }
 
+    @Test func objectsWhoseFilesVanishedAreDroppedAtStartAndFetchedOnDemand() throws {
+        let origin = try Origin()
+        let scratch = Scratch()
+        var daemon = try Daemon(origin: origin, scratch: scratch)
+        _ = try daemon.call("prefetch", [("what", .string("images"))])
+        let image = try #require(try daemon.call("get_image", [("row", num(4))])["image"])
+        #expect(daemon.stop() == 0)
+        try FileManager.default.removeItem(atPath: try #require(image["path"]?.string))
+        daemon = try Daemon(origin: origin, scratch: scratch)
+        #expect(waitUntil(10) { (try? daemon.call("status")["images_cached"]?.int) == 15 }, "dropped without any request")
+        #expect(daemon.log.contains("1 objects named in the index had no file"))
+        let again = try daemon.call("get_image", [("row", num(4))])
+        #expect(again["image"]?["hash"] == image["hash"])
+        #expect(try origin.count("/images/05-night.png") == 2)
+    }
+
     @Test func aReadOfACorruptObjectServesGoodBytesAfterRefetching() throws {
         let origin = try Origin()
         let daemon = try Daemon(origin: origin)
