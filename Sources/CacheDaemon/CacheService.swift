@@ -1,4 +1,5 @@
 import CacheFetch
+import Foundation
 import CacheProtocol
 import CacheStore
 import CacheSystem
@@ -80,13 +81,13 @@ final class CacheService: Sendable {
         }
         let limit = Int(settings.withLock { $0.maxObjectSize })
         let sink = MemorySink(limit: limit)
-        http.fetch(HTTPRequest(url: url, headers: conditionalHeaders(feed, force: force)), into: sink) { [self] result in
+        let request = HTTPRequest(url: url, headers: conditionalHeaders(feed, force: force), maxBodySize: Int64(limit))
+        http.fetch(request, into: sink) { [self] result in
             pool.submit { [self] in
                 switch result {
                 case .failure(let e):
                     counters.withLock { $0.upstreamErrors += 1 }
-                    let reason = e.reason.hasPrefix("body larger") ? "larger than max-object-size \(formatSize(Int64(limit)))" : e.reason
-                    failed(ProtocolError(.upstream, "\(name) \(url): \(reason)"))
+                    failed(ProtocolError(.upstream, "\(name) \(url): \(e.reason)"))
                 case .success(let response):
                     do throws(ProtocolError) { try process(response, sink.bytes) } catch { failed(error) }
                 }
@@ -165,7 +166,7 @@ final class CacheService: Sendable {
             imageFlight.finish(url, .failure(ImageFailure(message: "\(error)")))
             return
         }
-        http.fetch(HTTPRequest(url: url), into: ObjectSink(writer: writer)) { [self] result in
+        http.fetch(HTTPRequest(url: url, maxBodySize: maxSize), into: ObjectSink(writer: writer)) { [self] result in
             pool.submit { [self] in
                 let outcome: Result<ObjectRef, ImageFailure>
                 switch result {
@@ -233,11 +234,55 @@ final class CacheService: Sendable {
 
     // MARK: Prefetch
 
+    typealias PrefetchResult = Result<(PostsSummary?, ImagesSummary?), ProtocolError>
+
+    /// The listeners of one running prefetch.
+    private struct PrefetchListeners {
+        var progress: [@Sendable (Progress) -> Void] = []
+        var completions: [@Sendable (PrefetchResult) -> Void] = []
+    }
+    private let prefetches = Locked<[String: PrefetchListeners]>([:])
+
     /// Refreshes the feeds named by `what` and downloads every image not cached
     /// (every image with `force`). Feed failures fail the whole answer; image
-    /// failures are listed.
+    /// failures are listed. A prefetch with the same arguments as one already
+    /// running joins it: it gets the remaining progress events and the same
+    /// answer. The work does not depend on any client staying connected.
     func prefetch(what: PrefetchTarget, force: Bool, progress: @escaping @Sendable (Progress) -> Void,
-                  completion: @escaping @Sendable (Result<(PostsSummary?, ImagesSummary?), ProtocolError>) -> Void) {
+                  completion: @escaping @Sendable (PrefetchResult) -> Void) {
+        let key = "\(what.rawValue)\(force ? "+force" : "")"
+        let first = prefetches.withLock { p -> Bool in
+            let isNew = p[key] == nil
+            p[key, default: PrefetchListeners()].progress.append(progress)
+            p[key, default: PrefetchListeners()].completions.append(completion)
+            return isNew
+        }
+        guard first else {
+            counters.withLock { $0.coalesced += 1 }
+            log.info("prefetch \(key) joined the one already running")
+            return
+        }
+        let started = Clock.monotonicNanoseconds()
+        runPrefetch(what: what, force: force, progress: { [self] p in
+            for l in prefetches.withLock({ $0[key]?.progress ?? [] }) { l(p) }
+        }, completion: { [self] result in
+            let waiters = prefetches.withLock { $0.removeValue(forKey: key)?.completions ?? [] }
+            let seconds = Double(Clock.monotonicNanoseconds() - started) / 1e9
+            switch result {
+            case .success(let (posts, images)):
+                var parts: [String] = []
+                if let p = posts { parts.append("posts \(p.fetched) fetched, \(p.unchanged) unchanged, \(p.removed) removed, \(p.invalid) invalid") }
+                if let i = images { parts.append("images \(i.downloaded) downloaded, \(i.cached) cached, \(i.failed) failed, \(i.bytes) bytes") }
+                log.notice("prefetch \(key) finished in \(String(format: "%.2f", seconds)) s: \(parts.joined(separator: "; "))")
+            case .failure(let e):
+                log.warning("prefetch \(key) failed after \(String(format: "%.2f", seconds)) s: \(e.message)")
+            }
+            for w in waiters { w(result) }
+        })
+    }
+
+    private func runPrefetch(what: PrefetchTarget, force: Bool, progress: @escaping @Sendable (Progress) -> Void,
+                             completion: @escaping @Sendable (PrefetchResult) -> Void) {
         let doPosts = what != .images
         let doImages = what != .posts
         let images: @Sendable (PostsSummary?, ProtocolError?) -> Void = { [self] posts, postsError in

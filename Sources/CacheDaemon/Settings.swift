@@ -26,10 +26,23 @@ public struct Settings: Sendable, Equatable {
     public var prefetchOnStart = false
     /// error, warning, notice, info or debug. Default info.
     public var logLevel: LogLevel = .info
+    /// Retries after a failed attempt (connection errors, timeouts, 5xx). Default 3.
+    public var retries = 3
+    /// First backoff delay in seconds, doubled each retry, with jitter. Default 0.25.
+    public var retryDelay = 0.25
+    /// Seconds to connect. Default 10.
+    public var connectTimeout = 10.0
+    /// Seconds for a whole transfer. Default 300.
+    public var timeout = 300.0
+    /// Seconds without progress (under 1 byte/s) before a transfer is aborted. Default 30.
+    public var stallTimeout = 30
+    /// Redirects followed per transfer, to http or https only. Default 5.
+    public var maxRedirects = 5
 
     /// Every key, as written in flags (`--key`) and environment (`CACHED_KEY`).
     public static let keys = ["posts-url", "images-url", "images-base-url", "store", "socket", "max-size",
-                              "max-object-size", "concurrency", "prefetch-on-start", "log-level"]
+                              "max-object-size", "concurrency", "prefetch-on-start", "log-level",
+                              "retries", "retry-delay", "connect-timeout", "timeout", "stall-timeout", "max-redirects"]
 
     public init(environment: [String: String] = [:]) {
         store = DefaultPaths.store(environment: environment)
@@ -62,6 +75,12 @@ public struct Settings: Sendable, Equatable {
         case "log-level":
             guard let l = LogLevel(name: value) else { throw SettingsError("log-level must be one of error, warning, notice, info, debug, not \"\(value)\"") }
             logLevel = l
+        case "retries": retries = try Settings.whole(key, value, 0...20)
+        case "max-redirects": maxRedirects = try Settings.whole(key, value, 0...50)
+        case "retry-delay": retryDelay = try Settings.seconds(key, value, allowZero: true)
+        case "connect-timeout": connectTimeout = try Settings.seconds(key, value)
+        case "timeout": timeout = try Settings.seconds(key, value)
+        case "stall-timeout": stallTimeout = max(1, Int(try Settings.seconds(key, value).rounded(.up)))
         default:
             throw SettingsError("unknown setting \"\(key)\"")
         }
@@ -86,6 +105,25 @@ public struct Settings: Sendable, Equatable {
             throw SettingsError("\(key) must be a size like 512, 64K, 8M or 1G, not \"\(text)\"")
         }
         return n * multiplier
+    }
+
+    /// A whole number in `range`.
+    static func whole(_ key: String, _ text: String, _ range: ClosedRange<Int>) throws(SettingsError) -> Int {
+        guard let n = Int(text), range.contains(n) else {
+            throw SettingsError("\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(text)\"")
+        }
+        return n
+    }
+
+    /// Seconds: "10", "2.5", "1500ms", "30s".
+    public static func seconds(_ key: String, _ text: String, allowZero: Bool = false) throws(SettingsError) -> Double {
+        var t = text.trimmingCharacters(in: .whitespaces).lowercased()
+        var scale = 1.0
+        if t.hasSuffix("ms") { t.removeLast(2); scale = 0.001 } else if t.hasSuffix("s") { t.removeLast() }
+        guard let v = Double(t), v.isFinite, v >= 0, allowZero || v > 0, v * scale <= 86_400 else {
+            throw SettingsError("\(key) must be a duration like 10, 2.5, 1500ms or 30s, not \"\(text)\"")
+        }
+        return v * scale
     }
 
     private static func url(_ key: String, _ value: String) throws(SettingsError) -> String {
@@ -139,6 +177,8 @@ public struct Settings: Sendable, Equatable {
     usage: cached [--posts-url URL] [--images-url URL] [--images-base-url URL]
                   [--store DIR] [--socket PATH] [--max-size SIZE] [--max-object-size SIZE]
                   [--concurrency N] [--prefetch-on-start] [--log-level LEVEL]
+                  [--retries N] [--retry-delay SECONDS] [--connect-timeout SECONDS]
+                  [--timeout SECONDS] [--stall-timeout SECONDS] [--max-redirects N]
            cached --help | --version
 
     Keeps a durable, content-addressed local copy of a JSON posts feed and of

@@ -194,13 +194,14 @@ public final class HTTPClient: Sendable {
         ccurl_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         ccurl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
         ccurl_setopt_long(easy, CURLOPT_MAXREDIRS, policy.maxRedirects)
-        ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT, policy.connectTimeout)
-        ccurl_setopt_long(easy, CURLOPT_TIMEOUT, policy.totalTimeout)
+        ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(policy.connectTimeout * 1000))
+        ccurl_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(policy.totalTimeout * 1000))
         ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
         ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, policy.lowSpeedTime)
         ccurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         ccurl_setopt_string(easy, CURLOPT_USERAGENT, policy.userAgent)
         ccurl_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
+        if let limit = t.request.maxBodySize { ccurl_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit)) }
         ccurl_setopt_pointer(easy, CURLOPT_ERRORBUFFER, t.errorBuffer)
         ccurl_setopt_callback(easy, CURLOPT_WRITEFUNCTION, writeCallback)
         ccurl_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
@@ -233,6 +234,9 @@ public final class HTTPClient: Sendable {
         if let bad = t.badStatus ?? ((status >= 400 && code == CURLE_OK) ? status : nil) {
             if bad >= 500 && canRetry { return .retry }
             return .done(.failure(.status(url: url, code: bad, attempts: t.attempts)))
+        }
+        if code == CURLE_FILESIZE_EXCEEDED, let limit = t.request.maxBodySize {
+            return .done(.failure(.rejected(url: url, reason: "larger than max-object-size \(formatSize(limit))")))
         }
         guard code == CURLE_OK else {
             let detail = String(cString: t.errorBuffer)

@@ -1,11 +1,17 @@
+import CacheSystem
+
 /// One GET to make.
 public struct HTTPRequest: Sendable {
     public var url: String
     /// Extra request headers, `Name: value` each (for example conditional ones).
     public var headers: [String]
-    public init(url: String, headers: [String] = []) {
+    /// The largest body accepted (max-object-size); a larger announced length
+    /// is refused before the body is read. Nil: no limit here.
+    public var maxBodySize: Int64?
+    public init(url: String, headers: [String] = [], maxBodySize: Int64? = nil) {
         self.url = url
         self.headers = headers
+        self.maxBodySize = maxBodySize
     }
 }
 
@@ -85,7 +91,7 @@ public final class MemorySink: BodySink, @unchecked Sendable {
 /// A body grew past its sink's limit.
 public struct BodyTooLarge: Error, CustomStringConvertible {
     public var limit: Int
-    public var description: String { "body larger than \(limit) bytes" }
+    public var description: String { "larger than max-object-size \(formatSize(Int64(limit)))" }
 }
 
 /// Retry, timeout and redirect settings; each default is what the daemon uses.
@@ -95,9 +101,9 @@ public struct FetchPolicy: Sendable {
     /// First backoff delay in seconds, doubled each retry, with ±50% jitter. Default 0.25.
     public var backoffBase = 0.25
     /// Seconds to establish a connection. Default 10.
-    public var connectTimeout = 10
+    public var connectTimeout = 10.0
     /// Seconds for a whole transfer. Default 300.
-    public var totalTimeout = 300
+    public var totalTimeout = 300.0
     /// A transfer slower than 1 byte/s for this many seconds is aborted. Default 30.
     public var lowSpeedTime = 30
     /// Redirects followed, each to http or https only. Default 5.

@@ -29,7 +29,8 @@ enum Paths {
     static var cached: String { binDir + "/cached" }
     static var cachectl: String { binDir + "/cachectl" }
     static var exampleOrigin: String { packageRoot + "/Examples/origin" }
-    static var originScript: String { packageRoot + "/Examples/origin-server.py" }
+    /// The bundled origin plus fault endpoints (Tests/Fixtures/fault-origin.py).
+    static var originScript: String { packageRoot + "/Tests/Fixtures/fault-origin.py" }
 }
 
 /// A fresh directory under /tmp (short, so socket paths fit in sun_path).
@@ -101,6 +102,24 @@ final class Origin {
     }
 
     func count(_ path: String) throws -> Int { try counts()[path] ?? 0 }
+
+    /// One request as the origin saw it.
+    struct LoggedRequest {
+        var path: String
+        var status: Int
+        var bytes: Int
+        var userAgent: String?
+        var ifNoneMatch: String?
+        var ifModifiedSince: String?
+    }
+
+    /// Every request served, in order.
+    func requests() throws -> [LoggedRequest] {
+        (try JSONParser.parse(httpGet("/_log")).array ?? []).map {
+            LoggedRequest(path: $0["path"]?.string ?? "", status: Int($0["status"]?.integer ?? 0), bytes: Int($0["bytes"]?.integer ?? 0),
+                          userAgent: $0["ua"]?.string, ifNoneMatch: $0["inm"]?.string, ifModifiedSince: $0["ims"]?.string)
+        }
+    }
 
     /// Makes the next `times` requests for `path` answer `status`.
     func fail(_ path: String, times: Int, status: Int) throws {
