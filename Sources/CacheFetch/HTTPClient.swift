@@ -71,8 +71,13 @@ public final class HTTPClient: Sendable {
         let m = curl_multi_init()
         multi = Locked(m)
         if let m {
+            // At most `concurrency` connections in all and to any one host, kept
+            // open between transfers (and prefetches) for reuse. Over HTTP/2,
+            // transfers to one host multiplex on a single connection.
             ccurl_multi_setopt_long(m, CURLMOPT_MAX_TOTAL_CONNECTIONS, policy.concurrency)
+            ccurl_multi_setopt_long(m, CURLMOPT_MAX_HOST_CONNECTIONS, policy.concurrency)
             ccurl_multi_setopt_long(m, CURLMOPT_MAXCONNECTS, policy.concurrency * 2)
+            ccurl_multi_setopt_long(m, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
         }
         let thread = Thread { [self] in
             self.run()
@@ -199,6 +204,8 @@ public final class HTTPClient: Sendable {
         ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
         ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, policy.lowSpeedTime)
         ccurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        // Prefer waiting for a connection that can multiplex (HTTP/2) over opening another.
+        ccurl_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
         ccurl_setopt_string(easy, CURLOPT_USERAGENT, policy.userAgent)
         ccurl_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
         if let limit = t.request.maxBodySize { ccurl_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit)) }

@@ -14,7 +14,8 @@ Everything Examples/origin-server.py serves, plus:
   /fault/redirect/SCHEME            302 to a SCHEME:// URL (file, ftp, gopher)
   /etag/PATH                        PATH with an ETag; If-None-Match answers 304
   /_log                             every request: path, status, body bytes sent,
-                                    User-Agent, If-None-Match, If-Modified-Since
+                                    User-Agent, If-None-Match, If-Modified-Since,
+                                    client port (one per connection)
 """
 import hashlib
 import importlib.util
@@ -33,6 +34,8 @@ log = []
 
 
 class FaultHandler(base.Handler):
+    # Keep-alive, as real origins do, so that connection reuse can be seen.
+    protocol_version = "HTTP/1.1"
     def send_response(self, code, message=None):
         self._status = code
         super().send_response(code, message)
@@ -55,6 +58,7 @@ class FaultHandler(base.Handler):
                 "ua": self.headers.get("User-Agent"),
                 "inm": self.headers.get("If-None-Match"),
                 "ims": self.headers.get("If-Modified-Since"),
+                "port": self.client_address[1],
             })
 
     def _file(self, rel):

@@ -111,13 +111,16 @@ final class Origin {
         var userAgent: String?
         var ifNoneMatch: String?
         var ifModifiedSince: String?
+        /// The client's port: one per connection.
+        var port: Int
     }
 
     /// Every request served, in order.
     func requests() throws -> [LoggedRequest] {
         (try JSONParser.parse(httpGet("/_log")).array ?? []).map {
             LoggedRequest(path: $0["path"]?.string ?? "", status: Int($0["status"]?.integer ?? 0), bytes: Int($0["bytes"]?.integer ?? 0),
-                          userAgent: $0["ua"]?.string, ifNoneMatch: $0["inm"]?.string, ifModifiedSince: $0["ims"]?.string)
+                          userAgent: $0["ua"]?.string, ifNoneMatch: $0["inm"]?.string, ifModifiedSince: $0["ims"]?.string,
+                          port: Int($0["port"]?.integer ?? 0))
         }
     }
 

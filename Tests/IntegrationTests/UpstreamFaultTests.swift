@@ -196,6 +196,17 @@ import CacheSystem
         #expect(last?.ifNoneMatch == nil, "force sends no validators")
     }
 
+    @Test func connectionsAreReusedWithinAndBetweenPrefetches() throws {
+        let origin = try Origin()
+        let daemon = try Daemon(origin: origin, arguments: ["--concurrency", "2"])
+        _ = try daemon.call("prefetch")
+        _ = try daemon.call("prefetch", [("what", .string("images")), ("force", .bool(true))])
+        let log = try origin.requests()
+        #expect(log.count == 2 + 16 + 1 + 16)
+        let connections = Set(log.map(\.port))
+        #expect(connections.count <= 2, "\(log.count) requests over \(connections.count) connections")
+    }
+
     @Test func everyRequestCarriesTheUserAgent() throws {
         let origin = try Origin()
         let daemon = try Daemon(origin: origin)
