@@ -6,7 +6,7 @@ BUILD_FLAGS  ?=
 DEB_PACKAGES := libcurl4-openssl-dev libxxhash-dev xxhash python3 systemd
 PREFIX       ?= /usr/local
 
-.PHONY: all deps build release test unit integration crash bench-store demo clean
+.PHONY: all deps bench-deps build release test unit integration crash bench bench-store demo clean
 
 all: build
 
@@ -44,6 +44,22 @@ CRASH_ROUNDS ?= 150
 crash: deps
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	CACHED_CRASH_ROUNDS=$(CRASH_ROUNDS) $(SWIFT) test --skip-build --filter 'CrashTests|DamagedLogTests' $(BUILD_FLAGS)
+
+# cached against Redis, nginx+aria2c/curl and cat, medians of BENCH_RUNS runs;
+# writes bench/results.md. A benchmark: it prints figures and asserts nothing.
+BENCH_RUNS ?= 3
+BENCH_PACKAGES := redis-server redis-tools nginx-light aria2 curl
+bench-deps:
+	@missing=""; for p in $(BENCH_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+bench: release bench-deps
+	python3 scripts/bench.py "$$($(SWIFT) build -c release --show-bin-path)" --runs $(BENCH_RUNS)
 
 # Replay time and resident memory for a log of REPLAY_RECORDS records (a benchmark, not a test).
 REPLAY_RECORDS ?= 1000000

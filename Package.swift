@@ -35,7 +35,7 @@ let package = Package(
         .executableTarget(name: "cachectl", dependencies: ["CacheCLI"], swiftSettings: strict),
         // Benchmarks (make bench-store): not tests, no timing assertions.
         .executableTarget(name: "cached-bench",
-                          dependencies: ["CacheStore", "CacheSystem", "CacheProtocol"],
+                          dependencies: ["CacheStore", "CacheSystem", "CacheProtocol", "CLinux"],
                           swiftSettings: strict),
 
         .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CacheSystem"], swiftSettings: strict),

@@ -57,8 +57,44 @@ final class CacheService: Sendable {
         settings.withLock { FeedDecoder.baseURL(imagesURL: $0.imagesURL, imagesBaseURL: $0.imagesBaseURL) }
     }
 
-    /// The absolute URL of a row, or nil when it has none that may be fetched.
-    func resolvedURL(_ row: Row) -> String? { FeedDecoder.resolve(row.url, base: baseURL) }
+    /// The manifest's URLs resolved once per manifest change: per row, and
+    /// rows by URL (several rows may name one URL).
+    struct ManifestView: Sendable {
+        var generation: Int
+        var base: String?
+        /// The URL of each row as written in the manifest.
+        var written: [String]
+        /// The absolute URL of each row, nil when it has none that may be fetched.
+        var resolved: [String?]
+        var rowsByURL: [String: [Int]]
+    }
+    private let view = Locked<ManifestView?>(nil)
+
+    func manifestView() -> ManifestView {
+        let generation = store.manifestGeneration
+        let base = baseURL
+        if let v = view.withLock({ $0 }), v.generation == generation, v.base == base { return v }
+        let rows = store.rows(offset: 0, limit: Int.max).page
+        var memo: [String: String?] = [:]
+        var v = ManifestView(generation: generation, base: base, written: [], resolved: [], rowsByURL: [:])
+        v.written.reserveCapacity(rows.count)
+        v.resolved.reserveCapacity(rows.count)
+        for (i, row) in rows.enumerated() {
+            let r: String?
+            if let m = memo[row.url] { r = m } else { r = FeedDecoder.resolve(row.url, base: base); memo[row.url] = r }
+            v.written.append(row.url)
+            v.resolved.append(r)
+            if let r { v.rowsByURL[r, default: []].append(i) }
+        }
+        view.withLock { $0 = v }
+        return v
+    }
+
+    /// The absolute URL of row `index`, or nil when it has none that may be fetched.
+    func resolvedURL(at index: Int) -> String? {
+        let v = manifestView()
+        return v.resolved.indices.contains(index) ? v.resolved[index] : nil
+    }
 
     // MARK: Feeds
 
@@ -174,9 +210,8 @@ final class CacheService: Sendable {
                     writer.discard()
                     outcome = .failure(ImageFailure(message: e.reason))
                 case .success(let response):
-                    let rows = store.rows(offset: 0, limit: Int.max).page.enumerated()
-                        .filter { resolvedURL($0.element) == url }
-                        .map { (row: $0.offset, url: $0.element.url) }
+                    let v = manifestView()
+                    let rows = (v.rowsByURL[url] ?? []).map { (row: $0, url: v.written[$0]) }
                     if writer.imageType == nil, let ct = response.headers["content-type"], !ct.lowercased().hasPrefix("image/") {
                         writer.discard()
                         outcome = .failure(ImageFailure(message: "not an image: \(ct.split(separator: ";").first.map(String.init) ?? ct)"))
@@ -219,7 +254,7 @@ final class CacheService: Sendable {
                 return
             }
             counters.withLock { $0.misses += 1 }
-            guard let url = resolvedURL(row) else {
+            guard let url = resolvedURL(at: index) else {
                 completion(.failure(ProtocolError(.upstream, row.url.isEmpty ? "row \(index) has no url in the manifest" : "row \(index): refusing to fetch \(row.url): only http and https URLs are fetched")))
                 return
             }
@@ -327,12 +362,13 @@ final class CacheService: Sendable {
         refreshManifest(force: force) { [self] result in
             if case .failure(let e) = result { completion(.failure(e)); return }
             let rows = store.rows(offset: 0, limit: Int.max).page
+            let view = manifestView()
             var summary = ImagesSummary()
             var byURL: [String: [Int]] = [:]
             var order: [String] = []
             for (i, row) in rows.enumerated() {
                 if !force, let ref = row.object, store.objectIsPresent(ref) { summary.cached += 1; continue }
-                guard let url = resolvedURL(row) else {
+                guard let url = view.resolved.indices.contains(i) ? view.resolved[i] : nil else {
                     summary.failed += 1
                     summary.failures.append((i, row.url, row.url.isEmpty ? "no url in the manifest" : "not an http or https URL"))
                     continue
@@ -393,7 +429,7 @@ final class CacheService: Sendable {
             counters.withLock { $0.quarantined += corrupt.count }
             let corruptList = corrupt
             let bad = Set(corrupt)
-            let urls = Set(rowsBefore.filter { $0.object.map { bad.contains($0.hash) } ?? false }.compactMap { resolvedURL($0) })
+            let urls = Set(rowsBefore.enumerated().filter { $0.element.object.map { bad.contains($0.hash) } ?? false }.compactMap { resolvedURL(at: $0.offset) })
             if urls.isEmpty { completion(objects.count, corrupt, 0); return }
             let repaired = Locked((count: 0, left: urls.count))
             for url in urls {

@@ -37,7 +37,7 @@ final class Dispatcher: Sendable {
                 let hint = store.postsKnown ? "" : " (posts were never fetched: run cachectl prefetch posts)"
                 return .now(fail(.notFound, "post \(id) not found\(hint)", tag))
             }
-            return .now(Response.ok(tag: tag, capacity: json.count + 24) { $0.field("post", rawJSON: json) })
+            return .now(Response.ok(tag: tag, name: "post", rawJSON: json))
 
         case let .listPosts(offset, limit):
             let (total, page) = store.posts(offset: offset, limit: limit ?? Int.max)
@@ -182,7 +182,7 @@ final class Dispatcher: Sendable {
     private func imageObject(_ index: Int, _ row: Row, _ ref: ObjectRef?) -> JSONObjectWriter {
         var o = JSONObjectWriter()
         o.field("row", index)
-        o.field("url", service.resolvedURL(row) ?? row.url)
+        o.field("url", service.resolvedURL(at: index) ?? row.url)
         o.field("description", row.description)
         if let ref {
             o.field("hash", ref.hash.hex)
@@ -213,7 +213,7 @@ final class Dispatcher: Sendable {
     /// still names its URL it is downloaded again and, if the bytes match the
     /// hash asked for, served.
     private func read(_ hash: Hash128, reply: Reply, retry: Bool) {
-        let urls = store.rows(offset: 0, limit: Int.max).page.filter { $0.object?.hash == hash }.compactMap { service.resolvedURL($0) }
+        let urls = store.rows(offset: 0, limit: Int.max).page.enumerated().filter { $0.element.object?.hash == hash }.compactMap { service.resolvedURL(at: $0.offset) }
         guard store.objectRef(hash) != nil else {
             reply.finish(fail(.notFound, "object \(hash.hex) is not in the store", reply.tag))
             return

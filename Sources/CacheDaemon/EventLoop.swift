@@ -128,6 +128,8 @@ private final class Connection {
     var readClosed = false
     var closeAfterFlush = false
     var interest: UInt32 = 0
+    /// Set once the connection was given a bigger send buffer for file bytes.
+    var bigSendBuffer = false
 
     init(id: UInt64, fd: FileDescriptor) {
         self.id = id
@@ -278,6 +280,8 @@ final class EventLoop {
             if n == 0 { c.readClosed = true; break }
             scratch.withUnsafeBytes { c.input.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
             processLines(c)
+            // A short read drained the socket: epoll will say when more comes.
+            if n < scratch.count { break }
         }
         processLines(c)
         flush(c)
@@ -288,12 +292,17 @@ final class EventLoop {
     }
 
     private func processLines(_ c: Connection) {
+        var requests = 0, errors = 0
+        defer {
+            if requests > 0 { counters.withLock { $0.requests += requests; $0.errors += errors } }
+        }
         while !c.closeAfterFlush && !isPaused(c) {
             switch c.input.nextLine() {
             case .incomplete:
                 return
             case .tooLong:
-                counters.withLock { $0.errors += 1 }
+                errors += 1
+                requests += 1
                 answerNow(c, Response.error(ProtocolError(.tooLarge, "request line longer than \(maxRequestLine) bytes; closing the connection"), tag: nil))
                 c.closeAfterFlush = true
                 return
@@ -302,10 +311,11 @@ final class EventLoop {
                 c.nextSlot += 1
                 switch Request.parse(line) {
                 case .failure(let e):
-                    counters.withLock { $0.requests += 1; $0.errors += 1 }
+                    requests += 1
+                    errors += 1
                     answerNow(c, Response.error(e.error, tag: e.tag))
                 case .success(let request):
-                    counters.withLock { $0.requests += 1 }
+                    requests += 1
                     let reply = Reply(mailbox: mailbox, connection: c.id, slot: slot, tag: request.tag)
                     switch handler(request, reply) {
                     case .now(let bytes): answerNow(c, bytes)
@@ -369,6 +379,11 @@ final class EventLoop {
                 c.queuedBytes -= sent
                 if Int(c.readyOffset) == b.count { c.ready.removeFirst(); c.readyOffset = 0 }
             case .file(let fd, let size):
+                if !c.bigSendBuffer {
+                    // Objects go out in fewer, larger writes (fewer wakeups of both sides).
+                    UnixSocket.setSendBuffer(c.fd, bytes: 2 << 20)
+                    c.bigSendBuffer = true
+                }
                 var offset = c.readyOffset
                 let sent: Int
                 do {

@@ -62,6 +62,22 @@ public enum FeedDecoder {
         }
     }
 
+    /// Letters, digits and `-_.~/` only, not starting with `/` or `.`, no `..`:
+    /// such a reference resolves to the base plus itself (RFC 3986 5.2).
+    static func isPlainRelativePath(_ url: String) -> Bool {
+        guard let first = url.utf8.first, first != UInt8(ascii: "/"), first != UInt8(ascii: ".") else { return false }
+        for b in url.utf8 {
+            switch b {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "~"), UInt8(ascii: "/"):
+                continue
+            default:
+                return false
+            }
+        }
+        return !url.contains("/./") && !url.contains("/../") && !url.hasSuffix("/..") && !url.hasSuffix("/.")
+    }
+
     /// The base for relative image URLs: `imagesBaseURL` (as a directory) or
     /// the directory of `imagesURL`.
     public static func baseURL(imagesURL: String?, imagesBaseURL: String?) -> String? {
@@ -74,6 +90,8 @@ public enum FeedDecoder {
     /// result is not an http or https URL, which is never fetched.
     public static func resolve(_ url: String, base: String?) -> String? {
         guard !url.isEmpty else { return nil }
+        // The common case, a plain relative path under the base, needs no URL parser.
+        if let base, base.hasSuffix("/"), isPlainRelativePath(url) { return base + url }
         let resolved: String?
         if let scheme = url.range(of: "://"), url[..<scheme.lowerBound].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." }) {
             resolved = url

@@ -170,12 +170,19 @@ public final class HTTPClient: Sendable {
                     delayed.append((Clock.monotonicNanoseconds() + UInt64(delay * 1e9), t))
                 }
             }
-            var timeout: Int32 = 1000
+            // Sleep until curl's own next timer, a retry's due time, or a wakeup;
+            // never long while anything is pending.
+            var curlTimeout = -1
+            curl_multi_timeout(m, &curlTimeout)
+            var timeout: Int = active.isEmpty && waiting.isEmpty ? 1000 : 100
+            if curlTimeout >= 0 { timeout = min(timeout, curlTimeout) }
+            // Slots freed by transfers that just finished: start the queued ones now.
+            if !waiting.isEmpty && active.count < policy.concurrency { timeout = 0 }
             if let next = delayed.map(\.due).min() {
                 let nowNs = Clock.monotonicNanoseconds()
-                timeout = next <= nowNs ? 0 : Int32(min(1000, (next - nowNs) / 1_000_000 + 1))
+                timeout = min(timeout, next <= nowNs ? 0 : Int((next - nowNs) / 1_000_000 + 1))
             }
-            curl_multi_poll(m, nil, 0, timeout, nil)
+            curl_multi_poll(m, nil, 0, Int32(timeout), nil)
         }
     }
 
@@ -204,8 +211,8 @@ public final class HTTPClient: Sendable {
         ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
         ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, policy.lowSpeedTime)
         ccurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-        // Prefer waiting for a connection that can multiplex (HTTP/2) over opening another.
-        ccurl_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
+        // No CURLOPT_PIPEWAIT: with HTTP/1.1 origins (which never confirm
+        // multiplexing) curl 7.88 parked such transfers until the next timeout.
         ccurl_setopt_string(easy, CURLOPT_USERAGENT, policy.userAgent)
         ccurl_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
         if let limit = t.request.maxBodySize { ccurl_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit)) }

@@ -465,6 +465,12 @@ public struct JSONObjectWriter {
     /// Appends JSON text as it is, after a `key` (for values built in pieces).
     public mutating func appendRaw(_ b: some Sequence<UInt8>) { writer.raw(b) }
 
+    /// The text with its closing brace and a newline, built in place.
+    public consuming func line() -> [UInt8] {
+        writer.raw("}\n")
+        return writer.bytes
+    }
+
     /// The text with its closing brace.
     public func finished() -> [UInt8] {
         var w = writer

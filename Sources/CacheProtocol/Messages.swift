@@ -60,8 +60,15 @@ public struct Request: Sendable {
     /// Parses one line (without its newline). Errors carry the tag when the
     /// line was a JSON object, so that even a rejection can be matched.
     public static func parse(_ line: some Collection<UInt8>) -> Result<Request, TaggedError> {
+        if let fast = line.withContiguousStorageIfAvailable({ FastRequest.parse(UnsafeRawBufferPointer($0)) }), let request = fast {
+            return .success(request)
+        }
+        return parseGeneral(Array(line))
+    }
+
+    /// The general path: the strict parser, then per-op validation.
+    static func parseGeneral(_ bytes: [UInt8]) -> Result<Request, TaggedError> {
         let members: [(key: String, value: JSON, range: Range<Int>)]
-        let bytes = Array(line)
         do {
             members = try JSONParser.parseObjectMembers(bytes)
         } catch {
@@ -170,9 +177,26 @@ public enum Response {
         o.field("ok", true)
         if let tag { o.field("tag", rawJSON: tag) }
         fill(&o)
-        var bytes = o.finished()
-        bytes.append(0x0A)
-        return bytes
+        return o.line()
+    }
+
+    /// `{"ok":true[,"tag":T],"<name>":<json>}\n` built in one buffer: the hot
+    /// answer of get_post, from bytes already encoded.
+    public static func ok(tag: [UInt8]?, name: StaticString, rawJSON json: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(json.count + name.utf8CodeUnitCount + (tag?.count ?? 0) + 24)
+        out.append(contentsOf: #"{"ok":true,"#.utf8)
+        if let tag {
+            out.append(contentsOf: #""tag":"#.utf8)
+            out.append(contentsOf: tag)
+            out.append(UInt8(ascii: ","))
+        }
+        out.append(0x22)
+        out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        out.append(contentsOf: #"":"#.utf8)
+        out.append(contentsOf: json)
+        out.append(contentsOf: "}\n".utf8)
+        return out
     }
 
     /// A failure line.
@@ -184,9 +208,7 @@ public enum Response {
         inner.field("code", e.code.rawValue)
         inner.field("message", e.message)
         o.field("error", object: inner)
-        var bytes = o.finished()
-        bytes.append(0x0A)
-        return bytes
+        return o.line()
     }
 
     /// A progress event line of a prefetch.
@@ -198,8 +220,6 @@ public enum Response {
         o.field("done", done)
         o.field("total", total)
         o.field("bytes", bytes)
-        var out = o.finished()
-        out.append(0x0A)
-        return out
+        return o.line()
     }
 }

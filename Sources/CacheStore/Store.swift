@@ -78,6 +78,8 @@ struct StoreState {
     var unloggedUse: Set<Hash128> = []
     var bytes: Int64 = 0
     var evictions = 0
+    /// Changes whenever a row's URL or the row count changes.
+    var manifestGeneration = 0
 
     mutating func apply(_ record: LogRecord) {
         switch record {
@@ -86,12 +88,13 @@ struct StoreState {
         case let .postRemoved(id):
             posts[id] = nil
         case let .manifestSize(count):
+            manifestGeneration += 1
             if rows.count > count { rows.removeLast(rows.count - count) }
             while rows.count < count { rows.append(Row(url: "", description: nil, object: nil)) }
             manifestKnown = true
         case let .row(i, url, description):
             growRows(to: i + 1)
-            if rows[i].url != url { rows[i].object = nil }
+            if rows[i].url != url { rows[i].object = nil; manifestGeneration += 1 }
             rows[i].url = url
             rows[i].description = description
         case let .rowObject(i, hash, size, type):
@@ -280,6 +283,10 @@ public final class Store: Sendable {
     }
 
     public var postsKnown: Bool { state.withLock { $0.postsKnown } }
+
+    /// Changes whenever a row's URL or the number of rows changes, so that
+    /// derived tables (resolved URLs) know when to rebuild.
+    public var manifestGeneration: Int { state.withLock { $0.manifestGeneration } }
     public var manifestKnown: Bool { state.withLock { $0.manifestKnown } }
 
     public func row(_ index: Int) -> Row? {
@@ -605,8 +612,16 @@ public final class Store: Sendable {
         return (fd, size)
     }
 
-    /// XXH3-128 and length of a file read from its current position.
+    /// XXH3-128 and length of a file from its current position (0). Large
+    /// files are hashed through a read-only mapping: no copy into user memory,
+    /// which matters on `read`, where the bytes are hashed before each send.
     static func hashFile(_ fd: FileDescriptor) throws(SystemError) -> (Hash128, Int64) {
+        let length = try fd.size()
+        if length >= 64 * 1024, let mapped = mmap(nil, Int(length), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd.rawValue, 0),
+           mapped != MAP_FAILED {
+            defer { munmap(mapped, Int(length)) }
+            return (Hash128(of: UnsafeRawBufferPointer(start: mapped, count: Int(length))), length)
+        }
         var hasher = StreamingHasher()
         var size: Int64 = 0
         var buffer = [UInt8](repeating: 0, count: 256 * 1024)

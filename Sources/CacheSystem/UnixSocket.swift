@@ -116,6 +116,18 @@ public enum UnixSocket {
         }
     }
 
+    /// Asks for a larger send buffer (the kernel caps it at net.core.wmem_max).
+    public static func setSendBuffer(_ fd: FileDescriptor, bytes: Int32) {
+        var size = bytes
+        _ = setsockopt(fd.rawValue, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    /// Asks for a larger receive buffer (capped at net.core.rmem_max).
+    public static func setReceiveBuffer(_ fd: FileDescriptor, bytes: Int32) {
+        var size = bytes
+        _ = setsockopt(fd.rawValue, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+
     /// The connected peer's pid, uid and gid.
     public static func peerCredentials(_ fd: FileDescriptor) -> (pid: Int32, uid: UInt32, gid: UInt32)? {
         var cred = clinux_ucred()

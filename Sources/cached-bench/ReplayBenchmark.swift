@@ -11,23 +11,7 @@ import Foundation
 /// of 64 rows), then measures replay: in process (time and resident memory of
 /// opening the store) and, with --daemon, the real binary's start to its
 /// first answered ping and its resident memory.
-@main
-struct CachedBench {
-    static func main() {
-        let args = Array(CommandLine.arguments.dropFirst())
-        guard args.first == "replay", args.count >= 2, let n = Int(args[1]) else {
-            print("usage: cached-bench replay RECORDS [--daemon PATH/TO/cached] [--keep]")
-            exit(2)
-        }
-        let daemon = args.firstIndex(of: "--daemon").flatMap { args.indices.contains($0 + 1) ? args[$0 + 1] : nil }
-        do {
-            try replay(records: n, daemon: daemon, keep: args.contains("--keep"))
-        } catch {
-            FileHandle.standardError.write(Data("cached-bench: \(error)\n".utf8))
-            exit(1)
-        }
-    }
-
+enum ReplayBenchmark {
     static func rssBytes(pid: Int32 = getpid()) -> Int {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
         for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {

@@ -1,5 +1,6 @@
 import Testing
 import Glibc
+import Foundation
 @testable import CacheDaemon
 import CacheProtocol
 
@@ -68,6 +69,17 @@ enum Fixture {
         #expect(FeedDecoder.resolve("/root.png", base: base) == "http://h:8080/root.png")
         #expect(FeedDecoder.resolve("https://other/x.jpg", base: base) == "https://other/x.jpg")
         #expect(FeedDecoder.resolve("//cdn.example/x.jpg", base: base) == "http://cdn.example/x.jpg")
+    }
+
+    @Test func thePlainPathShortcutAgreesWithTheURLParser() {
+        let base = "http://h:8080/img/"
+        for path in ["a.png", "x/y/z.jpg", "a..b.png", "v1.2/file-name_~x.gif", "0", "a/b.", "a/.b"] {
+            #expect(FeedDecoder.isPlainRelativePath(path), "\(path)")
+            #expect(FeedDecoder.resolve(path, base: base) == URL(string: path, relativeTo: URL(string: base))?.absoluteString, "\(path)")
+        }
+        for path in ["./a.png", "../a.png", "a/../b.png", "a/./b.png", "a b.png", "a?x=1", "a#f", "%41.png", "é.png", "/abs.png", "a/.."] {
+            #expect(!FeedDecoder.isPlainRelativePath(path), "\(path)")
+        }
     }
 
     @Test func onlyHTTPAndHTTPSAreEverFetched() {

@@ -131,3 +131,57 @@ import Testing
         #expect(c.nextLine() == .line(Array(repeating: UInt8(ascii: "x"), count: 10)[...]))
     }
 }
+
+@Suite struct FastRequestTests {
+    private static func fast(_ s: [UInt8]) -> Request? { s.withUnsafeBytes { FastRequest.parse($0) } }
+
+    private static func agree(_ line: [UInt8]) -> Bool {
+        guard let f = fast(line) else { return true }  // not taken: the general path decides
+        guard case .success(let g) = Request.parseGeneral(line) else { return false }
+        return f.command == g.command && f.tag == g.tag
+    }
+
+    @Test func takesTheHotRequestsAsClientsWriteThem() {
+        #expect(Self.fast(Array(#"{"op":"get_post","id":7}"#.utf8))?.command == .getPost(id: 7))
+        #expect(Self.fast(Array(#"{"op": "get_post", "id": 7}"#.utf8))?.command == .getPost(id: 7))
+        #expect(Self.fast(Array(#"{"id":-3,"op":"get_post","tag":"x"}"#.utf8))?.tag == Array(#""x""#.utf8))
+        #expect(Self.fast(Array(#"{"op":"get_image","row":2,"fetch":false}"#.utf8))?.command == .getImage(row: 2, fetch: false))
+        #expect(Self.fast(Array(#"{"op":"ping","tag":12}"#.utf8))?.command == .ping)
+    }
+
+    @Test(arguments: [
+        #"{"op":"get_post","id":1.0}"#, #"{"op":"get_post","id":"1"}"#, #"{"op":"get_post"}"#, #"{"op":"get_post","id":01}"#,
+        #"{"op":"get_post","id":99999999999999999999}"#, #"{"op":"get_image","row":-1}"#, #"{"op":"get_image","row":1,"fetch":1}"#,
+        #"{"op":"g\u0065t_post","id":1}"#, #"{"op":"get_post","id":1,}"#, #"{"op":"get_post","id":1} x"#, #"{"op":"ping","tag":{"a":1}}"#,
+        #"{"op":"prefetch"}"#, #"{"op":"get_post","id":1"#, "{}", "", #"{"op":"get_post" "id":1}"#,
+    ])
+    func leavesEverythingElseToTheGeneralParser(_ line: String) {
+        #expect(Self.fast(Array(line.utf8)) == nil, "\(line)")
+    }
+
+    @Test func neverDisagreesWithTheGeneralParserOnMutatedLines() {
+        let seeds = [#"{"op":"get_post","id":42,"tag":"t1"}"#, #"{"op": "get_image", "row": 3, "fetch": true}"#,
+                     #"{"op":"ping"}"#, #"{"op":"status","tag":7}"#, #"{"tag":null,"op":"get_post","id":-9}"#]
+        var rng = SystemRandomNumberGenerator()
+        let alphabet = Array(#"{}[]":,.-+0123456789eE tfnrulsa\"#.utf8) + [0x00, 0x0A, 0xC3, 0xFF]
+        var checked = 0
+        for _ in 0..<20_000 {
+            var line = Array(seeds.randomElement(using: &rng)!.utf8)
+            for _ in 0..<Int.random(in: 1...3, using: &rng) {
+                let i = Int.random(in: 0..<line.count, using: &rng)
+                switch Int.random(in: 0..<3, using: &rng) {
+                case 0: line[i] = alphabet.randomElement(using: &rng)!
+                case 1: line.insert(alphabet.randomElement(using: &rng)!, at: i)
+                default: if line.count > 1 { line.remove(at: i) }
+                }
+            }
+            if Self.fast(line) != nil { checked += 1 }
+            #expect(Self.agree(line), "disagreement on \(String(decoding: line, as: UTF8.self))")
+        }
+        #expect(checked > 100, "the fast path took \(checked) of the mutated lines")
+    }
+}
+
+extension Request: Equatable {
+    public static func == (a: Request, b: Request) -> Bool { a.command == b.command && a.tag == b.tag }
+}

@@ -1,0 +1,50 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// Benchmarks for cached (`make bench`, `make bench-store`). Not tests: they
+/// print figures and assert nothing about time.
+@main
+struct CachedBench {
+    static let usage = """
+    usage: cached-bench replay RECORDS [--daemon PATH/TO/cached] [--keep]
+           cached-bench load --socket PATH [--connections C] [--requests N] [--pipeline P] [--ids MAX] [--op get_post|ping] [--redis-value-size BYTES]
+           cached-bench read-all --socket PATH [--rounds R]
+    """
+
+    static func main() {
+        let args = Array(CommandLine.arguments.dropFirst())
+        func option(_ name: String) -> String? {
+            args.firstIndex(of: name).flatMap { args.indices.contains($0 + 1) ? args[$0 + 1] : nil }
+        }
+        do {
+            switch args.first {
+            case "replay":
+                guard args.count >= 2, let n = Int(args[1]) else { fail(usage) }
+                try ReplayBenchmark.replay(records: n, daemon: option("--daemon"), keep: args.contains("--keep"))
+            case "load":
+                guard let socket = option("--socket") else { fail(usage) }
+                let result = try LoadGenerator(socket: socket, connections: Int(option("--connections") ?? "1") ?? 1,
+                                               requests: Int(option("--requests") ?? "100000") ?? 100_000,
+                                               pipeline: Int(option("--pipeline") ?? "1") ?? 1,
+                                               maxID: Int(option("--ids") ?? "100") ?? 100,
+                                               op: option("--op") ?? "get_post",
+                                               redisValueSize: option("--redis-value-size").flatMap { Int($0) }).run()
+                print(result.json)
+            case "read-all":
+                guard let socket = option("--socket") else { fail(usage) }
+                try ReadAllBenchmark.run(socket: socket, rounds: Int(option("--rounds") ?? "1") ?? 1)
+            default:
+                fail(usage)
+            }
+        } catch {
+            fail("cached-bench: \(error)")
+        }
+    }
+
+    static func fail(_ message: String) -> Never {
+        FileHandle.standardError.write(Data((message + "\n").utf8))
+        exit(2)
+    }
+}

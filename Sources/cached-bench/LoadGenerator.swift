@@ -1,0 +1,197 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
+import CacheProtocol
+import CacheSystem
+import Foundation
+
+/// What a load run measured.
+struct LoadResult {
+    var requests: Int
+    var seconds: Double
+    var p50: Double  // microseconds
+    var p99: Double
+    var errors: Int
+
+    var opsPerSecond: Double { Double(requests) / seconds }
+    var json: String {
+        String(format: "{\"ops\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"requests\":%d,\"seconds\":%.3f,\"errors\":%d}",
+               opsPerSecond, p50, p99, requests, seconds, errors)
+    }
+}
+
+/// A single-threaded epoll client in the manner of redis-benchmark: C
+/// connections, each with up to P requests in flight; the latency of a
+/// request runs from its send to the end of its answer line.
+struct LoadGenerator {
+    let socket: String
+    let connections: Int
+    let requests: Int
+    let pipeline: Int
+    let maxID: Int
+    let op: String
+    /// With a value size: speak Redis's inline protocol (`GET key`) and count
+    /// answers by their fixed length, so the same client can measure Redis.
+    var redisValueSize: Int? = nil
+
+    private final class Conn {
+        let fd: FileDescriptor
+        var sentAt: [UInt64] = []
+        var sentHead = 0
+        var inFlight = 0
+        var sent = 0
+        init(fd: FileDescriptor) { self.fd = fd }
+    }
+
+    func run() throws -> LoadResult {
+        // Request lines prepared ahead, so the client costs little per request.
+        var lines: [[UInt8]] = []
+        for i in 0..<1024 {
+            let id = (i * 7919) % maxID + 1
+            if redisValueSize != nil { lines.append(Array("GET key:\(id)\r\n".utf8)); continue }
+            lines.append(op == "ping" ? Array("{\"op\":\"ping\"}\n".utf8) : Array("{\"op\":\"get_post\",\"id\":\(id)}\n".utf8))
+        }
+        let redisAnswer = redisValueSize.map { "$\($0)\r\n".utf8.count + $0 + 2 }
+        var partial = [Int](repeating: 0, count: connections)
+        let epfd = epoll_create1(0)
+        defer { close(epfd) }
+        var conns: [Conn] = []
+        for i in 0..<connections {
+            let fd = try UnixSocket.connect(path: socket)
+            try fd.setNonBlocking()
+            conns.append(Conn(fd: fd))
+            _ = clinux_epoll_add(epfd, fd.rawValue, EPOLLIN.rawValue, UInt64(i))
+        }
+        defer { for c in conns { c.fd.close() } }
+        let perConn = (requests + connections - 1) / connections
+        var latencies: [UInt32] = []
+        latencies.reserveCapacity(requests)
+        var errors = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var lineIndex = 0
+
+        func fill(_ c: Conn) throws {
+            var batch: [UInt8] = []
+            let now = Clock.monotonicNanoseconds()
+            while c.inFlight < pipeline && c.sent < perConn {
+                batch += lines[lineIndex & 1023]
+                lineIndex += 1
+                c.sentAt.append(now)
+                c.inFlight += 1
+                c.sent += 1
+            }
+            var off = 0
+            while off < batch.count {
+                let n = try batch.withBytes { (raw) throws(SystemError) in try UnixSocket.send(c.fd, UnsafeRawBufferPointer(rebasing: raw[off...])) }
+                if n == 0 { usleep(50); continue }
+                off += n
+            }
+        }
+
+        let start = Clock.monotonicNanoseconds()
+        for c in conns { try fill(c) }
+        var done = 0
+        let total = perConn * connections
+        var events = [UInt32](repeating: 0, count: 256)
+        var keys = [UInt64](repeating: 0, count: 256)
+        while done < total {
+            let n = clinux_epoll_wait(epfd, &events, &keys, 256, 5000)
+            if n <= 0 { if n < 0 && errno == EINTR { continue }; throw SystemError("epoll_wait (no answer for 5 s)") }
+            for i in 0..<Int(n) {
+                let c = conns[Int(keys[i])]
+                guard let got = try buffer.withMutableBytes({ (raw) throws(SystemError) in try UnixSocket.receive(c.fd, into: raw) }) else { continue }
+                if got == 0 { throw SystemError("the daemon closed a connection") }
+                let now = Clock.monotonicNanoseconds()
+                var answers = 0
+                if let size = redisAnswer {
+                    partial[Int(keys[i])] += got
+                    answers = partial[Int(keys[i])] / size
+                    partial[Int(keys[i])] %= size
+                } else {
+                    for j in 0..<got where buffer[j] == 0x0A { answers += 1 }
+                    if got > 7 && buffer[6] == UInt8(ascii: "f") { errors += 1 }  // {"ok":false
+                }
+                for _ in 0..<answers {
+                    latencies.append(UInt32(min(UInt64(UInt32.max), (now - c.sentAt[c.sentHead]) / 1000)))
+                    c.sentHead += 1
+                    c.inFlight -= 1
+                    done += 1
+                }
+                if c.sentHead > 4096 { c.sentAt.removeFirst(c.sentHead); c.sentHead = 0 }
+                if c.inFlight == 0 || (pipeline > 1 && c.inFlight < pipeline / 2) { try fill(c) }
+            }
+        }
+        let seconds = Double(Clock.monotonicNanoseconds() - start) / 1e9
+        latencies.sort()
+        func pct(_ p: Double) -> Double { latencies.isEmpty ? 0 : Double(latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]) }
+        return LoadResult(requests: done, seconds: seconds, p50: pct(0.50), p99: pct(0.99), errors: errors)
+    }
+}
+
+/// `read` of every cached image over the socket, bytes discarded into one
+/// reused buffer (the client should cost as little as `cat`'s write to /dev/null).
+enum ReadAllBenchmark {
+    static func run(socket: String, rounds: Int) throws {
+        let list = try Client(socketPath: socket).call("list_images")
+        let hashes = Array(Set((list["images"]?.array ?? []).compactMap { $0["hash"]?.string }))
+        let fd = try UnixSocket.connect(path: socket)
+        defer { fd.close() }
+        UnixSocket.setReceiveBuffer(fd, bytes: 2 << 20)
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var bytes = 0
+        let start = Clock.monotonicNanoseconds()
+        // Up to `window` reads in flight, so hashing the next object on the
+        // server overlaps sending this one, as a throughput client would do.
+        let window = 4
+        let order = (0..<rounds).flatMap { _ in hashes }
+        var next = 0
+        func sendRequest() throws(SystemError) {
+            try Request.line(op: "read", [("hash", .string(order[next]))]).withBytes { (raw) throws(SystemError) in
+                var off = 0
+                while off < raw.count { off += try UnixSocket.send(fd, UnsafeRawBufferPointer(rebasing: raw[off...])) }
+            }
+            next += 1
+        }
+        while next < min(window, order.count) { try sendRequest() }
+        var pending: [UInt8] = []   // bytes received past the current payload
+        for _ in 0..<order.count {
+            // The header line, then exactly `size` bytes.
+            var header: [UInt8] = []
+            var remaining = -1
+            while remaining != 0 {
+                var n = 0
+                if !pending.isEmpty {
+                    n = pending.count
+                    buffer.replaceSubrange(0..<n, with: pending)
+                    pending = []
+                } else {
+                    n = try buffer.withMutableBytes { (raw) throws(SystemError) -> Int in
+                        try UnixSocket.receive(fd, into: raw) ?? 0
+                    }
+                    guard n > 0 else { throw SystemError("recv", "the daemon closed the connection") }
+                }
+                if remaining < 0 {
+                    guard let nl = buffer[0..<n].firstIndex(of: 0x0A) else { header += buffer[0..<n]; continue }
+                    header += buffer[0..<nl]
+                    guard let size = try JSONParser.parse(header)["size"]?.integer else {
+                        throw SystemError("read", String(decoding: header, as: UTF8.self))
+                    }
+                    bytes += Int(size)
+                    let body = n - nl - 1
+                    if body > Int(size) { pending = Array(buffer[(nl + 1 + Int(size))..<n]); remaining = 0 }
+                    else { remaining = Int(size) - body }
+                } else if n > remaining {
+                    pending = Array(buffer[remaining..<n])
+                    remaining = 0
+                } else {
+                    remaining -= n
+                }
+            }
+            if next < order.count { try sendRequest() }
+        }
+        let seconds = Double(Clock.monotonicNanoseconds() - start) / 1e9
+        print(String(format: "{\"objects\":%d,\"bytes\":%d,\"seconds\":%.3f,\"mib_per_s\":%.1f}",
+                     hashes.count * rounds, bytes, seconds, Double(bytes) / 1_048_576 / seconds))
+    }
+}
