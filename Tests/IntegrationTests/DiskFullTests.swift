@@ -34,16 +34,18 @@ import CacheSystem
 
     @Test func aFullDiskFailsTheWriteCleanlyAndReadsGoOn() throws {
         let origin = try Origin()
-        // A 2 MiB "PNG" that cannot fit on the 1 MiB disk.
+        let scratch = Scratch()
+        let disk = try SmallDisk(scratch, size: "1m")
+        let daemon = try Daemon(origin: origin, arguments: ["--store", disk.path + "/store"], scratch: scratch)
+        #expect(try daemon.call("prefetch")["images"]?["downloaded"]?.int == 16)
+
+        // Then a 2 MiB "PNG" that cannot fit on the 1 MiB disk. (Downloaded
+        // alone: while it fills the disk, any write at the same time fails too.)
         try origin.write("images/huge.png", bytes: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + (0..<(2 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7) })
         var manifest = try JSONParser.parse(origin.read("images/manifest.json")).array ?? []
         manifest.append(.object([("url", .string("huge.png"))]))
         try origin.write("images/manifest.json", bytes: JSON.array(manifest).encoded)
-
-        let scratch = Scratch()
-        let disk = try SmallDisk(scratch, size: "1m")
-        let daemon = try Daemon(origin: origin, arguments: ["--store", disk.path + "/store"], scratch: scratch)
-        let r = try daemon.call("prefetch")
+        let r = try daemon.call("prefetch", [("what", .string("images"))])
         #expect(r["ok"] == .bool(true), "\(r)")
         let failures = r["failures"]?.array ?? []
         #expect(failures.map { $0["row"]?.int } == [16])
