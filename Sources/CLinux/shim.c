@@ -50,3 +50,6 @@ int clinux_signalfd_read(int fd) {
 }
 
 void clinux_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
+
+#include <sys/prctl.h>
+void clinux_set_thread_name(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }

@@ -1,5 +1,4 @@
 import CacheFetch
-import Foundation
 import CacheProtocol
 import CacheStore
 import CacheSystem
@@ -112,7 +111,7 @@ final class CacheService: Sendable {
                            process: @escaping @Sendable (HTTPResponse, [UInt8]) throws(ProtocolError) -> Void,
                            failed: @escaping @Sendable (ProtocolError) -> Void) {
         guard let url else {
-            failed(ProtocolError(.upstream, "\(name) is not configured (set --\(name) or CACHED_\(name.uppercased().replacingOccurrences(of: "-", with: "_")))"))
+            failed(ProtocolError(.upstream, "\(name) is not configured (set --\(name) or CACHED_\(name.uppercased().replacing("-", with: "_")))"))
             return
         }
         let limit = Int(settings.withLock { $0.maxObjectSize })
@@ -308,9 +307,9 @@ final class CacheService: Sendable {
                 var parts: [String] = []
                 if let p = posts { parts.append("posts \(p.fetched) fetched, \(p.unchanged) unchanged, \(p.removed) removed, \(p.invalid) invalid") }
                 if let i = images { parts.append("images \(i.downloaded) downloaded, \(i.cached) cached, \(i.failed) failed, \(i.bytes) bytes") }
-                log.notice("prefetch \(key) finished in \(String(format: "%.2f", seconds)) s: \(parts.joined(separator: "; "))")
+                log.notice("prefetch \(key) finished in \(NumberText.fixed(seconds, 2)) s: \(parts.joined(separator: "; "))")
             case .failure(let e):
-                log.warning("prefetch \(key) failed after \(String(format: "%.2f", seconds)) s: \(e.message)")
+                log.warning("prefetch \(key) failed after \(NumberText.fixed(seconds, 2)) s: \(e.message)")
             }
             for w in waiters { w(result) }
         })

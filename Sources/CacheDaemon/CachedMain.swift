@@ -6,13 +6,12 @@ import CacheFetch
 import CacheProtocol
 import CacheStore
 import CacheSystem
-import Foundation
 
 /// The `cached` executable.
 public enum CachedMain {
     /// Parses the command line, runs the daemon until SIGTERM or SIGINT, and exits.
     public static func run() -> Never {
-        let environment = ProcessInfo.processInfo.environment
+        let environment = Environment.current()
         let arguments = Array(CommandLine.arguments.dropFirst())
         let settings: Settings
         do {
@@ -27,7 +26,8 @@ public enum CachedMain {
                 settings = s
             }
         } catch {
-            FileHandle.standardError.write(Data("cached: \(error)\n".utf8))
+            var line = Array("cached: \(error)\n".utf8)
+            _ = line.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
             exit(2)
         }
         exit(Daemon(settings: settings, environment: environment).run())
@@ -131,7 +131,7 @@ final class Daemon {
 
         // Use times reach the log once a minute, so eviction order survives restarts.
         let stopping = Locked(false)
-        let accessLogger = Thread { [log] in
+        Threads.start(name: "cached-access") { [log] in
             var seconds = 0
             while !stopping.withLock({ $0 }) {
                 sleep(1)
@@ -141,7 +141,6 @@ final class Daemon {
                 }
             }
         }
-        accessLogger.start()
 
         loop.run()
         stopping.withLock { $0 = true }

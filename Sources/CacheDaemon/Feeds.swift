@@ -1,5 +1,4 @@
 import CacheProtocol
-import Foundation
 
 /// The posts feed, decoded by SPEC section 1's rules.
 public struct DecodedPosts: Sendable, Equatable {
@@ -92,15 +91,7 @@ public enum FeedDecoder {
         guard !url.isEmpty else { return nil }
         // The common case, a plain relative path under the base, needs no URL parser.
         if let base, base.hasSuffix("/"), isPlainRelativePath(url) { return base + url }
-        let resolved: String?
-        if let scheme = url.range(of: "://"), url[..<scheme.lowerBound].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." }) {
-            resolved = url
-        } else if let base, let b = URL(string: base), let r = URL(string: url, relativeTo: b) {
-            resolved = r.absoluteString
-        } else {
-            resolved = nil
-        }
-        guard let r = resolved else { return nil }
+        guard let r = URIReference.resolve(url, against: base) else { return nil }
         let lower = r.lowercased()
         return lower.hasPrefix("http://") || lower.hasPrefix("https://") ? r : nil
     }

@@ -2,7 +2,6 @@
 import Glibc
 #endif
 import CacheSystem
-import Foundation
 
 /// Syslog-style priorities, the subset the daemon uses.
 public enum LogLevel: Int, Sendable, Comparable {
@@ -54,8 +53,9 @@ public final class Logger: Sendable {
             var t = time(nil)
             var tm = tm()
             gmtime_r(&t, &tm)
-            let stamp = String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", Int(tm.tm_year) + 1900, Int(tm.tm_mon) + 1,
-                               Int(tm.tm_mday), Int(tm.tm_hour), Int(tm.tm_min), Int(tm.tm_sec))
+            let p = NumberText.padded
+            let stamp = "\(p(Int(tm.tm_year) + 1900, 4))-\(p(Int(tm.tm_mon) + 1, 2))-\(p(Int(tm.tm_mday), 2))T" +
+                "\(p(Int(tm.tm_hour), 2)):\(p(Int(tm.tm_min), 2)):\(p(Int(tm.tm_sec), 2))Z"
             line = "\(stamp) cached[\(getpid())] \(l.name): \(message())\n"
         }
         var bytes = Array(line.utf8)

@@ -1,5 +1,5 @@
 import CacheProtocol
-import Foundation
+import CacheSystem
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -88,7 +88,7 @@ public struct Settings: Sendable, Equatable {
 
     /// Parses "512", "64K", "8M", "1G" (powers of 1024).
     public static func size(_ key: String, _ text: String) throws(SettingsError) -> Int64 {
-        var digits = text.trimmingCharacters(in: .whitespaces)
+        var digits = text.trimmed()
         var multiplier: Int64 = 1
         if let last = digits.last?.uppercased() {
             switch last {
@@ -117,7 +117,7 @@ public struct Settings: Sendable, Equatable {
 
     /// Seconds: "10", "2.5", "1500ms", "30s".
     public static func seconds(_ key: String, _ text: String, allowZero: Bool = false) throws(SettingsError) -> Double {
-        var t = text.trimmingCharacters(in: .whitespaces).lowercased()
+        var t = text.trimmed().lowercased()
         var scale = 1.0
         if t.hasSuffix("ms") { t.removeLast(2); scale = 0.001 } else if t.hasSuffix("s") { t.removeLast() }
         guard let v = Double(t), v.isFinite, v >= 0, allowZero || v > 0, v * scale <= 86_400 else {
@@ -143,7 +143,7 @@ public struct Settings: Sendable, Equatable {
     public static func parse(arguments: [String], environment: [String: String]) throws(SettingsError) -> ParsedCommandLine {
         var s = Settings(environment: environment)
         for key in keys {
-            let env = "CACHED_" + key.uppercased().replacingOccurrences(of: "-", with: "_")
+            let env = "CACHED_" + key.uppercased().replacing("-", with: "_")
             if let v = environment[env] {
                 do { try s.set(key, v) } catch { throw SettingsError("\(env): \(error.message)") }
             }

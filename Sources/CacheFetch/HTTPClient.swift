@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+import Dispatch
 import CCurl
 import CacheSystem
 
@@ -79,12 +79,10 @@ public final class HTTPClient: Sendable {
             ccurl_multi_setopt_long(m, CURLMOPT_MAXCONNECTS, policy.concurrency * 2)
             ccurl_multi_setopt_long(m, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
         }
-        let thread = Thread { [self] in
+        Threads.start(name: "cached-fetch") { [self] in
             self.run()
             self.exited.signal()
         }
-        thread.name = "cached-fetch"
-        thread.start()
     }
 
     /// True for URLs this client will fetch.
@@ -315,7 +313,7 @@ private let headerCallback: ccurl_data_cb = { data, size, count, userdata in
         t.headers = [:]  // a new response (after a redirect or 100-continue)
     } else if let colon = line.firstIndex(of: ":") {
         let name = line[..<colon].lowercased()
-        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+        let value = line[line.index(after: colon)...].trimmed()
         t.headers[name] = value
     }
     return n

@@ -6,5 +6,5 @@ public func formatSize(_ bytes: Int64) -> String {
     while value >= 1024 && unit < units.count - 1 { value /= 1024; unit += 1 }
     if unit == 0 { return "\(bytes) B" }
     let rounded = (value * 10).rounded() / 10
-    return rounded == rounded.rounded() ? "\(Int(rounded)) \(units[unit])" : "\(rounded) \(units[unit])"
+    return rounded == rounded.rounded() ? "\(Int(rounded)) \(units[unit])" : "\(NumberText.fixed(rounded, 1)) \(units[unit])"
 }

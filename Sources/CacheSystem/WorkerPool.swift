@@ -1,5 +1,3 @@
-import Foundation
-
 /// A fixed set of threads for blocking work (fsync, hashing, directory walks),
 /// kept off the event loop and off Swift's cooperative pool.
 public final class WorkerPool: Sendable {
@@ -10,48 +8,46 @@ public final class WorkerPool: Sendable {
         var running = 0
     }
     private let queue = Locked(Queue())
-    private let condition = NSCondition()
-    private let threads: Int
+    private let mutex = PosixMutex()
+    private let condition = PosixCondition()
 
     /// Starts `threads` worker threads named `name-N`.
     public init(threads: Int, name: String) {
-        self.threads = threads
         queue.withLock { $0.running = threads }
         for i in 0..<threads {
-            let thread = Thread { [self] in self.run() }
-            thread.name = "\(name)-\(i)"
-            thread.stackSize = 1 << 20
-            thread.start()
+            Threads.start(name: "\(name)-\(i)") { [self] in self.run() }
         }
     }
 
     /// Queues `job`; it runs on one of the pool's threads.
     public func submit(_ job: @escaping @Sendable () -> Void) {
-        condition.lock()
+        mutex.lock()
         queue.withLock { $0.jobs.append(job) }
         condition.signal()
-        condition.unlock()
+        mutex.unlock()
     }
 
     /// Lets the threads finish queued work and exit; waits up to `timeout`
     /// seconds for them. Returns false if some were still busy then.
     @discardableResult
     public func stop(timeout: Double) -> Bool {
-        condition.lock()
+        mutex.lock()
         queue.withLock { $0.stopping = true }
         condition.broadcast()
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = Clock.monotonicNanoseconds() + UInt64(timeout * 1e9)
         while queue.withLock({ $0.running }) > 0 {
-            if !condition.wait(until: deadline) { break }
+            let now = Clock.monotonicNanoseconds()
+            if now >= deadline { break }
+            _ = condition.wait(mutex, seconds: Double(deadline - now) / 1e9)
         }
         let done = queue.withLock { $0.running } == 0
-        condition.unlock()
+        mutex.unlock()
         return done
     }
 
     private func run() {
         while true {
-            condition.lock()
+            mutex.lock()
             var job: (@Sendable () -> Void)?
             while true {
                 let (next, stop) = queue.withLock { q -> ((@Sendable () -> Void)?, Bool) in
@@ -70,12 +66,12 @@ public final class WorkerPool: Sendable {
                 if stop {
                     queue.withLock { $0.running -= 1 }
                     condition.broadcast()
-                    condition.unlock()
+                    mutex.unlock()
                     return
                 }
-                condition.wait()
+                condition.wait(mutex)
             }
-            condition.unlock()
+            mutex.unlock()
             job?()
         }
     }

@@ -35,4 +35,7 @@ int clinux_signalfd_read(int fd);
 /** Ignores SIGPIPE process-wide. */
 void clinux_ignore_sigpipe(void);
 
+/** Names the calling thread (pthread_setname_np needs _GNU_SOURCE). */
+void clinux_set_thread_name(const char *name);
+
 #endif
