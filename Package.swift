@@ -19,7 +19,7 @@ let package = Package(
         // Typed wrappers over raw syscalls, and the few concurrency primitives.
         .target(name: "CacheSystem", dependencies: ["CLinux"], swiftSettings: strict),
         // The store on disk: objects, posts, index log, recovery, verification.
-        .target(name: "CacheStore", dependencies: ["CacheSystem", "CXXHash"], swiftSettings: strict),
+        .target(name: "CacheStore", dependencies: ["CacheSystem", "CXXHash", "CLinux"], swiftSettings: strict),
         // HTTP through curl_multi; knows nothing about the store.
         .target(name: "CacheFetch", dependencies: ["CacheSystem", "CCurl"], swiftSettings: strict),
         // JSON, wire types, framing and a blocking client.

@@ -53,3 +53,13 @@ void clinux_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
 
 #include <sys/prctl.h>
 void clinux_set_thread_name(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
+
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#ifndef RWF_NOWAIT
+#define RWF_NOWAIT 0x00000008
+#endif
+long clinux_pread_nowait(int fd, void *buf, unsigned long len, long off) {
+    struct iovec iov = { buf, len };
+    return syscall(SYS_preadv2, fd, &iov, 1, off, 0L, RWF_NOWAIT);
+}

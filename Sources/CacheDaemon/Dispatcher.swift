@@ -84,6 +84,13 @@ final class Dispatcher: Sendable {
 
         case .read(let hex):
             guard let hash = Hash128(hex: hex) else { return .now(fail(.badRequest, "\"hash\" must be 32 lowercase hex digits", tag)) }
+            // Small objects whose bytes are in the page cache are verified and
+            // sent right here (nothing can block); the rest go to a worker.
+            if let answer = store.readVerifiedIfCached(hash, upTo: 256 * 1024, header: { size in
+                Response.ok(tag: tag) { $0.field("size", size) }
+            }) {
+                return .now(answer)
+            }
             service.pool.submit { [self] in read(hash, reply: reply, retry: true) }
             return .later
 

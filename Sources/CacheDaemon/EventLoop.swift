@@ -140,8 +140,8 @@ private final class Connection {
         switch chunk {
         case .bytes(let b):
             queuedBytes += b.count
-            if case .bytes(let last)? = ready.last {
-                last.bytes.append(contentsOf: b)  // coalesce: one send for many pipelined answers
+            if b.count <= 4096, case .bytes(let last)? = ready.last, last.bytes.count <= 65536 {
+                last.bytes.append(contentsOf: b)  // coalesce small answers: one send for many
             } else {
                 ready.append(.bytes(ByteBox(b)))
             }

@@ -24,6 +24,7 @@ enum FastRequest {
         var op: Range<Int>?
         var id: Int64?, row: Int64?
         var fetch: Bool?
+        var hash: Range<Int>?
         var tag: Range<Int>?
         var sawMember = false
         while true {
@@ -83,6 +84,10 @@ enum FastRequest {
             }
             sawMember = true
             // Later duplicates win, as in the general parser.
+            if equals(b, key, "hash") {
+                guard case .string(let r) = value else { return nil }
+                hash = r
+            }
             switch (equals(b, key, "op"), equals(b, key, "id"), equals(b, key, "row"), equals(b, key, "fetch"), equals(b, key, "tag")) {
             case (true, _, _, _, _):
                 guard case .string(let r) = value else { return nil }
@@ -120,6 +125,10 @@ enum FastRequest {
             return Request(command: .getImage(row: Int(row), fetch: fetch ?? true), tag: tagBytes)
         }
         if equals(b, op, "status") { return Request(command: .status, tag: tagBytes) }
+        if equals(b, op, "read"), let hash, hash.count == 32,
+           b[hash].allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) {
+            return Request(command: .read(hash: String(decoding: UnsafeRawBufferPointer(rebasing: b[hash]), as: UTF8.self)), tag: tagBytes)
+        }
         return nil
     }
 

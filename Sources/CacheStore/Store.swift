@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CLinux
 import CacheSystem
 
 /// A cached image: which object holds a row's bytes.
@@ -632,6 +633,35 @@ public final class Store: Sendable {
             size += Int64(n)
         }
         return (hasher.digest(), size)
+    }
+
+    /// The verified bytes of a small object, if reading them cannot block:
+    /// all of it already in the page cache (preadv2 RWF_NOWAIT), and its hash
+    /// matches. Nil means "take the slow path" (`openVerified` on a worker),
+    /// which also handles every error and a mismatch.
+    /// The bytes are read straight after `header(size)` in one buffer, which
+    /// is returned whole: the answer line and its payload, ready to send.
+    public func readVerifiedIfCached(_ hash: Hash128, upTo limit: Int, header: (Int) -> [UInt8]) -> [UInt8]? {
+        guard let ref = state.withLock({ $0.objects[hash] }), ref.size <= limit else { return nil }
+        guard let fd = try? FileDescriptor.open(objectPath(hash), O_RDONLY | O_NOFOLLOW) else { return nil }
+        defer { fd.close() }
+        let size = Int(ref.size)
+        let head = header(size)
+        var ok = false
+        // Header, then the file read straight into the same (uninitialised)
+        // buffer; one byte more is asked for, since a file that grew is not
+        // the object either.
+        let out = [UInt8](unsafeUninitializedCapacity: head.count + size + 1) { buffer, count in
+            _ = buffer.initialize(from: head)
+            let body = UnsafeMutableRawBufferPointer(start: buffer.baseAddress! + head.count, count: size + 1)
+            let n = clinux_pread_nowait(fd.rawValue, body.baseAddress, UInt(body.count), 0)
+            // EAGAIN, short (not all cached) or a size change: the slow path decides.
+            ok = n == size && Hash128(of: UnsafeRawBufferPointer(rebasing: body[0..<size])) == hash
+            count = ok ? head.count + size : 0
+        }
+        guard ok else { return nil }
+        touch(hash)
+        return out
     }
 
     /// Moves an object's file to `quarantine/` and forgets it; returns where it went.

@@ -147,6 +147,9 @@ import Testing
         #expect(Self.fast(Array(#"{"id":-3,"op":"get_post","tag":"x"}"#.utf8))?.tag == Array(#""x""#.utf8))
         #expect(Self.fast(Array(#"{"op":"get_image","row":2,"fetch":false}"#.utf8))?.command == .getImage(row: 2, fetch: false))
         #expect(Self.fast(Array(#"{"op":"ping","tag":12}"#.utf8))?.command == .ping)
+        #expect(Self.fast(Array(#"{"op":"read","hash":"99aa06d3014798d86001c324468d497f"}"#.utf8))?.command == .read(hash: "99aa06d3014798d86001c324468d497f"))
+        #expect(Self.fast(Array(#"{"op":"read","hash":"99AA06D3014798D86001C324468D497F"}"#.utf8)) == nil)
+        #expect(Self.fast(Array(#"{"op":"read","hash":"../../etc/passwd"}"#.utf8)) == nil)
     }
 
     @Test(arguments: [
@@ -161,7 +164,8 @@ import Testing
 
     @Test func neverDisagreesWithTheGeneralParserOnMutatedLines() {
         let seeds = [#"{"op":"get_post","id":42,"tag":"t1"}"#, #"{"op": "get_image", "row": 3, "fetch": true}"#,
-                     #"{"op":"ping"}"#, #"{"op":"status","tag":7}"#, #"{"tag":null,"op":"get_post","id":-9}"#]
+                     #"{"op":"ping"}"#, #"{"op":"status","tag":7}"#, #"{"tag":null,"op":"get_post","id":-9}"#,
+                     #"{"op":"read","hash":"99aa06d3014798d86001c324468d497f"}"#]
         var rng = SystemRandomNumberGenerator()
         let alphabet = Array(#"{}[]":,.-+0123456789eE tfnrulsa\"#.utf8) + [0x00, 0x0A, 0xC3, 0xFF]
         var checked = 0

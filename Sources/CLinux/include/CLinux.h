@@ -38,4 +38,8 @@ void clinux_ignore_sigpipe(void);
 /** Names the calling thread (pthread_setname_np needs _GNU_SOURCE). */
 void clinux_set_thread_name(const char *name);
 
+/** preadv2(fd, buf, len, off, RWF_NOWAIT): reads only what is already in the
+    page cache; -1 with errno EAGAIN when the read would block on the disk. */
+long clinux_pread_nowait(int fd, void *buf, unsigned long len, long off);
+
 #endif
