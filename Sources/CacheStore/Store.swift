@@ -104,10 +104,7 @@ struct StoreState {
             rows[i].object = ref
             if objects.updateValue(ref, forKey: hash) == nil { bytes += size }
         case let .objectRemoved(hash):
-            if let old = objects.removeValue(forKey: hash) { bytes -= old.size }
-            lastUse[hash] = nil
-            unloggedUse.remove(hash)
-            for i in rows.indices where rows[i].object?.hash == hash { rows[i].object = nil }
+            removeObjects([hash])
         case let .validators(feed, etag, lastModified):
             validators[feed] = Validators(etag: etag, lastModified: lastModified)
             if feed == .posts { postsKnown = true } else { manifestKnown = true }
@@ -115,6 +112,31 @@ struct StoreState {
             if objects[hash] != nil { lastUse[hash] = max(lastUse[hash] ?? 0, time) }
         case .commit:
             break
+        }
+    }
+
+    /// Applies a transaction. Runs of `objectRemoved` are applied together,
+    /// with one pass over the rows: removing many objects (eviction, gc, a
+    /// sweep at start) stays linear in the rows.
+    mutating func apply(transaction records: [LogRecord]) {
+        var removed: Set<Hash128> = []
+        for r in records {
+            if case let .objectRemoved(hash) = r { removed.insert(hash); continue }
+            if !removed.isEmpty { removeObjects(removed); removed = [] }
+            apply(r)
+        }
+        if !removed.isEmpty { removeObjects(removed) }
+    }
+
+    /// Forgets objects; every row pointing to one becomes uncached.
+    mutating func removeObjects(_ hashes: Set<Hash128>) {
+        for hash in hashes {
+            if let old = objects.removeValue(forKey: hash) { bytes -= old.size }
+            lastUse[hash] = nil
+            unloggedUse.remove(hash)
+        }
+        for i in rows.indices {
+            if let h = rows[i].object?.hash, hashes.contains(h) { rows[i].object = nil }
         }
     }
 
@@ -247,7 +269,7 @@ public final class Store: Sendable {
                 try FileSystem.unlink(directory + "/tmp/" + name)
             }
             log = try IndexLog(path: directory + "/index.log") { transaction in
-                for r in transaction { replayed.apply(r) }
+                replayed.apply(transaction: transaction)
             }
         } catch {
             lockFD.close()
@@ -399,7 +421,7 @@ public final class Store: Sendable {
                 throw .io(error)
             }
             state.withLock { s in
-                for r in records { s.apply(r) }
+                s.apply(transaction: records)
                 s.sortPosts()
             }
             for r in records { if case let .postRemoved(id) = r { try? FileSystem.unlink(postPath(id)) } }
@@ -466,7 +488,7 @@ public final class Store: Sendable {
             records.insert(.manifestSize(count: rows.count), at: 0)
             records.append(.validators(feed: .manifest, etag: validators.etag, lastModified: validators.lastModified))
             try append(records, &w)
-            state.withLock { s in for r in records { s.apply(r) } }
+            state.withLock { $0.apply(transaction: records) }
             try compactIfNeeded(&w)
             return changed
         }
@@ -572,7 +594,7 @@ public final class Store: Sendable {
             if !mapped.isEmpty { records.append(.access(hash: c.ref.hash, time: now)) }
         }
         if !records.isEmpty { try append(records, &w) }
-        state.withLock { s in for r in records { s.apply(r) } }
+        state.withLock { $0.apply(transaction: records) }
         try evictIfNeeded(&w, keep: Set(batch.map(\.ref.hash)))
         try compactIfNeeded(&w)
     }
@@ -706,7 +728,7 @@ public final class Store: Sendable {
                 .filter { h in state.withLock { $0.objects[h] }.map { !objectFileLooksRight($0) } ?? false }
             guard !gone.isEmpty else { return 0 }
             try append(gone.map { .objectRemoved(hash: $0) }, &w)
-            state.withLock { s in for h in gone { s.apply(.objectRemoved(hash: h)) } }
+            state.withLock { $0.removeObjects(Set(gone)) }
             return gone.count
         }
     }
@@ -732,7 +754,7 @@ public final class Store: Sendable {
         guard !victims.isEmpty else { return }
         try append(victims.map { .objectRemoved(hash: $0) }, &w)
         state.withLock { s in
-            for h in victims { s.apply(.objectRemoved(hash: h)) }
+            s.removeObjects(Set(victims))
             s.evictions += victims.count
         }
         for h in victims { try? FileSystem.unlink(objectPath(h)) }
@@ -754,7 +776,7 @@ public final class Store: Sendable {
         let unreferenced = known.subtracting(keep)
         if !unreferenced.isEmpty {
             try append(unreferenced.sorted().map { .objectRemoved(hash: $0) }, &w)
-            state.withLock { s in for h in unreferenced { s.apply(.objectRemoved(hash: h)) } }
+            state.withLock { $0.removeObjects(unreferenced) }
         }
         var removed = 0
         var freed: Int64 = 0

@@ -292,3 +292,34 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         #expect(store.rows(offset: 0, limit: 9).total == 2)
     }
 }
+
+@Suite struct BatchedRemovalTests {
+    @Test func runsOfRemovalsClearExactlyTheRowsThatPointedThere() {
+        var s = StoreState()
+        let hashes = (0..<6).map { Hash128(high: 0, low: UInt64($0)) }
+        var setup: [LogRecord] = [.manifestSize(count: 6)]
+        for i in 0..<6 { setup += [.row(row: i, url: "\(i)", description: nil), .rowObject(row: i, hash: hashes[i % 3], size: 10, type: .png)] }
+        s.apply(transaction: setup)
+        #expect(s.objects.count == 3)
+        // Removals, a re-add in between, then more removals: order is kept.
+        s.apply(transaction: [.objectRemoved(hash: hashes[0]), .objectRemoved(hash: hashes[1]),
+                              .rowObject(row: 0, hash: hashes[0], size: 10, type: .png),
+                              .objectRemoved(hash: hashes[2])])
+        #expect(s.rows.map { $0.object?.hash } == [hashes[0], nil, nil, nil, nil, nil])
+        #expect(s.objects.keys.sorted() == [hashes[0]])
+        #expect(s.bytes == 10)
+    }
+
+    @Test func theStartupSweepDropsObjectsWhoseFilesAreGone() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        try store.replaceManifest((0..<3).map { ("\($0).png", nil) }, validators: Validators())
+        var refs: [ObjectRef] = []
+        for i in 0..<3 { refs.append(try store.commitObject(try write(png + [UInt8(i)], to: store), rows: [(i, "\(i).png")])) }
+        try FileSystem.unlink(store.objectPath(refs[1].hash))
+        #expect(try store.dropMissingObjects() == 1)
+        #expect(store.row(1)?.object == nil)
+        #expect(store.row(0)?.object == refs[0] && store.row(2)?.object == refs[2])
+    }
+}
