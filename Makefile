@@ -10,15 +10,20 @@ PREFIX       ?= /usr/local
 
 all: build
 
-# Installs the Debian packages the build and the tests need, if missing.
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+# Installs the Debian packages named in $(1) that are missing (sudo unless root).
+define install_missing
+	@missing=""; for p in $(1); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+endef
+
+# Installs the Debian packages the build and the tests need, if missing.
+deps:
+	$(call install_missing,$(DEB_PACKAGES))
 
 build: deps
 	$(SWIFT) build $(BUILD_FLAGS)
@@ -50,13 +55,7 @@ crash: deps
 BENCH_RUNS ?= 3
 BENCH_PACKAGES := redis-server redis-tools nginx-light aria2 curl
 bench-deps:
-	@missing=""; for p in $(BENCH_PACKAGES); do \
-	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
-	fi
+	$(call install_missing,$(BENCH_PACKAGES))
 
 bench: release bench-deps
 	python3 scripts/bench.py "$$($(SWIFT) build -c release --show-bin-path)" --runs $(BENCH_RUNS)

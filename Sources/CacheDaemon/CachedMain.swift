@@ -82,14 +82,7 @@ final class Daemon {
 
         let counters = Counters(CounterValues())
         let pool = WorkerPool(threads: 4, name: "cached-worker")
-        var policy = FetchPolicy()
-        policy.concurrency = settings.concurrency
-        policy.retries = settings.retries
-        policy.backoffBase = settings.retryDelay
-        policy.connectTimeout = settings.connectTimeout
-        policy.totalTimeout = settings.timeout
-        policy.lowSpeedTime = settings.stallTimeout
-        policy.maxRedirects = settings.maxRedirects
+        var policy = settings.fetch
         policy.userAgent = "cached/\(cachedVersion)"
         let http = HTTPClient(policy: policy)
         let service = CacheService(store: store, http: http, pool: pool, log: log, counters: counters, settings: settings)

@@ -1,3 +1,4 @@
+import CacheFetch
 import CacheProtocol
 import CacheSystem
 #if canImport(Glibc)
@@ -20,24 +21,14 @@ public struct Settings: Sendable, Equatable {
     public var maxSize: Int64 = 0
     /// Largest image or feed body accepted. Default 64 MiB.
     public var maxObjectSize: Int64 = 64 << 20
-    /// Parallel downloads. Default 8.
-    public var concurrency = 8
+    /// Parallel downloads, retries, timeouts and redirects; the defaults are
+    /// `FetchPolicy`'s (concurrency 8, 3 retries from 0.25 s, connect 10 s,
+    /// transfer 300 s, stall 30 s, 5 redirects).
+    public var fetch = FetchPolicy()
     /// Run a full prefetch right after start. Default false.
     public var prefetchOnStart = false
     /// error, warning, notice, info or debug. Default info.
     public var logLevel: LogLevel = .info
-    /// Retries after a failed attempt (connection errors, timeouts, 5xx). Default 3.
-    public var retries = 3
-    /// First backoff delay in seconds, doubled each retry, with jitter. Default 0.25.
-    public var retryDelay = 0.25
-    /// Seconds to connect. Default 10.
-    public var connectTimeout = 10.0
-    /// Seconds for a whole transfer. Default 300.
-    public var timeout = 300.0
-    /// Seconds without progress (under 1 byte/s) before a transfer is aborted. Default 30.
-    public var stallTimeout = 30
-    /// Redirects followed per transfer, to http or https only. Default 5.
-    public var maxRedirects = 5
 
     /// Every key, as written in flags (`--key`) and environment (`CACHED_KEY`).
     public static let keys = ["posts-url", "images-url", "images-base-url", "store", "socket", "max-size",
@@ -65,7 +56,7 @@ public struct Settings: Sendable, Equatable {
             guard maxObjectSize > 0 else { throw SettingsError("max-object-size must be greater than 0") }
         case "concurrency":
             guard let n = Int(value), (1...256).contains(n) else { throw SettingsError("concurrency must be a whole number from 1 to 256, not \"\(value)\"") }
-            concurrency = n
+            fetch.concurrency = n
         case "prefetch-on-start":
             switch value.lowercased() {
             case "1", "true", "yes", "on": prefetchOnStart = true
@@ -75,12 +66,12 @@ public struct Settings: Sendable, Equatable {
         case "log-level":
             guard let l = LogLevel(name: value) else { throw SettingsError("log-level must be one of error, warning, notice, info, debug, not \"\(value)\"") }
             logLevel = l
-        case "retries": retries = try Settings.whole(key, value, 0...20)
-        case "max-redirects": maxRedirects = try Settings.whole(key, value, 0...50)
-        case "retry-delay": retryDelay = try Settings.seconds(key, value, allowZero: true)
-        case "connect-timeout": connectTimeout = try Settings.seconds(key, value)
-        case "timeout": timeout = try Settings.seconds(key, value)
-        case "stall-timeout": stallTimeout = max(1, Int(try Settings.seconds(key, value).rounded(.up)))
+        case "retries": fetch.retries = try Settings.whole(key, value, 0...20)
+        case "max-redirects": fetch.maxRedirects = try Settings.whole(key, value, 0...50)
+        case "retry-delay": fetch.backoffBase = try Settings.seconds(key, value, allowZero: true)
+        case "connect-timeout": fetch.connectTimeout = try Settings.seconds(key, value)
+        case "timeout": fetch.totalTimeout = try Settings.seconds(key, value)
+        case "stall-timeout": fetch.lowSpeedTime = max(1, Int(try Settings.seconds(key, value).rounded(.up)))
         default:
             throw SettingsError("unknown setting \"\(key)\"")
         }

@@ -95,7 +95,7 @@ public struct BodyTooLarge: Error, CustomStringConvertible {
 }
 
 /// Retry, timeout and redirect settings; each default is what the daemon uses.
-public struct FetchPolicy: Sendable {
+public struct FetchPolicy: Sendable, Equatable {
     /// Retries after the first attempt for connection errors, timeouts and 5xx. Default 3.
     public var retries = 3
     /// First backoff delay in seconds, doubled each retry, with ±50% jitter. Default 0.25.

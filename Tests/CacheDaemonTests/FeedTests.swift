@@ -109,7 +109,7 @@ enum Fixture {
             Issue.record("expected settings"); return
         }
         #expect(s.postsURL == "http://flag/posts")
-        #expect(s.concurrency == 3)
+        #expect(s.fetch.concurrency == 3)
         #expect(s.maxSize == 1 << 20)
     }
 
