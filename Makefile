@@ -6,7 +6,7 @@ BUILD_FLAGS  ?=
 DEB_PACKAGES := libcurl4-openssl-dev libxxhash-dev xxhash python3 systemd
 PREFIX       ?= /usr/local
 
-.PHONY: all deps bench-deps build release test unit integration crash bench bench-store demo clean
+.PHONY: all deps bench-deps build release test unit integration crash fuzz bench bench-store demo clean
 
 all: build
 
@@ -31,10 +31,23 @@ build: deps
 release: deps
 	$(SWIFT) build -c release $(BUILD_FLAGS)
 
-# The whole suite: unit tests and integration tests against the built binaries.
+# The whole suite: unit tests and integration tests against the built
+# binaries, then each fuzz target for a short bounded time.
+TEST_FUZZ_SECONDS ?= 20
 test: deps
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	$(SWIFT) test --skip-build $(BUILD_FLAGS)
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
+
+# libFuzzer on the request parser, the log decoder and replay, and the feed
+# decoders: FUZZ_SECONDS each (scripts/fuzz.sh). A separate build directory,
+# instrumented for coverage, with AddressSanitizer.
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD := --scratch-path .build/fuzz --product cached-fuzz --sanitize=fuzzer --sanitize=address \
+  -Xswiftc -DFUZZING -Xswiftc -sanitize-coverage=edge,inline-8bit-counters,pc-table,trace-cmp
+fuzz: deps
+	$(SWIFT) build $(FUZZ_BUILD)
+	scripts/fuzz.sh "$$($(SWIFT) build $(FUZZ_BUILD) --show-bin-path)/cached-fuzz" $(FUZZ_SECONDS)
 
 unit: deps
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)

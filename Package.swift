@@ -33,6 +33,11 @@ let package = Package(
 
         .executableTarget(name: "cached", dependencies: ["CacheDaemon"], swiftSettings: strict),
         .executableTarget(name: "cachectl", dependencies: ["CacheCLI"], swiftSettings: strict),
+        // Fuzz targets (make fuzz): built with -sanitize=fuzzer they are
+        // libFuzzer's entry; in a normal build they replay corpus files.
+        .executableTarget(name: "cached-fuzz",
+                          dependencies: ["CacheStore", "CacheProtocol", "CacheDaemon"],
+                          swiftSettings: strict),
         // Benchmarks (make bench-store): not tests, no timing assertions.
         .executableTarget(name: "cached-bench",
                           dependencies: ["CacheStore", "CacheSystem", "CacheProtocol", "CLinux"],

@@ -67,7 +67,7 @@ public struct Request: Sendable {
     }
 
     /// The general path: the strict parser, then per-op validation.
-    static func parseGeneral(_ bytes: [UInt8]) -> Result<Request, TaggedError> {
+    public static func parseGeneral(_ bytes: [UInt8]) -> Result<Request, TaggedError> {
         let members: [(key: String, value: JSON, range: Range<Int>)]
         do {
             members = try JSONParser.parseObjectMembers(bytes)

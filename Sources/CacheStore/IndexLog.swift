@@ -71,6 +71,18 @@ public enum LogScanner {
     }
 }
 
+/// Replays a log's bytes into a fresh in-memory index and summarises it:
+/// the replay path without any file, for fuzzing and tools.
+public enum LogReplay {
+    public static func summary(_ bytes: [UInt8]) -> (outcome: ScanOutcome, posts: Int, rows: Int, objects: Int) {
+        var state = StoreState()
+        let outcome = LogScanner.scan(bytes) { state.apply(transaction: $0) }
+        state.sortPosts()
+        _ = state.liveTransactions()
+        return (outcome, state.posts.count, state.rows.count, state.objects.count)
+    }
+}
+
 /// What recovery did to a damaged log at start.
 public struct LogRecovery: Sendable {
     public var problem: String

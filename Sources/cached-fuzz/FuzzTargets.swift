@@ -1,0 +1,140 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CacheDaemon
+import CacheProtocol
+import CacheStore
+
+/// The fuzz targets. Each takes arbitrary bytes and must neither crash nor
+/// hang; where two paths must agree, a disagreement traps so that the fuzzer
+/// reports it.
+enum FuzzTargets {
+    /// Request lines as the event loop sees them: framing, the fast and the
+    /// general parser (which must agree), and the error answer built from a
+    /// rejection (which must be one valid JSON line).
+    static func request(_ data: [UInt8]) {
+        var buffer = LineBuffer()
+        buffer.append(data)
+        while case .line(let line) = buffer.nextLine() {
+            let bytes = Array(line)
+            let general = Request.parseGeneral(bytes)
+            switch Request.parse(bytes) {
+            case .success(let r):
+                guard case .success(let g) = general, g.command == r.command, g.tag == r.tag else {
+                    fuzzFailure("fast and general parsers disagree on \(bytes)")
+                }
+            case .failure(let e):
+                let answer = Response.error(e.error, tag: e.tag)
+                guard answer.last == 0x0A, !answer.dropLast().contains(0x0A),
+                      (try? JSONParser.parse(answer.dropLast())) != nil else {
+                    fuzzFailure("an error answer is not one JSON line: \(answer)")
+                }
+            }
+        }
+    }
+
+    /// Log records and replay: decode any payload, replay any file.
+    static func record(_ data: [UInt8]) {
+        _ = try? RecordCodec.decodePayload(data[...])
+        let summary = LogReplay.summary(RecordCodec.fileHeader + data)
+        if summary.outcome.validLength > data.count + RecordCodec.fileHeader.count { fuzzFailure("replay kept more than it read") }
+        // What a valid prefix re-encodes to must replay to the same state.
+        var reencoded = RecordCodec.fileHeader
+        _ = LogScanner.scan(RecordCodec.fileHeader + data) { t in
+            for r in t { RecordCodec.encode(r, into: &reencoded) }
+            RecordCodec.encode(.commit, into: &reencoded)
+        }
+        let again = LogReplay.summary(reencoded)
+        guard again.posts == summary.posts, again.rows == summary.rows, again.objects == summary.objects else {
+            fuzzFailure("re-encoded log replays differently")
+        }
+    }
+
+    /// The two feed decoders and URL resolution of every manifest row.
+    static func feeds(_ data: [UInt8]) {
+        if let posts = try? FeedDecoder.posts(data) {
+            for p in posts.posts where (try? JSONParser.parse(p.json)) == nil {
+                fuzzFailure("a stored post is not valid JSON: \(p.json)")
+            }
+        }
+        if let rows = try? FeedDecoder.manifest(data) {
+            for r in rows {
+                if let u = FeedDecoder.resolve(r.url, base: "http://origin.test/images/"),
+                   !(u.lowercased().hasPrefix("http://") || u.lowercased().hasPrefix("https://")) {
+                    fuzzFailure("resolved to a non-HTTP URL: \(u)")
+                }
+            }
+        }
+    }
+
+    static func run(_ target: String, _ data: [UInt8]) {
+        switch target {
+        case "request": request(data)
+        case "record": record(data)
+        case "feeds": feeds(data)
+        default: fuzzFailure("CACHED_FUZZ_TARGET must be request, record or feeds, not \(target)")
+        }
+    }
+
+    static var selected: String {
+        getenv("CACHED_FUZZ_TARGET").map { String(cString: $0) } ?? "request"
+    }
+}
+
+/// Reports a broken invariant: prints it and aborts, which libFuzzer records as a crash.
+func fuzzFailure(_ message: String) -> Never {
+    var line = Array(("cached-fuzz: " + message + "\n").utf8)
+    _ = line.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
+    abort()
+}
+
+/// libFuzzer's entry point.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func cachedFuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    let bytes = data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? []
+    FuzzTargets.run(FuzzTargets.selected, bytes)
+    return 0
+}
+
+#if !FUZZING
+/// Without libFuzzer: `cached-fuzz TARGET FILE...` runs each file through the
+/// target once (the regression check for crashes the fuzzer found).
+@main
+struct CorpusReplay {
+    static func main() {
+        let args = Array(CommandLine.arguments.dropFirst())
+        guard let target = args.first else {
+            print("usage: cached-fuzz request|record|feeds FILE|DIR...")
+            exit(2)
+        }
+        var count = 0
+        for path in args.dropFirst() {
+            for file in files(path) {
+                guard let f = fopen(file, "rb") else { continue }
+                var bytes: [UInt8] = []
+                var chunk = [UInt8](repeating: 0, count: 65536)
+                while true {
+                    let n = fread(&chunk, 1, chunk.count, f)
+                    if n <= 0 { break }
+                    bytes += chunk[0..<n]
+                }
+                fclose(f)
+                FuzzTargets.run(target, bytes)
+                count += 1
+            }
+        }
+        print("\(target): \(count) inputs, no crash")
+    }
+
+    static func files(_ path: String) -> [String] {
+        guard let dir = opendir(path) else { return [path] }
+        defer { closedir(dir) }
+        var out: [String] = []
+        while let e = readdir(dir) {
+            let name = withUnsafePointer(to: e.pointee.d_name) { $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) } }
+            if name != "." && name != ".." { out.append(path + "/" + name) }
+        }
+        return out.sorted()
+    }
+}
+#endif
