@@ -46,10 +46,26 @@ final class Daemon {
         log = Logger(level: settings.logLevel, environment: environment)
     }
 
+    /// Raises the soft limit on open files to the hard limit: each connection
+    /// and each object being sent holds a descriptor.
+    private func raiseOpenFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        let wanted = rlim_t(settings.maxConnections + 256)
+        if limit.rlim_cur < wanted {
+            limit.rlim_cur = min(limit.rlim_max, wanted)
+            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
+        if limit.rlim_cur < wanted {
+            log.warning("the open-file limit is \(limit.rlim_cur); max-connections \(settings.maxConnections) needs about \(wanted) (raise LimitNOFILE=)")
+        }
+    }
+
     /// Returns the exit status.
     func run() -> Int32 {
         // Signals first, so that every thread started later has them blocked.
         clinux_ignore_sigpipe()
+        raiseOpenFileLimit()
         let signalFD = clinux_signalfd_termination()
         let manager = ServiceManager(environment: environment)
 
@@ -90,7 +106,11 @@ final class Daemon {
 
         let loop: EventLoop
         do {
-            loop = try EventLoop(listeners: listeners, signalFD: signalFD, limits: LoopLimits(), log: log, counters: counters)
+            var limits = LoopLimits()
+            limits.maxConnections = settings.maxConnections
+            limits.maxQueuedBytes = Int(settings.maxQueuedBytes)
+            limits.idleNanoseconds = UInt64(settings.idleTimeout * 1e9)
+            loop = try EventLoop(listeners: listeners, signalFD: signalFD, limits: limits, log: log, counters: counters)
         } catch {
             log.error("cannot start the event loop: \(error)")
             return 1

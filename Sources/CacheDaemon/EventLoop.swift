@@ -95,8 +95,11 @@ struct LoopLimits: Sendable {
     var maxConnections = 4096
     /// Requests a connection may have unanswered before the loop stops reading from it. Default 256.
     var maxPipeline = 256
-    /// Output bytes queued on a connection before the loop stops reading from it. Default 4 MiB.
+    /// Output bytes (file payloads included) queued on a connection before the
+    /// loop stops reading from it. Default 4 MiB.
     var maxQueuedBytes = 4 << 20
+    /// Nanoseconds of silence, with nothing pending, before a connection is closed; 0: never.
+    var idleNanoseconds: UInt64 = 300_000_000_000
 }
 
 /// A growable byte buffer appended to in place.
@@ -130,6 +133,8 @@ private final class Connection {
     var interest: UInt32 = 0
     /// Set once the connection was given a bigger send buffer for file bytes.
     var bigSendBuffer = false
+    /// When bytes last moved either way (monotonic ns), for the idle timeout.
+    var lastActivity = Clock.monotonicNanoseconds()
 
     init(id: UInt64, fd: FileDescriptor) {
         self.id = id
@@ -146,6 +151,7 @@ private final class Connection {
                 ready.append(.bytes(ByteBox(b)))
             }
         case .file(let fd, let size):
+            queuedBytes += Int(size)
             ready.append(.file(fd, size: size))
         }
     }
@@ -196,8 +202,14 @@ final class EventLoop {
     func run() {
         var events = [UInt32](repeating: 0, count: 256)
         var keys = [UInt64](repeating: 0, count: 256)
+        var lastSweep = Clock.monotonicNanoseconds()
+        let tick: Int32 = limits.idleNanoseconds > 0 ? 1000 : -1
         while !stopping {
-            let n = clinux_epoll_wait(epfd, &events, &keys, 256, -1)
+            if limits.idleNanoseconds > 0 {
+                let now = Clock.monotonicNanoseconds()
+                if now - lastSweep >= 1_000_000_000 { closeIdle(now); lastSweep = now }
+            }
+            let n = clinux_epoll_wait(epfd, &events, &keys, 256, tick)
             if n < 0 {
                 if errno == EINTR { continue }
                 log.error("epoll_wait failed: \(SystemError("epoll_wait"))")
@@ -225,6 +237,15 @@ final class EventLoop {
             }
         }
         for c in Array(connections.values) { close(c) }
+    }
+
+    /// Closes connections silent for longer than the idle timeout with no
+    /// answer pending (a client waiting for a long prefetch is not idle).
+    private func closeIdle(_ now: UInt64) {
+        for c in Array(connections.values) where c.slots.isEmpty && now - c.lastActivity > limits.idleNanoseconds {
+            log.debug("closing connection \(c.id): idle for more than \(limits.idleNanoseconds / 1_000_000_000) s")
+            close(c)
+        }
     }
 
     private func handleSignals() {
@@ -278,6 +299,7 @@ final class EventLoop {
             }
             guard let n else { break }
             if n == 0 { c.readClosed = true; break }
+            c.lastActivity = Clock.monotonicNanoseconds()
             scratch.withUnsafeBytes { c.input.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
             processLines(c)
             // A short read drained the socket: epoll will say when more comes.
@@ -375,6 +397,7 @@ final class EventLoop {
                     return
                 }
                 if sent == 0 { updateInterest(c); return }
+                c.lastActivity = Clock.monotonicNanoseconds()
                 c.readyOffset += Int64(sent)
                 c.queuedBytes -= sent
                 if Int(c.readyOffset) == b.count { c.ready.removeFirst(); c.readyOffset = 0 }
@@ -398,7 +421,9 @@ final class EventLoop {
                     updateInterest(c)
                     return
                 }
+                c.queuedBytes -= Int(offset - c.readyOffset)
                 c.readyOffset = offset
+                c.lastActivity = Clock.monotonicNanoseconds()
                 if offset >= size { fd.close(); c.ready.removeFirst(); c.readyOffset = 0 }
             }
         }

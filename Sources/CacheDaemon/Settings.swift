@@ -25,6 +25,14 @@ public struct Settings: Sendable, Equatable {
     /// `FetchPolicy`'s (concurrency 8, 3 retries from 0.25 s, connect 10 s,
     /// transfer 300 s, stall 30 s, 5 redirects).
     public var fetch = FetchPolicy()
+    /// Connections served at once; one more gets `busy` and is closed. Default 4096.
+    public var maxConnections = 4096
+    /// Seconds a connection may stay silent with nothing pending before it is
+    /// closed; 0 keeps connections forever. Default 300.
+    public var idleTimeout = 300.0
+    /// Answer bytes queued for a client that does not read, before the daemon
+    /// stops reading its requests. Default 4 MiB.
+    public var maxQueuedBytes: Int64 = 4 << 20
     /// Run a full prefetch right after start. Default false.
     public var prefetchOnStart = false
     /// error, warning, notice, info or debug. Default info.
@@ -33,7 +41,8 @@ public struct Settings: Sendable, Equatable {
     /// Every key, as written in flags (`--key`) and environment (`CACHED_KEY`).
     public static let keys = ["posts-url", "images-url", "images-base-url", "store", "socket", "max-size",
                               "max-object-size", "concurrency", "prefetch-on-start", "log-level",
-                              "retries", "retry-delay", "connect-timeout", "timeout", "stall-timeout", "max-redirects"]
+                              "retries", "retry-delay", "connect-timeout", "timeout", "stall-timeout", "max-redirects",
+                              "max-connections", "idle-timeout", "max-queued-bytes"]
 
     public init(environment: [String: String] = [:]) {
         store = DefaultPaths.store(environment: environment)
@@ -66,6 +75,11 @@ public struct Settings: Sendable, Equatable {
         case "log-level":
             guard let l = LogLevel(name: value) else { throw SettingsError("log-level must be one of error, warning, notice, info, debug, not \"\(value)\"") }
             logLevel = l
+        case "max-connections": maxConnections = try Settings.whole(key, value, 1...1_000_000)
+        case "idle-timeout": idleTimeout = try Settings.seconds(key, value, allowZero: true)
+        case "max-queued-bytes":
+            maxQueuedBytes = try Settings.size(key, value)
+            guard maxQueuedBytes >= 64 << 10 else { throw SettingsError("max-queued-bytes must be at least 64K") }
         case "retries": fetch.retries = try Settings.whole(key, value, 0...20)
         case "max-redirects": fetch.maxRedirects = try Settings.whole(key, value, 0...50)
         case "retry-delay": fetch.backoffBase = try Settings.seconds(key, value, allowZero: true)
@@ -170,6 +184,7 @@ public struct Settings: Sendable, Equatable {
                   [--concurrency N] [--prefetch-on-start] [--log-level LEVEL]
                   [--retries N] [--retry-delay SECONDS] [--connect-timeout SECONDS]
                   [--timeout SECONDS] [--stall-timeout SECONDS] [--max-redirects N]
+                  [--max-connections N] [--idle-timeout SECONDS] [--max-queued-bytes SIZE]
            cached --help | --version
 
     Keeps a durable, content-addressed local copy of a JSON posts feed and of
