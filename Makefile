@@ -6,7 +6,7 @@ BUILD_FLAGS  ?=
 DEB_PACKAGES := libcurl4-openssl-dev libxxhash-dev xxhash python3 systemd
 PREFIX       ?= /usr/local
 
-.PHONY: all deps bench-deps build release test unit integration crash fuzz bench bench-store demo clean
+.PHONY: all deps bench-deps build release test unit integration crash fuzz sanitize sanitize-address sanitize-thread bench bench-store demo clean
 
 all: build
 
@@ -38,6 +38,19 @@ test: deps
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	$(SWIFT) test --skip-build $(BUILD_FLAGS)
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
+
+# The unit and integration suites under AddressSanitizer and ThreadSanitizer,
+# each in its own build directory (the daemon the integration tests start is
+# built with the same sanitizer). See docs/operations.md for what is excluded.
+sanitize: sanitize-address sanitize-thread
+
+sanitize-address: deps
+	$(SWIFT) build --build-tests --scratch-path .build/asan --sanitize=address
+	ASAN_OPTIONS=detect_leaks=0 SWIFT_BACKTRACE=enable=no $(SWIFT) test --skip-build --scratch-path .build/asan --sanitize=address
+
+sanitize-thread: deps
+	$(SWIFT) build --build-tests --scratch-path .build/tsan --sanitize=thread
+	TSAN_OPTIONS=halt_on_error=1 SWIFT_BACKTRACE=enable=no $(SWIFT) test --skip-build --scratch-path .build/tsan --sanitize=thread
 
 # libFuzzer on the request parser, the log decoder and replay, and the feed
 # decoders: FUZZ_SECONDS each (scripts/fuzz.sh). A separate build directory,

@@ -139,6 +139,9 @@ public final class HTTPClient: Sendable {
                     cleanup(t)
                     t.completion(.failure(.cancelled(url: t.request.url)))
                 }
+                // The multi handle (and its connection cache) goes with the thread.
+                multi.withLock { $0 = nil }
+                curl_multi_cleanup(m)
                 return
             }
             let now = Clock.monotonicNanoseconds()
