@@ -110,6 +110,7 @@ final class Daemon {
             limits.maxConnections = settings.maxConnections
             limits.maxQueuedBytes = Int(settings.maxQueuedBytes)
             limits.idleNanoseconds = UInt64(settings.idleTimeout * 1e9)
+            limits.maxJSONDepth = settings.maxJSONDepth
             loop = try EventLoop(listeners: listeners, signalFD: signalFD, limits: limits, log: log, counters: counters)
         } catch {
             log.error("cannot start the event loop: \(error)")

@@ -100,6 +100,8 @@ struct LoopLimits: Sendable {
     var maxQueuedBytes = 4 << 20
     /// Nanoseconds of silence, with nothing pending, before a connection is closed; 0: never.
     var idleNanoseconds: UInt64 = 300_000_000_000
+    /// Deepest JSON nesting accepted in a request. Default 64.
+    var maxJSONDepth = 64
 }
 
 /// A growable byte buffer appended to in place.
@@ -331,7 +333,7 @@ final class EventLoop {
             case .line(let line):
                 let slot = c.nextSlot
                 c.nextSlot += 1
-                switch Request.parse(line) {
+                switch Request.parse(line, maxDepth: limits.maxJSONDepth) {
                 case .failure(let e):
                     requests += 1
                     errors += 1

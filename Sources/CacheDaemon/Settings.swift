@@ -33,6 +33,8 @@ public struct Settings: Sendable, Equatable {
     /// Answer bytes queued for a client that does not read, before the daemon
     /// stops reading its requests. Default 4 MiB.
     public var maxQueuedBytes: Int64 = 4 << 20
+    /// Deepest nesting of arrays and objects accepted in a request. Default 64.
+    public var maxJSONDepth = 64
     /// Run a full prefetch right after start. Default false.
     public var prefetchOnStart = false
     /// error, warning, notice, info or debug. Default info.
@@ -42,7 +44,7 @@ public struct Settings: Sendable, Equatable {
     public static let keys = ["posts-url", "images-url", "images-base-url", "store", "socket", "max-size",
                               "max-object-size", "concurrency", "prefetch-on-start", "log-level",
                               "retries", "retry-delay", "connect-timeout", "timeout", "stall-timeout", "max-redirects",
-                              "max-connections", "idle-timeout", "max-queued-bytes"]
+                              "max-connections", "idle-timeout", "max-queued-bytes", "max-json-depth"]
 
     public init(environment: [String: String] = [:]) {
         store = DefaultPaths.store(environment: environment)
@@ -75,6 +77,7 @@ public struct Settings: Sendable, Equatable {
         case "log-level":
             guard let l = LogLevel(name: value) else { throw SettingsError("log-level must be one of error, warning, notice, info, debug, not \"\(value)\"") }
             logLevel = l
+        case "max-json-depth": maxJSONDepth = try Settings.whole(key, value, 2...1000)
         case "max-connections": maxConnections = try Settings.whole(key, value, 1...1_000_000)
         case "idle-timeout": idleTimeout = try Settings.seconds(key, value, allowZero: true)
         case "max-queued-bytes":
@@ -185,6 +188,7 @@ public struct Settings: Sendable, Equatable {
                   [--retries N] [--retry-delay SECONDS] [--connect-timeout SECONDS]
                   [--timeout SECONDS] [--stall-timeout SECONDS] [--max-redirects N]
                   [--max-connections N] [--idle-timeout SECONDS] [--max-queued-bytes SIZE]
+                  [--max-json-depth N]
            cached --help | --version
 
     Keeps a durable, content-addressed local copy of a JSON posts feed and of

@@ -59,18 +59,19 @@ public struct Request: Sendable {
 
     /// Parses one line (without its newline). Errors carry the tag when the
     /// line was a JSON object, so that even a rejection can be matched.
-    public static func parse(_ line: some Collection<UInt8>) -> Result<Request, TaggedError> {
+    public static func parse(_ line: some Collection<UInt8>, maxDepth: Int = JSONParser.defaultMaxDepth) -> Result<Request, TaggedError> {
         if let fast = line.withContiguousStorageIfAvailable({ FastRequest.parse(UnsafeRawBufferPointer($0)) }), let request = fast {
             return .success(request)
         }
-        return parseGeneral(Array(line))
+        return parseGeneral(Array(line), maxDepth: maxDepth)
     }
 
-    /// The general path: the strict parser, then per-op validation.
-    public static func parseGeneral(_ bytes: [UInt8]) -> Result<Request, TaggedError> {
+    /// The general path: the strict parser (at most `maxDepth` levels of
+    /// nesting), then per-op validation.
+    public static func parseGeneral(_ bytes: [UInt8], maxDepth: Int = JSONParser.defaultMaxDepth) -> Result<Request, TaggedError> {
         let members: [(key: String, value: JSON, range: Range<Int>)]
         do {
-            members = try JSONParser.parseObjectMembers(bytes)
+            members = try JSONParser.parseObjectMembers(bytes, maxDepth: maxDepth)
         } catch {
             return .failure(TaggedError(ProtocolError(.badRequest, "request is not a JSON object: \(error)"), tag: nil))
         }

@@ -9,10 +9,21 @@ import CacheStore
 /// hang; where two paths must agree, a disagreement traps so that the fuzzer
 /// reports it.
 enum FuzzTargets {
+    /// A dispatcher over a small real store, created once per process.
+    nonisolated(unsafe) static var harness: DispatchHarness? = {
+        var template = Array("/tmp/cached-fuzz-XXXXXX".utf8CString)
+        guard let dir = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else { return nil }
+        return try? DispatchHarness(directory: dir)
+    }()
+    nonisolated(unsafe) static var runs = 0
+
     /// Request lines as the event loop sees them: framing, the fast and the
-    /// general parser (which must agree), and the error answer built from a
-    /// rejection (which must be one valid JSON line).
+    /// general parser (which must agree), the error answer built from a
+    /// rejection (which must be one valid JSON line), and the dispatcher's
+    /// immediate answers (which must be one JSON line, or a read header).
     static func request(_ data: [UInt8]) {
+        runs += 1
+        if runs % 1000 == 0 { harness?.drain() }
         var buffer = LineBuffer()
         buffer.append(data)
         while case .line(let line) = buffer.nextLine() {
@@ -22,6 +33,11 @@ enum FuzzTargets {
             case .success(let r):
                 guard case .success(let g) = general, g.command == r.command, g.tag == r.tag else {
                     fuzzFailure("fast and general parsers disagree on \(bytes)")
+                }
+                if let answer = harness?.handle(bytes) {
+                    guard let nl = answer.firstIndex(of: 0x0A), (try? JSONParser.parse(answer[..<nl])) != nil else {
+                        fuzzFailure("the dispatcher's answer is not a JSON line: \(answer.prefix(200))")
+                    }
                 }
             case .failure(let e):
                 let answer = Response.error(e.error, tag: e.tag)

@@ -153,6 +153,17 @@ import CacheSystem
         #expect(try c.call("ping")["ok"] == .bool(true))
     }
 
+    @Test func nestingDepthIsASetting() throws {
+        let daemon = try Daemon(origin: nil, arguments: ["--max-json-depth", "4"])
+        let c = try daemon.client()
+        try c.send(Array(#"{"op":"ping","tag":[[[1]]]}"#.utf8) + [0x0A])
+        #expect(try c.readJSON()["ok"] == .bool(true), "3 levels inside the request object: accepted")
+        try c.send(Array(#"{"op":"ping","tag":[[[[1]]]]}"#.utf8) + [0x0A])
+        let r = try c.readJSON()
+        #expect(r["error"]?["code"] == .string("bad_request"))
+        #expect(r["error"]?["message"]?.string?.contains("nested deeper than 4") == true, "\(r)")
+    }
+
     @Test func aSymlinkPlantedInTheStoreIsNotFollowed() throws {
         let origin = try Origin()
         let daemon = try Daemon(origin: origin)
