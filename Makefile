@@ -52,8 +52,9 @@ sanitize-thread: deps
 	$(SWIFT) build --build-tests --scratch-path .build/tsan --sanitize=thread
 	TSAN_OPTIONS=halt_on_error=1 SWIFT_BACKTRACE=enable=no $(SWIFT) test --skip-build --scratch-path .build/tsan --sanitize=thread
 
-# libFuzzer on the request parser, the log decoder and replay, and the feed
-# decoders: FUZZ_SECONDS each (scripts/fuzz.sh). A separate build directory,
+# libFuzzer on the request parser and dispatcher, the log decoder and replay,
+# the feed decoders and the config file parser: FUZZ_SECONDS each
+# (scripts/fuzz.sh). A separate build directory,
 # instrumented for coverage, with AddressSanitizer.
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := --scratch-path .build/fuzz --product cached-fuzz --sanitize=fuzzer --sanitize=address \

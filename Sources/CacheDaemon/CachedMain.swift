@@ -24,6 +24,10 @@ public enum CachedMain {
                 exit(0)
             case .run(let s):
                 settings = s
+            case .checked(let s):
+                print("configuration OK" + (s.configFile.map { " (\($0))" } ?? " (no configuration file)"))
+                print("store \(s.store), socket \(s.socket), posts-url \(s.postsURL ?? "-"), images-url \(s.imagesURL ?? "-")")
+                exit(0)
             }
         } catch {
             var line = Array("cached: \(error)\n".utf8)

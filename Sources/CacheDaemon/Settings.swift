@@ -35,6 +35,8 @@ public struct Settings: Sendable, Equatable {
     public var maxQueuedBytes: Int64 = 4 << 20
     /// Deepest nesting of arrays and objects accepted in a request. Default 64.
     public var maxJSONDepth = 64
+    /// The configuration file the settings were read from, if any.
+    public var configFile: String?
     /// Run a full prefetch right after start. Default false.
     public var prefetchOnStart = false
     /// error, warning, notice, info or debug. Default info.
@@ -147,21 +149,20 @@ public struct Settings: Sendable, Equatable {
         return value
     }
 
-    /// Environment, then flags. Returns nil settings for `--help`/`--version`.
+    /// Defaults, then the configuration file, then the environment, then the
+    /// flags (each later one wins). The file is `--config PATH` (which must
+    /// exist) or /etc/cached/cached.conf when present.
     public static func parse(arguments: [String], environment: [String: String]) throws(SettingsError) -> ParsedCommandLine {
-        var s = Settings(environment: environment)
-        for key in keys {
-            let env = "CACHED_" + key.uppercased().replacing("-", with: "_")
-            if let v = environment[env] {
-                do { try s.set(key, v) } catch { throw SettingsError("\(env): \(error.message)") }
-            }
-        }
+        var flags: [(key: String, value: String)] = []
+        var configPath: String?
+        var check = false
         var i = 0
         while i < arguments.count {
             let arg = arguments[i]
             i += 1
             if arg == "--help" || arg == "-h" { return .help }
             if arg == "--version" { return .version }
+            if arg == "--check-config" { check = true; continue }
             guard arg.hasPrefix("--") else { throw SettingsError("unexpected argument \"\(arg)\" (see --help)") }
             var key = String(arg.dropFirst(2))
             var value: String
@@ -175,10 +176,29 @@ public struct Settings: Sendable, Equatable {
                 value = arguments[i]
                 i += 1
             }
+            if key == "config" { configPath = value; continue }
             guard keys.contains(key) else { throw SettingsError("unknown option --\(key) (see --help)") }
+            flags.append((key, value))
+        }
+
+        var s = Settings(environment: environment)
+        let path = configPath ?? ConfigFile.defaultPath
+        if let text = try ConfigFile.read(path) {
+            try ConfigFile.apply(try ConfigFile.parse(text, path: path), path: path, to: &s)
+            s.configFile = path
+        } else if configPath != nil {
+            throw SettingsError("\(path): no such configuration file")
+        }
+        for key in keys {
+            let env = "CACHED_" + key.uppercased().replacing("-", with: "_")
+            if let v = environment[env] {
+                do { try s.set(key, v) } catch { throw SettingsError("\(env): \(error.message)") }
+            }
+        }
+        for (key, value) in flags {
             do { try s.set(key, value) } catch { throw SettingsError("--\(key): \(error.message)") }
         }
-        return .run(s)
+        return check ? .checked(s) : .run(s)
     }
 
     public static let usage = """
@@ -189,18 +209,23 @@ public struct Settings: Sendable, Equatable {
                   [--timeout SECONDS] [--stall-timeout SECONDS] [--max-redirects N]
                   [--max-connections N] [--idle-timeout SECONDS] [--max-queued-bytes SIZE]
                   [--max-json-depth N]
+           cached [--config FILE] --check-config
            cached --help | --version
 
     Keeps a durable, content-addressed local copy of a JSON posts feed and of
     the images of a manifest, and serves it over a Unix socket (see cachectl).
-    Every option can also be set as CACHED_<OPTION> in the environment, for
-    example CACHED_POSTS_URL; flags win. Sizes take K, M, G suffixes (1024).
+    Settings come from the configuration file (--config FILE, default
+    /etc/cached/cached.conf when present; "key = value" lines), then the
+    environment (CACHED_<OPTION>, for example CACHED_POSTS_URL), then the
+    flags; later ones win. Sizes take K, M, G suffixes (1024).
     """
 }
 
 /// What the command line asks for.
 public enum ParsedCommandLine: Sendable, Equatable {
     case run(Settings)
+    /// `--check-config`: the settings are valid; print them, do not run.
+    case checked(Settings)
     case help
     case version
 }

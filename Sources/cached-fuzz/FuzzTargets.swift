@@ -83,12 +83,24 @@ enum FuzzTargets {
         }
     }
 
+    /// The configuration file parser, and applying what it accepts.
+    static func config(_ data: [UInt8]) {
+        guard let text = String(validating: data, as: UTF8.self) else { return }
+        guard let entries = try? ConfigFile.parse(text, path: "fuzz.conf") else { return }
+        for e in entries where !Settings.keys.contains(e.key) || e.value.isEmpty {
+            fuzzFailure("the parser accepted \(e)")
+        }
+        var settings = Settings()
+        try? ConfigFile.apply(entries, path: "fuzz.conf", to: &settings)
+    }
+
     static func run(_ target: String, _ data: [UInt8]) {
         switch target {
         case "request": request(data)
         case "record": record(data)
         case "feeds": feeds(data)
-        default: fuzzFailure("CACHED_FUZZ_TARGET must be request, record or feeds, not \(target)")
+        case "config": config(data)
+        default: fuzzFailure("CACHED_FUZZ_TARGET must be request, record, feeds or config, not \(target)")
         }
     }
 
@@ -120,7 +132,7 @@ struct CorpusReplay {
     static func main() {
         let args = Array(CommandLine.arguments.dropFirst())
         guard let target = args.first else {
-            print("usage: cached-fuzz request|record|feeds FILE|DIR...")
+            print("usage: cached-fuzz request|record|feeds|config FILE|DIR...")
             exit(2)
         }
         var count = 0

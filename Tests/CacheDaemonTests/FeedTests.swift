@@ -163,3 +163,71 @@ enum Fixture {
         #expect(URIReference.resolve("HTTPS://Host/x", against: nil) == "https://Host/x")
     }
 }
+
+@Suite struct ConfigFileTests {
+    @Test func readsKeyValueLinesWithCommentsAndQuotes() throws {
+        let text = """
+        # cached configuration
+        posts-url = https://example.com/posts   # the feed
+        images-url=https://example.com/images/list.json
+          max-size = 512M
+
+        log-level = "debug"
+        images-base-url = "https://cdn.example.com/a#b"\r
+        """
+        let entries = try ConfigFile.parse(text, path: "/etc/cached/cached.conf")
+        #expect(entries.map(\.key) == ["posts-url", "images-url", "max-size", "log-level", "images-base-url"])
+        #expect(entries[0].value == "https://example.com/posts")
+        #expect(entries[4].value == "https://cdn.example.com/a#b")
+        #expect(entries[2].line == 4)
+        var s = Settings()
+        try ConfigFile.apply(entries, path: "x", to: &s)
+        #expect(s.maxSize == 512 << 20)
+        #expect(s.logLevel == .debug)
+    }
+
+    @Test(arguments: [
+        ("posts-url https://x", "c.conf:1: expected \"key = value\""),
+        ("bogus = 1", "c.conf:1: unknown setting \"bogus\""),
+        ("\n\nmax-size =", "c.conf:3: max-size has no value"),
+        ("log-level = \"debug", "c.conf:1: unterminated quoted value"),
+        ("= 3", "c.conf:1: missing key"),
+    ])
+    func malformedLinesNameTheFileAndLine(_ example: (String, String)) {
+        do {
+            _ = try ConfigFile.parse(example.0, path: "c.conf")
+            Issue.record("accepted \(example.0)")
+        } catch {
+            #expect(error.message.hasPrefix(example.1), "\(error.message)")
+        }
+    }
+
+    @Test func badValuesNameTheFileAndLine() throws {
+        let entries = try ConfigFile.parse("log-level = info\nconcurrency = lots\n", path: "c.conf")
+        var s = Settings()
+        do {
+            try ConfigFile.apply(entries, path: "c.conf", to: &s)
+            Issue.record("accepted a bad value")
+        } catch {
+            #expect(error.message.hasPrefix("c.conf:2: concurrency must be"), "\(error.message)")
+        }
+    }
+
+    @Test func flagsBeatEnvironmentBeatsTheFile() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cached-conf-\(getpid())-\(Int.random(in: 0...1_000_000))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("cached.conf").path
+        try "concurrency = 2\nmax-size = 1M\nlog-level = debug\n".write(toFile: file, atomically: true, encoding: .utf8)
+        guard case .run(let s) = try Settings.parse(arguments: ["--config", file, "--concurrency", "5"],
+                                                    environment: ["CACHED_MAX_SIZE": "2M"]) else { Issue.record("no settings"); return }
+        #expect(s.fetch.concurrency == 5, "the flag wins")
+        #expect(s.maxSize == 2 << 20, "the environment beats the file")
+        #expect(s.logLevel == .debug, "the file beats the default")
+        #expect(s.configFile == file)
+        #expect(throws: SettingsError.self) { try Settings.parse(arguments: ["--config", file + ".missing"], environment: [:]) }
+        guard case .checked = try Settings.parse(arguments: ["--config", file, "--check-config"], environment: [:]) else {
+            Issue.record("--check-config"); return
+        }
+    }
+}

@@ -4,7 +4,7 @@ import Testing
 /// Every seed and every input a fuzzer ever crashed on, run once through its
 /// target in the normal build (Tests/Fuzz/corpus, Tests/Fuzz/regressions).
 @Suite struct FuzzCorpusTests {
-    @Test(arguments: ["request", "record", "feeds"])
+    @Test(arguments: ["request", "record", "feeds", "config"])
     func theCorpusAndRegressionsRunWithoutACrash(_ target: String) throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Paths.binDir + "/cached-fuzz")

@@ -95,6 +95,31 @@ import CacheSystem
         #expect(try first.call("ping")["ok"] == .bool(true))
     }
 
+    @Test func aConfigFileIsCheckedAndUsed() throws {
+        let origin = try Origin()
+        let scratch = Scratch()
+        let conf = scratch.path + "/cached.conf"
+        try "# test\nposts-url = \(origin.postsURL)\nimages-url = \(origin.manifestURL)\nconcurrency = 3\n".write(toFile: conf, atomically: true, encoding: .utf8)
+        let check = Process()
+        check.executableURL = URL(fileURLWithPath: Paths.cached)
+        check.arguments = ["--config", conf, "--check-config"]
+        let out = Pipe()
+        check.standardOutput = out
+        try check.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        check.waitUntilExit()
+        #expect(check.terminationStatus == 0)
+        #expect(text.contains("configuration OK (\(conf))"), "\(text)")
+        // The daemon takes its URLs from the file.
+        let daemon = try Daemon(origin: nil, arguments: ["--config", conf], scratch: scratch)
+        #expect(try daemon.call("prefetch", [("what", .string("posts"))])["posts"]?["fetched"]?.int == 100)
+        // A bad file stops the daemon with file:line.
+        try "posts-url = \(origin.postsURL)\nmax-size = plenty\n".write(toFile: conf, atomically: true, encoding: .utf8)
+        let bad = try Daemon(origin: nil, arguments: ["--config", conf, "--socket", scratch.path + "/other.sock"], scratch: Scratch(), waitReady: false)
+        #expect(bad.waitForExit() == 2)
+        #expect(bad.log.contains("\(conf):2: max-size must be a size"), "\(bad.log)")
+    }
+
     @Test func theSocketIsOwnerAndGroupOnlyAndRemovedOnStop() throws {
         let daemon = try Daemon(origin: nil)
         let attributes = try FileManager.default.attributesOfItem(atPath: daemon.socket)

@@ -1,0 +1,72 @@
+import CacheSystem
+
+/// The configuration file: `key = value` lines with the setting names of the
+/// command line (`posts-url = https://...`), `#` comments (a whole line, or
+/// after a space), optional double quotes around a value, blank lines.
+public enum ConfigFile {
+    /// The file read when no `--config` is given, if it exists.
+    public static let defaultPath = "/etc/cached/cached.conf"
+    /// The largest file accepted.
+    public static let maxSize = 1 << 20
+
+    /// One setting read from a file, with where it came from.
+    public struct Entry: Sendable, Equatable {
+        public var key: String
+        public var value: String
+        public var line: Int
+    }
+
+    /// Parses the text of a file; errors read `PATH:LINE: message`.
+    public static func parse(_ text: String, path: String) throws(SettingsError) -> [Entry] {
+        var entries: [Entry] = []
+        for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let where_ = "\(path):\(n + 1)"
+            var line = Substring(raw)
+            if line.hasSuffix("\r") { line = line.dropLast() }
+            let trimmed = line.trimmed()
+            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+            guard let eq = trimmed.firstIndex(of: "=") else {
+                throw SettingsError("\(where_): expected \"key = value\", found \"\(trimmed.prefix(60))\"")
+            }
+            let key = trimmed[..<eq].trimmed()
+            var value = Substring(trimmed[trimmed.index(after: eq)...]).trimmed()
+            if value.hasPrefix("\"") {
+                guard value.count >= 2, let close = value.dropFirst().firstIndex(of: "\"") else {
+                    throw SettingsError("\(where_): unterminated quoted value")
+                }
+                let rest = value[value.index(after: close)...].trimmed()
+                guard rest.isEmpty || rest.hasPrefix("#") else { throw SettingsError("\(where_): unexpected text after the quoted value") }
+                value = String(value[value.index(after: value.startIndex)..<close])
+            } else if let hash = value.firstRange(of: " #") ?? value.firstRange(of: "\t#") {
+                value = String(value[..<hash.lowerBound]).trimmed()
+            }
+            guard !key.isEmpty else { throw SettingsError("\(where_): missing key before \"=\"") }
+            guard Settings.keys.contains(key) else { throw SettingsError("\(where_): unknown setting \"\(key.prefix(60))\"") }
+            guard !value.isEmpty else { throw SettingsError("\(where_): \(key) has no value") }
+            entries.append(Entry(key: key, value: value, line: n + 1))
+        }
+        return entries
+    }
+
+    /// Applies `entries` to `settings`; errors name the file and line.
+    public static func apply(_ entries: [Entry], path: String, to settings: inout Settings) throws(SettingsError) {
+        for e in entries {
+            do { try settings.set(e.key, e.value) } catch { throw SettingsError("\(path):\(e.line): \(error.message)") }
+        }
+    }
+
+    /// Reads a file (at most `maxSize` bytes); nil when it does not exist.
+    public static func read(_ path: String) throws(SettingsError) -> String? {
+        do {
+            guard try FileSystem.status(path) != nil else { return nil }
+            let bytes = try FileSystem.read(path, limit: maxSize + 1)
+            guard bytes.count <= maxSize else { throw SettingsError("\(path): larger than \(maxSize) bytes") }
+            guard let text = String(validating: bytes, as: UTF8.self) else { throw SettingsError("\(path): not valid UTF-8") }
+            return text
+        } catch let e as SettingsError {
+            throw e
+        } catch {
+            throw SettingsError("\(path): \(error)")
+        }
+    }
+}
