@@ -121,7 +121,9 @@ final class Daemon {
             return 1
         }
         loop.handler = { request, reply in dispatcher.handle(request, reply) }
-        loop.onReload = { [log] in log.notice("SIGHUP: no configuration file is in use; nothing to reload") }
+        loop.onReload = { [log, settings] in
+            log.notice("SIGHUP: reloading \(settings.configFile ?? "the configuration") at run time is not supported yet; restart cached to apply changes")
+        }
 
         // Recovery that need not delay readiness: post files that differ from
         // the log, objects whose files went missing.
