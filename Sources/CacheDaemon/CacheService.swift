@@ -97,8 +97,35 @@ final class CacheService: Sendable {
 
     // MARK: Feeds
 
+    /// Feeds whose URL changed (SIGHUP): their stored validators belong to the
+    /// old URL, so the next fetch sends none.
+    private let unvalidated = Locked<Set<Feed>>([])
+
+    /// Applies reloaded settings that can change at run time: the URLs and
+    /// max-object-size. Returns what changed, as "key old -> new".
+    func reload(_ new: Settings) -> [String] {
+        settings.withLock { s -> [String] in
+            var changes: [String] = []
+            func note(_ key: String, _ old: String?, _ value: String?) {
+                if old != value { changes.append("\(key) \(old ?? "-") -> \(value ?? "-")") }
+            }
+            note("posts-url", s.postsURL, new.postsURL)
+            note("images-url", s.imagesURL, new.imagesURL)
+            note("images-base-url", s.imagesBaseURL, new.imagesBaseURL)
+            note("max-object-size", String(s.maxObjectSize), String(new.maxObjectSize))
+            if s.postsURL != new.postsURL { unvalidated.withLock { _ = $0.insert(.posts) } }
+            if s.imagesURL != new.imagesURL { unvalidated.withLock { _ = $0.insert(.manifest) } }
+            s.postsURL = new.postsURL
+            s.imagesURL = new.imagesURL
+            s.imagesBaseURL = new.imagesBaseURL
+            s.maxObjectSize = new.maxObjectSize
+            return changes
+        }
+    }
+
     private func conditionalHeaders(_ feed: Feed, force: Bool) -> [String] {
-        guard !force else { return [] }
+        let changedURL = unvalidated.withLock { $0.remove(feed) != nil }
+        guard !force, !changedURL else { return [] }
         let v = store.validators(for: feed)
         var h: [String] = []
         if let e = v.etag { h.append("If-None-Match: \(e)") }

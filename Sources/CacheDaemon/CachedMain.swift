@@ -34,20 +34,68 @@ public enum CachedMain {
             _ = line.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
             exit(2)
         }
-        exit(Daemon(settings: settings, environment: environment).run())
+        exit(Daemon(settings: settings, arguments: arguments, environment: environment).run())
     }
 }
 
 /// Wires the parts together and owns their lifetimes.
 final class Daemon {
     let settings: Settings
+    let arguments: [String]
     let environment: [String: String]
     let log: Logger
 
-    init(settings: Settings, environment: [String: String]) {
+    init(settings: Settings, arguments: [String], environment: [String: String]) {
         self.settings = settings
+        self.arguments = arguments
         self.environment = environment
         log = Logger(level: settings.logLevel, environment: environment)
+    }
+
+    /// SIGHUP: reads the configuration again (file, environment, flags, as at
+    /// start) and applies what can change while running. An invalid file is
+    /// rejected and the running configuration kept.
+    func reload(_ loop: EventLoop, _ service: CacheService, current: inout Settings) {
+        let fresh: Settings
+        do {
+            guard case .run(let s) = try Settings.parse(arguments: arguments, environment: environment) else { return }
+            fresh = s
+        } catch {
+            log.error("SIGHUP: configuration not reloaded, keeping the running one: \(error)")
+            return
+        }
+        var changes = service.reload(fresh)
+        if fresh.logLevel != current.logLevel {
+            changes.append("log-level \(current.logLevel.name) -> \(fresh.logLevel.name)")
+            log.setLevel(fresh.logLevel)
+        }
+        var limits = loop.limits
+        limits.maxConnections = fresh.maxConnections
+        limits.maxQueuedBytes = Int(fresh.maxQueuedBytes)
+        limits.idleNanoseconds = UInt64(fresh.idleTimeout * 1e9)
+        limits.maxJSONDepth = fresh.maxJSONDepth
+        if fresh.maxConnections != current.maxConnections { changes.append("max-connections \(current.maxConnections) -> \(fresh.maxConnections)") }
+        if fresh.maxQueuedBytes != current.maxQueuedBytes { changes.append("max-queued-bytes \(current.maxQueuedBytes) -> \(fresh.maxQueuedBytes)") }
+        if fresh.idleTimeout != current.idleTimeout { changes.append("idle-timeout \(current.idleTimeout) -> \(fresh.idleTimeout)") }
+        if fresh.maxJSONDepth != current.maxJSONDepth { changes.append("max-json-depth \(current.maxJSONDepth) -> \(fresh.maxJSONDepth)") }
+        loop.limits = limits
+        var restart: [String] = []
+        if fresh.store != current.store { restart.append("store") }
+        if fresh.socket != current.socket { restart.append("socket") }
+        if fresh.maxSize != current.maxSize { restart.append("max-size") }
+        if fresh.fetch != current.fetch { restart.append("concurrency, retries, timeouts or max-redirects") }
+        if fresh.prefetchOnStart != current.prefetchOnStart { restart.append("prefetch-on-start") }
+        let source = fresh.configFile ?? "the environment and flags"
+        log.notice("SIGHUP: reloaded \(source): " + (changes.isEmpty ? "nothing changed" : changes.joined(separator: ", ")) +
+                   (restart.isEmpty ? "" : "; needs a restart to change: " + restart.joined(separator: ", ")))
+        // What a restart would apply stays as it runs now.
+        var applied = fresh
+        applied.store = current.store
+        applied.socket = current.socket
+        applied.maxSize = current.maxSize
+        applied.fetch = current.fetch
+        applied.prefetchOnStart = current.prefetchOnStart
+        current = applied
     }
 
     /// Raises the soft limit on open files to the hard limit: each connection
@@ -121,9 +169,8 @@ final class Daemon {
             return 1
         }
         loop.handler = { request, reply in dispatcher.handle(request, reply) }
-        loop.onReload = { [log, settings] in
-            log.notice("SIGHUP: reloading \(settings.configFile ?? "the configuration") at run time is not supported yet; restart cached to apply changes")
-        }
+        var running = settings
+        loop.onReload = { [unowned loop, self] in self.reload(loop, service, current: &running) }
 
         // Recovery that need not delay readiness: post files that differ from
         // the log, objects whose files went missing.

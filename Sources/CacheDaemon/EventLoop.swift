@@ -167,7 +167,8 @@ final class EventLoop {
     let mailbox: Mailbox
     private var connections: [UInt64: Connection] = [:]
     private var nextID: UInt64 = 100
-    private let limits: LoopLimits
+    /// Changed only on the loop thread (SIGHUP reloads run there).
+    var limits: LoopLimits
     private let log: Logger
     private let counters: Counters
     private var scratch = [UInt8](repeating: 0, count: 65536)
@@ -205,8 +206,8 @@ final class EventLoop {
         var events = [UInt32](repeating: 0, count: 256)
         var keys = [UInt64](repeating: 0, count: 256)
         var lastSweep = Clock.monotonicNanoseconds()
-        let tick: Int32 = limits.idleNanoseconds > 0 ? 1000 : -1
         while !stopping {
+            let tick: Int32 = limits.idleNanoseconds > 0 ? 1000 : -1
             if limits.idleNanoseconds > 0 {
                 let now = Clock.monotonicNanoseconds()
                 if now - lastSweep >= 1_000_000_000 { closeIdle(now); lastSweep = now }

@@ -18,7 +18,7 @@ public enum LogLevel: Int, Sendable, Comparable {
         }
     }
 
-    var name: String {
+    public var name: String {
         switch self {
         case .error: "error"
         case .warning: "warning"

@@ -120,6 +120,38 @@ import CacheSystem
         #expect(bad.log.contains("\(conf):2: max-size must be a size"), "\(bad.log)")
     }
 
+    @Test func sighupReloadsTheConfigFileOrKeepsTheRunningOne() throws {
+        let origin = try Origin()
+        try origin.write("other-posts.json", bytes: try origin.read("posts.json"))
+        let scratch = Scratch()
+        let conf = scratch.path + "/cached.conf"
+        try "posts-url = \(origin.postsURL)\nlog-level = info\nidle-timeout = 300\n".write(toFile: conf, atomically: true, encoding: .utf8)
+        let daemon = try Daemon(origin: nil, arguments: ["--config", conf, "--log-level", "info"], scratch: scratch)
+        _ = try daemon.call("prefetch", [("what", .string("posts"))])
+
+        // A good file: the new URL is used (without the old URL's validators).
+        try "posts-url = \(origin.base)/other-posts.json\nidle-timeout = 60\nmax-size = 1G\n".write(toFile: conf, atomically: true, encoding: .utf8)
+        kill(daemon.pid, SIGHUP)
+        #expect(waitUntil(5) { daemon.log.contains("SIGHUP: reloaded \(conf)") }, "\(daemon.log)")
+        #expect(daemon.log.contains("posts-url \(origin.postsURL) -> \(origin.base)/other-posts.json"))
+        #expect(daemon.log.contains("idle-timeout 300.0 -> 60.0"))
+        #expect(daemon.log.contains("needs a restart to change: max-size"))
+        let r = try daemon.call("prefetch", [("what", .string("posts"))])
+        #expect(r["posts"]?["unchanged"]?.int == 100, "\(r)")
+        let other = try origin.requests().filter { $0.path == "/other-posts.json" }
+        #expect(other.count == 1)
+        #expect(other.first?.ifModifiedSince == nil, "no validators for a new URL")
+
+        // A bad file: rejected, the running configuration stays.
+        try "posts-url = ftp://nowhere/\n".write(toFile: conf, atomically: true, encoding: .utf8)
+        kill(daemon.pid, SIGHUP)
+        #expect(waitUntil(5) { daemon.log.contains("configuration not reloaded") }, "\(daemon.log)")
+        #expect(daemon.log.contains("\(conf):1: posts-url must be an http"))
+        _ = try daemon.call("prefetch", [("what", .string("posts"))])
+        #expect(try origin.requests().filter { $0.path == "/other-posts.json" }.count == 2, "still the reloaded URL")
+        #expect(daemon.isRunning)
+    }
+
     @Test func theSocketIsOwnerAndGroupOnlyAndRemovedOnStop() throws {
         let daemon = try Daemon(origin: nil)
         let attributes = try FileManager.default.attributesOfItem(atPath: daemon.socket)
