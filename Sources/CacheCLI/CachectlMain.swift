@@ -77,6 +77,7 @@ struct Invocation {
       gc                               delete unreferenced object files
       compact                          rewrite the index log with live records only
       ping                             check that the daemon answers
+      metrics                          the counters in the Prometheus text format
 
     options:
       --socket PATH   the daemon's socket (default: $CACHED_SOCKET, else the

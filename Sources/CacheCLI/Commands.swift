@@ -27,6 +27,9 @@ struct Commands {
         case ("gc", 1): try simple("gc", Format.gc)
         case ("compact", 1): try simple("compact", Format.compact)
         case ("ping", 1): try simple("ping") { Format.ping($0, socket: invocation.socket) }
+        case ("metrics", 1):
+            let answer = try call(try connect(), "status")
+            print(Format.metrics(answer), terminator: "")
         default:
             throw CLIError(code: .usage, message: "unknown command \"\(words.joined(separator: " "))\" (see cachectl --help)")
         }

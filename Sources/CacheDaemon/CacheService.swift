@@ -303,6 +303,13 @@ final class CacheService: Sendable {
         var completions: [@Sendable (PrefetchResult) -> Void] = []
     }
     private let prefetches = Locked<[String: PrefetchListeners]>([:])
+    private let prefetchFinished = Locked<(@Sendable () -> Void)?>(nil)
+
+    /// Called after every prefetch (the daemon refreshes its STATUS= line).
+    var onPrefetchFinished: (@Sendable () -> Void)? {
+        get { prefetchFinished.withLock { $0 } }
+        set { prefetchFinished.withLock { $0 = newValue } }
+    }
 
     /// Refreshes the feeds named by `what` and downloads every image not cached
     /// (every image with `force`). Feed failures fail the whole answer; image
@@ -338,6 +345,7 @@ final class CacheService: Sendable {
             case .failure(let e):
                 log.warning("prefetch \(key) failed after \(NumberText.fixed(seconds, 2)) s: \(e.message)")
             }
+            onPrefetchFinished?()
             for w in waiters { w(result) }
         })
     }

@@ -171,6 +171,19 @@ final class Daemon {
         loop.handler = { request, reply in dispatcher.handle(request, reply) }
         var running = settings
         loop.onReload = { [unowned loop, self] in self.reload(loop, service, current: &running) }
+        // The watchdog is pinged from the loop itself, at half the interval
+        // (the loop ticks once a second, so intervals under 2 s ping every tick).
+        if let interval = manager.watchdogInterval {
+            var last: UInt64 = 0
+            loop.onTick = {
+                let now = Clock.monotonicNanoseconds()
+                if now - last >= interval / 2 || interval < 2_000_000_000 {
+                    manager.notify("WATCHDOG=1")
+                    last = now
+                }
+            }
+            log.info("watchdog: pinging every \(interval / 2_000_000) ms")
+        }
 
         // Recovery that need not delay readiness: post files that differ from
         // the log, objects whose files went missing.
@@ -187,6 +200,10 @@ final class Daemon {
         log.notice("cached \(cachedVersion) ready: store \(store.directory), socket \(ownSocket ?? "inherited from systemd"), \(stats.posts) posts, \(stats.rowsCached)/\(stats.rows) images cached, \(stats.logRecords) log records")
         manager.notify("READY=1\nSTATUS=serving \(stats.posts) posts, \(stats.rowsCached)/\(stats.rows) images cached")
 
+        service.onPrefetchFinished = { [store] in
+            let s = store.stats()
+            manager.notify("STATUS=serving \(s.posts) posts, \(s.rowsCached)/\(s.rows) images cached")
+        }
         if settings.prefetchOnStart {
             service.prefetch(what: .all, force: false, progress: { _ in }) { [log] result in
                 switch result {

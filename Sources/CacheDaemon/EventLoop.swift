@@ -178,6 +178,9 @@ final class EventLoop {
     var handler: (Request, Reply) -> Answer = { _, _ in .now([]) }
     /// Called for SIGHUP.
     var onReload: () -> Void = {}
+    /// Called about once a second from the loop (the watchdog's heartbeat:
+    /// it proves the loop itself still turns).
+    var onTick: () -> Void = {}
 
     private static let mailboxKey: UInt64 = 1
     private static let signalKey: UInt64 = 2
@@ -207,10 +210,12 @@ final class EventLoop {
         var keys = [UInt64](repeating: 0, count: 256)
         var lastSweep = Clock.monotonicNanoseconds()
         while !stopping {
-            let tick: Int32 = limits.idleNanoseconds > 0 ? 1000 : -1
-            if limits.idleNanoseconds > 0 {
-                let now = Clock.monotonicNanoseconds()
-                if now - lastSweep >= 1_000_000_000 { closeIdle(now); lastSweep = now }
+            let tick: Int32 = 1000
+            let now = Clock.monotonicNanoseconds()
+            if now - lastSweep >= 1_000_000_000 {
+                if limits.idleNanoseconds > 0 { closeIdle(now) }
+                onTick()
+                lastSweep = now
             }
             let n = clinux_epoll_wait(epfd, &events, &keys, 256, tick)
             if n < 0 {

@@ -30,6 +30,13 @@ struct ServiceManager {
         }
     }
 
+    /// The watchdog interval systemd expects pings within, if it set one for us.
+    var watchdogInterval: UInt64? {
+        guard let usec = environment["WATCHDOG_USEC"].flatMap(UInt64.init), usec > 0 else { return nil }
+        if let pid = environment["WATCHDOG_PID"], Int32(pid) != getpid() { return nil }
+        return usec * 1000
+    }
+
     /// Sockets passed by systemd socket activation (fd 3 onwards), if they are for us.
     func inheritedSockets() -> [FileDescriptor] {
         guard let pid = environment["LISTEN_PID"], Int32(pid) == getpid(),

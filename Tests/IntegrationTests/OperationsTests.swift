@@ -56,6 +56,13 @@ import CacheSystem
             #expect(try JSONParser.parse(Array(r.stdout.utf8))["ok"] == .bool(true), "\(verb)")
         }
 
+        r = try cachectl(["metrics"], socket: s)
+        #expect(r.status == 0)
+        #expect(r.stdout.contains("# TYPE cached_requests_total counter"))
+        #expect(r.stdout.contains("\ncached_posts 100\n"))
+        #expect(r.stdout.contains("\ncached_images_cached 16\n"))
+        #expect(r.stdout.split(separator: "\n").allSatisfy { $0.hasPrefix("#") || $0.split(separator: " ").count == 2 }, "\(r.stdout)")
+
         r = try cachectl(["get", "post", "424242"], socket: s)
         #expect(r.status == 4)
         #expect(r.stderr.split(separator: "\n").count == 1)

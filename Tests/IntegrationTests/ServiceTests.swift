@@ -71,4 +71,100 @@ import CacheSystem
         p.waitUntilExit()
         #expect(p.terminationStatus == 0)
     }
+
+    /// Starts the real daemon with extra environment; stderr goes to `log`.
+    static func start(_ scratch: Scratch, _ env: [String: String], arguments: [String] = [], log: String? = nil) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Paths.cached)
+        p.arguments = ["--store", scratch.path + "/store", "--socket", scratch.path + "/sock"] + arguments
+        p.environment = ProcessInfo.processInfo.environment.merging(env) { $1 }
+        if let log {
+            if !FileManager.default.fileExists(atPath: log) { _ = FileManager.default.createFile(atPath: log, contents: nil) }
+            p.standardError = FileHandle(forWritingAtPath: log)
+        } else {
+            p.standardError = FileHandle.nullDevice
+        }
+        try p.run()
+        return p
+    }
+
+    @Test func theWatchdogIsPingedAndStatusFollowsPrefetches() throws {
+        let origin = try Origin()
+        let scratch = Scratch()
+        let listener = try NotifyListener(path: scratch.path + "/notify")
+        let p = try Self.start(scratch, ["NOTIFY_SOCKET": listener.path, "WATCHDOG_USEC": "1000000"],
+                               arguments: ["--posts-url", origin.postsURL, "--images-url", origin.manifestURL])
+        defer { p.terminate(); p.waitUntilExit() }
+        #expect(listener.receive()?.contains("READY=1") == true)
+        #expect(listener.receive() == "WATCHDOG=1")
+        #expect(listener.receive() == "WATCHDOG=1")
+        _ = try Client(socketPath: scratch.path + "/sock").call("prefetch")
+        var sawStatus = false
+        for _ in 0..<6 where !sawStatus {
+            if let m = listener.receive(), m.hasPrefix("STATUS=") {
+                sawStatus = true
+                #expect(m == "STATUS=serving 100 posts, 16/16 images cached")
+            }
+        }
+        #expect(sawStatus)
+    }
+
+    @Test func logLinesCarrySyslogPrioritiesWhenStderrIsTheJournal() throws {
+        let scratch = Scratch()
+        let log = scratch.path + "/journal.log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        var st = stat()
+        stat(log, &st)
+        let p = try Self.start(scratch, ["JOURNAL_STREAM": "\(st.st_dev):\(st.st_ino)"], log: log)
+        #expect(waitUntil(10) { (try? Client(socketPath: scratch.path + "/sock").call("ping"))?["ok"] == .bool(true) })
+        p.terminate()
+        p.waitUntilExit()
+        let lines = (try String(contentsOfFile: log, encoding: .utf8)).split(separator: "\n")
+        #expect(!lines.isEmpty)
+        #expect(lines.allSatisfy { $0.hasPrefix("<") && $0.dropFirst(2).hasPrefix(">") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("<5>cached") }, "notice-level start line")
+    }
+
+    @Test func aFileThatIsNotASocketIsNeverReplaced() throws {
+        let scratch = Scratch()
+        try "precious".write(toFile: scratch.path + "/sock", atomically: true, encoding: .utf8)
+        let log = scratch.path + "/err.log"
+        let p = try Self.start(scratch, [:], log: log)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 1)
+        #expect((try String(contentsOfFile: log, encoding: .utf8)).contains("refusing to replace non-socket"))
+        #expect(try String(contentsOfFile: scratch.path + "/sock", encoding: .utf8) == "precious")
+    }
+
+    @Test func theUnitsVerifyAndRateOKWithSystemdAnalyze() throws {
+        let analyze = "/usr/bin/systemd-analyze"
+        try #require(FileManager.default.isExecutableFile(atPath: analyze), "systemd-analyze is missing: make deps installs systemd")
+        let scratch = Scratch()
+        for unit in ["cached.service", "cached.socket", "cached-prefetch.service", "cached-prefetch.timer"] {
+            let text = try String(contentsOfFile: Paths.packageRoot + "/systemd/" + unit, encoding: .utf8)
+                .replacingOccurrences(of: "/usr/local/bin", with: Paths.binDir)
+            try text.write(toFile: scratch.path + "/" + unit, atomically: true, encoding: .utf8)
+        }
+        func run(_ args: [String]) throws -> (Int32, String) {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: analyze)
+            p.arguments = args
+            p.currentDirectoryURL = URL(fileURLWithPath: scratch.path)
+            let pipe = Pipe()
+            p.standardOutput = pipe
+            p.standardError = pipe
+            try p.run()
+            let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            p.waitUntilExit()
+            return (p.terminationStatus, out)
+        }
+        let (verify, verifyOut) = try run(["verify", "./cached.service", "./cached.socket", "./cached-prefetch.service", "./cached-prefetch.timer"])
+        #expect(verify == 0, "\(verifyOut)")
+        #expect(verifyOut.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(verifyOut)")
+        let (_, security) = try run(["security", "--offline=true", "./cached.service"])
+        let line = security.split(separator: "\n").first { $0.contains("Overall exposure level") } ?? ""
+        let score = Double(line.split(separator: ":").last?.split(separator: " ").first ?? "") ?? 99
+        #expect(score <= 2.0, "\(line)")
+    }
 }
+
