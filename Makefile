@@ -5,8 +5,13 @@ SWIFT        ?= swift
 BUILD_FLAGS  ?=
 DEB_PACKAGES := libcurl4-openssl-dev libxxhash-dev xxhash python3 systemd
 PREFIX       ?= /usr/local
+SYSCONFDIR   ?= /etc
+DESTDIR      ?=
+VERSION      := 0.1.0
+# Installed binaries carry the Swift runtime, so they need no toolchain.
+STATIC_BUILD := -c release --static-swift-stdlib --scratch-path .build/static
 
-.PHONY: all deps bench-deps build release test unit integration crash fuzz sanitize sanitize-address sanitize-thread bench bench-store demo clean
+.PHONY: all deps bench-deps build release test unit integration crash fuzz sanitize sanitize-address sanitize-thread bench bench-store demo clean install deb check-docs check-package
 
 all: build
 
@@ -38,6 +43,7 @@ test: deps
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	$(SWIFT) test --skip-build $(BUILD_FLAGS)
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
+	$(MAKE) --no-print-directory check-docs check-package
 
 # The unit and integration suites under AddressSanitizer and ThreadSanitizer,
 # each in its own build directory (the daemon the integration tests start is
@@ -97,6 +103,49 @@ bench-store: release
 # store, prefetches, shows the results, restarts offline, cleans up.
 demo: release
 	@bash scripts/demo.sh "$$($(SWIFT) build -c release --show-bin-path)"
+
+# Binaries, units, man pages, completion, docs and an example configuration,
+# under $(DESTDIR)$(PREFIX) (and $(DESTDIR)$(SYSCONFDIR)/cached).
+install: deps
+	$(SWIFT) build $(STATIC_BUILD) --product cached
+	$(SWIFT) build $(STATIC_BUILD) --product cachectl
+	bin="$$($(SWIFT) build $(STATIC_BUILD) --show-bin-path)"; \
+	install -D -m 0755 "$$bin/cached" "$(DESTDIR)$(PREFIX)/bin/cached"; \
+	install -D -m 0755 "$$bin/cachectl" "$(DESTDIR)$(PREFIX)/bin/cachectl"
+	for u in cached.service cached.socket cached-prefetch.service cached-prefetch.timer; do \
+	  install -d "$(DESTDIR)$(PREFIX)/lib/systemd/system"; \
+	  sed 's#/usr/local/bin#$(PREFIX)/bin#g' systemd/$$u > "$(DESTDIR)$(PREFIX)/lib/systemd/system/$$u"; \
+	  chmod 0644 "$(DESTDIR)$(PREFIX)/lib/systemd/system/$$u"; done
+	install -d "$(DESTDIR)$(PREFIX)/share/man/man8" "$(DESTDIR)$(PREFIX)/share/man/man1"
+	gzip -9n < docs/cached.8 > "$(DESTDIR)$(PREFIX)/share/man/man8/cached.8.gz"
+	gzip -9n < docs/cachectl.1 > "$(DESTDIR)$(PREFIX)/share/man/man1/cachectl.1.gz"
+	install -D -m 0644 completions/cachectl.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/cachectl"
+	install -d "$(DESTDIR)$(PREFIX)/share/doc/cached"
+	install -m 0644 README.md docs/protocol.md docs/storage-format.md docs/operations.md docs/performance.md "$(DESTDIR)$(PREFIX)/share/doc/cached/"
+	install -d "$(DESTDIR)$(SYSCONFDIR)/cached"
+	[ -e "$(DESTDIR)$(SYSCONFDIR)/cached/cached.conf" ] || install -m 0644 Examples/cached.conf "$(DESTDIR)$(SYSCONFDIR)/cached/cached.conf"
+
+# A .deb of the same files (PREFIX=/usr) in dist/.
+deb:
+	rm -rf .build/deb-stage
+	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/.build/deb-stage PREFIX=/usr SYSCONFDIR=/etc
+	scripts/package.sh .build/deb-stage dist $(VERSION)
+
+# The man pages render without warnings.
+check-docs:
+	@for m in docs/cached.8 docs/cachectl.1; do \
+	  out=$$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l $$m 2>&1 >/dev/null); \
+	  if [ -n "$$out" ]; then echo "$$m: $$out"; exit 1; fi; done; echo "check-docs: man pages render without warnings"
+
+# The .deb builds and holds exactly what make install installs.
+check-package: deb
+	rm -rf .build/install-check
+	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/.build/install-check PREFIX=/usr SYSCONFDIR=/etc
+	(cd .build/install-check && find . -type f | sed 's#^\./#/#' | sort) > .build/install-files.txt
+	dpkg-deb -c dist/cached_$(VERSION)_$$(dpkg --print-architecture).deb | awk '$$1 !~ /^d/ {print $$NF}' | sed 's#^\./#/#' | sort > .build/deb-files.txt
+	diff -u .build/install-files.txt .build/deb-files.txt
+	dpkg-deb -I dist/cached_$(VERSION)_$$(dpkg --print-architecture).deb | grep -q "Package: cached"
+	@echo "check-package: the .deb holds the $$(wc -l < .build/install-files.txt) files make install installs"
 
 clean:
 	$(SWIFT) package clean

@@ -168,3 +168,32 @@ import CacheSystem
     }
 }
 
+
+/// The bash completion of cachectl, sourced in a real bash.
+@Suite struct CompletionTests {
+    static func complete(_ words: [String]) throws -> [String] {
+        let script = """
+        source '\(Paths.packageRoot)/completions/cachectl.bash'
+        COMP_WORDS=(\(words.map { "'\($0)'" }.joined(separator: " ")))
+        COMP_CWORD=\(words.count - 1)
+        _cachectl
+        printf '%s\\n' "${COMPREPLY[@]}"
+        """
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/bash")
+        p.arguments = ["--norc", "-c", script]
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        try p.run()
+        let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        return out.split(separator: "\n").map(String.init).sorted()
+    }
+
+    @Test func completesCommandsSubcommandsAndTargets() throws {
+        #expect(try Self.complete(["cachectl", "g"]) == ["gc", "get"])
+        #expect(try Self.complete(["cachectl", "get", "im"]) == ["image", "images"])
+        #expect(try Self.complete(["cachectl", "--socket", "/tmp/s", "prefetch", ""]) == ["--force", "all", "images", "posts"])
+        #expect(try Self.complete(["cachectl", "--json", "me"]) == ["metrics"])
+    }
+}

@@ -1,0 +1,31 @@
+# bash completion for cachectl                                 -*- shell-script -*-
+_cachectl() {
+    local cur prev cmd="" sub="" i
+    cur=${COMP_WORDS[COMP_CWORD]}
+    prev=${COMP_WORDS[COMP_CWORD-1]}
+    case $prev in
+        --socket|-s|-o|--output)
+            COMPREPLY=($(compgen -f -- "$cur"))
+            return ;;
+    esac
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case ${COMP_WORDS[i]} in
+            --socket|-s|-o|--output) ((i++)) ;;
+            -*) ;;
+            *) if [[ -z $cmd ]]; then cmd=${COMP_WORDS[i]}; elif [[ -z $sub ]]; then sub=${COMP_WORDS[i]}; fi ;;
+        esac
+    done
+    case $cmd in
+        "")
+            COMPREPLY=($(compgen -W "get prefetch status verify gc compact ping metrics --socket --json --help" -- "$cur")) ;;
+        get)
+            if [[ -z $sub ]]; then
+                COMPREPLY=($(compgen -W "post posts image images" -- "$cur"))
+            elif [[ $sub == image ]]; then
+                COMPREPLY=($(compgen -W "-o" -- "$cur"))
+            fi ;;
+        prefetch)
+            COMPREPLY=($(compgen -W "all posts images --force" -- "$cur")) ;;
+    esac
+}
+complete -F _cachectl cachectl
