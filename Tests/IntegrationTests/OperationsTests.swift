@@ -159,6 +159,20 @@ import CacheSystem
         #expect(daemon.isRunning)
     }
 
+    @Test func peerCredentialsAreLoggedAtDebugLevel() throws {
+        let daemon = try Daemon(origin: nil)  // the harness runs it with --log-level debug
+        _ = try daemon.call("ping")
+        #expect(waitUntil(5) { daemon.log.contains("from pid \(getpid()) uid \(getuid()) gid \(getgid())") }, "\(daemon.log)")
+    }
+
+    @Test func sigintStopsLikeSigterm() throws {
+        let daemon = try Daemon(origin: nil)
+        kill(daemon.pid, SIGINT)
+        #expect(daemon.waitForExit() == 0)
+        #expect(daemon.log.contains("received signal 2, stopping"))
+        #expect(!FileManager.default.fileExists(atPath: daemon.socket))
+    }
+
     @Test func theSocketIsOwnerAndGroupOnlyAndRemovedOnStop() throws {
         let daemon = try Daemon(origin: nil)
         let attributes = try FileManager.default.attributesOfItem(atPath: daemon.socket)
