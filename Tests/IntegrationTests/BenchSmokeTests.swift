@@ -6,16 +6,7 @@ import CacheProtocol
 /// them at length). No figure is asserted: the machines are shared and noisy.
 @Suite struct BenchSmokeTests {
     static func bench(_ args: [String]) throws -> (status: Int32, output: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Paths.binDir + "/cached-bench")
-        p.arguments = args
-        let pipe = Pipe()
-        p.standardOutput = pipe
-        p.standardError = pipe
-        try p.run()
-        let out = pipe.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: out, as: UTF8.self))
+        try runProgram(Paths.binDir + "/cached-bench", args)
     }
 
     @Test(arguments: [(1, 1), (8, 1), (4, 16)])

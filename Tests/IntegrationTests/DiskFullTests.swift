@@ -15,21 +15,11 @@ import CacheSystem
             try #require(r.status == 0, "cannot mount a tmpfs for the full-disk test (needs root): \(r.output)")
         }
         func remountReadOnly() -> Bool { run("/bin/mount", ["-o", "remount,ro", path]).status == 0 }
-        deinit { _ = run("/bin/umount", ["-l", path]) }
+        deinit { _ = try? runProgram("/bin/umount", ["-l", path]) }
 
-        static func run(_ tool: String, _ args: [String]) -> (status: Int32, output: String) {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: tool)
-            p.arguments = args
-            let pipe = Pipe()
-            p.standardError = pipe
-            p.standardOutput = pipe
-            guard (try? p.run()) != nil else { return (-1, "cannot run \(tool)") }
-            let out = pipe.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
-            return (p.terminationStatus, String(decoding: out, as: UTF8.self))
+        func run(_ tool: String, _ args: [String]) -> (status: Int32, output: String) {
+            (try? runProgram(tool, args)) ?? (-1, "cannot run \(tool)")
         }
-        func run(_ tool: String, _ args: [String]) -> (status: Int32, output: String) { Self.run(tool, args) }
     }
 
     @Test func aFullDiskFailsTheWriteCleanlyAndReadsGoOn() throws {

@@ -6,16 +6,9 @@ import Testing
 @Suite struct FuzzCorpusTests {
     @Test(arguments: ["request", "record", "feeds", "config"])
     func theCorpusAndRegressionsRunWithoutACrash(_ target: String) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Paths.binDir + "/cached-fuzz")
-        p.arguments = [target, Paths.packageRoot + "/Tests/Fuzz/corpus/" + target, Paths.packageRoot + "/Tests/Fuzz/regressions/" + target]
-        let pipe = Pipe()
-        p.standardOutput = pipe
-        p.standardError = pipe
-        try p.run()
-        let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0, "\(out)")
+        let (status, out) = try runProgram(Paths.binDir + "/cached-fuzz", [target, Paths.packageRoot + "/Tests/Fuzz/corpus/" + target,
+                                                                           Paths.packageRoot + "/Tests/Fuzz/regressions/" + target])
+        #expect(status == 0, "\(out)")
         #expect(out.contains("no crash"), "\(out)")
     }
 }

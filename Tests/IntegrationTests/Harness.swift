@@ -304,3 +304,18 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
     for _ in 0..<count { start.signal() }
     finished.wait()
 }
+
+/// Runs a program to completion; its stdout and stderr together.
+func runProgram(_ executable: String, _ arguments: [String], directory: String? = nil) throws -> (status: Int32, output: String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: executable)
+    p.arguments = arguments
+    if let directory { p.currentDirectoryURL = URL(fileURLWithPath: directory) }
+    let pipe = Pipe()
+    p.standardOutput = pipe
+    p.standardError = pipe
+    try p.run()
+    let out = pipe.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: out, as: UTF8.self))
+}

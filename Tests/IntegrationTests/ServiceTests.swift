@@ -145,19 +145,7 @@ import CacheSystem
                 .replacingOccurrences(of: "/usr/local/bin", with: Paths.binDir)
             try text.write(toFile: scratch.path + "/" + unit, atomically: true, encoding: .utf8)
         }
-        func run(_ args: [String]) throws -> (Int32, String) {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: analyze)
-            p.arguments = args
-            p.currentDirectoryURL = URL(fileURLWithPath: scratch.path)
-            let pipe = Pipe()
-            p.standardOutput = pipe
-            p.standardError = pipe
-            try p.run()
-            let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            p.waitUntilExit()
-            return (p.terminationStatus, out)
-        }
+        func run(_ args: [String]) throws -> (Int32, String) { try runProgram(analyze, args, directory: scratch.path) }
         let (verify, verifyOut) = try run(["verify", "./cached.service", "./cached.socket", "./cached-prefetch.service", "./cached-prefetch.timer"])
         #expect(verify == 0, "\(verifyOut)")
         #expect(verifyOut.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(verifyOut)")
@@ -179,15 +167,7 @@ import CacheSystem
         _cachectl
         printf '%s\\n' "${COMPREPLY[@]}"
         """
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/bash")
-        p.arguments = ["--norc", "-c", script]
-        let pipe = Pipe()
-        p.standardOutput = pipe
-        try p.run()
-        let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        return out.split(separator: "\n").map(String.init).sorted()
+        return try runProgram("/bin/bash", ["--norc", "-c", script]).output.split(separator: "\n").map(String.init).sorted()
     }
 
     @Test func completesCommandsSubcommandsAndTargets() throws {
