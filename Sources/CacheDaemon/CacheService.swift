@@ -447,23 +447,26 @@ final class CacheService: Sendable {
     /// Re-hashes every object; corrupt ones are quarantined and fetched again.
     func verify(completion: @escaping @Sendable (Int, [Hash128], Int) -> Void) {
         pool.submit { [self] in
-            let rowsBefore = store.rows(offset: 0, limit: Int.max).page
             let objects = store.knownObjects()
             var corrupt: [Hash128] = []
+            var urls = Set<String>()
             for hash in objects {
                 do throws(StoreError) {
                     let (fd, _) = try store.openVerified(hash)
                     fd.close()
                 } catch {
-                    if case .corruptObject = error { corrupt.append(hash) }
-                    else if case .missingObject = error { corrupt.append(hash) }
+                    switch error {
+                    case .corruptObject(_, _, let rows), .missingObject(_, let rows):
+                        corrupt.append(hash)
+                        urls.formUnion(rows.compactMap { resolvedURL(at: $0) })
+                    default:
+                        break
+                    }
                     log.warning("verify: \(error)")
                 }
             }
             counters.withLock { $0.quarantined += corrupt.count }
             let corruptList = corrupt
-            let bad = Set(corrupt)
-            let urls = Set(rowsBefore.enumerated().filter { $0.element.object.map { bad.contains($0.hash) } ?? false }.compactMap { resolvedURL(at: $0.offset) })
             if urls.isEmpty { completion(objects.count, corrupt, 0); return }
             let repaired = Locked((count: 0, left: urls.count))
             for url in urls {

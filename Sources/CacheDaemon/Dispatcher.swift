@@ -220,7 +220,6 @@ final class Dispatcher: Sendable {
     /// still names its URL it is downloaded again and, if the bytes match the
     /// hash asked for, served.
     private func read(_ hash: Hash128, reply: Reply, retry: Bool) {
-        let urls = store.rows(offset: 0, limit: Int.max).page.enumerated().filter { $0.element.object?.hash == hash }.compactMap { service.resolvedURL(at: $0.offset) }
         guard store.objectRef(hash) != nil else {
             reply.finish(fail(.notFound, "object \(hash.hex) is not in the store", reply.tag))
             return
@@ -230,12 +229,12 @@ final class Dispatcher: Sendable {
             reply.finish(header: Response.ok(tag: reply.tag) { $0.field("size", size) }, file: fd, size: size)
         } catch {
             service.log.warning("read: \(error)")
-            guard case .corruptObject = error else {
+            guard case .corruptObject(_, _, let rows) = error else {
                 reply.finish(fail(error.isMissing ? .notFound : .internal, "\(error)", reply.tag))
                 return
             }
             service.counters.withLock { $0.quarantined += 1 }
-            guard retry, let url = urls.first else {
+            guard retry, let url = rows.lazy.compactMap({ self.service.resolvedURL(at: $0) }).first else {
                 reply.finish(fail(.notFound, "\(error); no row refers to it any more", reply.tag))
                 return
             }

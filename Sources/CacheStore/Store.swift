@@ -615,7 +615,11 @@ public final class Store: Sendable {
         let path = objectPath(hash)
         let fd: FileDescriptor
         do throws(SystemError) { fd = try FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW) } catch {
-            if error.errno == ENOENT { try? forgetObject(hash); throw .missingObject(hash) }
+            if error.errno == ENOENT {
+                let rows = rowsReferencing(hash)
+                try? forgetObject(hash)
+                throw .missingObject(hash, rows: rows)
+            }
             throw .io(error)
         }
         let digest: Hash128
@@ -629,10 +633,16 @@ public final class Store: Sendable {
         }
         guard digest == hash else {
             fd.close()
-            throw .corruptObject(hash, quarantinedTo: quarantine(hash))
+            let rows = rowsReferencing(hash)
+            throw .corruptObject(hash, quarantinedTo: quarantine(hash), rows: rows)
         }
         touch(hash)
         return (fd, size)
+    }
+
+    /// The rows whose image is `hash` (a scan: only on the failure paths).
+    func rowsReferencing(_ hash: Hash128) -> [Int] {
+        state.withLock { s in s.rows.indices.filter { s.rows[$0].object?.hash == hash } }
     }
 
     /// XXH3-128 and length of a file from its current position (0). Large

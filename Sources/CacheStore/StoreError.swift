@@ -11,9 +11,10 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     /// A body grew past the configured limit.
     case tooLarge(limit: Int64)
     /// An object's bytes no longer match its name; it was quarantined.
-    case corruptObject(Hash128, quarantinedTo: String?)
-    /// The object is not in the store.
-    case missingObject(Hash128)
+    /// `rows` pointed to it (they are uncached now; fetch them again).
+    case corruptObject(Hash128, quarantinedTo: String?, rows: [Int])
+    /// The object's file is gone; `rows` pointed to it (now uncached).
+    case missingObject(Hash128, rows: [Int])
 
     public var description: String {
         switch self {
@@ -28,9 +29,9 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
             return "not an image: \(what)"
         case .tooLarge(let limit):
             return "larger than max-object-size \(formatSize(limit))"
-        case let .corruptObject(hash, to):
+        case let .corruptObject(hash, to, _):
             return "object \(hash) failed verification" + (to.map { "; moved to \($0)" } ?? "")
-        case .missingObject(let hash):
+        case .missingObject(let hash, _):
             return "object \(hash) is not in the store"
         }
     }

@@ -167,9 +167,7 @@ import CacheSystem
     @Test func aSymlinkPlantedInTheStoreIsNotFollowed() throws {
         let origin = try Origin()
         let daemon = try Daemon(origin: origin)
-        _ = try daemon.call("prefetch", [("what", .string("images"))])
-        let image = try #require(try daemon.call("get_image", [("row", num(3))])["image"])
-        let path = try #require(image["path"]?.string)
+        let (image, path) = try daemon.prefetchedImage(row: 3)
         try FileManager.default.removeItem(atPath: path)
         try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: "/etc/passwd")
         let c = try daemon.client()

@@ -247,6 +247,14 @@ final class Daemon {
         return process.terminationStatus
     }
 
+    /// Prefetches the images and returns row `row`'s image and its file's path.
+    func prefetchedImage(row: Int) throws -> (image: JSON, path: String) {
+        _ = try call("prefetch", [("what", .string("images"))])
+        let answer = try call("get_image", [("row", num(row))])
+        guard let image = answer["image"], let path = image["path"]?.string else { throw HarnessError("row \(row) is not cached: \(answer)") }
+        return (image, path)
+    }
+
     /// Every object file under objects/.
     func objectFiles() throws -> [String] {
         let objects = store + "/objects"

@@ -170,9 +170,7 @@ import CacheSystem
     @Test func aCorruptObjectIsNeverServedAndVerifyRepairsIt() throws {
         let origin = try Origin()
         let daemon = try Daemon(origin: origin)
-        _ = try daemon.call("prefetch", [("what", .string("images"))])
-        let image = try #require(try daemon.call("get_image", [("row", num(4))])["image"])
-        let path = try #require(image["path"]?.string)
+        let (image, path) = try daemon.prefetchedImage(row: 4)
         var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
         bytes[bytes.count / 2] ^= 0x55
         try Data(bytes).write(to: URL(fileURLWithPath: path))
@@ -185,4 +183,17 @@ import CacheSystem
         #expect(again?["hash"] == image["hash"])
         #expect(Hash128(of: Array(try Data(contentsOf: URL(fileURLWithPath: path)))).hex == image["hash"]?.string)
     }
+
+    @Test func verifyFetchesAgainAnObjectWhoseFileVanished() throws {
+        let origin = try Origin()
+        let daemon = try Daemon(origin: origin)
+        let (image, path) = try daemon.prefetchedImage(row: 7)
+        try FileManager.default.removeItem(atPath: path)
+        let verify = try daemon.call("verify")
+        #expect(verify["corrupt"] == .array([image["hash"]!]), "\(verify)")
+        #expect(verify["repaired"]?.int == 1)
+        #expect(Hash128Hex.of(path) == image["hash"]?.string, "the file is back")
+        #expect(try origin.count("/images/08-stripes.png") == 2)
+    }
 }
+
