@@ -126,7 +126,9 @@ final class CacheService: Sendable {
     private func conditionalHeaders(_ feed: Feed, force: Bool) -> [String] {
         let changedURL = unvalidated.withLock { $0.remove(feed) != nil }
         guard !force, !changedURL else { return [] }
-        let v = store.validators(for: feed)
+        // The store keeps only safe values; checked again here because a
+        // value that ends a header line would split the request.
+        let v = store.validators(for: feed).sanitized
         var h: [String] = []
         if let e = v.etag { h.append("If-None-Match: \(e)") }
         if let m = v.lastModified { h.append("If-Modified-Since: \(m)") }

@@ -83,7 +83,7 @@ final class Daemon {
         if fresh.store != current.store { restart.append("store") }
         if fresh.socket != current.socket { restart.append("socket") }
         if fresh.maxSize != current.maxSize { restart.append("max-size") }
-        if fresh.fetch != current.fetch { restart.append("concurrency, retries, timeouts or max-redirects") }
+        restart += Settings.fetchDifferences(fresh.fetch, current.fetch)
         if fresh.prefetchOnStart != current.prefetchOnStart { restart.append("prefetch-on-start") }
         let source = fresh.configFile ?? "the environment and flags"
         log.notice("SIGHUP: reloaded \(source): " + (changes.isEmpty ? "nothing changed" : changes.joined(separator: ", ")) +
@@ -132,6 +132,9 @@ final class Daemon {
         }
         if let r = store.recovery {
             log.warning("index.log was damaged (\(r.problem)); kept \(r.cutOffset) bytes, moved \(r.cutLength) bytes from offset \(r.cutOffset) to \(r.savedTo)")
+        }
+        for feed in store.damagedValidators.sorted(by: { $0.rawValue < $1.rawValue }) {
+            log.warning("the stored ETag or Last-Modified of the \(feed == .posts ? "posts feed" : "image manifest") held a control character and was dropped; its next refresh is unconditional")
         }
 
         var listeners = manager.inheritedSockets()

@@ -19,10 +19,8 @@ public enum ConfigFile {
     /// Parses the text of a file; errors read `PATH:LINE: message`.
     public static func parse(_ text: String, path: String) throws(SettingsError) -> [Entry] {
         var entries: [Entry] = []
-        for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (n, line) in text.lines().enumerated() {
             let where_ = "\(path):\(n + 1)"
-            var line = Substring(raw)
-            if line.hasSuffix("\r") { line = line.dropLast() }
             let trimmed = line.trimmed()
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             guard let eq = trimmed.firstIndex(of: "=") else {

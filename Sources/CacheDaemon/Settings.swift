@@ -46,7 +46,8 @@ public struct Settings: Sendable, Equatable {
     public static let keys = ["posts-url", "images-url", "images-base-url", "store", "socket", "max-size",
                               "max-object-size", "concurrency", "prefetch-on-start", "log-level",
                               "retries", "retry-delay", "connect-timeout", "timeout", "stall-timeout", "max-redirects",
-                              "max-connections", "idle-timeout", "max-queued-bytes", "max-json-depth"]
+                              "max-connections", "idle-timeout", "max-queued-bytes", "max-json-depth",
+                              "ca-file", "ca-path", "proxy", "no-proxy"]
 
     public init(environment: [String: String] = [:]) {
         store = DefaultPaths.store(environment: environment)
@@ -91,9 +92,36 @@ public struct Settings: Sendable, Equatable {
         case "connect-timeout": fetch.connectTimeout = try Settings.seconds(key, value)
         case "timeout": fetch.totalTimeout = try Settings.seconds(key, value)
         case "stall-timeout": fetch.lowSpeedTime = max(1, Int(try Settings.seconds(key, value).rounded(.up)))
+        case "ca-file": fetch.caFile = try Settings.readable(key, value, directory: false)
+        case "ca-path": fetch.caPath = try Settings.readable(key, value, directory: true)
+        case "proxy": fetch.proxy = try Settings.proxy(value)
+        case "no-proxy":
+            let hosts = value.split(separator: ",").map { $0.trimmed() }.filter { !$0.isEmpty }
+            guard !hosts.isEmpty, hosts.allSatisfy({ h in h.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F } }) else {
+                throw SettingsError("no-proxy must be a comma-separated list of host names, domains, addresses or CIDR ranges, or *, not \"\(value)\"")
+            }
+            fetch.noProxy = hosts.joined(separator: ",")
         default:
             throw SettingsError("unknown setting \"\(key)\"")
         }
+    }
+
+    /// The names of the fetch settings that differ between `a` and `b` (for
+    /// the SIGHUP log line: the HTTP client takes them only at start).
+    static func fetchDifferences(_ a: FetchPolicy, _ b: FetchPolicy) -> [String] {
+        var out: [String] = []
+        if a.concurrency != b.concurrency { out.append("concurrency") }
+        if a.retries != b.retries { out.append("retries") }
+        if a.backoffBase != b.backoffBase { out.append("retry-delay") }
+        if a.connectTimeout != b.connectTimeout { out.append("connect-timeout") }
+        if a.totalTimeout != b.totalTimeout { out.append("timeout") }
+        if a.lowSpeedTime != b.lowSpeedTime { out.append("stall-timeout") }
+        if a.maxRedirects != b.maxRedirects { out.append("max-redirects") }
+        if a.caFile != b.caFile { out.append("ca-file") }
+        if a.caPath != b.caPath { out.append("ca-path") }
+        if a.proxy != b.proxy { out.append("proxy") }
+        if a.noProxy != b.noProxy { out.append("no-proxy") }
+        return out
     }
 
     /// Parses "512", "64K", "8M", "1G" (powers of 1024).
@@ -140,6 +168,37 @@ public struct Settings: Sendable, Equatable {
         let lower = value.lowercased()
         guard lower.hasPrefix("http://") || lower.hasPrefix("https://") else {
             throw SettingsError("\(key) must be an http:// or https:// URL, not \"\(value)\"")
+        }
+        return value
+    }
+
+    /// A proxy URL with a scheme libcurl speaks, or `none` (no proxy, not
+    /// even one from the environment).
+    private static func proxy(_ value: String) throws(SettingsError) -> String {
+        if value.lowercased() == "none" { return "" }
+        let schemes = ["http", "https", "socks4", "socks4a", "socks5", "socks5h"]
+        let lower = value.lowercased()
+        guard let sep = lower.firstRange(of: "://"), schemes.contains(String(lower[..<sep.lowerBound])),
+              lower[sep.upperBound...].contains(where: { $0 != "/" }),
+              value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw SettingsError("proxy must be a URL like http://proxy.example:3128 (http, https, socks4, socks4a, socks5 or socks5h) or none, not \"\(value)\"")
+        }
+        return value
+    }
+
+    /// A file (or directory) this process can read; checked at start so a
+    /// typo fails `--check-config` rather than every HTTPS fetch.
+    private static func readable(_ key: String, _ value: String, directory: Bool) throws(SettingsError) -> String {
+        guard value.hasPrefix("/") else { throw SettingsError("\(key) must be an absolute path, not \"\(value)\"") }
+        var st = stat()
+        guard stat(value, &st) == 0 else {
+            throw SettingsError("\(key) \(value): \(String(cString: strerror(errno)))")
+        }
+        let isDirectory = st.st_mode & S_IFMT == S_IFDIR
+        if directory && !isDirectory { throw SettingsError("\(key) \(value) is not a directory (ca-file takes a single PEM file)") }
+        if !directory && st.st_mode & S_IFMT != S_IFREG { throw SettingsError("\(key) \(value) is not a regular file (ca-path takes a directory)") }
+        guard access(value, directory ? R_OK | X_OK : R_OK) == 0 else {
+            throw SettingsError("\(key) \(value): \(String(cString: strerror(errno)))")
         }
         return value
     }
@@ -208,7 +267,8 @@ public struct Settings: Sendable, Equatable {
                   [--retries N] [--retry-delay SECONDS] [--connect-timeout SECONDS]
                   [--timeout SECONDS] [--stall-timeout SECONDS] [--max-redirects N]
                   [--max-connections N] [--idle-timeout SECONDS] [--max-queued-bytes SIZE]
-                  [--max-json-depth N]
+                  [--max-json-depth N] [--ca-file PEM] [--ca-path DIR]
+                  [--proxy URL|none] [--no-proxy HOSTS]
            cached [--config FILE] --check-config
            cached --help | --version
 

@@ -216,6 +216,16 @@ public final class HTTPClient: Sendable {
         // multiplexing) curl 7.88 parked such transfers until the next timeout.
         ccurl_setopt_string(easy, CURLOPT_USERAGENT, policy.userAgent)
         ccurl_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
+        if let caFile = policy.caFile {
+            ccurl_setopt_string(easy, CURLOPT_CAINFO, caFile)
+            ccurl_setopt_string(easy, CURLOPT_PROXY_CAINFO, caFile)
+        }
+        if let caPath = policy.caPath {
+            ccurl_setopt_string(easy, CURLOPT_CAPATH, caPath)
+            ccurl_setopt_string(easy, CURLOPT_PROXY_CAPATH, caPath)
+        }
+        if let proxy = policy.proxy { ccurl_setopt_string(easy, CURLOPT_PROXY, proxy) }
+        if let noProxy = policy.noProxy { ccurl_setopt_string(easy, CURLOPT_NOPROXY, noProxy) }
         if let limit = t.request.maxBodySize { ccurl_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit)) }
         ccurl_setopt_pointer(easy, CURLOPT_ERRORBUFFER, t.errorBuffer)
         ccurl_setopt_callback(easy, CURLOPT_WRITEFUNCTION, writeCallback)
@@ -255,7 +265,8 @@ public final class HTTPClient: Sendable {
         }
         guard code == CURLE_OK else {
             let detail = String(cString: t.errorBuffer)
-            let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+            let curlMessage = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+            let message = TransferFailure.explain(code: code, message: curlMessage, policy: policy)
             if isTransient(code) && canRetry { return .retry }
             return .done(.failure(.transfer(url: url, message: message, attempts: t.attempts)))
         }
@@ -311,13 +322,11 @@ private let headerCallback: ccurl_data_cb = { data, size, count, userdata in
     guard let userdata, let data else { return 0 }
     let t = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
     let n = size * count
-    let line = String(decoding: UnsafeRawBufferPointer(start: data, count: n), as: UTF8.self)
-    if line.hasPrefix("HTTP/") {
+    let line = UnsafeRawBufferPointer(start: data, count: n)
+    if line.starts(with: "HTTP/".utf8) {
         t.headers = [:]  // a new response (after a redirect or 100-continue)
-    } else if let colon = line.firstIndex(of: ":") {
-        let name = line[..<colon].lowercased()
-        let value = line[line.index(after: colon)...].trimmed()
-        t.headers[name] = value
+    } else if let field = HeaderField.parse(line) {
+        t.headers[field.name] = field.value
     }
     return n
 }

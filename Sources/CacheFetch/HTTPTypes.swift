@@ -112,6 +112,21 @@ public struct FetchPolicy: Sendable, Equatable {
     public var concurrency = 8
     /// Sent as `User-Agent`.
     public var userAgent = "cached"
+    /// A PEM file of CA certificates to trust instead of the system's
+    /// (libcurl's CAINFO). Nil: the system store.
+    public var caFile: String?
+    /// A directory of hashed CA certificates (`openssl rehash`) to trust
+    /// instead of the system's (libcurl's CAPATH). Nil: the system store.
+    public var caPath: String?
+    /// The proxy every request goes through (`http://host:port`,
+    /// `socks5h://...`). Nil: libcurl's environment variables decide
+    /// (`http_proxy`, `https_proxy`, `all_proxy`; uppercase `HTTP_PROXY` is
+    /// ignored). Empty: no proxy at all, whatever the environment says.
+    public var proxy: String?
+    /// Hosts reached without the proxy: a comma-separated list of host
+    /// names, domains, addresses or CIDR ranges, or `*`. Nil: `no_proxy`
+    /// from the environment.
+    public var noProxy: String?
 
     public init() {}
 }

@@ -28,6 +28,17 @@ public struct Validators: Sendable, Equatable {
         self.etag = etag
         self.lastModified = lastModified
     }
+
+    /// These validators less any value that is not a safe HTTP field value
+    /// (`HTTPFieldValue.isSafe`): such a value would split the conditional
+    /// request header it is sent in, so it is never stored or sent.
+    public var sanitized: Validators {
+        Validators(etag: etag.flatMap { HTTPFieldValue.isSafe($0) ? $0 : nil },
+                   lastModified: lastModified.flatMap { HTTPFieldValue.isSafe($0) ? $0 : nil })
+    }
+
+    /// True when `sanitized` would drop a value.
+    public var isDamaged: Bool { sanitized != self }
 }
 
 /// Counts for `status`.
@@ -81,6 +92,8 @@ struct StoreState {
     var evictions = 0
     /// Changes whenever a row's URL or the row count changes.
     var manifestGeneration = 0
+    /// Feeds whose logged validators held unsafe values (dropped on replay).
+    var damagedValidators: Set<Feed> = []
 
     mutating func apply(_ record: LogRecord) {
         switch record {
@@ -106,7 +119,11 @@ struct StoreState {
         case let .objectRemoved(hash):
             removeObjects([hash])
         case let .validators(feed, etag, lastModified):
-            validators[feed] = Validators(etag: etag, lastModified: lastModified)
+            // Damaged validators (written by 0.1.0 with a trailing CRLF) are
+            // dropped, so the next refresh is unconditional and stores clean ones.
+            let v = Validators(etag: etag, lastModified: lastModified)
+            if v.isDamaged { damagedValidators.insert(feed) } else { damagedValidators.remove(feed) }
+            validators[feed] = v.sanitized
             if feed == .posts { postsKnown = true } else { manifestKnown = true }
         case let .access(hash, time):
             if objects[hash] != nil { lastUse[hash] = max(lastUse[hash] ?? 0, time) }
@@ -330,6 +347,13 @@ public final class Store: Sendable {
         state.withLock { $0.validators[feed] ?? Validators() }
     }
 
+    /// Feeds whose logged validators held a control character or stray
+    /// whitespace and were dropped when the log was replayed (the next
+    /// refresh of each is unconditional and stores clean ones).
+    public var damagedValidators: Set<Feed> {
+        state.withLock { $0.damagedValidators }
+    }
+
     /// The absolute path of an object's file: `objects/ab/<30 hex>`.
     public func objectPath(_ hash: Hash128) -> String {
         let hex = hash.hex
@@ -389,8 +413,9 @@ public final class Store: Sendable {
 
     /// Makes the stored posts equal to `posts` (id and exact JSON bytes) in one
     /// transaction, together with the feed's validators.
-    public func replacePosts(_ posts: [(id: Int64, json: [UInt8])], validators: Validators) throws(StoreError) -> PostsChange {
-        try writer.withLock { (w) throws(StoreError) -> PostsChange in
+    public func replacePosts(_ posts: [(id: Int64, json: [UInt8])], validators unchecked: Validators) throws(StoreError) -> PostsChange {
+        let validators = unchecked.sanitized
+        return try writer.withLock { (w) throws(StoreError) -> PostsChange in
             let (current, known) = state.withLock { ($0.posts, $0.postsKnown) }
             var change = PostsChange()
             var records: [LogRecord] = []
@@ -476,8 +501,9 @@ public final class Store: Sendable {
     /// in one transaction. Rows whose URL is unchanged keep their cached image.
     /// Returns how many rows changed.
     @discardableResult
-    public func replaceManifest(_ rows: [(url: String, description: String?)], validators: Validators) throws(StoreError) -> Int {
-        try writer.withLock { (w) throws(StoreError) -> Int in
+    public func replaceManifest(_ rows: [(url: String, description: String?)], validators unchecked: Validators) throws(StoreError) -> Int {
+        let validators = unchecked.sanitized
+        return try writer.withLock { (w) throws(StoreError) -> Int in
             let (current, known, oldValidators) = state.withLock { ($0.rows, $0.manifestKnown, $0.validators[.manifest]) }
             var records: [LogRecord] = []
             for (i, row) in rows.enumerated() where i >= current.count || current[i].url != row.url || current[i].description != row.description {

@@ -18,10 +18,33 @@ public enum Environment {
 
 extension StringProtocol {
     /// Without leading and trailing spaces, tabs, CR and LF.
+    ///
+    /// Works on the UTF-8 bytes: in Swift `"\r\n"` is one `Character`, which a
+    /// comparison with `"\r"` or `"\n"` never matches.
     public func trimmed() -> String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }
-        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(self[first...last])
+        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }
+        let bytes = String(self).utf8
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(decoding: bytes[first...last], as: UTF8.self)
+    }
+
+    /// The lines of the text, split at LF with a CR before it removed, so
+    /// CRLF and LF files read alike (the last line may lack its ending).
+    public func lines() -> [String] {
+        var out: [String] = []
+        var line: [UInt8] = []
+        for b in utf8 {
+            if b == 0x0A {
+                if line.last == 0x0D { line.removeLast() }
+                out.append(String(decoding: line, as: UTF8.self))
+                line.removeAll(keepingCapacity: true)
+            } else {
+                line.append(b)
+            }
+        }
+        if line.last == 0x0D { line.removeLast() }
+        out.append(String(decoding: line, as: UTF8.self))
+        return out
     }
 }
 

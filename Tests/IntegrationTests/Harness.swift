@@ -184,7 +184,8 @@ final class Daemon {
     private(set) var exitStatus: Int32?
 
     /// Starts the daemon and waits until it answers `ping`.
-    init(origin: Origin?, arguments: [String] = [], scratch: Scratch = Scratch(), waitReady: Bool = true) throws {
+    init(origin: Origin?, arguments: [String] = [], scratch: Scratch = Scratch(), waitReady: Bool = true,
+         environment extra: [String: String] = [:]) throws {
         self.scratch = scratch
         store = scratch.path + "/store"
         socket = scratch.path + "/sock"
@@ -199,6 +200,7 @@ final class Daemon {
         var env = ProcessInfo.processInfo.environment
         env.removeValue(forKey: "NOTIFY_SOCKET")
         env.removeValue(forKey: "LISTEN_FDS")
+        env.merge(extra) { _, new in new }
         process.environment = env
         try process.run()
         if waitReady {
