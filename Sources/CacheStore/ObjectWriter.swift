@@ -16,6 +16,8 @@ public final class ObjectWriter: @unchecked Sendable {
     private let fd: FileDescriptor
     private var hasher = StreamingHasher()
     private(set) public var size: Int64 = 0
+    /// The body's first bytes, up to `ImageType.sniffLength` (4 KiB), from
+    /// which its type is decided.
     private var head: [UInt8] = []
     private var closed = false
 
@@ -30,8 +32,8 @@ public final class ObjectWriter: @unchecked Sendable {
     /// Appends a chunk of the body.
     public func append(_ bytes: UnsafeRawBufferPointer) throws(StoreError) {
         guard size + Int64(bytes.count) <= maxSize else { throw .tooLarge(limit: maxSize) }
-        if head.count < ImageType.signatureLength {
-            head.append(contentsOf: bytes.prefix(ImageType.signatureLength - head.count))
+        if head.count < ImageType.sniffLength {
+            head.append(contentsOf: bytes.prefix(ImageType.sniffLength - head.count))
         }
         do throws(SystemError) { try fd.writeAll(bytes) } catch { throw .io(error) }
         hasher.update(bytes)
@@ -49,10 +51,21 @@ public final class ObjectWriter: @unchecked Sendable {
         head = []
     }
 
-    /// The image type the first bytes announce, or nil.
+    /// The image type the first bytes are, or nil: decided by the bytes
+    /// alone, never by what the origin declared.
     public var imageType: ImageType? { ImageType.detect(head) }
     /// What the first bytes look like when they are not an image.
     public var headDescription: String { ImageType.describeNonImage(head) }
+    /// The message for refusing these bytes, naming the declared Content-Type
+    /// (nil: none was sent) and what the bytes look like.
+    public func refusal(declaredContentType: String?) -> String {
+        ImageType.refusal(declaredContentType: declaredContentType, head: head)
+    }
+    /// `refusal` without the leading `not an image: `, for `StoreError.notAnImage`;
+    /// `declared` is nil when the caller does not know the Content-Type.
+    func refusalDetail(declared: String?) -> String {
+        ImageType.refusalDetail(declared: declared, head: head)
+    }
     public var hash: Hash128 { hasher.digest() }
 
     func syncAndClose() throws(SystemError) {

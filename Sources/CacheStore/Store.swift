@@ -528,16 +528,29 @@ public final class Store: Sendable {
         catch { throw .io(error) }
     }
 
+    /// Makes a finished download durable and points `rows` at it, refusing
+    /// bytes that are not an image with `StoreError.notAnImage` naming the
+    /// origin's `declaredContentType` (nil: it sent none) and what the bytes
+    /// look like. Whether they are an image depends on the bytes alone.
+    public func commitObject(_ objectWriter: ObjectWriter, rows: [(row: Int, url: String)],
+                             declaredContentType: String?) throws(StoreError) -> ObjectRef {
+        try commitObject(objectWriter, rows: rows, declared: ImageType.declaration(declaredContentType))
+    }
+
     /// Makes a finished download durable and points `rows` at it.
     ///
-    /// The bytes must carry an image signature. The file is fsynced and renamed
+    /// The bytes must be an image (`ImageType.detect`). The file is fsynced and renamed
     /// to `objects/ab/<rest>` (or dropped if that object already exists), the
     /// directory is fsynced, and only then are the row mappings logged. Rows
     /// whose manifest URL changed since the download began are left alone.
     public func commitObject(_ objectWriter: ObjectWriter, rows: [(row: Int, url: String)]) throws(StoreError) -> ObjectRef {
+        try commitObject(objectWriter, rows: rows, declared: nil)
+    }
+
+    private func commitObject(_ objectWriter: ObjectWriter, rows: [(row: Int, url: String)], declared: String?) throws(StoreError) -> ObjectRef {
         guard let type = objectWriter.imageType else {
             objectWriter.discard()
-            throw .notAnImage(objectWriter.headDescription)
+            throw .notAnImage(objectWriter.refusalDetail(declared: declared))
         }
         let ref = ObjectRef(hash: objectWriter.hash, size: objectWriter.size, type: type)
         pendingObjects.withLock { $0[ref.hash, default: 0] += 1 }

@@ -6,7 +6,7 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     case io(SystemError)
     /// Another process holds the store's lock file.
     case locked(directory: String, holderPID: Int32?)
-    /// Downloaded bytes do not start with a known image signature.
+    /// Downloaded bytes are not an image; what was declared and what they look like.
     case notAnImage(String)
     /// A body grew past the configured limit.
     case tooLarge(limit: Int64)
