@@ -53,6 +53,13 @@ import CacheProtocol
         #expect(try origin.count("/posts.json") == 1)
     }
 
+    @Test func uppercaseHTTPProxyIsIgnored() throws {
+        let origin = try Origin()
+        let closed = try freeLoopbackPort()
+        let daemon = try Daemon(origin: origin, arguments: Self.fast, environment: ["HTTP_PROXY": "http://127.0.0.1:\(closed)"])
+        #expect(try daemon.call("prefetch", [("what", .string("posts"))])["ok"] == .bool(true), "HTTP_PROXY could be set by a CGI client's Proxy: header")
+    }
+
     @Test func proxyNoneIgnoresTheEnvironment() throws {
         let origin = try Origin()
         let closed = try freeLoopbackPort()
