@@ -240,18 +240,16 @@ final class CacheService: Sendable {
                 case .success(let response):
                     let v = manifestView()
                     let rows = (v.rowsByURL[url] ?? []).map { (row: $0, url: v.written[$0]) }
-                    if writer.imageType == nil, let ct = response.headers["content-type"], !ct.lowercased().hasPrefix("image/") {
-                        writer.discard()
-                        outcome = .failure(ImageFailure(message: "not an image: \(ct.split(separator: ";").first.map(String.init) ?? ct)"))
-                    } else {
-                        do {
-                            let ref = try store.commitObject(writer, rows: rows)
-                            counters.withLock { $0.downloads += 1; $0.downloadBytes += ref.size }
-                            log.debug("downloaded \(url): \(ref.size) bytes, \(ref.hash)")
-                            outcome = .success(ref)
-                        } catch {
-                            outcome = .failure(ImageFailure(message: "\(error)"))
-                        }
+                    // Whether the bytes are an image depends on the bytes alone, so
+                    // every server gets the same answer; the declared type only
+                    // appears in a refusal's message.
+                    do {
+                        let ref = try store.commitObject(writer, rows: rows, declaredContentType: response.headers["content-type"])
+                        counters.withLock { $0.downloads += 1; $0.downloadBytes += ref.size }
+                        log.debug("downloaded \(url): \(ref.size) bytes, \(ref.hash)")
+                        outcome = .success(ref)
+                    } catch {
+                        outcome = .failure(ImageFailure(message: "\(error)"))
                     }
                 }
                 if case .failure(let f) = outcome {

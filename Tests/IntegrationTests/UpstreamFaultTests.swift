@@ -103,7 +103,7 @@ import CacheSystem
         let origin = try Self.origin(extraRows: [path])
         let daemon = try Daemon(origin: origin, arguments: Self.fast)
         let (_, error) = try Self.failureOfRow16(daemon)
-        #expect(error == "not an image: text/html")
+        #expect(error == "not an image: declared text/html, bytes look like HTML")
         #expect(try origin.count(path) == 1, "not retried")
         try Self.assertStillServes(daemon)
     }
