@@ -45,6 +45,7 @@ let package = Package(
 
         .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CacheSystem"], swiftSettings: strict),
         .testTarget(name: "CacheProtocolTests", dependencies: ["CacheProtocol"], swiftSettings: strict),
+        .testTarget(name: "CacheSystemTests", dependencies: ["CacheSystem"], swiftSettings: strict),
         .testTarget(name: "CacheFetchTests", dependencies: ["CacheFetch", "CacheSystem"], swiftSettings: strict),
         .testTarget(name: "CacheDaemonTests", dependencies: ["CacheDaemon", "CacheProtocol", "CacheFetch"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests",

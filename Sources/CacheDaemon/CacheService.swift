@@ -225,19 +225,23 @@ final class CacheService: Sendable {
     func download(url: String, completion: @escaping @Sendable (Result<ObjectRef, ImageFailure>) -> Void) {
         guard imageFlight.join(url, completion) else { counters.withLock { $0.coalesced += 1 }; return }
         let maxSize = settings.withLock { $0.maxObjectSize }
-        let writer: ObjectWriter
-        do { writer = try store.newObjectWriter(maxSize: maxSize) } catch {
-            imageFlight.finish(url, .failure(ImageFailure(message: "\(error)")))
-            return
-        }
-        http.fetch(HTTPRequest(url: url, maxBodySize: maxSize), into: ObjectSink(writer: writer)) { [self] result in
+        // The temp file is opened when the first byte arrives, not when the
+        // download is queued: a prefetch of 10,000 URLs holds at most
+        // `concurrency` open files, not one per queued row.
+        let sink = ObjectSink { [store] () throws(StoreError) in try store.newObjectWriter(maxSize: maxSize) }
+        http.fetch(HTTPRequest(url: url, maxBodySize: maxSize), into: sink) { [self] result in
             pool.submit { [self] in
                 let outcome: Result<ObjectRef, ImageFailure>
                 switch result {
                 case .failure(let e):
-                    writer.discard()
+                    sink.discard()
                     outcome = .failure(ImageFailure(message: e.reason))
                 case .success(let response):
+                    let writer: ObjectWriter
+                    do { writer = try sink.finishedWriter() } catch {
+                        outcome = .failure(ImageFailure(message: "\(error)"))
+                        break
+                    }
                     let v = manifestView()
                     let rows = (v.rowsByURL[url] ?? []).map { (row: $0, url: v.written[$0]) }
                     // Whether the bytes are an image depends on the bytes alone, so
@@ -483,11 +487,30 @@ final class CacheService: Sendable {
     }
 }
 
-/// Streams a download into an `ObjectWriter`.
+/// Streams a download into an `ObjectWriter`, opened at the first byte.
 final class ObjectSink: BodySink, @unchecked Sendable {
-    // Used by the fetch thread only while the transfer runs.
-    let writer: ObjectWriter
-    init(writer: ObjectWriter) { self.writer = writer }
-    func receive(_ bytes: UnsafeRawBufferPointer) throws { try writer.append(bytes) }
-    func reset() throws { try writer.reset() }
+    // Used by the fetch thread only while the transfer runs, then by the one
+    // worker that runs the completion: never by two threads at once.
+    private let open: () throws(StoreError) -> ObjectWriter
+    private var writer: ObjectWriter?
+
+    init(open: @escaping () throws(StoreError) -> ObjectWriter) { self.open = open }
+
+    func receive(_ bytes: UnsafeRawBufferPointer) throws {
+        if writer == nil { writer = try open() }
+        try writer?.append(bytes)
+    }
+
+    func reset() throws { try writer?.reset() }
+
+    /// The writer holding the whole body (an empty one for an empty body).
+    func finishedWriter() throws(StoreError) -> ObjectWriter {
+        if let writer { return writer }
+        let w = try open()
+        writer = w
+        return w
+    }
+
+    /// Removes the temp file, if one was opened.
+    func discard() { writer?.discard() }
 }

@@ -125,6 +125,9 @@ final class Daemon {
         do {
             var config = StoreConfiguration(directory: settings.store, maxBytes: settings.maxSize)
             config.compactionSlack = 10_000
+            config.onWritesStopped = { [log] why in
+                log.error("store writes stopped: \(why); reads go on, every write now fails; restart cached to reopen the store")
+            }
             store = try Store(config)
         } catch {
             log.error("cannot open the store: \(error)")

@@ -106,7 +106,7 @@ final class IndexLog {
     /// and its bytes saved beside the log; the cut is reported, never fatal.
     init(path: String, apply: ([LogRecord]) -> Void) throws(SystemError) {
         self.path = path
-        fd = try FileDescriptor.open(path, O_RDWR | O_CREAT, mode: 0o600)
+        fd = try FileDescriptor.open(path, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
         var bytes: [UInt8]
         do throws(SystemError) { bytes = try fd.readToEnd() } catch { fd.close(); throw error }
         let outcome = LogScanner.scan(bytes, apply: apply)
@@ -116,9 +116,16 @@ final class IndexLog {
         do throws(SystemError) {
             if outcome.validLength < bytes.count {
                 let problem = outcome.problem ?? "unexpected bytes"
-                let saved = "\(path).corrupt-\(Clock.wallSeconds())-\(getpid())"
-                try FileSystem.writeDurably(Array(bytes[outcome.validLength...]), to: saved,
-                                            tempDirectory: FileSystem.directoryName(of: path), mode: 0o600)
+                var saved = "\(path).corrupt-\(Clock.wallSeconds())-\(getpid())"
+                do throws(SystemError) {
+                    try FileSystem.writeDurably(Array(bytes[outcome.validLength...]), to: saved,
+                                                tempDirectory: FileSystem.directoryName(of: path), mode: 0o600)
+                } catch where error.isNoSpace {
+                    // The damaged tail holds no record that verified; keeping a
+                    // copy is a courtesy. On a full disk the store still opens
+                    // (cutting the file frees space), and the log line says so.
+                    saved = "nowhere (\(error))"
+                }
                 recovery = LogRecovery(problem: problem, cutOffset: outcome.validLength,
                                        cutLength: bytes.count - outcome.validLength, savedTo: saved)
             }
@@ -173,7 +180,7 @@ final class IndexLog {
             count += t.count + 1
         }
         try FileSystem.writeDurably(bytes, to: path, tempDirectory: tempDirectory, mode: 0o600)
-        let newFD = try FileDescriptor.open(path, O_RDWR)
+        let newFD = try FileDescriptor.open(path, O_RDWR | O_NOFOLLOW)
         fd.close()
         fd = newFD
         length = Int64(bytes.count)
@@ -182,4 +189,7 @@ final class IndexLog {
     }
 
     func close() { fd.close() }
+
+    /// The open log file (for identity checks).
+    var descriptor: FileDescriptor { fd }
 }

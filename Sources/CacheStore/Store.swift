@@ -68,6 +68,9 @@ public struct StoreConfiguration: Sendable {
     /// Compact automatically once the log holds this many more records than
     /// live state needs. Default 10,000.
     public var compactionSlack: Int = 10_000
+    /// Called once, on the writing thread, when writes stop because the log
+    /// or lock was removed or replaced (the daemon logs it as an error).
+    public var onWritesStopped: (@Sendable (String) -> Void)?
 
     public init(directory: String, maxBytes: Int64 = 0) {
         self.directory = directory
@@ -181,11 +184,14 @@ struct StoreState {
         flush()
         if let v = validators[.posts] { out.append([.validators(feed: .posts, etag: v.etag, lastModified: v.lastModified)]) }
         else if postsKnown { out.append([.validators(feed: .posts, etag: nil, lastModified: nil)]) }
+        // One use time per object, after the first row that maps it (several
+        // rows may share one object; their use time is the object's).
+        var timed = Set<Hash128>()
         for (i, row) in rows.enumerated() {
             current.append(.row(row: i, url: row.url, description: row.description))
             if let o = row.object {
                 current.append(.rowObject(row: i, hash: o.hash, size: o.size, type: o.type))
-                if let t = lastUse[o.hash] { current.append(.access(hash: o.hash, time: t)) }
+                if let t = lastUse[o.hash], timed.insert(o.hash).inserted { current.append(.access(hash: o.hash, time: t)) }
             }
             if (i + 1) % chunk == 0 { flush() }
         }
@@ -213,6 +219,8 @@ public final class Store: Sendable {
     let state: Locked<StoreState>
     private let writer: Locked<WriterState>
     private let lockFD: FileDescriptor
+    /// The store directory, open and flocked for as long as the store is.
+    private let directoryFD: FileDescriptor
     /// The log's record count, readable without waiting for a writer's fsync.
     private let logRecords = Locked(0)
     /// Object commits waiting for the log, and who is writing them.
@@ -243,6 +251,8 @@ public final class Store: Sendable {
 
     struct WriterState: @unchecked Sendable {
         var log: IndexLog
+        /// Set once the log or lock was found removed or replaced: every later write fails.
+        var stopped: String?
     }
 
     var postsDirectory: String { directory + "/posts" }
@@ -257,9 +267,29 @@ public final class Store: Sendable {
         directory = configuration.directory
         do throws(SystemError) {
             try FileSystem.makeDirectories(directory, mode: 0o700)
-            lockFD = try FileDescriptor.open(directory + "/lock", O_RDWR | O_CREAT, mode: 0o600)
+            directoryFD = try FileDescriptor.open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
         } catch { throw .io(error) }
-        let acquired: Bool
+        // The lock is taken on the store directory itself, which cannot be
+        // deleted or replaced while it holds the store; `lock` only names the
+        // holder (and keeps 0.1.0 daemons, which lock that file, out).
+        var acquired: Bool
+        do throws(SystemError) {
+            acquired = try directoryFD.tryLockExclusive()
+            if !acquired { directoryFD.close() }
+        } catch {
+            directoryFD.close()
+            throw .io(error)
+        }
+        guard acquired else {
+            let text = (try? FileSystem.read(directory + "/lock", limit: 32)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+            throw .locked(directory: directory, holderPID: Int32(text.filter { $0.isNumber }))
+        }
+        do throws(SystemError) {
+            lockFD = try FileDescriptor.open(directory + "/lock", O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
+        } catch {
+            directoryFD.close()
+            throw .io(error)
+        }
         do throws(SystemError) {
             acquired = try lockFD.tryLockExclusive()
             if acquired {
@@ -273,6 +303,7 @@ public final class Store: Sendable {
         guard acquired else {
             let text = (try? lockFD.readToEnd(limit: 32)).map { String(decoding: $0, as: UTF8.self) } ?? ""
             lockFD.close()
+            directoryFD.close()
             throw .locked(directory: directory, holderPID: Int32(text.filter { $0.isNumber }))
         }
 
@@ -290,6 +321,7 @@ public final class Store: Sendable {
             }
         } catch {
             lockFD.close()
+            directoryFD.close()
             throw .io(error)
         }
         replayed.sortPosts()
@@ -299,10 +331,33 @@ public final class Store: Sendable {
         logRecords.withLock { $0 = log.recordCount }
     }
 
-    /// Releases the log and the lock.
+    /// Releases the log and the locks.
     public func close() {
         writer.withLock { $0.log.close() }
         lockFD.close()
+        directoryFD.close()
+    }
+
+    /// Why writes stopped, if they did (see `StoreError.writesStopped`).
+    public var writesStopped: String? { writer.withLock { $0.stopped } }
+
+    /// Checks that `index.log` and `lock` are still the files this store
+    /// opened: not deleted, not replaced by another file, the log not cut
+    /// shorter than what was written. Nil when they are.
+    private func replacedFiles(_ w: WriterState) -> String? {
+        func check(_ name: String, _ fd: FileDescriptor, length: Int64?) -> String? {
+            guard let open = try? fd.status() else { return "\(name) cannot be examined" }
+            guard let named = try? FileSystem.status(directory + "/" + name) else {
+                return "\(directory)/\(name) was deleted while the daemon ran"
+            }
+            if !named.isSameFile(as: open) { return "\(directory)/\(name) was replaced by another file while the daemon ran" }
+            if open.links == 0 { return "\(directory)/\(name) was deleted while the daemon ran" }
+            if let length, open.size < length {
+                return "\(directory)/\(name) was cut from \(length) to \(open.size) bytes while the daemon ran"
+            }
+            return nil
+        }
+        return check("index.log", w.log.descriptor, length: w.log.length) ?? check("lock", lockFD, length: nil)
     }
 
     // MARK: Reads
@@ -437,13 +492,14 @@ public final class Store: Sendable {
                 if records.isEmpty && known && oldValidators == validators { return change }
                 records.append(.validators(feed: .posts, etag: validators.etag, lastModified: validators.lastModified))
                 if !written.isEmpty { try FileSystem.syncDirectory(postsDirectory) }
-                try w.log.append(records)
-                let count = w.log.recordCount
-                logRecords.withLock { $0 = count }
             } catch {
                 // The log still describes the old posts: put their files back.
                 restorePostFiles(written, from: current)
                 throw .io(error)
+            }
+            do throws(StoreError) { try append(records, &w) } catch {
+                restorePostFiles(written, from: current)
+                throw error
             }
             state.withLock { s in
                 s.apply(transaction: records)
@@ -806,7 +862,26 @@ public final class Store: Sendable {
             s.removeObjects(Set(victims))
             s.evictions += victims.count
         }
-        for h in victims { try? FileSystem.unlink(objectPath(h)) }
+        for h in victims { _ = try? unlinkObjectFile(h) }
+    }
+
+    /// Removes the file of an object the index no longer holds, unless a
+    /// commit of the same bytes is in flight. The check and the unlink happen
+    /// together under the pending-commit lock, and `commitObject` registers
+    /// there before it renames its file into place, so a file being placed
+    /// (or deduplicated against) is never removed: a snapshot of the pending
+    /// set taken earlier would miss commits that began after it. Returns
+    /// false when the file was kept.
+    private func unlinkObjectFile(_ hash: Hash128) throws(SystemError) -> Bool {
+        let path = objectPath(hash)
+        let result = pendingObjects.withLock { p -> Result<Bool, SystemError> in
+            guard p[hash] == nil else { return .success(false) }
+            do throws(SystemError) { try FileSystem.unlink(path) } catch {
+                return error.errno == ENOENT ? .success(true) : .failure(error)
+            }
+            return .success(true)
+        }
+        return try result.get()
     }
 
     // MARK: Maintenance
@@ -837,10 +912,20 @@ public final class Store: Sendable {
                 }
                 var changed = false
                 for name in try FileSystem.list(dir) {
-                    if let h = Hash128(hex: fan + name), keep.contains(h) { continue }
                     let path = "\(dir)/\(name)"
-                    freed += (try FileSystem.status(path))?.size ?? 0
-                    try FileSystem.unlink(path)
+                    guard let h = Hash128(hex: fan + name) else {
+                        // Not an object name: nothing of ours, nothing a commit places.
+                        freed += (try FileSystem.status(path))?.size ?? 0
+                        try FileSystem.unlink(path)
+                        removed += 1
+                        changed = true
+                        continue
+                    }
+                    if keep.contains(h) { continue }
+                    let size = (try FileSystem.status(path))?.size ?? 0
+                    // A commit that began after `pending` was read may be placing this file.
+                    guard try unlinkObjectFile(h) else { continue }
+                    freed += size
                     removed += 1
                     changed = true
                 }
@@ -866,9 +951,25 @@ public final class Store: Sendable {
         return (before, after)
     }
 
-    /// Appends one transaction and publishes the new record count.
+    /// Appends one transaction and publishes the new record count. The log
+    /// and lock are checked after the fsync: a transaction that went into a
+    /// file that was deleted, replaced or cut meanwhile is not acknowledged,
+    /// and no later write is accepted.
     private func append(_ records: [LogRecord], _ w: inout WriterState) throws(StoreError) {
+        if let why = w.stopped { throw .writesStopped(why) }
+        // Before (a cut log would be silently refilled from the old offset)
+        // and after the write (a file deleted meanwhile).
+        if let why = replacedFiles(w) {
+            w.stopped = why
+            configuration.onWritesStopped?(why)
+            throw .writesStopped(why)
+        }
         do { try w.log.append(records) } catch { throw .io(error) }
+        if let why = replacedFiles(w) {
+            w.stopped = why
+            configuration.onWritesStopped?(why)
+            throw .writesStopped(why)
+        }
         let count = w.log.recordCount
         logRecords.withLock { $0 = count }
     }

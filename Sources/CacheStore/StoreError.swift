@@ -15,6 +15,10 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     case corruptObject(Hash128, quarantinedTo: String?, rows: [Int])
     /// The object's file is gone; `rows` pointed to it (now uncached).
     case missingObject(Hash128, rows: [Int])
+    /// The store's log or lock file was removed, replaced or cut while the
+    /// store was open: writes stop (a write into a file nobody will read
+    /// again would be acknowledged and lost) until the store is reopened.
+    case writesStopped(String)
 
     public var description: String {
         switch self {
@@ -24,7 +28,7 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
             return "store I/O failed: \(e)"
         case let .locked(dir, pid):
             let holder = pid.map { "process \($0)" } ?? "another process"
-            return "store \(dir) is in use by \(holder) (lock file \(dir)/lock); stop it or choose another --store"
+            return "store \(dir) is in use by \(holder) (it holds the lock on the directory); stop it or choose another --store"
         case .notAnImage(let what):
             return "not an image: \(what)"
         case .tooLarge(let limit):
@@ -33,6 +37,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
             return "object \(hash) failed verification" + (to.map { "; moved to \($0)" } ?? "")
         case .missingObject(let hash, _):
             return "object \(hash) is not in the store"
+        case .writesStopped(let why):
+            return "store writes stopped: \(why); nothing more is written until cached is restarted"
         }
     }
 }

@@ -84,6 +84,13 @@ public struct FileDescriptor: Sendable, Hashable {
         Int64(try retryingOnInterrupt("lseek", path) { Glibc.lseek(rawValue, off_t(offset), whence) })
     }
 
+    /// `fstat` of the open file.
+    public func status() throws(SystemError) -> FileStatus {
+        var st = stat()
+        _ = try retryingOnInterrupt("fstat", path) { Glibc.fstat(rawValue, &st) }
+        return FileStatus(st)
+    }
+
     /// The size of the open file.
     public func size() throws(SystemError) -> Int64 {
         var st = stat()

@@ -55,7 +55,7 @@ public enum FileSystem {
             if errno == ENOENT || errno == ENOTDIR { return nil }
             throw SystemError("lstat", path)
         }
-        return FileStatus(size: Int64(st.st_size), mode: st.st_mode)
+        return FileStatus(st)
     }
 
     /// Reads a whole file.
@@ -96,6 +96,30 @@ public enum FileSystem {
 public struct FileStatus: Sendable {
     public var size: Int64
     public var mode: mode_t
+    /// Device and inode: which file this is, whatever its name.
+    public var device: UInt64 = 0
+    public var inode: UInt64 = 0
+    /// Links to it; 0 for an open file that was deleted.
+    public var links: UInt64 = 0
+    public var owner: uid_t = 0
+
+    public init(size: Int64, mode: mode_t) {
+        self.size = size
+        self.mode = mode
+    }
+
+    public init(_ st: stat) {
+        size = Int64(st.st_size)
+        mode = st.st_mode
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
+        links = UInt64(st.st_nlink)
+        owner = st.st_uid
+    }
+
+    /// True when `other` is the same file (device and inode).
+    public func isSameFile(as other: FileStatus) -> Bool { device == other.device && inode == other.inode }
+    public var isSymbolicLink: Bool { mode & S_IFMT == S_IFLNK }
     public var isDirectory: Bool { mode & S_IFMT == S_IFDIR }
     public var isRegular: Bool { mode & S_IFMT == S_IFREG }
     public var isSocket: Bool { mode & S_IFMT == S_IFSOCK }

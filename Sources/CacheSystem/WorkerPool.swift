@@ -2,7 +2,10 @@
 /// kept off the event loop and off Swift's cooperative pool.
 public final class WorkerPool: Sendable {
     private struct Queue {
-        var jobs: [@Sendable () -> Void] = []
+        /// Jobs in submission order from `head`; a taken job's slot is
+        /// cleared at once, so a finished job (and what it captured, such as
+        /// a feed body) is released as soon as it has run.
+        var jobs: [(@Sendable () -> Void)?] = []
         var head = 0
         var stopping = false
         var running = 0
@@ -53,8 +56,13 @@ public final class WorkerPool: Sendable {
                 let (next, stop) = queue.withLock { q -> ((@Sendable () -> Void)?, Bool) in
                     if q.head < q.jobs.count {
                         let j = q.jobs[q.head]
+                        q.jobs[q.head] = nil
                         q.head += 1
-                        if q.head > 1024 && q.head * 2 > q.jobs.count {
+                        if q.head == q.jobs.count {
+                            q.jobs.removeAll(keepingCapacity: true)
+                            q.head = 0
+                        } else if q.head > 1024 && q.head * 2 > q.jobs.count {
+                            // Empty slots only: dropping them frees the array's space.
                             q.jobs.removeFirst(q.head)
                             q.head = 0
                         }

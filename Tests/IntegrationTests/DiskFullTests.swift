@@ -90,4 +90,32 @@ import CacheSystem
         #expect(daemon.waitForExit() == 1)
         #expect(daemon.log.contains("Read-only file system"), "\(daemon.log)")
     }
+
+    @Test func aDamagedLogTailOnAFullDiskStillOpens() throws {
+        let origin = try Origin()
+        let scratch = Scratch()
+        let disk = try SmallDisk(scratch, size: "1m")
+        let store = disk.path + "/store"
+        var daemon = try Daemon(origin: origin, arguments: ["--store", store], scratch: scratch)
+        #expect(try daemon.call("prefetch")["images"]?["downloaded"]?.int == 16)
+        #expect(daemon.stop() == 0)
+        // A torn tail (as a crash leaves), then a disk with no room to save a copy of it.
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: store + "/index.log"))
+        try log.seekToEnd()
+        try log.write(contentsOf: Data((0..<3000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }))
+        try log.close()
+        let filler = disk.path + "/filler"
+        _ = FileManager.default.createFile(atPath: filler, contents: nil)
+        if let h = FileHandle(forWritingAtPath: filler) {
+            let chunk = Data(count: 16 * 1024)
+            while (try? h.write(contentsOf: chunk)) != nil {}
+            try? h.close()
+        }
+        daemon = try Daemon(origin: origin, arguments: ["--store", store], scratch: scratch)
+        #expect(daemon.log.contains("index.log was damaged"), "\(daemon.log)")
+        #expect(daemon.log.contains("to nowhere"), "the tail could not be saved, and the log says so: \(daemon.log)")
+        #expect(try daemon.call("list_posts")["total"]?.int == 100)
+        #expect(try daemon.call("verify")["corrupt"] == .array([]))
+        #expect(try daemon.call("get_image", [("row", num(3)), ("fetch", .bool(false))])["ok"] == .bool(true))
+    }
 }

@@ -185,15 +185,16 @@ final class Daemon {
 
     /// Starts the daemon and waits until it answers `ping`.
     init(origin: Origin?, arguments: [String] = [], scratch: Scratch = Scratch(), waitReady: Bool = true,
-         environment extra: [String: String] = [:]) throws {
+         environment extra: [String: String] = [:], launcher: [String] = []) throws {
         self.scratch = scratch
         store = scratch.path + "/store"
         socket = scratch.path + "/sock"
         logPath = scratch.path + "/daemon-\(UUID().uuidString.prefix(8)).log"
         var args = ["--store", store, "--socket", socket, "--log-level", "debug"]
         if let origin { args += ["--posts-url", origin.postsURL, "--images-url", origin.manifestURL] }
-        process.executableURL = URL(fileURLWithPath: Paths.cached)
-        process.arguments = args + arguments
+        // A launcher (such as `prlimit --nofile=N`) must exec the daemon, so its pid is the daemon's.
+        process.executableURL = URL(fileURLWithPath: launcher.first ?? Paths.cached)
+        process.arguments = (launcher.isEmpty ? [] : Array(launcher.dropFirst()) + [Paths.cached]) + args + arguments
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         process.standardError = FileHandle(forWritingAtPath: logPath)
         process.standardOutput = FileHandle.nullDevice

@@ -1,0 +1,36 @@
+import Testing
+@testable import CacheStore
+import CacheSystem
+
+@Suite struct CompactionTests {
+    @Test func aCompactedLogHoldsOneUseTimePerObjectNotPerRow() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        // 300 rows sharing 3 objects.
+        let rows = (0..<300).map { ("img\($0 % 3).png", String?.none) }
+        try store.replaceManifest(rows, validators: Validators())
+        for k in 0..<3 {
+            let w = try store.newObjectWriter(maxSize: 1 << 20)
+            let bytes: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + Array("object \(k)".utf8)
+            try bytes.withUnsafeBytes { try w.append($0) }
+            _ = try store.commitObject(w, rows: (0..<300).filter { $0 % 3 == k }.map { ($0, "img\(k).png") })
+        }
+        _ = try store.compact()
+        var access = 0, rowObjects = 0
+        _ = LogScanner.scan(try FileSystem.read(dir.path + "/index.log")) { records in
+            for r in records {
+                if case .access = r { access += 1 }
+                if case .rowObject = r { rowObjects += 1 }
+            }
+        }
+        #expect(rowObjects == 300)
+        #expect(access == 3)
+        // The use times survive the compaction.
+        let before = store.state.withLock { $0.lastUse }
+        store.close()
+        let reopened = try Store(StoreConfiguration(directory: dir.path))
+        defer { reopened.close() }
+        #expect(reopened.state.withLock { $0.lastUse } == before)
+    }
+}
