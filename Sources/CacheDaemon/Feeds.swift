@@ -78,21 +78,38 @@ public enum FeedDecoder {
     }
 
     /// The base for relative image URLs: `imagesBaseURL` (as a directory) or
-    /// the directory of `imagesURL`.
+    /// the directory of `imagesURL`, read as a browser would (see `resolve`).
     public static func baseURL(imagesURL: String?, imagesBaseURL: String?) -> String? {
-        if let b = imagesBaseURL { return b.hasSuffix("/") ? b : b + "/" }
-        guard let m = imagesURL, let slash = m.lastIndex(of: "/") else { return nil }
-        return String(m[...slash])
+        let directory: String
+        if let raw = imagesBaseURL {
+            let b = URIReference.browserCleaned(raw)
+            directory = b.utf8.last == UInt8(ascii: "/") ? b : b + "/"
+        } else {
+            guard let raw = imagesURL else { return nil }
+            let m = URIReference.browserCleaned(raw)
+            guard let slash = m.utf8.lastIndex(of: UInt8(ascii: "/")) else { return nil }
+            directory = String(m[...slash])
+        }
+        guard URIReference.parse(directory).scheme != nil, let b = URIReference.resolveLikeABrowser(directory, against: nil) else { return directory }
+        return b
     }
 
-    /// Resolves a manifest URL against `base` (RFC 3986). Returns nil when the
-    /// result is not an http or https URL, which is never fetched.
+    /// Resolves a manifest URL against `base` as a browser resolves a link
+    /// (RFC 3986 resolution, read by the WHATWG URL standard's rules: spaces
+    /// and control characters trimmed at the ends, tabs and newlines dropped,
+    /// `\` as `/`, space, `"`, `<`, `>`, `` ` ``, `{`, `}`, `^`, controls and
+    /// non-ASCII percent-encoded as UTF-8, existing `%XX` kept; the host
+    /// lowercased, no IDNA). Returns nil when the result is not an http or
+    /// https URL, which is never fetched.
     public static func resolve(_ url: String, base: String?) -> String? {
-        guard !url.isEmpty else { return nil }
         // The common case, a plain relative path under the base, needs no URL parser.
-        if let base, base.hasSuffix("/"), isPlainRelativePath(url) { return base + url }
-        guard let r = URIReference.resolve(url, against: base) else { return nil }
-        let lower = r.lowercased()
-        return lower.hasPrefix("http://") || lower.hasPrefix("https://") ? r : nil
+        if let base, base.utf8.last == UInt8(ascii: "/"), isPlainRelativePath(url) { return base + url }
+        // Nothing but spaces and controls is no URL (not a link to the base itself).
+        guard !URIReference.browserCleaned(url).isEmpty,
+              let r = URIReference.resolveLikeABrowser(url, against: base) else { return nil }
+        // An http(s) URL with a host (`resolveLikeABrowser` checked it).
+        let parts = URIReference.parse(r)
+        guard let scheme = parts.scheme, scheme == "http" || scheme == "https", parts.authority != nil else { return nil }
+        return r
     }
 }

@@ -75,9 +75,18 @@ enum FuzzTargets {
         }
         if let rows = try? FeedDecoder.manifest(data) {
             for r in rows {
-                if let u = FeedDecoder.resolve(r.url, base: "http://origin.test/images/"),
-                   !(u.lowercased().hasPrefix("http://") || u.lowercased().hasPrefix("https://")) {
+                guard let u = FeedDecoder.resolve(r.url, base: "http://origin.test/images/") else { continue }
+                if !(u.lowercased().hasPrefix("http://") || u.lowercased().hasPrefix("https://")) {
                     fuzzFailure("resolved to a non-HTTP URL: \(u)")
+                }
+                // Read as a browser reads it: no space, control, quote or angle
+                // bracket left (curl refuses some, a browser encodes them all;
+                // only a host keeps non-ASCII), and nothing encoded twice.
+                if u.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") }) {
+                    fuzzFailure("resolved URL keeps a byte a browser encodes: \(u)")
+                }
+                if FeedDecoder.resolve(u, base: "http://origin.test/images/") != u {
+                    fuzzFailure("resolving is not idempotent: \(u)")
                 }
             }
         }

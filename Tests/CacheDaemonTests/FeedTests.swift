@@ -92,6 +92,125 @@ enum Fixture {
     }
 }
 
+/// Manifest URLs read as a browser reads them (the WHATWG URL standard).
+@Suite struct BrowserURLTests {
+    static let base = "http://h/img/"
+
+    @Test(arguments: [
+        ("a b.png", "http://h/img/a%20b.png"),
+        ("caf\u{E9} cr\u{E8}me.png", "http://h/img/caf%C3%A9%20cr%C3%A8me.png"),
+        ("\u{1F600}.png", "http://h/img/%F0%9F%98%80.png"),
+        ("a\"b<c>d`e{f}g^h.png", "http://h/img/a%22b%3Cc%3Ed%60e%7Bf%7Dg%5Eh.png"),
+        // What a browser leaves alone in a path: `|`, `[`, `]`, `'`, and `%` (existing escapes).
+        ("a|b[1]'c'.png", "http://h/img/a|b[1]'c'.png"),
+        ("a%20b.png", "http://h/img/a%20b.png"),
+        ("%E9t%C3%A9 100%.png", "http://h/img/%E9t%C3%A9%20100%.png"),
+        ("a%zz.png", "http://h/img/a%zz.png"),
+        // Backslashes are slashes before the query, then themselves.
+        ("sub\\a b.png", "http://h/img/sub/a%20b.png"),
+        ("..\\up.png", "http://h/up.png"),
+        ("\\\\cdn.example\\x.png", "http://cdn.example/x.png"),
+        ("http:\\\\Other.Example\\x.png", "http://other.example/x.png"),
+        ("a.png?x=\\y", "http://h/img/a.png?x=\\y"),
+        // The query encodes space, quote, <, > and ' (a special scheme's set), not ` or {.
+        ("a.png?q=a b&n='1'&t=<x>`{}", "http://h/img/a.png?q=a%20b&n=%271%27&t=%3Cx%3E`{}"),
+        // The fragment encodes space, quote, <, > and `, not '.
+        ("a.png#x y`'\"", "http://h/img/a.png#x%20y%60'%22"),
+        // Controls and spaces at the ends trimmed, tab and newlines removed anywhere, other controls encoded.
+        ("  a b.png \n", "http://h/img/a%20b.png"),
+        ("\u{0}\u{1F} a.png\u{7}", "http://h/img/a.png"),
+        ("a\tb\nc\r.png", "http://h/img/abc.png"),
+        ("a\u{1}b\u{7F}\u{85}.png", "http://h/img/a%01b%7F%C2%85.png"),
+        // Combining marks after a delimiter are still after the delimiter.
+        ("a/\u{301}b.png#\u{301}", "http://h/img/a/%CC%81b.png#%CC%81"),
+        // The host lowercased, default and empty ports dropped, an empty path is /.
+        ("HTTP://Example.COM/A B.png", "http://example.com/A%20B.png"),
+        ("http://h:80/x", "http://h/x"), ("https://h:443/x", "https://h/x"), ("https://h:80/x", "https://h:80/x"),
+        ("http://h:/x", "http://h/x"), ("http://H", "http://h/"), ("http://[::1]:8080/a b", "http://[::1]:8080/a%20b"),
+        ("http://[::1]/x", "http://[::1]/x"),
+        ("http://us er:p@ss@h/x", "http://us%20er:p%40ss@h/x"),
+    ])
+    func encodesAsABrowserDoes(_ example: (String, String)) {
+        #expect(FeedDecoder.resolve(example.0, base: Self.base) == example.1, "\(example.0)")
+    }
+
+    /// An already-resolved URL resolves to itself: nothing is encoded twice.
+    @Test func resolvingIsIdempotent() {
+        for url in ["a b.png", "caf\u{E9}.png?q=a b#f g", "%2541.png", "x/%C3%A9.png", "a|b.png?x='y'", "HTTP://H:80"] {
+            guard let once = FeedDecoder.resolve(url, base: Self.base) else { Issue.record("\(url)"); continue }
+            #expect(FeedDecoder.resolve(once, base: Self.base) == once, "\(url)")
+            #expect(FeedDecoder.resolve(once, base: nil) == once, "\(url)")
+        }
+    }
+
+    /// A special scheme's slashes, as WHATWG counts them.
+    @Test func httpWithTooFewOrTooManySlashes() {
+        #expect(FeedDecoder.resolve("http:x y.png", base: Self.base) == "http://h/img/x%20y.png")
+        #expect(FeedDecoder.resolve("http:/x.png", base: Self.base) == "http://h/x.png")
+        #expect(FeedDecoder.resolve("https:cdn/x.png", base: Self.base) == "https://cdn/x.png")
+        #expect(FeedDecoder.resolve("http:///Other/x.png", base: Self.base) == "http://other/x.png")
+        #expect(FeedDecoder.resolve("https:\\\\\\cdn\\x.png", base: nil) == "https://cdn/x.png")
+        #expect(FeedDecoder.resolve("http://", base: Self.base) == nil)
+        #expect(FeedDecoder.resolve("http:", base: nil) == nil)
+        #expect(FeedDecoder.resolve("http://user@/x", base: Self.base) == nil)
+        #expect(FeedDecoder.resolve("http://:80/x", base: Self.base) == nil)
+    }
+
+    @Test func hostsAndPortsMustBeHostsAndPorts() {
+        #expect(FeedDecoder.resolve("http://a b/x", base: nil) == nil)
+        #expect(FeedDecoder.resolve("http://a<b/x", base: nil) == nil)
+        #expect(FeedDecoder.resolve("http://a%41/x", base: nil) == nil)
+        #expect(FeedDecoder.resolve("http://h:8x/x", base: nil) == nil)
+        #expect(FeedDecoder.resolve("http://h:65536/x", base: nil) == nil)
+        #expect(FeedDecoder.resolve("http://[::1/x", base: nil) == nil)
+        #expect(FeedDecoder.resolve("http://h:0080/x", base: nil) == "http://h/x")
+        #expect(FeedDecoder.resolve("http://h:08080/x", base: nil) == "http://h:8080/x")
+        // Non-ASCII host names are passed on as written (libcurl converts them with IDNA).
+        #expect(FeedDecoder.resolve("http://B\u{FC}cher.example/\u{FC}.png", base: nil) == "http://b\u{FC}cher.example/%C3%BC.png")
+    }
+
+    /// 20,000 generated references from URL-significant pieces: every result
+    /// is printable ASCII without what a browser always encodes, and resolves
+    /// to itself.
+    @Test func generatedReferencesResolveToCleanIdempotentURLs() {
+        let pieces = ["/", "\\", "?", "#", "%", "%41", ".", "..", ":", "@", "[", "]", " ", "\t", "\n", "\u{0}", "\u{7F}",
+                      "\u{E9}", "\u{301}", "\u{2028}", "a", "B", "http:", "https:", "//", "H", ":80", "\"", "<", "`", "{", "^", "'"]
+        var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next() -> Int {
+            seed = seed &* 6364136223846793005 &+ 1442695040888963407
+            return Int(seed >> 33)
+        }
+        for _ in 0..<20_000 {
+            let reference = (0..<(1 + next() % 8)).map { _ in pieces[next() % pieces.count] }.joined()
+            guard let once = FeedDecoder.resolve(reference, base: Self.base) else { continue }
+            // Only a host may keep non-ASCII (IDNA is libcurl's).
+            let p = URIReference.parse(once)
+            let outsideHost = p.path + "?" + (p.query ?? "") + "#" + (p.fragment ?? "")
+            let bad = outsideHost.utf8.contains { $0 <= 0x20 || $0 >= 0x7F || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") }
+                || (p.authority ?? "").utf8.contains { $0 <= 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") }
+            #expect(!bad, "\(reference.debugDescription) -> \(once.debugDescription)")
+            #expect(FeedDecoder.resolve(once, base: Self.base) == once, "\(reference.debugDescription) -> \(once.debugDescription)")
+            if bad { break }
+        }
+    }
+
+    @Test func blankURLsAreNoURL() {
+        #expect(FeedDecoder.resolve("   ", base: Self.base) == nil)
+        #expect(FeedDecoder.resolve("\t\n", base: Self.base) == nil)
+        #expect(FeedDecoder.resolve(" javascript:alert(1)", base: Self.base) == nil)
+        #expect(FeedDecoder.resolve("\u{0}file:///etc/passwd", base: Self.base) == nil)
+    }
+
+    /// The base is read the same way, so the plain-path shortcut agrees with the parser.
+    @Test func theBaseIsReadLikeABrowserToo() {
+        let base = FeedDecoder.baseURL(imagesURL: "HTTP://Media.Example:80/my images/list.json", imagesBaseURL: nil)
+        #expect(base == "http://media.example/my%20images/")
+        #expect(FeedDecoder.resolve("a.png", base: base) == "http://media.example/my%20images/a.png")
+        #expect(FeedDecoder.resolve("./a.png", base: base) == "http://media.example/my%20images/a.png")
+        #expect(FeedDecoder.baseURL(imagesURL: nil, imagesBaseURL: " https://CDN/x y") == "https://cdn/x%20y/")
+    }
+}
+
 @Suite struct SettingsTests {
     @Test func sizesTakePowerOfTwoSuffixes() throws {
         #expect(try Settings.size("x", "512") == 512)
