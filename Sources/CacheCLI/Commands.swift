@@ -14,7 +14,7 @@ struct Commands {
     func run() throws {
         let words = invocation.command
         switch (words.first, words.count) {
-        case ("get", _) where words.count >= 2:
+        case ("get", _):
             try get(Array(words.dropFirst()))
         case ("prefetch", 1), ("prefetch", 2):
             let what = words.count == 2 ? words[1] : "all"
@@ -57,7 +57,7 @@ struct Commands {
             case "bad_request": .usage
             default: .failure
             }
-            throw CLIError(code: exit, message: "\(message) (\(code))")
+            throw CLIError(code: exit, message: "\(Format.visible(message)) (\(Format.visible(code)))")
         }
     }
 
@@ -66,8 +66,14 @@ struct Commands {
         if json { printJSON(answer) } else { print(format(answer)) }
     }
 
+    /// What `get` takes, for its usage errors.
+    static let getSubjects = "post ID | posts | image ROW [-o FILE] | images"
+
     private func get(_ args: [String]) throws {
-        switch (args[0], args.count) {
+        guard let subject = args.first else {
+            throw CLIError(code: .usage, message: "get needs what to get: \(Self.getSubjects) (see cachectl --help)")
+        }
+        switch (subject, args.count) {
         case ("post", 2):
             guard let id = Int64(args[1]) else { throw CLIError(code: .usage, message: "post id must be an integer, not \"\(args[1])\"") }
             let answer = try call(try connect(), "get_post", [("id", .number(String(id)))])
@@ -77,6 +83,8 @@ struct Commands {
             if json { printJSON(answer) } else { print(Format.postList(answer), terminator: "") }
         case ("image", 2):
             guard let row = Int(args[1]), row >= 0 else { throw CLIError(code: .usage, message: "row must be a non-negative integer, not \"\(args[1])\"") }
+            // A file that cannot be written fails before anything is downloaded.
+            if let output = invocation.output, output != "-" { try Self.checkWritable(output) }
             let client = try connect()
             let answer = try call(client, "get_image", [("row", .number(String(row)))])
             let image = answer["image"] ?? .null
@@ -92,8 +100,25 @@ struct Commands {
             let answer = try call(try connect(), "list_images")
             if json { printJSON(answer) } else { print(Format.imageList(answer), terminator: "") }
         default:
-            throw CLIError(code: .usage, message: "get takes: post ID, posts, image ROW [-o FILE], images")
+            throw CLIError(code: .usage, message: "get expects \(Self.getSubjects), not \"\(Format.visible(args.joined(separator: " ")))\"")
         }
+    }
+
+    /// The error for an output file that cannot be written: the path as the
+    /// user gave it and the system's reason, nothing about temp files.
+    private static func cannotWrite(_ path: String, errno code: Int32) -> CLIError {
+        CLIError(code: .failure, message: "cannot write \(Format.visible(path)): \(String(cString: strerror(code)))")
+    }
+
+    /// Fails early, with `cannotWrite`, when `path` is a directory or its
+    /// directory does not exist, is not one, or cannot be written to.
+    static func checkWritable(_ path: String) throws {
+        var st = stat()
+        if stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFDIR { throw cannotWrite(path, errno: EISDIR) }
+        let dir = FileSystem.directoryName(of: path)
+        guard stat(dir, &st) == 0 else { throw cannotWrite(path, errno: errno) }
+        guard st.st_mode & S_IFMT == S_IFDIR else { throw cannotWrite(path, errno: ENOTDIR) }
+        guard access(dir, W_OK) == 0 else { throw cannotWrite(path, errno: errno) }
     }
 
     /// Reads the verified bytes of an image into `path` (atomically) or stdout.
@@ -109,20 +134,30 @@ struct Commands {
             }
             return
         }
+        // A hidden temp file beside `path`, renamed over it when complete: a
+        // reader never sees half an image. It is removed on every failure, and
+        // its name never appears in a message.
         let dir = FileSystem.directoryName(of: path)
         let temp = "\(dir)/.\(TempName.next(".cachectl"))"
-        let fd = try FileDescriptor.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        let fd: FileDescriptor
+        do throws(SystemError) { fd = try FileDescriptor.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644) }
+        catch { throw Self.cannotWrite(path, errno: error.errno) }
+        var open = true
         do {
             try client.readBytes(Int(size)) { chunk in
-                try Array(chunk).withBytes { (raw) throws(SystemError) in try fd.writeAll(raw) }
+                do throws(SystemError) { try Array(chunk).withBytes { (raw) throws(SystemError) in try fd.writeAll(raw) } }
+                catch { throw Self.cannotWrite(path, errno: error.errno) }
             }
-            try fd.sync()
-            fd.close()
-            try FileSystem.rename(temp, path)
+            do throws(SystemError) {
+                try fd.sync()
+                fd.close()
+                open = false
+                try FileSystem.rename(temp, path)
+            } catch { throw Self.cannotWrite(path, errno: error.errno) }
         } catch {
-            fd.close()
+            if open { fd.close() }
             try? FileSystem.unlink(temp)
-            throw CLIError(code: .failure, message: "cannot write \(path): \(error)")
+            throw error
         }
         if isatty(2) != 0 && !json {
             FileHandle.standardError.write(Data("wrote \(size) bytes (\(image["type"]?.string ?? "?")) to \(path)\n".utf8))

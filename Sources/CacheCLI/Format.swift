@@ -11,22 +11,68 @@ enum Format {
         return u == 0 ? "\(bytes) B" : String(format: "%.1f %@", v, units[u])
     }
 
+    /// `s` on one line, every character that could break a line, a table
+    /// or the terminal written visibly: `\n`, `\r`, `\t`, `\\` (so an
+    /// escape is never ambiguous), and `\uXXXX` for the other C0 and C1
+    /// controls, DEL, U+2028 and U+2029 (line and paragraph separators) and
+    /// the bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069).
+    static func visible(_ s: String) -> String {
+        visible(s, keepingNewlines: false, keepingBackslashes: false)
+    }
+
+    /// `visible`, except that LF stays a line break: for a block of text
+    /// (a post's body) whose lines are meant as lines.
+    static func visibleBlock(_ s: String) -> String {
+        visible(s, keepingNewlines: true, keepingBackslashes: false)
+    }
+
+    private static func visible(_ s: String, keepingNewlines: Bool, keepingBackslashes: Bool) -> String {
+        let scalars = s.unicodeScalars
+        func needsEscape(_ v: UInt32) -> Bool { Format.needsEscape(v) && !(keepingBackslashes && v == 0x5C) }
+        guard scalars.contains(where: { needsEscape($0.value) }) else { return s }
+        var out = String.UnicodeScalarView()
+        let hex = Array("0123456789abcdef".unicodeScalars)
+        for scalar in scalars {
+            let v = scalar.value
+            guard needsEscape(v) else { out.append(scalar); continue }
+            switch v {
+            case 0x0A where keepingNewlines: out.append(scalar)
+            case 0x0A: out.append(contentsOf: "\\n".unicodeScalars)
+            case 0x0D: out.append(contentsOf: "\\r".unicodeScalars)
+            case 0x09: out.append(contentsOf: "\\t".unicodeScalars)
+            case 0x5C: out.append(contentsOf: "\\\\".unicodeScalars)
+            default:
+                out.append(contentsOf: "\\u".unicodeScalars)
+                for shift in [12, 8, 4, 0] { out.append(hex[Int((v >> UInt32(shift)) & 0xF)]) }
+            }
+        }
+        return String(out)
+    }
+
+    private static func needsEscape(_ v: UInt32) -> Bool {
+        v < 0x20 || v == 0x5C || (v >= 0x7F && v <= 0x9F) || v == 0x2028 || v == 0x2029
+            || (v >= 0x202A && v <= 0x202E) || (v >= 0x2066 && v <= 0x2069)
+    }
+
+    /// A value for one line of text output: strings escaped with `visible`.
     private static func text(_ v: JSON?) -> String {
         switch v {
-        case .string(let s)?: return s
+        case .string(let s)?: return visible(s)
         case .number(let n)?: return n
         case .bool(let b)?: return b ? "true" : "false"
         case nil, .null?: return "-"
-        case let other?: return String(decoding: other.encoded, as: UTF8.self)
+        // JSON text escapes its own controls; what it leaves raw (U+2028, C1, bidi) is escaped here.
+        case let other?: return visible(String(decoding: other.encoded, as: UTF8.self), keepingNewlines: false, keepingBackslashes: true)
         }
     }
 
     static func post(_ p: JSON) -> String {
-        var lines = ["Post \(text(p["id"])) by user \(text(p["userId"]))", "Title: \(text(p["title"]))", "", text(p["body"])]
+        let body = p["body"]?.string.map(visibleBlock) ?? text(p["body"])
+        var lines = ["Post \(text(p["id"])) by user \(text(p["userId"]))", "Title: \(text(p["title"]))", "", body]
         if case .object(let pairs) = p {
             let extra = pairs.filter { !["id", "userId", "title", "body"].contains($0.0) }
             if !extra.isEmpty { lines.append("") }
-            for (k, v) in extra { lines.append("\(k): \(text(v))") }
+            for (k, v) in extra { lines.append("\(visible(k)): \(text(v))") }
         }
         return lines.joined(separator: "\n")
     }
@@ -53,15 +99,18 @@ enum Format {
     }
 
     static func imageList(_ answer: JSON) -> String {
-        var out = "  ROW  STATE          SIZE  TYPE        URL\n"
-        var cached = 0
         let rows = answer["images"]?.array ?? []
+        // As wide as the longest type (image/vnd.microsoft.icon is 24), at least 10.
+        let typeWidth = rows.reduce(10) { max($0, text($1["type"]).count) }
+        func left(_ s: String) -> String { s + String(repeating: " ", count: max(0, typeWidth - s.count)) }
+        var out = "  ROW  STATE          SIZE  " + left("TYPE") + "  URL\n"
+        var cached = 0
         for i in rows {
             let isCached = !(i["hash"]?.isNull ?? true)
             if isCached { cached += 1 }
             out += pad(text(i["row"]), 5) + "  " + (isCached ? "cached    " : "missing   ") +
                 pad(isCached ? size(i["size"]?.integer ?? 0) : "-", 9) + "  " +
-                (text(i["type"]) + String(repeating: " ", count: 10)).prefix(10) + "  " + text(i["url"]) + "\n"
+                left(isCached ? text(i["type"]) : "-") + "  " + text(i["url"]) + "\n"
         }
         out += "\(cached)/\(text(answer["total"])) rows cached\n"
         return out
@@ -90,7 +139,7 @@ enum Format {
                 ((s["max_bytes"]?.integer ?? 0) > 0 ? " of \(size(s["max_bytes"]?.integer ?? 0))" : ""),
         ]
         if case .object(let pairs)? = s["counters"] {
-            lines.append("counters: " + pairs.map { "\($0.0)=\(text($0.1))" }.joined(separator: " "))
+            lines.append("counters: " + pairs.map { "\(visible($0.0))=\(text($0.1))" }.joined(separator: " "))
         }
         return lines.joined(separator: "\n")
     }
