@@ -423,7 +423,9 @@ final class CacheService: Sendable {
             for url in order {
                 let rowsForURL = byURL[url] ?? []
                 download(url: url) { outcome in
-                    let (snapshot, finished) = run.state.withLock { s -> (Progress, ImagesSummary?) in
+                    // The event is posted under the run's lock, so events leave in
+                    // the order their counts were taken: never a smaller `done` after a larger.
+                    let finished = run.state.withLock { s -> ImagesSummary? in
                         switch outcome {
                         case .success(let ref):
                             s.summary.downloaded += rowsForURL.count
@@ -433,10 +435,9 @@ final class CacheService: Sendable {
                             for r in rowsForURL { s.summary.failures.append((r, url, f.message)) }
                         }
                         s.done += rowsForURL.count
-                        let p = Progress(phase: "images", done: s.done, total: run.total, bytes: s.summary.bytes)
-                        return (p, s.done == run.total ? s.summary : nil)
+                        progress(Progress(phase: "images", done: s.done, total: run.total, bytes: s.summary.bytes))
+                        return s.done == run.total ? s.summary : nil
                     }
-                    progress(snapshot)
                     if var done = finished {
                         done.failures.sort { $0.row < $1.row }
                         completion(.success(done))

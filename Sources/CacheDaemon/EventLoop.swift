@@ -20,6 +20,10 @@ struct Delivery: Sendable {
     var slot: UInt64
     var chunks: [OutputChunk]
     var done: Bool
+    /// A progress event: dropped rather than queued when the client already
+    /// has `maxQueuedBytes` waiting (each event carries the totals so far,
+    /// so a later one replaces what a dropped one said).
+    var droppable = false
 }
 
 /// Where worker and fetch threads post deliveries; wakes the loop through an eventfd.
@@ -63,9 +67,10 @@ struct Reply: Sendable {
     /// The request's tag, to echo.
     let tag: [UInt8]?
 
-    /// An intermediate line (a progress event).
+    /// An intermediate line (a progress event); skipped for a client that
+    /// is not reading what it was already sent.
     func send(_ line: [UInt8]) {
-        mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.bytes(line)], done: false))
+        mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.bytes(line)], done: false, droppable: true))
     }
 
     /// The final line of the answer.
@@ -370,6 +375,13 @@ final class EventLoop {
         guard let c = connections[d.connection], let index = c.slots.firstIndex(where: { $0.id == d.slot }) else {
             for chunk in d.chunks { chunk.release() }  // the client left
             return
+        }
+        if d.droppable {
+            let waiting = c.slots[index].chunks.reduce(0) { n, chunk in
+                if case .bytes(let b) = chunk { return n + b.count }
+                return n
+            }
+            if c.queuedBytes + waiting >= limits.maxQueuedBytes { return }
         }
         if index == 0 {
             for chunk in d.chunks { c.enqueue(chunk) }

@@ -621,9 +621,18 @@ public final class Store: Sendable {
         let path = objectPath(ref.hash)
         do throws(SystemError) {
             let known = state.withLock { $0.objects[ref.hash] != nil }
-            if known, let st = try FileSystem.status(path), st.size == ref.size {
+            let existing = try FileSystem.status(path)
+            // The same bytes are stored already: keep that file, but only once
+            // it proves to hold them (`prefetch --force` must repair a copy
+            // damaged on disk, not keep it and discard the good download).
+            if known, let existing, existing.size == ref.size, Store.fileHolds(path, ref.hash) {
                 objectWriter.discard()
             } else {
+                if existing != nil {
+                    // Damaged or foreign bytes under this name: keep them aside, as `read` does.
+                    try FileSystem.rename(path, "\(quarantineDirectory)/\(ref.hash.hex)-\(Clock.wallSeconds())")
+                    try FileSystem.syncDirectory(quarantineDirectory)
+                }
                 try objectWriter.syncAndClose()
                 let fanout = FileSystem.directoryName(of: path)
                 let created = try FileSystem.status(fanout) == nil
@@ -733,6 +742,13 @@ public final class Store: Sendable {
         }
         touch(hash)
         return (fd, size)
+    }
+
+    /// True when the file at `path` (never through a symbolic link) hashes to `hash`.
+    static func fileHolds(_ path: String, _ hash: Hash128) -> Bool {
+        guard let fd = try? FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW) else { return false }
+        defer { fd.close() }
+        return (try? hashFile(fd))?.0 == hash
     }
 
     /// The rows whose image is `hash` (a scan: only on the failure paths).

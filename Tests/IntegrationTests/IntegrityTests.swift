@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import CacheProtocol
+import CacheSystem
 
 /// Data-loss races and store integrity under real concurrent clients.
 @Suite struct IntegrityTests {
@@ -66,6 +67,24 @@ import CacheProtocol
             let verify = try daemon.call("verify")
             #expect(verify["corrupt"]?.array?.count == 0, "\(verify)")
         }
+    }
+}
+
+extension IntegrityTests {
+    @Test func prefetchForceRepairsAnObjectDamagedOnDisk() throws {
+        let origin = try Origin()
+        let daemon = try Daemon(origin: origin)
+        let (image, path) = try daemon.prefetchedImage(row: 3)
+        let good = try Data(contentsOf: URL(fileURLWithPath: path))
+        // Same length, other bytes: only a hash tells them apart.
+        try Data(good.map { $0 ^ 0x5A }).write(to: URL(fileURLWithPath: path))
+        let r = try daemon.call("prefetch", [("what", .string("images")), ("force", .bool(true))])
+        #expect(r["ok"] == .bool(true), "\(r)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == good, "the good download replaced the damaged file")
+        #expect(try daemon.call("read", [("hash", image["hash"] ?? .null)])["ok"] == .bool(true))
+        let quarantined = try FileManager.default.contentsOfDirectory(atPath: daemon.store + "/quarantine")
+        #expect(quarantined.contains { $0.hasPrefix(image["hash"]?.string ?? "-") }, "the damaged bytes were kept aside: \(quarantined)")
+        #expect(try daemon.call("verify")["corrupt"] == .array([]))
     }
 }
 
@@ -148,6 +167,41 @@ import CacheProtocol
         #expect(r["images"]?["downloaded"]?.int == 1200, "\(r["images"] ?? .null)")
         let failures = r["failures"]?.array ?? []
         #expect(failures.isEmpty, "\(failures.prefix(3))")
+    }
+}
+
+extension BoundsTests {
+    @Test func progressForAClientThatNeverReadsIsBounded() throws {
+        let origin = try IntegrityTests.manyImages(2000)
+        let daemon = try Daemon(origin: origin, arguments: ["--concurrency", "16", "--max-queued-bytes", "64K"])
+        _ = try daemon.call("prefetch", [("what", .string("posts"))])
+        let before = AbuseTests.rss(daemon.pid)
+        // Asks for progress on a 2,000-row prefetch and reads nothing until it is over:
+        // past what the kernel's socket buffer holds (about 250 small sends), the
+        // events wait in the daemon, up to max-queued-bytes, then are skipped.
+        let hog = try daemon.client()
+        try hog.send(Request.line(op: "prefetch", [("what", .string("images")), ("progress", .bool(true))]))
+        let finished = waitUntil(120) { (try? daemon.call("status"))?["images_cached"]?.int == 2000 }
+        #expect(finished, "the prefetch finished")
+        usleep(300_000)
+        let after = AbuseTests.rss(daemon.pid)
+        #expect(after - before < 24 << 20, "resident memory grew by \(formatSize(Int64(after - before)))")
+        // The hog reads at last: its answers, the progress events that were kept, in order, then the summary.
+        var events = 0
+        var last = -1
+        while true {
+            let line = try hog.readJSON()
+            if line["event"] == .string("progress") {
+                events += 1
+                let done = line["done"]?.int ?? -1
+                #expect(done >= last, "progress never goes backwards")
+                last = done
+                continue
+            }
+            #expect(line["images"]?["downloaded"]?.int == 2000, "\(line)")
+            break
+        }
+        #expect(events > 0 && events < 2000, "\(events) progress events: some, not one per row")
     }
 }
 
