@@ -11,7 +11,7 @@ VERSION      := 0.1.0
 # Installed binaries carry the Swift runtime, so they need no toolchain.
 STATIC_BUILD := -c release --static-swift-stdlib --scratch-path .build/static
 
-.PHONY: all deps bench-deps build release test unit integration crash fuzz sanitize sanitize-address sanitize-thread bench bench-store demo clean install deb check-docs check-package
+.PHONY: all deps bench-deps build release test unit integration interop crash fuzz sanitize sanitize-address sanitize-thread bench bench-store demo clean install deb check-docs check-package
 
 all: build
 
@@ -39,9 +39,14 @@ release: deps
 # The whole suite: unit tests and integration tests against the built
 # binaries, then each fuzz target for a short bounded time.
 TEST_FUZZ_SECONDS ?= 20
+# Real web servers the integration tests use as origins (RealOriginTests);
+# make interop adds more (InteropTests), which make test skips.
+TEST_PACKAGES    := nginx-light caddy openssl
+INTEROP_PACKAGES := $(TEST_PACKAGES) apache2 lighttpd squid
 test: deps
+	$(call install_missing,$(TEST_PACKAGES))
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
-	$(SWIFT) test --skip-build $(BUILD_FLAGS)
+	$(SWIFT) test --skip-build --skip InteropTests $(BUILD_FLAGS)
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 	$(MAKE) --no-print-directory check-docs check-package
 
@@ -74,8 +79,16 @@ unit: deps
 	$(SWIFT) test --skip-build --skip IntegrationTests $(BUILD_FLAGS)
 
 integration: deps
+	$(call install_missing,$(TEST_PACKAGES))
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
-	$(SWIFT) test --skip-build --filter IntegrationTests $(BUILD_FLAGS)
+	$(SWIFT) test --skip-build --filter IntegrationTests --skip InteropTests $(BUILD_FLAGS)
+
+# Apache (mod_deflate), lighttpd and squid (a forward proxy) as well as
+# nginx and Caddy: the same refreshes against each, read from their logs.
+interop: deps
+	$(call install_missing,$(INTEROP_PACKAGES))
+	$(SWIFT) build --build-tests $(BUILD_FLAGS)
+	$(SWIFT) test --skip-build --filter 'InteropTests|RealOriginTests' $(BUILD_FLAGS)
 
 # The kill -9 suite at length: CRASH_ROUNDS rounds per scenario (make test runs 14).
 CRASH_ROUNDS ?= 150
