@@ -9,12 +9,20 @@ public enum FileSystem {
         if Glibc.mkdir(path, mode) != 0 && errno != EEXIST { throw SystemError("mkdir", path) }
     }
 
-    /// Creates `path` and any missing parents.
+    /// Creates `path` and any missing parents. Each directory created has its
+    /// parent fsynced, so that its entry survives a power loss (a store
+    /// directory the daemon created would otherwise vanish with everything in
+    /// it); a parent that cannot be opened for reading is left unsynced.
     public static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws(SystemError) {
         var prefix = path.hasPrefix("/") ? "" : "."
         for part in path.split(separator: "/") {
+            let parent = prefix.isEmpty ? "/" : prefix
             prefix += "/" + part
-            try makeDirectory(prefix, mode: mode)
+            if Glibc.mkdir(prefix, mode) == 0 {
+                try? syncDirectory(parent)
+            } else if errno != EEXIST {
+                throw SystemError("mkdir", prefix)
+            }
         }
     }
 
