@@ -1,5 +1,11 @@
+#define _GNU_SOURCE
 #include "CLinux.h"
 #include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <linux/openat2.h>
 
 int clinux_peercred(int fd, struct clinux_ucred *out) {
     socklen_t len = sizeof(*out);
@@ -26,6 +32,17 @@ int clinux_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int max, int t
 }
 
 int clinux_flock_exclusive_nb(int fd) { return flock(fd, LOCK_EX | LOCK_NB); }
+
+int clinux_o_path(void) { return O_PATH; }
+
+int clinux_openat2_beneath(int dirfd, const char *path, int flags, unsigned int mode) {
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = (unsigned long long)(unsigned int)flags;
+    how.mode = (flags & O_CREAT) ? mode : 0;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+}
 
 #include <signal.h>
 #include <pthread.h>

@@ -143,8 +143,24 @@ final class Daemon {
         var listeners = manager.inheritedSockets()
         var ownSocket: String?
         if listeners.isEmpty {
+            let socketDirectory = FileSystem.directoryName(of: settings.socket)
             do {
-                try FileSystem.makeDirectories(FileSystem.directoryName(of: settings.socket), mode: 0o755)
+                try FileSystem.makeDirectories(socketDirectory, mode: 0o755)
+            } catch {
+                log.error("cannot listen on \(settings.socket): \(error)")
+                store.close()
+                return 1
+            }
+            // Another user who owns or can write the socket's directory could
+            // replace the socket after the bind and answer clients in our name.
+            // The per-user default (/tmp/cached-<uid>) must be this user's own.
+            let isPrivateDefault = socketDirectory == DefaultPaths.privateTempDirectory
+            if let problem = TrustedDirectory.problem(socketDirectory, allowRoot: !isPrivateDefault, allowSticky: !isPrivateDefault, followLink: !isPrivateDefault) {
+                log.error("refusing to listen on \(settings.socket): \(problem)")
+                store.close()
+                return 1
+            }
+            do {
                 listeners = [try UnixSocket.listen(path: settings.socket, mode: 0o660)]
                 ownSocket = settings.socket
             } catch {

@@ -104,9 +104,13 @@ final class IndexLog {
 
     /// Opens (creating if missing) and replays the log. A damaged tail is cut
     /// and its bytes saved beside the log; the cut is reported, never fatal.
-    init(path: String, apply: ([LogRecord]) -> Void) throws(SystemError) {
-        self.path = path
-        fd = try FileDescriptor.open(path, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
+    /// The store directory the log lives in (every path resolved beneath it).
+    private let files: ConfinedDirectory
+
+    init(directory files: ConfinedDirectory, name: String, apply: ([LogRecord]) -> Void) throws(SystemError) {
+        self.files = files
+        path = files.path + "/" + name
+        fd = try files.open(name, O_RDWR | O_CREAT, mode: 0o600)
         var bytes: [UInt8]
         do throws(SystemError) { bytes = try fd.readToEnd() } catch { fd.close(); throw error }
         let outcome = LogScanner.scan(bytes, apply: apply)
@@ -118,8 +122,8 @@ final class IndexLog {
                 let problem = outcome.problem ?? "unexpected bytes"
                 var saved = "\(path).corrupt-\(Clock.wallSeconds())-\(getpid())"
                 do throws(SystemError) {
-                    try FileSystem.writeDurably(Array(bytes[outcome.validLength...]), to: saved,
-                                                tempDirectory: FileSystem.directoryName(of: path), mode: 0o600)
+                    try files.writeDurably(Array(bytes[outcome.validLength...]), to: saved,
+                                           tempDirectory: files.path, mode: 0o600)
                 } catch where error.isNoSpace {
                     // The damaged tail holds no record that verified; keeping a
                     // copy is a courtesy. On a full disk the store still opens
@@ -135,7 +139,7 @@ final class IndexLog {
                 try fd.writeAll(RecordCodec.fileHeader)
                 length = Int64(RecordCodec.fileHeader.count)
                 try fd.sync()
-                try FileSystem.syncDirectory(FileSystem.directoryName(of: path))
+                try files.syncDirectory(files.path)
             } else if outcome.validLength < bytes.count {
                 try fd.truncate(to: length)
                 try fd.sync()
@@ -179,8 +183,8 @@ final class IndexLog {
             RecordCodec.encode(.commit, into: &bytes)
             count += t.count + 1
         }
-        try FileSystem.writeDurably(bytes, to: path, tempDirectory: tempDirectory, mode: 0o600)
-        let newFD = try FileDescriptor.open(path, O_RDWR | O_NOFOLLOW)
+        try files.writeDurably(bytes, to: path, tempDirectory: tempDirectory, mode: 0o600)
+        let newFD = try files.open(path, O_RDWR)
         fd.close()
         fd = newFD
         length = Int64(bytes.count)

@@ -21,10 +21,14 @@ public final class ObjectWriter: @unchecked Sendable {
     private var head: [UInt8] = []
     private var closed = false
 
-    init(tempPath: String, maxSize: Int64) throws(SystemError) {
+    /// The store's directory, through which the temp file is created and removed.
+    private let files: ConfinedDirectory
+
+    init(tempPath: String, maxSize: Int64, files: ConfinedDirectory) throws(SystemError) {
         self.tempPath = tempPath
         self.maxSize = maxSize
-        fd = try FileDescriptor.open(tempPath, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        self.files = files
+        fd = try files.open(tempPath, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
     }
 
     deinit { discard() }
@@ -84,7 +88,7 @@ public final class ObjectWriter: @unchecked Sendable {
     /// Closes and removes the temp file.
     public func discard() {
         close()
-        if !done { try? FileSystem.unlink(tempPath) }
+        if !done { try? files.unlink(tempPath) }
         done = true
     }
 }

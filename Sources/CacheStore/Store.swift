@@ -221,6 +221,9 @@ public final class Store: Sendable {
     private let lockFD: FileDescriptor
     /// The store directory, open and flocked for as long as the store is.
     private let directoryFD: FileDescriptor
+    /// Every path of the store is resolved through this: beneath the store
+    /// directory, never through a symbolic link.
+    let files: ConfinedDirectory
     /// The log's record count, readable without waiting for a writer's fsync.
     private let logRecords = Locked(0)
     /// Object commits waiting for the log, and who is writing them.
@@ -267,25 +270,27 @@ public final class Store: Sendable {
         directory = configuration.directory
         do throws(SystemError) {
             try FileSystem.makeDirectories(directory, mode: 0o700)
-            directoryFD = try FileDescriptor.open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
         } catch { throw .io(error) }
+        if let problem = StoreTrust.problem(directory) { throw .untrusted(problem) }
+        do throws(SystemError) { files = try ConfinedDirectory(opening: directory) } catch { throw .io(error) }
+        directoryFD = files.descriptor
         // The lock is taken on the store directory itself, which cannot be
         // deleted or replaced while it holds the store; `lock` only names the
         // holder (and keeps 0.1.0 daemons, which lock that file, out).
         var acquired: Bool
         do throws(SystemError) {
             acquired = try directoryFD.tryLockExclusive()
-            if !acquired { directoryFD.close() }
         } catch {
             directoryFD.close()
             throw .io(error)
         }
         guard acquired else {
-            let text = (try? FileSystem.read(directory + "/lock", limit: 32)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+            let text = (try? files.read("lock", limit: 32)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+            directoryFD.close()
             throw .locked(directory: directory, holderPID: Int32(text.filter { $0.isNumber }))
         }
         do throws(SystemError) {
-            lockFD = try FileDescriptor.open(directory + "/lock", O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
+            lockFD = try files.open("lock", O_RDWR | O_CREAT, mode: 0o600)
         } catch {
             directoryFD.close()
             throw .io(error)
@@ -311,12 +316,12 @@ public final class Store: Sendable {
         let log: IndexLog
         do throws(SystemError) {
             for sub in ["posts", "objects", "tmp", "quarantine"] {
-                try FileSystem.makeDirectory(directory + "/" + sub, mode: 0o700)
+                try files.makeDirectory(sub, mode: 0o700)
             }
-            for name in try FileSystem.list(directory + "/tmp") {
-                try FileSystem.unlink(directory + "/tmp/" + name)
+            for name in try files.list("tmp") {
+                try files.unlink("tmp/" + name)
             }
-            log = try IndexLog(path: directory + "/index.log") { transaction in
+            log = try IndexLog(directory: files, name: "index.log") { transaction in
                 replayed.apply(transaction: transaction)
             }
         } catch {
@@ -331,12 +336,15 @@ public final class Store: Sendable {
         logRecords.withLock { $0 = log.recordCount }
     }
 
-    /// Releases the log and the locks.
+    /// Releases the log and the locks. A second call does nothing (closing
+    /// a descriptor number twice could close another file that reused it).
     public func close() {
+        guard closed.withLock({ c -> Bool in defer { c = true }; return !c }) else { return }
         writer.withLock { $0.log.close() }
         lockFD.close()
         directoryFD.close()
     }
+    private let closed = Locked(false)
 
     /// Why writes stopped, if they did (see `StoreError.writesStopped`).
     public var writesStopped: String? { writer.withLock { $0.stopped } }
@@ -347,7 +355,7 @@ public final class Store: Sendable {
     private func replacedFiles(_ w: WriterState) -> String? {
         func check(_ name: String, _ fd: FileDescriptor, length: Int64?) -> String? {
             guard let open = try? fd.status() else { return "\(name) cannot be examined" }
-            guard let named = try? FileSystem.status(directory + "/" + name) else {
+            guard let named = try? files.status(name) else {
                 return "\(directory)/\(name) was deleted while the daemon ran"
             }
             if !named.isSameFile(as: open) { return "\(directory)/\(name) was replaced by another file while the daemon ran" }
@@ -443,7 +451,7 @@ public final class Store: Sendable {
     /// True when the object's file exists with its recorded size (one `lstat`,
     /// no writes: safe on the event loop).
     public func objectFileLooksRight(_ ref: ObjectRef) -> Bool {
-        guard let st = try? FileSystem.status(objectPath(ref.hash)) else { return false }
+        guard let st = try? files.status(objectPath(ref.hash)) else { return false }
         return st.isRegular && st.size == ref.size
     }
 
@@ -480,7 +488,7 @@ public final class Store: Sendable {
                 for (id, json) in posts {
                     newIDs.insert(id)
                     if current[id] == json { change.unchanged += 1; continue }
-                    try FileSystem.writeDurably(json, to: postPath(id), tempDirectory: tempDirectory, syncDirectory: false)
+                    try files.writeDurably(json, to: postPath(id), tempDirectory: tempDirectory, syncDirectory: false)
                     written.append(id)
                     records.append(.post(id: id, json: json))
                     change.fetched += 1
@@ -491,7 +499,7 @@ public final class Store: Sendable {
                 let oldValidators = state.withLock { $0.validators[.posts] }
                 if records.isEmpty && known && oldValidators == validators { return change }
                 records.append(.validators(feed: .posts, etag: validators.etag, lastModified: validators.lastModified))
-                if !written.isEmpty { try FileSystem.syncDirectory(postsDirectory) }
+                if !written.isEmpty { try files.syncDirectory(postsDirectory) }
             } catch {
                 // The log still describes the old posts: put their files back.
                 restorePostFiles(written, from: current)
@@ -505,8 +513,8 @@ public final class Store: Sendable {
                 s.apply(transaction: records)
                 s.sortPosts()
             }
-            for r in records { if case let .postRemoved(id) = r { try? FileSystem.unlink(postPath(id)) } }
-            if change.removed > 0 { try? FileSystem.syncDirectory(postsDirectory) }
+            for r in records { if case let .postRemoved(id) = r { try? files.unlink(postPath(id)) } }
+            if change.removed > 0 { try? files.syncDirectory(postsDirectory) }
             try compactIfNeeded(&w)
             return change
         }
@@ -517,9 +525,9 @@ public final class Store: Sendable {
     private func restorePostFiles(_ ids: [Int64], from posts: [Int64: [UInt8]]) {
         for id in ids {
             if let old = posts[id] {
-                try? FileSystem.writeDurably(old, to: postPath(id), tempDirectory: tempDirectory)
+                try? files.writeDurably(old, to: postPath(id), tempDirectory: tempDirectory)
             } else {
-                try? FileSystem.unlink(postPath(id))
+                try? files.unlink(postPath(id))
             }
         }
     }
@@ -532,23 +540,23 @@ public final class Store: Sendable {
         writer.withLock { _ in
             let posts = state.withLock { $0.posts }
             var fixed = 0
-            let names = (try? FileSystem.list(postsDirectory)) ?? []
+            let names = (try? files.list(postsDirectory)) ?? []
             var seen = Set<Int64>()
             for name in names {
                 guard name.hasSuffix(".json"), let id = Int64(name.dropLast(5)), let json = posts[id] else {
-                    try? FileSystem.unlink("\(postsDirectory)/\(name)"); fixed += 1; continue
+                    try? files.unlink("\(postsDirectory)/\(name)"); fixed += 1; continue
                 }
                 seen.insert(id)
-                if (try? FileSystem.read(postPath(id))) != json {
-                    try? FileSystem.writeDurably(json, to: postPath(id), tempDirectory: tempDirectory, syncDirectory: false)
+                if (try? files.read(postPath(id))) != json {
+                    try? files.writeDurably(json, to: postPath(id), tempDirectory: tempDirectory, syncDirectory: false)
                     fixed += 1
                 }
             }
             for (id, json) in posts where !seen.contains(id) {
-                try? FileSystem.writeDurably(json, to: postPath(id), tempDirectory: tempDirectory, syncDirectory: false)
+                try? files.writeDurably(json, to: postPath(id), tempDirectory: tempDirectory, syncDirectory: false)
                 fixed += 1
             }
-            if fixed > 0 { try? FileSystem.syncDirectory(postsDirectory) }
+            if fixed > 0 { try? files.syncDirectory(postsDirectory) }
             return fixed
         }
     }
@@ -580,7 +588,7 @@ public final class Store: Sendable {
 
     /// A temp file under `tmp/` to stream one download into.
     public func newObjectWriter(maxSize: Int64) throws(StoreError) -> ObjectWriter {
-        do throws(SystemError) { return try ObjectWriter(tempPath: "\(tempDirectory)/\(TempName.next(".part"))", maxSize: maxSize) }
+        do throws(SystemError) { return try ObjectWriter(tempPath: "\(tempDirectory)/\(TempName.next(".part"))", maxSize: maxSize, files: files) }
         catch { throw .io(error) }
     }
 
@@ -621,26 +629,26 @@ public final class Store: Sendable {
         let path = objectPath(ref.hash)
         do throws(SystemError) {
             let known = state.withLock { $0.objects[ref.hash] != nil }
-            let existing = try FileSystem.status(path)
+            let existing = try files.status(path)
             // The same bytes are stored already: keep that file, but only once
             // it proves to hold them (`prefetch --force` must repair a copy
             // damaged on disk, not keep it and discard the good download).
-            if known, let existing, existing.size == ref.size, Store.fileHolds(path, ref.hash) {
+            if known, let existing, existing.size == ref.size, fileHolds(path, ref.hash) {
                 objectWriter.discard()
             } else {
                 if existing != nil {
                     // Damaged or foreign bytes under this name: keep them aside, as `read` does.
-                    try FileSystem.rename(path, "\(quarantineDirectory)/\(ref.hash.hex)-\(Clock.wallSeconds())")
-                    try FileSystem.syncDirectory(quarantineDirectory)
+                    try files.rename(path, "\(quarantineDirectory)/\(ref.hash.hex)-\(Clock.wallSeconds())")
+                    try files.syncDirectory(quarantineDirectory)
                 }
                 try objectWriter.syncAndClose()
                 let fanout = FileSystem.directoryName(of: path)
-                let created = try FileSystem.status(fanout) == nil
-                try FileSystem.makeDirectory(fanout, mode: 0o700)
-                try FileSystem.rename(objectWriter.tempPath, path)
+                let created = try files.status(fanout) == nil
+                try files.makeDirectory(fanout, mode: 0o700)
+                try files.rename(objectWriter.tempPath, path)
                 objectWriter.markDone()
-                try FileSystem.syncDirectory(fanout)
-                if created { try FileSystem.syncDirectory(objectsDirectory) }
+                try files.syncDirectory(fanout)
+                if created { try files.syncDirectory(objectsDirectory) }
             }
         } catch {
             objectWriter.discard()
@@ -718,7 +726,7 @@ public final class Store: Sendable {
     public func openVerified(_ hash: Hash128) throws(StoreError) -> (FileDescriptor, Int64) {
         let path = objectPath(hash)
         let fd: FileDescriptor
-        do throws(SystemError) { fd = try FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW) } catch {
+        do throws(SystemError) { fd = try files.open(path, O_RDONLY) } catch {
             if error.errno == ENOENT {
                 let rows = rowsReferencing(hash)
                 try? forgetObject(hash)
@@ -745,10 +753,10 @@ public final class Store: Sendable {
     }
 
     /// True when the file at `path` (never through a symbolic link) hashes to `hash`.
-    static func fileHolds(_ path: String, _ hash: Hash128) -> Bool {
-        guard let fd = try? FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW) else { return false }
+    func fileHolds(_ path: String, _ hash: Hash128) -> Bool {
+        guard let fd = try? files.open(path, O_RDONLY) else { return false }
         defer { fd.close() }
-        return (try? hashFile(fd))?.0 == hash
+        return (try? Store.hashFile(fd))?.0 == hash
     }
 
     /// The rows whose image is `hash` (a scan: only on the failure paths).
@@ -786,7 +794,7 @@ public final class Store: Sendable {
     /// is returned whole: the answer line and its payload, ready to send.
     public func readVerifiedIfCached(_ hash: Hash128, upTo limit: Int, header: (Int) -> [UInt8]) -> [UInt8]? {
         guard let ref = state.withLock({ $0.objects[hash] }), ref.size <= limit else { return nil }
-        guard let fd = try? FileDescriptor.open(objectPath(hash), O_RDONLY | O_NOFOLLOW) else { return nil }
+        guard let fd = try? files.open(objectPath(hash), O_RDONLY) else { return nil }
         defer { fd.close() }
         let size = Int(ref.size)
         let head = header(size)
@@ -813,8 +821,8 @@ public final class Store: Sendable {
         let target = "\(quarantineDirectory)/\(hash.hex)-\(Clock.wallSeconds())"
         let moved: String?
         do throws(SystemError) {
-            try FileSystem.rename(objectPath(hash), target)
-            try FileSystem.syncDirectory(quarantineDirectory)
+            try files.rename(objectPath(hash), target)
+            try files.syncDirectory(quarantineDirectory)
             moved = target
         } catch { moved = nil }
         try? forgetObject(hash)
@@ -892,7 +900,7 @@ public final class Store: Sendable {
         let path = objectPath(hash)
         let result = pendingObjects.withLock { p -> Result<Bool, SystemError> in
             guard p[hash] == nil else { return .success(false) }
-            do throws(SystemError) { try FileSystem.unlink(path) } catch {
+            do throws(SystemError) { try files.unlink(path) } catch {
                 return error.errno == ENOENT ? .success(true) : .failure(error)
             }
             return .success(true)
@@ -921,31 +929,31 @@ public final class Store: Sendable {
         var removed = 0
         var freed: Int64 = 0
         do throws(SystemError) {
-            for fan in try FileSystem.list(objectsDirectory) {
+            for fan in try files.list(objectsDirectory) {
                 let dir = "\(objectsDirectory)/\(fan)"
-                guard let st = try FileSystem.status(dir), st.isDirectory else {
-                    try FileSystem.unlink(dir); removed += 1; continue
+                guard let st = try files.status(dir), st.isDirectory else {
+                    try files.unlink(dir); removed += 1; continue
                 }
                 var changed = false
-                for name in try FileSystem.list(dir) {
+                for name in try files.list(dir) {
                     let path = "\(dir)/\(name)"
                     guard let h = Hash128(hex: fan + name) else {
                         // Not an object name: nothing of ours, nothing a commit places.
-                        freed += (try FileSystem.status(path))?.size ?? 0
-                        try FileSystem.unlink(path)
+                        freed += (try files.status(path))?.size ?? 0
+                        try files.unlink(path)
                         removed += 1
                         changed = true
                         continue
                     }
                     if keep.contains(h) { continue }
-                    let size = (try FileSystem.status(path))?.size ?? 0
+                    let size = (try files.status(path))?.size ?? 0
                     // A commit that began after `pending` was read may be placing this file.
                     guard try unlinkObjectFile(h) else { continue }
                     freed += size
                     removed += 1
                     changed = true
                 }
-                if changed { try FileSystem.syncDirectory(dir) }
+                if changed { try files.syncDirectory(dir) }
             }
         } catch { throw .io(error) }
         return (removed, freed)

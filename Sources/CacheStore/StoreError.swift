@@ -19,6 +19,9 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     /// store was open: writes stop (a write into a file nobody will read
     /// again would be acknowledged and lost) until the store is reopened.
     case writesStopped(String)
+    /// The store directory, one of its parents or one of its own files could
+    /// be changed by another user, or is a symbolic link: it is not opened.
+    case untrusted(String)
 
     public var description: String {
         switch self {
@@ -37,6 +40,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
             return "object \(hash) failed verification" + (to.map { "; moved to \($0)" } ?? "")
         case .missingObject(let hash, _):
             return "object \(hash) is not in the store"
+        case .untrusted(let why):
+            return "refusing to use the store: \(why)"
         case .writesStopped(let why):
             return "store writes stopped: \(why); nothing more is written until cached is restarted"
         }

@@ -23,7 +23,9 @@ import CacheSystem
         _ = try store.replacePosts([(1, Array("{\"id\":1}".utf8))], validators: Validators())
         store.close()
         // What 0.1.0 logged: both values with the header line's CRLF.
-        let log = try IndexLog(path: dir.path + "/index.log") { _ in }
+        let files = try ConfinedDirectory(opening: dir.path)
+        defer { files.close() }
+        let log = try IndexLog(directory: files, name: "index.log") { _ in }
         try log.append([.validators(feed: .posts, etag: "\"abc\"\r\n", lastModified: "Mon, 30 Nov 2026 11:54:36 GMT\r\n")])
         log.close()
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import CacheSystem
 @testable import CacheStore
 import CacheProtocol
 
@@ -16,7 +17,9 @@ import CacheProtocol
         #expect(try daemon.call("prefetch", [("what", .string("posts"))])["ok"] == .bool(true))
         #expect(daemon.stop() == 0)
         // What 0.1.0 logged: the ETag with the header line's CRLF.
-        let log = try IndexLog(path: daemon.store + "/index.log") { _ in }
+        let files = try ConfinedDirectory(opening: daemon.store)
+        defer { files.close() }
+        let log = try IndexLog(directory: files, name: "index.log") { _ in }
         try log.append([.validators(feed: .posts, etag: "\"stale\"\r\n", lastModified: nil)])
         log.close()
 

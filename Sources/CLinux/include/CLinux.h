@@ -24,6 +24,13 @@ int clinux_epoll_del(int epfd, int fd);
 /** Waits for events into parallel arrays; returns the count or -1 with errno. */
 int clinux_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int max, int timeout_ms);
 
+/** openat2(dirfd, path, flags, mode) resolving beneath dirfd with no symbolic
+    link followed anywhere in the path (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+    RESOLVE_NO_MAGICLINKS). -1 with errno; ENOSYS where the kernel lacks it. */
+int clinux_openat2_beneath(int dirfd, const char *path, int flags, unsigned int mode);
+/** O_PATH, which Swift's Glibc module does not export (it needs _GNU_SOURCE). */
+int clinux_o_path(void);
+
 /** flock(fd, LOCK_EX | LOCK_NB): Swift sees only the struct named flock. */
 int clinux_flock_exclusive_nb(int fd);
 

@@ -1,0 +1,190 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
+
+/// A directory opened once, inside which every path is resolved beneath it
+/// without following a symbolic link at any step, the last included.
+///
+/// Paths may be given relative to the directory or as absolute paths under
+/// `path` (the store's own spelling of them); any other path, and any `..`,
+/// is refused. Resolution uses `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`
+/// where the kernel has it (Linux 5.6), else a walk of `openat(O_NOFOLLOW)`
+/// one component at a time. Renames, unlinks and directory creation act on
+/// the last component relative to its parent's descriptor, so they act on a
+/// link itself, never on what it points to. A planted link makes the call
+/// fail with `ELOOP` (or `ENOTDIR`) instead of reaching outside.
+public final class ConfinedDirectory: Sendable {
+    static let oPath = clinux_o_path()
+
+    /// The directory's path, as opened.
+    public let path: String
+    /// The open directory (kept for `flock` and `*at` calls).
+    public let descriptor: FileDescriptor
+
+    /// Opens `path`, which must be a directory and not a symbolic link.
+    public init(opening path: String) throws(SystemError) {
+        self.path = path
+        descriptor = try FileDescriptor.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+    }
+
+    public func close() { descriptor.close() }
+
+    /// `p` relative to this directory; throws EXDEV for a path outside it.
+    func relative(_ p: String) throws(SystemError) -> String {
+        var rel = p
+        if p == path { rel = "." }
+        else if p.hasPrefix(path + "/") { rel = String(p.dropFirst(path.count + 1)) }
+        else if p.hasPrefix("/") { throw SystemError("resolve", p, errno: EXDEV) }
+        let parts = rel.split(separator: "/")
+        if parts.contains("..") { throw SystemError("resolve", p, errno: EXDEV) }
+        return parts.isEmpty ? "." : parts.joined(separator: "/")
+    }
+
+    /// Opens `p` beneath this directory with `flags` (`O_CLOEXEC` added).
+    public func open(_ p: String, _ flags: Int32, mode: mode_t = 0o600) throws(SystemError) -> FileDescriptor {
+        let rel = try relative(p)
+        while true {
+            let fd = clinux_openat2_beneath(descriptor.rawValue, rel, flags | O_CLOEXEC, UInt32(mode))
+            if fd >= 0 { return FileDescriptor(rawValue: fd, path: p) }
+            if errno == EINTR { continue }
+            // No openat2 here (an old kernel, or a seccomp filter that denies it).
+            if errno == ENOSYS || errno == EPERM { return try walk(rel, flags, mode: mode, display: p) }
+            throw SystemError("open", p)
+        }
+    }
+
+    /// openat(O_NOFOLLOW) one component at a time.
+    private func walk(_ rel: String, _ flags: Int32, mode: mode_t, display: String) throws(SystemError) -> FileDescriptor {
+        let parts = rel.split(separator: "/").map(String.init)
+        var current = descriptor.rawValue
+        var owned = false
+        defer { if owned { _ = Glibc.close(current) } }
+        for (i, part) in parts.enumerated() {
+            let last = i == parts.count - 1
+            let f = last ? flags | O_NOFOLLOW | O_CLOEXEC : ConfinedDirectory.oPath | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+            let next = try retryingOnInterrupt("open", display) { Glibc.openat(current, part, f, mode) }
+            if owned { _ = Glibc.close(current) }
+            if last { owned = false; return FileDescriptor(rawValue: next, path: display) }
+            current = next
+            owned = true
+        }
+        // `rel` was "." : the directory itself.
+        let fd = try retryingOnInterrupt("open", display) { Glibc.openat(descriptor.rawValue, ".", flags | O_CLOEXEC, mode) }
+        return FileDescriptor(rawValue: fd, path: display)
+    }
+
+    /// The parent directory of `p`, opened beneath this one, and `p`'s last component.
+    private func parent(of p: String) throws(SystemError) -> (FileDescriptor?, String) {
+        let rel = try relative(p)
+        guard rel != "." else { throw SystemError("resolve", p, errno: EINVAL) }
+        guard let slash = rel.lastIndex(of: "/") else { return (nil, rel) }
+        let dir = try open(String(rel[..<slash]), ConfinedDirectory.oPath | O_DIRECTORY)
+        return (dir, String(rel[rel.index(after: slash)...]))
+    }
+
+    /// Runs `body` with the raw descriptor of `p`'s parent and `p`'s last component.
+    private func inParent<T>(_ p: String, _ body: (Int32, String) throws(SystemError) -> T) throws(SystemError) -> T {
+        let (dir, name) = try parent(of: p)
+        defer { dir?.close() }
+        return try body(dir?.rawValue ?? descriptor.rawValue, name)
+    }
+
+    /// Creates directory `p` with `mode` if it does not exist. An existing
+    /// entry that is not a real directory (a symbolic link, say) is an error.
+    public func makeDirectory(_ p: String, mode: mode_t = 0o700) throws(SystemError) {
+        try inParent(p) { (dir, name) throws(SystemError) in
+            if mkdirat(dir, name, mode) == 0 { return }
+            guard errno == EEXIST else { throw SystemError("mkdir", p) }
+            var st = stat()
+            guard fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { throw SystemError("lstat", p) }
+            if st.st_mode & S_IFMT != S_IFDIR { throw SystemError("mkdir", p + " (not a directory)", errno: st.st_mode & S_IFMT == S_IFLNK ? ELOOP : ENOTDIR) }
+        }
+    }
+
+    /// Renames `from` to `to`, both beneath this directory.
+    public func rename(_ from: String, _ to: String) throws(SystemError) {
+        let (fromDir, fromName) = try parent(of: from)
+        defer { fromDir?.close() }
+        let (toDir, toName) = try parent(of: to)
+        defer { toDir?.close() }
+        if renameat(fromDir?.rawValue ?? descriptor.rawValue, fromName, toDir?.rawValue ?? descriptor.rawValue, toName) != 0 {
+            throw SystemError("rename", "\(from) -> \(to)")
+        }
+    }
+
+    /// Removes the file (or link) `p`; a missing one is not an error.
+    public func unlink(_ p: String) throws(SystemError) {
+        try inParent(p) { (dir, name) throws(SystemError) in
+            if unlinkat(dir, name, 0) != 0 && errno != ENOENT { throw SystemError("unlink", p) }
+        }
+    }
+
+    /// `lstat` of `p` (the link itself for a link); nil when it does not exist.
+    public func status(_ p: String) throws(SystemError) -> FileStatus? {
+        do {
+            return try inParent(p) { (dir, name) throws(SystemError) -> FileStatus? in
+                var st = stat()
+                if fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0 {
+                    if errno == ENOENT || errno == ENOTDIR { return nil }
+                    throw SystemError("lstat", p)
+                }
+                return FileStatus(st)
+            }
+        } catch where error.errno == ENOENT || error.errno == ENOTDIR {
+            return nil
+        }
+    }
+
+    /// Flushes the entries of directory `p` (after a rename or unlink in it).
+    public func syncDirectory(_ p: String) throws(SystemError) {
+        let fd = try open(p, O_RDONLY | O_DIRECTORY)
+        defer { fd.close() }
+        try fd.sync()
+    }
+
+    /// The names in directory `p`, without `.` and `..`.
+    public func list(_ p: String) throws(SystemError) -> [String] {
+        let fd = try open(p, O_RDONLY | O_DIRECTORY)
+        guard let dir = fdopendir(fd.rawValue) else {
+            let e = SystemError("opendir", p)
+            fd.close()
+            throw e
+        }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) { ptr in
+                ptr.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// Reads a whole file, at most `limit` bytes.
+    public func read(_ p: String, limit: Int = Int.max) throws(SystemError) -> [UInt8] {
+        let fd = try open(p, O_RDONLY)
+        defer { fd.close() }
+        return try fd.readToEnd(limit: limit)
+    }
+
+    /// The durable write (`FileSystem.writeDurably`) beneath this directory:
+    /// a temp file in `tempDirectory`, fsync, rename over `p`, fsync of `p`'s directory.
+    public func writeDurably(_ bytes: [UInt8], to p: String, tempDirectory: String,
+                             mode: mode_t = 0o644, syncDirectory shouldSync: Bool = true) throws(SystemError) {
+        let temp = "\(tempDirectory)/\(TempName.next())"
+        let fd = try open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
+        do {
+            try fd.writeAll(bytes)
+            try fd.sync()
+            fd.close()
+            try rename(temp, p)
+        } catch {
+            fd.close()
+            try? unlink(temp)
+            throw error
+        }
+        if shouldSync { try syncDirectory(FileSystem.directoryName(of: p)) }
+    }
+}

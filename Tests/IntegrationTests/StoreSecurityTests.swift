@@ -1,0 +1,138 @@
+import Foundation
+import Testing
+import CacheProtocol
+
+/// Stores and socket directories another user owns or can write, and links
+/// planted in a store, with real users (`nobody`), real modes and the real daemon.
+@Suite struct StoreSecurityTests {
+    static let nobody: uid_t = 65534
+
+    /// A daemon that must refuse to start; returns its log.
+    static func refusal(_ scratch: Scratch, _ arguments: [String]) throws -> String {
+        let daemon = try Daemon(origin: nil, arguments: arguments, scratch: scratch, waitReady: false)
+        guard waitUntil(20, { !daemon.isRunning }) else {
+            daemon.kill9()
+            Issue.record("the daemon started instead of refusing: \(daemon.log)")
+            return daemon.log
+        }
+        #expect(daemon.waitForExit() == 1, "the daemon refused to start: \(daemon.log)")
+        return daemon.log
+    }
+
+    /// A directory outside the store holding a file that must survive.
+    static func bystander(_ scratch: Scratch) throws -> (dir: String, file: String) {
+        let dir = scratch.path + "/outside"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let file = dir + "/precious.txt"
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: file))
+        return (dir, file)
+    }
+
+    @Test func aStoreOwnedByAnotherUserIsRefused() throws {
+        let scratch = Scratch()
+        let store = scratch.path + "/store"
+        try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
+        #expect(chown(store, Self.nobody, Self.nobody) == 0 && chmod(store, 0o777) == 0)
+        let log = try Self.refusal(scratch, ["--store", store])
+        #expect(log.contains("refusing to use the store: \(store) is owned by uid 65534"), "\(log)")
+        #expect(log.contains("chmod 0700"), "the message says how to fix it: \(log)")
+    }
+
+    @Test func aStoreOthersCanWriteIsRefused() throws {
+        let scratch = Scratch()
+        let store = scratch.path + "/store"
+        try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
+        #expect(chmod(store, 0o777) == 0)
+        let log = try Self.refusal(scratch, ["--store", store])
+        #expect(log.contains("can be written by every user (mode 777)"), "\(log)")
+    }
+
+    @Test func aParentOthersCanWriteIsRefusedButStickyTmpIsNot() throws {
+        let scratch = Scratch()
+        let open = scratch.path + "/open"
+        try FileManager.default.createDirectory(atPath: open, withIntermediateDirectories: true)
+        #expect(chmod(open, 0o777) == 0)
+        let log = try Self.refusal(scratch, ["--store", open + "/store"])
+        #expect(log.contains("a directory above the store: \(open) can be written by every user"), "\(log)")
+        // A root-owned sticky directory, as /tmp is: others cannot replace what
+        // we own in it, so a store of ours below it is fine.
+        #expect(chmod(open, 0o1777) == 0)
+        let daemon = try Daemon(origin: nil, arguments: ["--store", open + "/store2"], scratch: scratch)
+        #expect(try daemon.call("ping")["ok"] == .bool(true))
+        #expect(daemon.stop() == 0)
+        // The same sticky directory owned by another user is refused.
+        #expect(chown(open, Self.nobody, Self.nobody) == 0)
+        let log2 = try Self.refusal(scratch, ["--store", open + "/store3"])
+        #expect(log2.contains("a directory above the store: \(open) is owned by uid 65534"), "\(log2)")
+    }
+
+    @Test(arguments: ["tmp", "posts", "objects", "quarantine"])
+    func aSubdirectoryPlantedAsALinkIsNeverFollowed(_ name: String) throws {
+        let scratch = Scratch()
+        let (outside, precious) = try Self.bystander(scratch)
+        let store = scratch.path + "/store"
+        try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
+        #expect(chmod(store, 0o700) == 0)
+        try FileManager.default.createSymbolicLink(atPath: store + "/" + name, withDestinationPath: outside)
+        let log = try Self.refusal(scratch, ["--store", store])
+        #expect(log.contains("cannot open the store") && log.contains(name), "\(log)")
+        #expect(try String(contentsOfFile: precious, encoding: .utf8) == "keep me", "nothing outside the store was touched")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: outside) == ["precious.txt"])
+    }
+
+    @Test(arguments: ["lock", "index.log"])
+    func aFilePlantedAsALinkIsNeverFollowed(_ name: String) throws {
+        let scratch = Scratch()
+        let (_, precious) = try Self.bystander(scratch)
+        let store = scratch.path + "/store"
+        try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
+        #expect(chmod(store, 0o700) == 0)
+        try FileManager.default.createSymbolicLink(atPath: store + "/" + name, withDestinationPath: precious)
+        let log = try Self.refusal(scratch, ["--store", store])
+        #expect(log.contains("cannot open the store") && log.contains(name), "\(log)")
+        #expect(try String(contentsOfFile: precious, encoding: .utf8) == "keep me", "the link's target was not written or cut")
+    }
+
+    @Test func aFanOutDirectoryPlantedAsALinkIsNeverWrittenThrough() throws {
+        let origin = try Origin()
+        let scratch = Scratch()
+        let (outside, _) = try Self.bystander(scratch)
+        var daemon = try Daemon(origin: origin, scratch: scratch)
+        let (image, path) = try daemon.prefetchedImage(row: 3)
+        #expect(daemon.stop() == 0)
+        // Replace the object's fan-out directory with a link to elsewhere, drop the
+        // object from the index (a fresh store), and fetch the same image again.
+        let fan = FileManager.default.fileExists(atPath: path) ? (path as NSString).deletingLastPathComponent : ""
+        try FileManager.default.removeItem(atPath: fan)
+        try FileManager.default.createSymbolicLink(atPath: fan, withDestinationPath: outside)
+        try FileManager.default.removeItem(atPath: daemon.store + "/index.log")
+        daemon = try Daemon(origin: origin, scratch: scratch)
+        let r = try daemon.call("get_image", [("row", num(3))])
+        #expect(r["ok"] == .bool(false), "the commit failed rather than follow the link: \(r)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: outside) == ["precious.txt"], "nothing was written outside the store")
+        #expect(image["hash"]?.string?.isEmpty == false)
+        // gc removes the planted link itself (never what it points to).
+        _ = try daemon.call("gc")
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: fan)) == nil, "the link is gone")
+        #expect(FileManager.default.fileExists(atPath: outside + "/precious.txt"))
+    }
+
+    @Test func aSocketDirectoryAnotherUserOwnsIsRefused() throws {
+        let scratch = Scratch()
+        let dir = scratch.path + "/run"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        #expect(chown(dir, Self.nobody, Self.nobody) == 0 && chmod(dir, 0o777) == 0)
+        let log = try Self.refusal(scratch, ["--socket", dir + "/cached.sock"])
+        #expect(log.contains("refusing to listen on \(dir)/cached.sock: \(dir) is owned by uid 65534"), "\(log)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/cached.sock"), "no socket was bound there")
+    }
+
+    @Test func aSocketDirectoryOthersCanWriteIsRefused() throws {
+        let scratch = Scratch()
+        let dir = scratch.path + "/run"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        #expect(chmod(dir, 0o777) == 0)
+        let log = try Self.refusal(scratch, ["--socket", dir + "/cached.sock"])
+        #expect(log.contains("can be written by every user"), "\(log)")
+    }
+}
