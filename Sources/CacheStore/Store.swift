@@ -345,6 +345,9 @@ public final class Store: Sendable {
         directoryFD.close()
     }
     private let closed = Locked(false)
+    /// Serialises the writers of `posts/` (a refresh, the start-up
+    /// reconciliation). Taken before the writer lock, never after it.
+    private let postFiles = Locked(())
 
     /// Why writes stopped, if they did (see `StoreError.writesStopped`).
     public var writesStopped: String? { writer.withLock { $0.stopped } }
@@ -478,8 +481,12 @@ public final class Store: Sendable {
     /// transaction, together with the feed's validators.
     public func replacePosts(_ posts: [(id: Int64, json: [UInt8])], validators unchecked: Validators) throws(StoreError) -> PostsChange {
         let validators = unchecked.sanitized
-        return try writer.withLock { (w) throws(StoreError) -> PostsChange in
-            let (current, known) = state.withLock { ($0.posts, $0.postsKnown) }
+        // The post files are written under `postFiles`, not the writer lock:
+        // a large refresh (one fsync per changed post) must not hold up object
+        // commits, evictions or gc. Only the log transaction takes the writer
+        // lock. Posts change nowhere else, so the snapshot below stays current.
+        return try postFiles.withLock { (_) throws(StoreError) -> PostsChange in
+            let (current, known, oldValidators) = state.withLock { ($0.posts, $0.postsKnown, $0.validators[.posts]) }
             var change = PostsChange()
             var records: [LogRecord] = []
             var newIDs = Set<Int64>()
@@ -496,7 +503,6 @@ public final class Store: Sendable {
                 let removed = current.keys.filter { !newIDs.contains($0) }.sorted()
                 for id in removed { records.append(.postRemoved(id: id)) }
                 change.removed = removed.count
-                let oldValidators = state.withLock { $0.validators[.posts] }
                 if records.isEmpty && known && oldValidators == validators { return change }
                 records.append(.validators(feed: .posts, etag: validators.etag, lastModified: validators.lastModified))
                 if !written.isEmpty { try files.syncDirectory(postsDirectory) }
@@ -505,17 +511,21 @@ public final class Store: Sendable {
                 restorePostFiles(written, from: current)
                 throw .io(error)
             }
-            do throws(StoreError) { try append(records, &w) } catch {
-                restorePostFiles(written, from: current)
+            do throws(StoreError) {
+                try writer.withLock { (w) throws(StoreError) in
+                    try append(records, &w)
+                    state.withLock { s in
+                        s.apply(transaction: records)
+                        s.sortPosts()
+                    }
+                    try compactIfNeeded(&w)
+                }
+            } catch {
+                if state.withLock({ $0.posts == current }) { restorePostFiles(written, from: current) }
                 throw error
-            }
-            state.withLock { s in
-                s.apply(transaction: records)
-                s.sortPosts()
             }
             for r in records { if case let .postRemoved(id) = r { try? files.unlink(postPath(id)) } }
             if change.removed > 0 { try? files.syncDirectory(postsDirectory) }
-            try compactIfNeeded(&w)
             return change
         }
     }
@@ -537,7 +547,7 @@ public final class Store: Sendable {
     /// files of posts the index does not hold. Returns how many were fixed.
     @discardableResult
     public func reconcilePostFiles() -> Int {
-        writer.withLock { _ in
+        postFiles.withLock { _ in
             let posts = state.withLock { $0.posts }
             var fixed = 0
             let names = (try? files.list(postsDirectory)) ?? []

@@ -1,4 +1,6 @@
 import Testing
+import Foundation
+import Dispatch
 @testable import CacheStore
 import CacheSystem
 
@@ -32,5 +34,44 @@ import CacheSystem
         let reopened = try Store(StoreConfiguration(directory: dir.path))
         defer { reopened.close() }
         #expect(reopened.state.withLock { $0.lastUse } == before)
+    }
+}
+
+/// A large posts refresh writes its files without the writer lock, so object
+/// commits, evictions and gc are not held up while it runs.
+@Suite struct PostsRefreshLockTests {
+    @Test func postFilesAreWrittenWhileTheWriterLockIsHeldElsewhere() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        let posts = (1...300).map { (Int64($0), Array("{\"id\":\($0),\"title\":\"t\"}".utf8)) }
+        let done = DispatchSemaphore(value: 0)
+        // Hold the writer lock (as a slow object commit would) while the refresh runs.
+        let release = DispatchSemaphore(value: 0)
+        let held = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            store.writerForTests.withLock { _ in
+                held.signal()
+                _ = release.wait(timeout: .now() + 30)
+            }
+        }
+        held.wait()
+        Thread.detachNewThread {
+            _ = try? store.replacePosts(posts, validators: Validators())
+            done.signal()
+        }
+        // Every post file lands while the writer lock is still held elsewhere;
+        // only the log transaction waits for it.
+        var written = 0
+        for _ in 0..<500 {
+            written = (try? FileSystem.list(dir.path + "/posts"))?.count ?? 0
+            if written == 300 { break }
+            usleep(20_000)
+        }
+        #expect(written == 300, "post files written while the writer lock was held: \(written)")
+        #expect(done.wait(timeout: .now()) == .timedOut, "the log transaction waits for the writer lock")
+        release.signal()
+        #expect(done.wait(timeout: .now() + 30) == .success)
+        #expect(store.posts(offset: 0, limit: 0).total == 300)
     }
 }
