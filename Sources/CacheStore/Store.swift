@@ -231,6 +231,8 @@ public final class Store: Sendable {
     /// Objects renamed into objects/ whose log records are not written yet:
     /// gc must not take them for garbage.
     private let pendingObjects = Locked<[Hash128: Int]>([:])
+    /// Fan-out directories whose entry in objects/ this process has fsynced.
+    private let durableFanouts = Locked<Set<String>>([])
 
     struct CommitGroup {
         var queue: [PendingCommit] = []
@@ -653,12 +655,17 @@ public final class Store: Sendable {
                 }
                 try objectWriter.syncAndClose()
                 let fanout = FileSystem.directoryName(of: path)
-                let created = try files.status(fanout) == nil
                 try files.makeDirectory(fanout, mode: 0o700)
                 try files.rename(objectWriter.tempPath, path)
                 objectWriter.markDone()
                 try files.syncDirectory(fanout)
-                if created { try files.syncDirectory(objectsDirectory) }
+                // objects/ too, the first time this process commits into a fan-out:
+                // one that exists may be a concurrent commit's, not yet fsynced into
+                // objects/, or one a killed daemon left unsynced.
+                if !durableFanouts.withLock({ $0.contains(fanout) }) {
+                    try files.syncDirectory(objectsDirectory)
+                    durableFanouts.withLock { _ = $0.insert(fanout) }
+                }
             }
         } catch {
             objectWriter.discard()
