@@ -123,21 +123,46 @@ final class CacheService: Sendable {
         }
     }
 
-    private func conditionalHeaders(_ feed: Feed, force: Bool) -> [String] {
+    /// The validators a conditional request for `feed` sends (none with
+    /// `force`, or after its URL changed).
+    private func validatorsToSend(_ feed: Feed, force: Bool) -> Validators {
         let changedURL = unvalidated.withLock { $0.remove(feed) != nil }
-        guard !force, !changedURL else { return [] }
+        guard !force, !changedURL else { return Validators() }
         // The store keeps only safe values; checked again here because a
         // value that ends a header line would split the request.
-        let v = store.validators(for: feed).sanitized
+        return store.validators(for: feed).sanitized
+    }
+
+    private static func conditionalHeaders(_ v: Validators) -> [String] {
         var h: [String] = []
         if let e = v.etag { h.append("If-None-Match: \(e)") }
         if let m = v.lastModified { h.append("If-Modified-Since: \(m)") }
         return h
     }
 
+    /// Feeds whose origin answered `If-None-Match` with a full 200 carrying
+    /// the very ETag that was sent: it cannot match its own tags (Apache's
+    /// mod_deflate appends `-gzip` to the ETag and then does not recognise
+    /// it, Apache bug 45023). For these only Last-Modified is kept, so the
+    /// next refresh is answered 304 instead of downloading the feed again.
+    private let unmatchedETags = Locked<Set<Feed>>([])
+
+    /// What to store from a full answer to a request that sent `sent`.
+    private func validatorsToStore(_ feed: Feed, sent: Validators, response: HTTPResponse) -> Validators {
+        var v = Validators(etag: response.headers["etag"], lastModified: response.headers["last-modified"])
+        if let tag = sent.etag, tag == v.etag, v.lastModified != nil {
+            let first = unmatchedETags.withLock { $0.insert(feed).inserted }
+            if first {
+                log.notice("\(feed == .posts ? "posts-url" : "images-url") answered If-None-Match \(tag) with a full 200 and the same ETag; using Last-Modified alone for it from now on")
+            }
+        }
+        if v.lastModified != nil, unmatchedETags.withLock({ $0.contains(feed) }) { v.etag = nil }
+        return v
+    }
+
     /// Fetches a feed body into memory and hands it to `process` on a worker.
     private func fetchFeed(name: String, url: String?, feed: Feed, force: Bool,
-                           process: @escaping @Sendable (HTTPResponse, [UInt8]) throws(ProtocolError) -> Void,
+                           process: @escaping @Sendable (HTTPResponse, [UInt8], Validators) throws(ProtocolError) -> Void,
                            failed: @escaping @Sendable (ProtocolError) -> Void) {
         guard let url else {
             failed(ProtocolError(.upstream, "\(name) is not configured (set --\(name) or CACHED_\(name.uppercased().replacing("-", with: "_")))"))
@@ -145,7 +170,8 @@ final class CacheService: Sendable {
         }
         let limit = Int(settings.withLock { $0.maxObjectSize })
         let sink = MemorySink(limit: limit)
-        let request = HTTPRequest(url: url, headers: conditionalHeaders(feed, force: force), maxBodySize: Int64(limit))
+        let sent = validatorsToSend(feed, force: force)
+        let request = HTTPRequest(url: url, headers: Self.conditionalHeaders(sent), maxBodySize: Int64(limit))
         http.fetch(request, into: sink) { [self] result in
             pool.submit { [self] in
                 switch result {
@@ -153,7 +179,8 @@ final class CacheService: Sendable {
                     counters.withLock { $0.upstreamErrors += 1 }
                     failed(ProtocolError(.upstream, "\(name) \(url): \(e.reason)"))
                 case .success(let response):
-                    do throws(ProtocolError) { try process(response, sink.bytes) } catch { failed(error) }
+                    let keep = validatorsToStore(feed, sent: sent, response: response)
+                    do throws(ProtocolError) { try process(response, sink.bytes, keep) } catch { failed(error) }
                 }
             }
         }
@@ -163,7 +190,7 @@ final class CacheService: Sendable {
     func refreshPosts(force: Bool, completion: @escaping @Sendable (Result<PostsSummary, ProtocolError>) -> Void) {
         guard postsFlight.join(0, completion) else { counters.withLock { $0.coalesced += 1 }; return }
         let url = settings.withLock { $0.postsURL }
-        fetchFeed(name: "posts-url", url: url, feed: .posts, force: force, process: { [self] response, body throws(ProtocolError) in
+        fetchFeed(name: "posts-url", url: url, feed: .posts, force: force, process: { [self] response, body, validators throws(ProtocolError) in
             var summary = PostsSummary()
             if response.status == 304 {
                 summary.unchanged = store.posts(offset: 0, limit: 0).total
@@ -179,8 +206,7 @@ final class CacheService: Sendable {
             for p in decoded.problems.prefix(20) { log.warning("posts feed: skipped \(p)") }
             let change: PostsChange
             do {
-                change = try store.replacePosts(decoded.posts, validators: Validators(
-                    etag: response.headers["etag"], lastModified: response.headers["last-modified"]))
+                change = try store.replacePosts(decoded.posts, validators: validators)
             } catch { throw ProtocolError(.internal, "could not store posts: \(error)") }
             summary = PostsSummary(fetched: change.fetched, unchanged: change.unchanged, removed: change.removed, invalid: decoded.invalid)
             log.info("posts refreshed: \(summary.fetched) new or changed, \(summary.unchanged) unchanged, \(summary.removed) removed, \(summary.invalid) invalid")
@@ -193,7 +219,7 @@ final class CacheService: Sendable {
     func refreshManifest(force: Bool, completion: @escaping @Sendable (Result<Int, ProtocolError>) -> Void) {
         guard manifestFlight.join(0, completion) else { counters.withLock { $0.coalesced += 1 }; return }
         let url = settings.withLock { $0.imagesURL }
-        fetchFeed(name: "images-url", url: url, feed: .manifest, force: force, process: { [self] response, body throws(ProtocolError) in
+        fetchFeed(name: "images-url", url: url, feed: .manifest, force: force, process: { [self] response, body, validators throws(ProtocolError) in
             if response.status == 304 {
                 manifestFlight.finish(0, .success(store.rows(offset: 0, limit: 0).total))
                 return
@@ -204,8 +230,7 @@ final class CacheService: Sendable {
                 throw ProtocolError(.upstream, "images-url \(url ?? ""): \(error)")
             }
             do {
-                let changed = try store.replaceManifest(entries.map { ($0.url, $0.description) }, validators: Validators(
-                    etag: response.headers["etag"], lastModified: response.headers["last-modified"]))
+                let changed = try store.replaceManifest(entries.map { ($0.url, $0.description) }, validators: validators)
                 log.info("manifest refreshed: \(entries.count) rows, \(changed) changed")
             } catch { throw ProtocolError(.internal, "could not store the manifest: \(error)") }
             manifestFlight.finish(0, .success(entries.count))
