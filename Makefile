@@ -96,6 +96,21 @@ crash: deps
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	CACHED_CRASH_ROUNDS=$(CRASH_ROUNDS) $(SWIFT) test --skip-build --filter 'CrashTests|DamagedLogTests' $(BUILD_FLAGS)
 
+# The power-loss suite at length: POWERLOSS_ROUNDS power losses over six loads
+# (make test runs 12), the store on lazyfs (Tests/Fixtures/lazyfs), a FUSE
+# file system that drops what was not fsynced. The tests also build lazyfs
+# on demand; every target that installs packages installs FUSE.
+DEB_PACKAGES += libfuse3-dev fuse3
+POWERLOSS_ROUNDS ?= 120
+.PHONY: lazyfs powerloss
+lazyfs: .build/lazyfs
+.build/lazyfs: Tests/Fixtures/lazyfs/lazyfs.c | deps
+	@mkdir -p .build
+	cc -O2 -Wall -Wextra -o $@ $< $$(pkg-config --cflags --libs fuse3)
+powerloss: deps lazyfs
+	$(SWIFT) build --build-tests $(BUILD_FLAGS)
+	CACHED_POWERLOSS_ROUNDS=$(POWERLOSS_ROUNDS) $(SWIFT) test --skip-build --filter PowerLossTests $(BUILD_FLAGS)
+
 # cached against Redis, nginx+aria2c/curl and cat, medians of BENCH_RUNS runs;
 # writes bench/results.md. A benchmark: it prints figures and asserts nothing.
 BENCH_RUNS ?= 3
