@@ -15,6 +15,15 @@ import CacheSystem
             try #require(r.status == 0, "cannot mount a tmpfs for the full-disk test (needs root): \(r.output)")
         }
         func remountReadOnly() -> Bool { run("/bin/mount", ["-o", "remount,ro", path]).status == 0 }
+        /// Writes a filler file until the disk has no room left for a `chunk`.
+        func fill(chunk size: Int) {
+            let filler = path + "/filler"
+            _ = FileManager.default.createFile(atPath: filler, contents: nil)
+            guard let h = FileHandle(forWritingAtPath: filler) else { return }
+            let chunk = Data(count: size)
+            while (try? h.write(contentsOf: chunk)) != nil {}
+            try? h.close()
+        }
         deinit { _ = try? runProgram("/bin/umount", ["-l", path]) }
 
         func run(_ tool: String, _ args: [String]) -> (status: Int32, output: String) {
@@ -45,13 +54,7 @@ import CacheSystem
 
         // Fill what is left, then change the feed: the refresh fails and changes nothing.
         let posts = try daemon.call("list_posts")
-        let filler = disk.path + "/filler"
-        _ = FileManager.default.createFile(atPath: filler, contents: nil)
-        if let h = FileHandle(forWritingAtPath: filler) {
-            let chunk = Data(count: 64 * 1024)
-            while (try? h.write(contentsOf: chunk)) != nil {}
-            try? h.close()
-        }
+        disk.fill(chunk: 64 * 1024)
         var feed = try JSONParser.parse(origin.read("posts.json")).array ?? []
         for i in feed.indices { feed[i] = .object([("id", feed[i]["id"] ?? .null), ("title", .string(String(repeating: "longer title ", count: 40)))]) }
         try origin.write("posts.json", bytes: JSON.array(feed).encoded)
@@ -68,7 +71,7 @@ import CacheSystem
         #expect(try daemon.call("get_image", [("row", num(3))])["ok"] == .bool(true))
 
         // Space comes back: the same refresh now succeeds.
-        try FileManager.default.removeItem(atPath: filler)
+        try FileManager.default.removeItem(atPath: disk.path + "/filler")
         let again = try daemon.call("prefetch", [("what", .string("posts"))])
         #expect(again["posts"]?["fetched"]?.int == 100, "\(again)")
         #expect(daemon.stop() == 0)
@@ -104,13 +107,7 @@ import CacheSystem
         try log.seekToEnd()
         try log.write(contentsOf: Data((0..<3000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }))
         try log.close()
-        let filler = disk.path + "/filler"
-        _ = FileManager.default.createFile(atPath: filler, contents: nil)
-        if let h = FileHandle(forWritingAtPath: filler) {
-            let chunk = Data(count: 16 * 1024)
-            while (try? h.write(contentsOf: chunk)) != nil {}
-            try? h.close()
-        }
+        disk.fill(chunk: 16 * 1024)
         daemon = try Daemon(origin: origin, arguments: ["--store", store], scratch: scratch)
         #expect(daemon.log.contains("index.log was damaged"), "\(daemon.log)")
         #expect(daemon.log.contains("to nowhere"), "the tail could not be saved, and the log says so: \(daemon.log)")

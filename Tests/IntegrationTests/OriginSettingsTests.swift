@@ -37,7 +37,7 @@ import CacheProtocol
 
     @Test func aProxyThatIsDownIsNamedInTheError() throws {
         let origin = try Origin()
-        let closed = try freeLoopbackPort()
+        let closed = try unusedLocalPort()
         let daemon = try Daemon(origin: origin, arguments: Self.fast + ["--proxy", "http://127.0.0.1:\(closed)"])
         let r = try daemon.call("prefetch", [("what", .string("posts"))])
         #expect(r["ok"] == .bool(false))
@@ -48,7 +48,7 @@ import CacheProtocol
 
     @Test func noProxyBypassesTheProxyForTheNamedHosts() throws {
         let origin = try Origin()
-        let closed = try freeLoopbackPort()
+        let closed = try unusedLocalPort()
         let daemon = try Daemon(origin: origin, arguments: Self.fast + ["--proxy", "http://127.0.0.1:\(closed)", "--no-proxy", "localhost,127.0.0.1"])
         let r = try daemon.call("prefetch")
         #expect(r["ok"] == .bool(true), "\(r)")
@@ -58,14 +58,14 @@ import CacheProtocol
 
     @Test func uppercaseHTTPProxyIsIgnored() throws {
         let origin = try Origin()
-        let closed = try freeLoopbackPort()
+        let closed = try unusedLocalPort()
         let daemon = try Daemon(origin: origin, arguments: Self.fast, environment: ["HTTP_PROXY": "http://127.0.0.1:\(closed)"])
         #expect(try daemon.call("prefetch", [("what", .string("posts"))])["ok"] == .bool(true), "HTTP_PROXY could be set by a CGI client's Proxy: header")
     }
 
     @Test func proxyNoneIgnoresTheEnvironment() throws {
         let origin = try Origin()
-        let closed = try freeLoopbackPort()
+        let closed = try unusedLocalPort()
         // libcurl reads lowercase http_proxy; `proxy = none` overrides it.
         let proxied = ["http_proxy": "http://127.0.0.1:\(closed)"]
         let failing = try Daemon(origin: origin, arguments: Self.fast, environment: proxied)
@@ -73,21 +73,4 @@ import CacheProtocol
         let daemon = try Daemon(origin: origin, arguments: Self.fast + ["--proxy", "none"], environment: proxied)
         #expect(try daemon.call("prefetch", [("what", .string("posts"))])["ok"] == .bool(true))
     }
-}
-
-/// A loopback TCP port with nothing listening on it (bound, then closed).
-func freeLoopbackPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw HarnessError("socket failed") }
-    defer { close(fd) }
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_port = 0
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let ok = withUnsafeMutablePointer(to: &addr) { p in
-        p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
-    }
-    guard ok else { throw HarnessError("bind failed") }
-    return Int(UInt16(bigEndian: addr.sin_port))
 }
