@@ -789,13 +789,19 @@ static const struct fuse_operations ops = {
     /* no .lock / .flock: the kernel keeps flock and fcntl locks itself */
 };
 
-/* --exit-with-parent: a test runner that dies must not leave a mount behind. */
+/* --exit-with-parent: a test runner that dies must not leave a mount behind.
+ * SIGTERM goes to the thread in the FUSE loop, whose read of /dev/fuse it
+ * interrupts (libfuse's handler then ends the loop and unmounts). */
 static pid_t parent;
+static pthread_t main_thread;
 static void *watch_parent(void *arg) {
     (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
     while (getppid() == parent) usleep(200000);
     logmsg("parent %d is gone: unmounting", (int)parent);
-    kill(getpid(), SIGTERM);
+    pthread_kill(main_thread, SIGTERM);
     return NULL;
 }
 
@@ -846,6 +852,7 @@ int main(int argc, char **argv) {
 
     if (watch) {
         parent = getppid();
+        main_thread = pthread_self();
         pthread_t t;
         pthread_create(&t, NULL, watch_parent, NULL);
         pthread_detach(t);

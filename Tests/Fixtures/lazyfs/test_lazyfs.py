@@ -86,6 +86,17 @@ def read(path):
 
 def main():
     scratch = tempfile.mkdtemp(prefix="lazyfs-test-")
+    try:
+        run(scratch)
+    finally:
+        if not mounted(scratch + "/mnt"):
+            shutil.rmtree(scratch, ignore_errors=True)
+    passed = sum(results)
+    print(f"{passed} passed, {len(results) - passed} failed")
+    sys.exit(0 if passed == len(results) else 1)
+
+
+def run(scratch):
     backing, mnt = scratch + "/backing", scratch + "/mnt"
     os.mkdir(backing)
     os.mkdir(mnt)
@@ -232,10 +243,6 @@ def main():
     finally:
         m.unmount()
     check("a clean unmount keeps unsynced data", read(backing + "/clean") == b"unsynced at a clean unmount")
-    shutil.rmtree(scratch)
-    passed = sum(results)
-    print(f"{passed} passed, {len(results) - passed} failed")
-    sys.exit(0 if passed == len(results) else 1)
 
 
 main()
