@@ -317,9 +317,13 @@ public final class Store: Sendable {
         var replayed = StoreState()
         let log: IndexLog
         do throws(SystemError) {
+            var created = false
             for sub in ["posts", "objects", "tmp", "quarantine"] {
-                try files.makeDirectory(sub, mode: 0o700)
+                if try files.makeDirectory(sub, mode: 0o700) { created = true }
             }
+            // A subdirectory made now (a new store, or one someone deleted)
+            // must be durable before anything is committed into it.
+            if created { try files.descriptor.sync() }
             for name in try files.list("tmp") {
                 try files.unlink("tmp/" + name)
             }

@@ -90,15 +90,19 @@ public final class ConfinedDirectory: Sendable {
         return try body(dir?.rawValue ?? descriptor.rawValue, name)
     }
 
-    /// Creates directory `p` with `mode` if it does not exist. An existing
-    /// entry that is not a real directory (a symbolic link, say) is an error.
-    public func makeDirectory(_ p: String, mode: mode_t = 0o700) throws(SystemError) {
-        try inParent(p) { (dir, name) throws(SystemError) in
-            if mkdirat(dir, name, mode) == 0 { return }
+    /// Creates directory `p` with `mode` if it does not exist; true when it
+    /// was created (its parent then needs an fsync for the entry to be
+    /// durable). An existing entry that is not a real directory (a symbolic
+    /// link, say) is an error.
+    @discardableResult
+    public func makeDirectory(_ p: String, mode: mode_t = 0o700) throws(SystemError) -> Bool {
+        try inParent(p) { (dir, name) throws(SystemError) -> Bool in
+            if mkdirat(dir, name, mode) == 0 { return true }
             guard errno == EEXIST else { throw SystemError("mkdir", p) }
             var st = stat()
             guard fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { throw SystemError("lstat", p) }
             if st.st_mode & S_IFMT != S_IFDIR { throw SystemError("mkdir", p + " (not a directory)", errno: st.st_mode & S_IFMT == S_IFLNK ? ELOOP : ENOTDIR) }
+            return false
         }
     }
 
