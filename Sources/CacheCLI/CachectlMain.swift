@@ -66,7 +66,7 @@ struct Invocation {
     usage: cachectl [--socket PATH] [--json] COMMAND
 
     commands:
-      get post ID                      print one post
+      get post ID                      print one post (ID may be negative: get post -5)
       get posts                        all posts, ascending id
       get image ROW [-o FILE]          an image's metadata, or its bytes into FILE (- for stdout)
       get images                       all rows with their cache state
@@ -83,6 +83,7 @@ struct Invocation {
       --socket PATH   the daemon's socket (default: $CACHED_SOCKET, else the
                       per-user or system default)
       --json          print the daemon's JSON answers instead of text
+      --              end of options: every later word is a command word
 
     exit status: 0 success, 1 error, 2 usage, 3 daemon not running,
     4 not found or not cached, 5 prefetch with failed images, 6 feed failed.
@@ -91,10 +92,18 @@ struct Invocation {
     static func parse(_ args: [String], environment: [String: String]) throws -> Invocation {
         var inv = Invocation(socket: DefaultPaths.clientSocket(environment: environment))
         var i = 0
+        var optionsEnded = false
         while i < args.count {
             let a = args[i]
             i += 1
+            // After `--`, and where an ID or ROW is due (get post -5), a word is never an option.
+            if optionsEnded || (inv.expectsNumber && Int64(a) != nil) {
+                inv.command.append(a)
+                continue
+            }
             switch a {
+            case "--":
+                optionsEnded = true
             case "--help", "-h", "help":
                 inv.command = ["help"]
                 return inv
@@ -110,11 +119,17 @@ struct Invocation {
                 i += 1
             default:
                 if a.hasPrefix("--socket=") { inv.socket = String(a.dropFirst(9)) }
-                else if a.hasPrefix("-") && a != "-" { throw CLIError(code: .usage, message: "unknown option \(a) (see cachectl --help)") }
+                else if a.hasPrefix("-") && a != "-" { throw CLIError(code: .usage, message: "unknown option \(Format.visible(a)) (see cachectl --help)") }
                 else { inv.command.append(a) }
             }
         }
         guard !inv.command.isEmpty else { throw CLIError(code: .usage, message: "no command given (see cachectl --help)") }
         return inv
+    }
+
+    /// Whether the next command word is a post ID or row number: right
+    /// after `get post` or `get image`.
+    private var expectsNumber: Bool {
+        command == ["get", "post"] || command == ["get", "image"]
     }
 }
