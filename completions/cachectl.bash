@@ -7,17 +7,20 @@ _cachectl() {
         --socket|-s|-o|--output)
             COMPREPLY=($(compgen -f -- "$cur"))
             return ;;
+        --timeout)
+            COMPREPLY=()
+            return ;;
     esac
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-            --socket|-s|-o|--output) ((i++)) ;;
+            --socket|-s|-o|--output|--timeout) ((i++)) ;;
             -*) ;;
             *) if [[ -z $cmd ]]; then cmd=${COMP_WORDS[i]}; elif [[ -z $sub ]]; then sub=${COMP_WORDS[i]}; fi ;;
         esac
     done
     case $cmd in
         "")
-            COMPREPLY=($(compgen -W "get prefetch status verify gc compact ping metrics --socket --json --help" -- "$cur")) ;;
+            COMPREPLY=($(compgen -W "get prefetch status verify gc compact ping metrics --socket --timeout --json --help" -- "$cur")) ;;
         get)
             if [[ -z $sub ]]; then
                 COMPREPLY=($(compgen -W "post posts image images" -- "$cur"))

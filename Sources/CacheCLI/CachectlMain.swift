@@ -12,7 +12,8 @@ public enum ExitCode: Int32, Sendable {
     case failure = 1
     /// The command line is wrong.
     case usage = 2
-    /// The daemon is not running (nothing answers on the socket).
+    /// The daemon is not running (nothing listens on the socket), or does not
+    /// answer within the timeout (stopped, hung, a listener that never accepts).
     case notRunning = 3
     /// The post, row or object does not exist, or the row is not cached.
     case notFound = 4
@@ -44,7 +45,10 @@ public enum CachectlMain {
             FileHandle.standardError.write(Data("cachectl: \(e.message)\n".utf8))
             exit(e.code.rawValue)
         } catch let e as ClientError {
-            let code: ExitCode = if case .notRunning = e { .notRunning } else { .failure }
+            let code: ExitCode = switch e {
+            case .notRunning, .timedOut: .notRunning
+            default: .failure
+            }
             FileHandle.standardError.write(Data("cachectl: \(e)\n".utf8))
             exit(code.rawValue)
         } catch {
@@ -61,9 +65,14 @@ struct Invocation {
     var command: [String] = []
     var output: String?
     var force = false
+    /// Seconds to wait for the daemon (see `Commands.connect`); 0 for no limit.
+    var timeout = Invocation.defaultTimeout
+
+    /// The timeout when neither `--timeout` nor `CACHED_TIMEOUT` is given.
+    static let defaultTimeout = 10.0
 
     static let usage = """
-    usage: cachectl [--socket PATH] [--json] COMMAND
+    usage: cachectl [--socket PATH] [--timeout SECONDS] [--json] COMMAND
 
     commands:
       get post ID                      print one post (ID may be negative: get post -5)
@@ -82,15 +91,28 @@ struct Invocation {
     options:
       --socket PATH   the daemon's socket (default: $CACHED_SOCKET, else the
                       per-user or system default)
+      --timeout SECONDS
+                      give up when the daemon does not answer within SECONDS
+                      (default: $CACHED_TIMEOUT, else 10; 0 waits forever).
+                      ping, status, metrics and get post(s) must be answered
+                      within it; the commands that may take long (get image(s),
+                      prefetch, verify, gc, compact) wait as long as the
+                      daemon answers a ping within it every SECONDS
       --json          print the daemon's JSON answers instead of text
       --              end of options: every later word is a command word
 
-    exit status: 0 success, 1 error, 2 usage, 3 daemon not running,
-    4 not found or not cached, 5 prefetch with failed images, 6 feed failed.
+    exit status: 0 success, 1 error, 2 usage, 3 daemon not running or not
+    answering, 4 not found or not cached, 5 prefetch with failed images, 6 feed failed.
     """
 
     static func parse(_ args: [String], environment: [String: String]) throws -> Invocation {
         var inv = Invocation(socket: DefaultPaths.clientSocket(environment: environment))
+        if let value = environment["CACHED_TIMEOUT"], !value.isEmpty {
+            guard let seconds = seconds(value) else {
+                throw CLIError(code: .usage, message: "CACHED_TIMEOUT must be a number of seconds (0 for no limit), not \"\(Format.visible(value))\"")
+            }
+            inv.timeout = seconds
+        }
         var i = 0
         var optionsEnded = false
         while i < args.count {
@@ -113,12 +135,17 @@ struct Invocation {
                 guard i < args.count else { throw CLIError(code: .usage, message: "--socket needs a path") }
                 inv.socket = args[i]
                 i += 1
+            case "--timeout":
+                guard i < args.count else { throw CLIError(code: .usage, message: "--timeout needs a number of seconds (0 for no limit)") }
+                inv.timeout = try timeoutOption(args[i])
+                i += 1
             case "-o", "--output":
                 guard i < args.count else { throw CLIError(code: .usage, message: "-o needs a file name (or - for stdout)") }
                 inv.output = args[i]
                 i += 1
             default:
                 if a.hasPrefix("--socket=") { inv.socket = String(a.dropFirst(9)) }
+                else if a.hasPrefix("--timeout=") { inv.timeout = try timeoutOption(String(a.dropFirst(10))) }
                 else if a.hasPrefix("-") && a != "-" { throw CLIError(code: .usage, message: "unknown option \(Format.visible(a)) (see cachectl --help)") }
                 else { inv.command.append(a) }
             }
@@ -131,5 +158,18 @@ struct Invocation {
     /// after `get post` or `get image`.
     private var expectsNumber: Bool {
         command == ["get", "post"] || command == ["get", "image"]
+    }
+
+    /// A finite, non-negative number of seconds, or nil.
+    private static func seconds(_ text: String) -> Double? {
+        guard let v = Double(text), v.isFinite, v >= 0 else { return nil }
+        return v
+    }
+
+    private static func timeoutOption(_ text: String) throws -> Double {
+        guard let v = seconds(text) else {
+            throw CLIError(code: .usage, message: "--timeout needs a number of seconds (0 for no limit), not \"\(Format.visible(text))\"")
+        }
+        return v
     }
 }

@@ -23,9 +23,9 @@ struct Commands {
             }
             try prefetch(what)
         case ("status", 1): try simple("status", Format.status)
-        case ("verify", 1): try simple("verify", Format.verify)
-        case ("gc", 1): try simple("gc", Format.gc)
-        case ("compact", 1): try simple("compact", Format.compact)
+        case ("verify", 1): try simple("verify", mayTakeLong: true, Format.verify)
+        case ("gc", 1): try simple("gc", mayTakeLong: true, Format.gc)
+        case ("compact", 1): try simple("compact", mayTakeLong: true, Format.compact)
         case ("ping", 1): try simple("ping") { Format.ping($0, socket: invocation.socket) }
         case ("metrics", 1):
             let answer = try call(try connect(), "status")
@@ -35,8 +35,20 @@ struct Commands {
         }
     }
 
-    private func connect() throws -> Client {
-        try Client(socketPath: invocation.socket)
+    /// Connects to the daemon.
+    ///
+    /// The timeout (`--timeout`, `CACHED_TIMEOUT`, default 10 s; 0 for none)
+    /// limits connecting and sending for every command. An answer the
+    /// daemon gives at once (`ping`, `status`, `metrics`, `get post`,
+    /// `get posts`) must come within it. A command that may rightly take
+    /// minutes (`get image` can download, `get images` can fetch the
+    /// manifest, `prefetch`, `verify`, `gc`, `compact`) is never cut while
+    /// the daemon is alive: after each timeout of silence cachectl pings the
+    /// daemon on a second connection and gives up only if that goes unanswered.
+    private func connect(mayTakeLong: Bool = false) throws -> Client {
+        let seconds = invocation.timeout
+        let timeout: ClientTimeout = seconds == 0 ? .none : mayTakeLong ? .whileAlive(seconds: seconds) : .answer(seconds: seconds)
+        return try Client(socketPath: invocation.socket, timeout: timeout)
     }
 
     /// Sends one request; an error answer becomes a CLIError with the matching exit status.
@@ -61,8 +73,8 @@ struct Commands {
         }
     }
 
-    private func simple(_ op: String, _ format: (JSON) -> String) throws {
-        let answer = try call(try connect(), op)
+    private func simple(_ op: String, mayTakeLong: Bool = false, _ format: (JSON) -> String) throws {
+        let answer = try call(try connect(mayTakeLong: mayTakeLong), op)
         if json { printJSON(answer) } else { print(format(answer)) }
     }
 
@@ -85,7 +97,7 @@ struct Commands {
             guard let row = Int(args[1]), row >= 0 else { throw CLIError(code: .usage, message: "row must be a non-negative integer, not \"\(args[1])\"") }
             // A file that cannot be written fails before anything is downloaded.
             if let output = invocation.output, output != "-" { try Self.checkWritable(output) }
-            let client = try connect()
+            let client = try connect(mayTakeLong: true)
             let answer = try call(client, "get_image", [("row", .number(String(row)))])
             let image = answer["image"] ?? .null
             if let output = invocation.output {
@@ -97,7 +109,7 @@ struct Commands {
                 print(Format.image(image))
             }
         case ("images", 1):
-            let answer = try call(try connect(), "list_images")
+            let answer = try call(try connect(mayTakeLong: true), "list_images")
             if json { printJSON(answer) } else { print(Format.imageList(answer), terminator: "") }
         default:
             throw CLIError(code: .usage, message: "get expects \(Self.getSubjects), not \"\(Format.visible(args.joined(separator: " ")))\"")
@@ -165,7 +177,7 @@ struct Commands {
     }
 
     private func prefetch(_ what: String) throws {
-        let client = try connect()
+        let client = try connect(mayTakeLong: true)
         let bar = isatty(2) != 0 && !json ? ProgressBar() : nil
         var fields: [(String, JSON)] = [("what", .string(what)), ("progress", .bool(bar != nil))]
         if invocation.force { fields.append(("force", .bool(true))) }

@@ -7,6 +7,9 @@ import CacheSystem
 public enum ClientError: Error, CustomStringConvertible, Sendable {
     /// Nothing listens on the socket.
     case notRunning(socket: String, cause: SystemError)
+    /// The daemon did not answer within the client's timeout: it is stopped
+    /// (SIGSTOP, a debugger), hung, or the socket's listener never accepts.
+    case timedOut(socket: String, seconds: Double)
     /// The daemon closed the connection before answering.
     case closed(socket: String)
     /// The daemon answered something that is not a protocol line.
@@ -18,6 +21,9 @@ public enum ClientError: Error, CustomStringConvertible, Sendable {
         case let .notRunning(socket, cause):
             let why = cause.errno == ENOENT ? "no socket at \(socket)" : "\(cause)"
             return "cannot connect to cached at \(socket): \(why) (is the daemon running? set --socket or CACHED_SOCKET)"
+        case let .timedOut(socket, seconds):
+            return "no answer from cached at \(socket) within \(ClientTimeout.format(seconds)) s " +
+                "(is it stopped? check systemctl status cached)"
         case let .closed(socket): return "cached closed the connection on \(socket) before answering"
         case let .malformed(what): return "malformed answer from cached: \(what)"
         case let .io(e): return "socket error: \(e)"
@@ -25,21 +31,103 @@ public enum ClientError: Error, CustomStringConvertible, Sendable {
     }
 }
 
+/// How long a `Client` waits for the daemon before `ClientError.timedOut`.
+///
+/// A timeout is a limit on the daemon's silence, not on how long an
+/// operation may take: each wait (connecting, sending, each read of answer
+/// bytes) gets the full time again.
+public enum ClientTimeout: Sendable, Equatable {
+    /// Wait as long as it takes (the default: tests and benchmarks).
+    case none
+    /// Connecting, sending and every wait for answer bytes must each end
+    /// within `seconds`: for answers the daemon gives at once (`ping`,
+    /// `status`, `get_post`, `list_posts`).
+    case answer(seconds: Double)
+    /// Connecting and sending must end within `seconds`; while an answer is
+    /// awaited, after each `seconds` of silence the daemon is sent `ping` on
+    /// a second connection, and the client gives up only when that is not
+    /// answered within `seconds`. For operations that may rightly take
+    /// minutes (a prefetch, a read-through download, verify, gc, compact):
+    /// they are never cut while the daemon is alive.
+    case whileAlive(seconds: Double)
+
+    /// The limit on one wait, nil for none (zero or beyond what `timeval` holds).
+    var seconds: Double? {
+        switch self {
+        case .none: nil
+        case .answer(let s), .whileAlive(let s): s > 0 && s < Double(Int32.max) ? s : nil
+        }
+    }
+
+    /// `1`, `0.5`, `2.25`: seconds as a person would write them.
+    public static func format(_ seconds: Double) -> String {
+        if seconds == seconds.rounded(), abs(seconds) < 1e15 { return String(Int64(seconds)) }
+        return String(seconds)
+    }
+}
+
 /// A blocking connection to the daemon: send request lines, read answer lines
 /// and raw byte payloads. Used by cachectl, the tests and the benchmarks.
 public final class Client {
     public let socketPath: String
+    /// How long each wait for the daemon may last.
+    public let timeout: ClientTimeout
     private let fd: FileDescriptor
     private var buffer = LineBuffer(limit: 1 << 30)
 
-    public init(socketPath: String) throws(ClientError) {
+    /// Connects to the daemon at `socketPath`.
+    ///
+    /// - Parameters:
+    ///   - timeout: how long to wait for the daemon (connect, send, answers);
+    ///     `.none`, the default, waits as long as it takes.
+    public init(socketPath: String, timeout: ClientTimeout = .none) throws(ClientError) {
         self.socketPath = socketPath
-        do { fd = try UnixSocket.connect(path: socketPath) } catch {
-            throw .notRunning(socket: socketPath, cause: error)
-        }
+        self.timeout = timeout
+        fd = try Self.connect(socketPath, timeout: timeout.seconds)
     }
 
     deinit { fd.close() }
+
+    /// A connected descriptor, with `SO_SNDTIMEO` and `SO_RCVTIMEO` set to
+    /// `seconds` first. A Unix socket whose listener's backlog is full makes
+    /// `connect` wait for room; with `SO_SNDTIMEO` set that wait ends after
+    /// the timeout with `EAGAIN` (net/unix/af_unix.c, unix_stream_connect).
+    private static func connect(_ path: String, timeout seconds: Double?) throws(ClientError) -> FileDescriptor {
+        let raw = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard raw >= 0 else { throw .notRunning(socket: path, cause: SystemError("socket", path)) }
+        let fd = FileDescriptor(rawValue: raw, path: path)
+        if let seconds {
+            var tv = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
+            if tv.tv_sec == 0 && tv.tv_usec == 0 { tv.tv_usec = 1 }
+            for option in [SO_RCVTIMEO, SO_SNDTIMEO] where setsockopt(raw, SOL_SOCKET, option, &tv, socklen_t(MemoryLayout<timeval>.size)) != 0 {
+                let error = SystemError("setsockopt", path)
+                fd.close()
+                throw .io(error)
+            }
+        }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count <= UnixSocket.maxPathLength else {
+            fd.close()
+            throw .notRunning(socket: path, cause: SystemError("socket path too long", path, errno: ENAMETOOLONG))
+        }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        while true {
+            let rc = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(raw, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            if rc == 0 { return fd }
+            let error = SystemError("connect", path)
+            if error.errno == EINTR { continue }
+            fd.close()
+            if let seconds, error.errno == EAGAIN || error.errno == EINPROGRESS { throw .timedOut(socket: path, seconds: seconds) }
+            throw .notRunning(socket: path, cause: error)
+        }
+    }
 
     /// The underlying descriptor (for tests that misbehave on purpose).
     public var descriptor: FileDescriptor { fd }
@@ -54,18 +142,42 @@ public final class Client {
                     try UnixSocket.send(fd, UnsafeRawBufferPointer(rebasing: raw[sent...]))
                 }
             } catch { throw .io(error) }
+            // 0: the send timeout passed with the daemon not reading.
+            if n == 0, let seconds = timeout.seconds { throw .timedOut(socket: socketPath, seconds: seconds) }
             sent += n
         }
     }
 
     private func fill() throws(ClientError) {
         var chunk = [UInt8](repeating: 0, count: 65536)
-        let n: Int?
+        while true {
+            let n: Int?
+            do {
+                n = try chunk.withMutableBytes { (raw) throws(SystemError) -> Int? in try UnixSocket.receive(fd, into: raw) }
+            } catch { throw .io(error) }
+            if let n, n > 0 {
+                buffer.append(Array(chunk[0..<n]))
+                return
+            }
+            // nil: the receive timeout passed with nothing from the daemon.
+            guard n == nil, let seconds = timeout.seconds else { throw .closed(socket: socketPath) }
+            guard case .whileAlive = timeout, daemonAnswersPing(within: seconds) else {
+                throw .timedOut(socket: socketPath, seconds: seconds)
+            }
+        }
+    }
+
+    /// Whether the daemon answers `ping` on a new connection within `seconds`:
+    /// any answer line counts (even `busy`), silence or no connection does not.
+    private func daemonAnswersPing(within seconds: Double) -> Bool {
         do {
-            n = try chunk.withMutableBytes { (raw) throws(SystemError) -> Int? in try UnixSocket.receive(fd, into: raw) }
-        } catch { throw .io(error) }
-        guard let n, n > 0 else { throw .closed(socket: socketPath) }
-        buffer.append(Array(chunk[0..<n]))
+            let probe = try Client(socketPath: socketPath, timeout: .answer(seconds: seconds))
+            try probe.send(Request.line(op: "ping", []))
+            _ = try probe.readLine()
+            return true
+        } catch {
+            return false
+        }
     }
 
     /// Reads one line (without `\n`).

@@ -3,8 +3,9 @@ import Testing
 import CacheProtocol
 import CacheSystem
 
-/// cachectl as a client: negative post ids on the command line.
-/// The real cachectl, against a real daemon.
+/// cachectl as a client: negative post ids on the command line, timeouts on
+/// a daemon that does not answer. The real cachectl, against a real daemon
+/// or a socket made here.
 @Suite struct CachectlClientTests {
     // MARK: ids that look like options
 
@@ -54,5 +55,247 @@ import CacheSystem
             #expect(r.status == 2, "\(args): \(r.stderr)")
             #expect(r.stderr == "cachectl: unknown option \(option) (see cachectl --help)\n", "\(args): \(r.stderr)")
         }
+    }
+
+    // MARK: timeouts
+
+    /// The message for a daemon that does not answer.
+    static func noAnswer(_ socket: String, _ seconds: String) -> String {
+        "cachectl: no answer from cached at \(socket) within \(seconds) s (is it stopped? check systemctl status cached)\n"
+    }
+
+    @Test func aStoppedDaemonTimesOut() throws {
+        let origin = try Origin()
+        let daemon = try Daemon(origin: origin)
+        let s = daemon.socket
+        #expect(kill(daemon.pid, SIGSTOP) == 0)
+        defer { kill(daemon.pid, SIGCONT) }
+
+        let status = try runCachectl(["--socket", s, "--timeout", "1", "status"])
+        #expect(status.finished, "cachectl still waiting after \(status.seconds) s")
+        #expect(status.status == 3, "\(status.stderr)")
+        #expect(status.stderr == Self.noAnswer(s, "1"), "\(status.stderr)")
+        #expect(status.stdout.isEmpty)
+
+        // The environment sets it too; fractions are allowed.
+        let ping = try runCachectl(["--socket", s, "ping"], environment: ["CACHED_TIMEOUT": "0.5"])
+        #expect(ping.finished && ping.status == 3, "\(ping.stderr)")
+        #expect(ping.stderr == Self.noAnswer(s, "0.5"), "\(ping.stderr)")
+        // The flag wins over the environment.
+        let flag = try runCachectl(["--socket", s, "--timeout", "1", "ping"], environment: ["CACHED_TIMEOUT": "0"])
+        #expect(flag.finished && flag.status == 3, "\(flag.stderr)")
+
+        // A command that may take long gives up too: the daemon does not answer a ping either.
+        for command in [["gc"], ["prefetch"], ["get", "image", "0"]] {
+            let r = try runCachectl(["--socket", s, "--timeout", "1"] + command)
+            #expect(r.finished && r.status == 3, "\(command): \(r.stderr)")
+            #expect(r.stderr == Self.noAnswer(s, "1"), "\(command): \(r.stderr)")
+        }
+
+        // Without --timeout or CACHED_TIMEOUT, 10 s.
+        let byDefault = try runCachectl(["--socket", s, "status"], limit: 60)
+        #expect(byDefault.finished && byDefault.status == 3, "\(byDefault.stderr)")
+        #expect(byDefault.stderr == Self.noAnswer(s, "10"), "\(byDefault.stderr)")
+
+        // Continued, it answers the connections that were waiting and new ones.
+        kill(daemon.pid, SIGCONT)
+        let again = try runCachectl(["--socket", s, "--timeout", "20", "status"])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(daemon.isRunning)
+    }
+
+    @Test func aListenerThatNeverAcceptsTimesOut() throws {
+        let scratch = Scratch()
+        let listener = try TestSocket(path: scratch.path + "/silent.sock", serving: nil)
+        defer { listener.close() }
+        for command in [["ping"], ["get", "post", "1"], ["prefetch"], ["verify"]] {
+            let r = try runCachectl(["--socket", listener.path, "--timeout", "1"] + command)
+            #expect(r.finished, "\(command): still waiting after \(r.seconds) s")
+            #expect(r.status == 3, "\(command): \(r.stderr)")
+            #expect(r.stderr == Self.noAnswer(listener.path, "1"), "\(command): \(r.stderr)")
+        }
+    }
+
+    @Test func aFullListenBacklogTimesOutInConnect() throws {
+        let scratch = Scratch()
+        let listener = try TestSocket(path: scratch.path + "/full.sock", serving: nil, backlog: 0)
+        defer { listener.close() }
+        let queued = try listener.fillBacklog()
+        #expect(queued >= 1)
+        let r = try runCachectl(["--socket", listener.path, "--timeout", "1", "ping"])
+        #expect(r.finished, "cachectl still in connect after \(r.seconds) s")
+        #expect(r.status == 3, "\(r.stderr)")
+        #expect(r.stderr == Self.noAnswer(listener.path, "1"), "\(r.stderr)")
+    }
+
+    /// A daemon that is alive but slow (a read-through download or a
+    /// prefetch that waits on the origin) is not cut, whatever the timeout.
+    @Test func aBusyDaemonIsWaitedFor() throws {
+        let origin = try Origin()
+        try origin.write("images/manifest.json", #"[{"url": "/fault/hang/4/images/01-sunrise.png"}, {"url": "/fault/hang/4/images/02-ocean.png"}]"#)
+        let daemon = try Daemon(origin: origin)
+        let s = daemon.socket
+        let image = try runCachectl(["--socket", s, "--timeout", "1", "get", "image", "0"], limit: 60)
+        #expect(image.status == 0, "\(image.stderr)")
+        #expect(image.stdout.hasPrefix("Row 0: "), "\(image.stdout)")
+        #expect(image.seconds >= 3, "the download took the origin's 4 s: \(image.seconds) s")
+        let prefetch = try runCachectl(["--socket", s, "--timeout", "1", "prefetch", "images"], limit: 60)
+        #expect(prefetch.status == 0, "\(prefetch.stderr)")
+        #expect(try daemon.call("get_image", [("row", num(1)), ("fetch", .bool(false))])["ok"] == .bool(true))
+    }
+
+    @Test func badTimeoutsAreUsageErrors() throws {
+        let scratch = Scratch()
+        let s = scratch.path + "/none.sock"
+        for value in ["x", "-1", "inf", "nan", ""] {
+            let r = try runCachectl(["--socket", s, "--timeout", value, "ping"])
+            #expect(r.status == 2, "\(value): \(r.stderr)")
+            #expect(r.stderr == "cachectl: --timeout needs a number of seconds (0 for no limit), not \"\(value)\"\n", "\(r.stderr)")
+        }
+        let missing = try runCachectl(["--socket", s, "ping", "--timeout"])
+        #expect(missing.status == 2 && missing.stderr == "cachectl: --timeout needs a number of seconds (0 for no limit)\n", "\(missing.stderr)")
+        let env = try runCachectl(["--socket", s, "ping"], environment: ["CACHED_TIMEOUT": "soon"])
+        #expect(env.status == 2 && env.stderr == "cachectl: CACHED_TIMEOUT must be a number of seconds (0 for no limit), not \"soon\"\n", "\(env.stderr)")
+        let equals = try runCachectl(["--socket", s, "--timeout=2", "ping"])
+        #expect(equals.status == 3 && equals.stderr.contains("no socket at \(s)"), "\(equals.stderr)")
+    }
+
+    /// The bash completion knows --timeout takes a value.
+    @Test func completionSkipsTheTimeoutsValue() throws {
+        #expect(try CompletionTests.complete(["cachectl", "--ti"]) == ["--timeout"])
+        #expect(try CompletionTests.complete(["cachectl", "--timeout", "5", "g"]) == ["gc", "get"])
+        #expect(try CompletionTests.complete(["cachectl", "--timeout", ""]) == [])
+    }
+}
+
+/// How a cachectl run ended.
+struct TimedRun {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+    var seconds: Double
+    /// False when it was still running at the limit and was killed.
+    var finished: Bool
+}
+
+/// Runs cachectl with an upper bound on its time (killed after `limit` s),
+/// without CACHED_SOCKET, CACHED_TIMEOUT, XDG_RUNTIME_DIR or
+/// RUNTIME_DIRECTORY from this environment, optionally as another user.
+func runCachectl(_ args: [String], environment extra: [String: String] = [:], asUser uid: uid_t? = nil,
+                 limit: Double = 15) throws -> TimedRun {
+    let scratch = Scratch()
+    let outPath = scratch.path + "/out", errPath = scratch.path + "/err"
+    for path in [outPath, errPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+    let p = Process()
+    if let uid {
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        p.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", Paths.cachectl] + args
+    } else {
+        p.executableURL = URL(fileURLWithPath: Paths.cachectl)
+        p.arguments = args
+    }
+    var env = ProcessInfo.processInfo.environment
+    for key in ["CACHED_SOCKET", "CACHED_TIMEOUT", "XDG_RUNTIME_DIR", "RUNTIME_DIRECTORY"] { env.removeValue(forKey: key) }
+    env.merge(extra) { _, new in new }
+    p.environment = env
+    p.standardOutput = FileHandle(forWritingAtPath: outPath)
+    p.standardError = FileHandle(forWritingAtPath: errPath)
+    p.standardInput = FileHandle.nullDevice
+    let start = Date()
+    try p.run()
+    let finished = waitUntil(limit) { !p.isRunning }
+    if !finished { kill(p.processIdentifier, SIGKILL) }
+    p.waitUntilExit()
+    let read = { (path: String) in (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+    return TimedRun(status: p.terminationStatus, stdout: read(outPath), stderr: read(errPath),
+                    seconds: Date().timeIntervalSince(start), finished: finished)
+}
+
+/// A Unix socket made here, not by cached: one that listens and never
+/// accepts (`serving: nil`), or a fake daemon that answers every request
+/// line with `serving` and counts the connections it accepted.
+final class TestSocket: @unchecked Sendable {
+    let path: String
+    private let fd: Int32
+    private let state = Locked((accepted: 0, stopping: false))
+    private let done = DispatchSemaphore(value: 0)
+    private var clients: [Int32] = []
+    private var serving: Bool
+
+    init(path: String, serving answer: String?, backlog: Int32 = 16) throws {
+        self.path = path
+        let sock = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard sock >= 0 else { throw HarnessError("socket: \(errno)") }
+        var addr = TestSocket.address(path)
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(sock, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        guard rc == 0, chmod(path, 0o666) == 0, listen(sock, backlog) == 0 else {
+            Glibc.close(sock)
+            throw HarnessError("cannot listen on \(path): \(String(cString: strerror(errno)))")
+        }
+        fd = sock
+        serving = answer != nil
+        if let answer {
+            let line = Array((answer + "\n").utf8)
+            Thread { [self] in serve(line) }.start()
+        }
+    }
+
+    static func address(_ path: String) -> sockaddr_un {
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            let bytes = Array(path.utf8)
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return addr
+    }
+
+    var accepted: Int { state.withLock { $0.accepted } }
+
+    /// Accepts connections until closed; answers each line with `line`.
+    private func serve(_ line: [UInt8]) {
+        while !state.withLock({ $0.stopping }) {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, 50) == 1 else { continue }
+            let c = accept(fd, nil, nil)
+            guard c >= 0 else { continue }
+            state.withLock { $0.accepted += 1 }
+            var byte: UInt8 = 0
+            while recv(c, &byte, 1, 0) == 1 {
+                if byte == UInt8(ascii: "\n") { _ = line.withUnsafeBytes { send(c, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+            }
+            Glibc.close(c)
+        }
+        done.signal()
+    }
+
+    /// Connects non-blocking clients until the listen backlog is full; how many.
+    func fillBacklog() throws -> Int {
+        while clients.count < 10_000 {
+            let c = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            var addr = TestSocket.address(path)
+            let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(c, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+            if rc != 0 {
+                let e = errno
+                Glibc.close(c)
+                guard e == EAGAIN else { throw HarnessError("connect: \(String(cString: strerror(e)))") }
+                return clients.count
+            }
+            clients.append(c)
+        }
+        throw HarnessError("the backlog never filled")
+    }
+
+    func close() {
+        if serving {
+            state.withLock { $0.stopping = true }
+            done.wait()
+            serving = false
+        }
+        for c in clients { Glibc.close(c) }
+        clients = []
+        Glibc.close(fd)
+        unlink(path)
     }
 }
