@@ -35,7 +35,7 @@ struct Commands {
         }
     }
 
-    /// Connects to the daemon.
+    /// Connects, once the socket's directory is found trustworthy.
     ///
     /// The timeout (`--timeout`, `CACHED_TIMEOUT`, default 10 s; 0 for none)
     /// limits connecting and sending for every command. An answer the
@@ -48,7 +48,7 @@ struct Commands {
     private func connect(mayTakeLong: Bool = false) throws -> Client {
         let seconds = invocation.timeout
         let timeout: ClientTimeout = seconds == 0 ? .none : mayTakeLong ? .whileAlive(seconds: seconds) : .answer(seconds: seconds)
-        return try Client(socketPath: invocation.socket, timeout: timeout)
+        return try Client(socketPath: invocation.socket, timeout: timeout, checkingDirectory: true)
     }
 
     /// Sends one request; an error answer becomes a CLIError with the matching exit status.

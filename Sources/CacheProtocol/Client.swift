@@ -10,6 +10,9 @@ public enum ClientError: Error, CustomStringConvertible, Sendable {
     /// The daemon did not answer within the client's timeout: it is stopped
     /// (SIGSTOP, a debugger), hung, or the socket's listener never accepts.
     case timedOut(socket: String, seconds: Double)
+    /// The socket's directory could be written by another user, who could
+    /// have replaced the socket: nothing was sent. `reason` says how to fix it.
+    case untrustedDirectory(socket: String, reason: String)
     /// The daemon closed the connection before answering.
     case closed(socket: String)
     /// The daemon answered something that is not a protocol line.
@@ -24,6 +27,8 @@ public enum ClientError: Error, CustomStringConvertible, Sendable {
         case let .timedOut(socket, seconds):
             return "no answer from cached at \(socket) within \(ClientTimeout.format(seconds)) s " +
                 "(is it stopped? check systemctl status cached)"
+        case let .untrustedDirectory(socket, reason):
+            return "refusing to connect to cached at \(socket): \(reason)"
         case let .closed(socket): return "cached closed the connection on \(socket) before answering"
         case let .malformed(what): return "malformed answer from cached: \(what)"
         case let .io(e): return "socket error: \(e)"
@@ -80,9 +85,16 @@ public final class Client {
     /// - Parameters:
     ///   - timeout: how long to wait for the daemon (connect, send, answers);
     ///     `.none`, the default, waits as long as it takes.
-    public init(socketPath: String, timeout: ClientTimeout = .none) throws(ClientError) {
+    ///   - checkingDirectory: first refuse a socket whose directory another
+    ///     user could write (see `SocketDirectory.problem`), with
+    ///     `ClientError.untrustedDirectory`: cachectl sets it, so that nobody
+    ///     else can put their own socket in the daemon's place.
+    public init(socketPath: String, timeout: ClientTimeout = .none, checkingDirectory: Bool = false) throws(ClientError) {
         self.socketPath = socketPath
         self.timeout = timeout
+        if checkingDirectory, let reason = SocketDirectory.problem(socket: socketPath) {
+            throw .untrustedDirectory(socket: socketPath, reason: reason)
+        }
         fd = try Self.connect(socketPath, timeout: timeout.seconds)
     }
 
@@ -217,6 +229,55 @@ public final class Client {
 
     /// Half-closes the sending side.
     public func shutdownWrite() { _ = Glibc.shutdown(fd.rawValue, Int32(SHUT_WR)) }
+}
+
+/// Whether cachectl may trust the directory a socket is in. Whoever can
+/// write that directory can replace the socket with their own and answer
+/// in the daemon's place (forged posts, forged image paths).
+public enum SocketDirectory {
+    /// Nil when the directory of the socket at `path` is safe to use, or
+    /// cannot be examined (then connecting fails with its own reason);
+    /// otherwise what is wrong, naming the directory, its owner and mode,
+    /// and how to fix it.
+    ///
+    /// - The per-user directory (`privateDirectory`, by default
+    ///   `/tmp/cached-<uid>`, which anyone could have created first) must be
+    ///   a real directory owned by the caller that neither group nor others
+    ///   can write.
+    /// - Any other directory may belong to another user (a system daemon
+    ///   under `DynamicUser=` owns `/run/cached`), but must not be writable by
+    ///   group or others, unless it is root's and sticky (`/tmp`): there
+    ///   nobody can replace a socket they do not own.
+    public static func problem(socket path: String, privateDirectory: String = DefaultPaths.privateTempDirectory) -> String? {
+        var dir = FileSystem.directoryName(of: path)
+        while dir.count > 1 && dir.hasSuffix("/") { dir.removeLast() }
+        var st = stat()
+        guard lstat(dir, &st) == 0 else { return nil }
+        if isSame(dir, privateDirectory) {
+            return TrustedDirectory.problem(dir, allowRoot: false, allowSticky: false)
+        }
+        // The directory itself, through any link in its spelling (/var/run -> /run).
+        guard stat(dir, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else { return nil }
+        let writable = st.st_mode & (S_IWGRP | S_IWOTH) != 0
+        let rootSticky = st.st_uid == 0 && st.st_mode & S_ISVTX != 0
+        guard writable && !rootSticky else { return nil }
+        let who = st.st_mode & S_IWOTH != 0 ? "every user" : "its group"
+        return "\(dir) (owner \(userName(st.st_uid)), mode \(String(st.st_mode & 0o7777, radix: 8))) can be written by \(who), " +
+            "who could replace the socket in it (chmod go-w \(dir), or give the daemon a socket in a directory only its owner can write)"
+    }
+
+    /// Whether `a` and `b` name the same directory (as spelled, or the same inode).
+    private static func isSame(_ a: String, _ b: String) -> Bool {
+        if a == b { return true }
+        var sa = stat(), sb = stat()
+        return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino
+    }
+
+    /// `nobody (uid 65534)`, or `uid 1234` for a uid with no name.
+    static func userName(_ uid: uid_t) -> String {
+        guard let pw = getpwuid(uid), let name = pw.pointee.pw_name else { return "uid \(uid)" }
+        return "\(String(cString: name)) (uid \(uid))"
+    }
 }
 
 /// Where the daemon keeps its store and socket when not told (SPEC section 4).

@@ -11,6 +11,80 @@ private final class TempDirectory {
         path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
     }
     deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    /// A directory inside, with `owner` and `mode` (set after creation, so umask-proof).
+    func directory(_ name: String, owner: uid_t = geteuid(), mode: mode_t) -> String {
+        let dir = path + "/" + name
+        mkdir(dir, 0o700)
+        chown(dir, owner, gid_t(owner))
+        chmod(dir, mode)
+        return dir
+    }
+}
+
+/// Which socket directories `SocketDirectory.problem` lets cachectl use,
+/// with real owners (nobody, uid 65534) and modes. The tests run as root.
+@Suite struct SocketDirectoryTests {
+    static let nobody: uid_t = 65534
+
+    @Test func thePerUserDirectoryMustBeTheCallersAndPrivate() {
+        let temp = TempDirectory()
+        let mine = temp.directory("mine", mode: 0o700)
+        #expect(SocketDirectory.problem(socket: mine + "/cached.sock", privateDirectory: mine) == nil)
+        // Spelled differently, it is still the per-user directory.
+        #expect(SocketDirectory.problem(socket: mine + "//cached.sock", privateDirectory: mine) == nil)
+
+        let foreign = temp.directory("foreign", owner: Self.nobody, mode: 0o700)
+        let me = geteuid()
+        #expect(SocketDirectory.problem(socket: foreign + "/cached.sock", privateDirectory: foreign) ==
+                "\(foreign) is owned by uid 65534, not by uid \(me) who runs this; another user could replace what is in it " +
+                "(remove it, or chown \(me) \(foreign) and chmod 0700 \(foreign))")
+        // The same directory as any other socket directory: another user's, only they can write it: fine.
+        #expect(SocketDirectory.problem(socket: foreign + "/cached.sock", privateDirectory: mine) == nil)
+        // Found by inode, however it is spelled.
+        #expect(SocketDirectory.problem(socket: temp.path + "/./foreign/cached.sock", privateDirectory: foreign) != nil)
+
+        let open = temp.directory("open", mode: 0o777)
+        #expect(SocketDirectory.problem(socket: open + "/cached.sock", privateDirectory: open)?.contains("can be written by every user (mode 777)") == true)
+        let sticky = temp.directory("sticky", mode: 0o1777)
+        #expect(SocketDirectory.problem(socket: sticky + "/cached.sock", privateDirectory: sticky)?.contains("mode 1777") == true,
+                "sticky is no excuse for the per-user directory")
+
+        let link = temp.path + "/link"
+        symlink(mine, link)
+        #expect(SocketDirectory.problem(socket: link + "/cached.sock", privateDirectory: link)?.contains("is a symbolic link") == true)
+    }
+
+    @Test func otherDirectoriesMustNotBeWritableByOthers() {
+        let temp = TempDirectory()
+        let mine = temp.path + "/not-the-private-one"
+        let system = temp.directory("system", owner: Self.nobody, mode: 0o755)
+        #expect(SocketDirectory.problem(socket: system + "/cached.sock", privateDirectory: mine) == nil)
+
+        let open = temp.directory("open", owner: Self.nobody, mode: 0o777)
+        #expect(SocketDirectory.problem(socket: open + "/cached.sock", privateDirectory: mine) ==
+                "\(open) (owner nobody (uid 65534), mode 777) can be written by every user, who could replace the socket in it " +
+                "(chmod go-w \(open), or give the daemon a socket in a directory only its owner can write)")
+        let group = temp.directory("group", mode: 0o770)
+        #expect(SocketDirectory.problem(socket: group + "/cached.sock", privateDirectory: mine)?.contains("mode 770) can be written by its group") == true)
+        // Sticky and root's, like /tmp: nobody can replace a socket they do not own.
+        let rootSticky = temp.directory("root-sticky", owner: 0, mode: 0o1777)
+        #expect(SocketDirectory.problem(socket: rootSticky + "/cached.sock", privateDirectory: mine) == nil)
+        #expect(SocketDirectory.problem(socket: "/tmp/cached.sock", privateDirectory: mine) == nil)
+        // Sticky but another user's: they can replace anything in it.
+        let userSticky = temp.directory("user-sticky", owner: Self.nobody, mode: 0o1777)
+        #expect(SocketDirectory.problem(socket: userSticky + "/cached.sock", privateDirectory: mine)?.contains("mode 1777") == true)
+        // A link to a directory is judged by the directory (/var/run -> /run).
+        let link = temp.path + "/link"
+        symlink(open, link)
+        #expect(SocketDirectory.problem(socket: link + "/cached.sock", privateDirectory: mine)?.contains("mode 777") == true)
+        // What does not exist is left to connect to report.
+        #expect(SocketDirectory.problem(socket: temp.path + "/none/cached.sock", privateDirectory: mine) == nil)
+    }
+
+    @Test func theDefaultIsTheUsersTempDirectory() {
+        #expect(DefaultPaths.privateTempDirectory == "/tmp/cached-\(getuid())")
+    }
 }
 
 /// `Client` timeouts against sockets that listen and never answer.
@@ -62,5 +136,24 @@ private final class TempDirectory {
             return
         }
         #expect(failure?.description == "no answer from cached at \(path) within 0.2 s (is it stopped? check systemctl status cached)")
+    }
+
+    @Test func checkingTheDirectoryRefusesBeforeConnecting() throws {
+        let temp = TempDirectory()
+        let open = temp.directory("open", owner: 65534, mode: 0o777)
+        let path = open + "/s.sock"
+        let listener = try Self.silentListener(path)
+        defer { listener.close() }
+        #expect {
+            _ = try Client(socketPath: path, checkingDirectory: true)
+        } throws: { error in
+            guard let e = error as? ClientError, case .untrustedDirectory(path, let reason) = e else { return false }
+            return reason.contains("mode 777")
+        }
+        // Nothing was queued on the listener: no connection was made.
+        #expect(try UnixSocket.accept(listener) == nil)
+        // Not asked to check, it connects (the tests' own sockets).
+        _ = try Client(socketPath: path)
+        #expect(try UnixSocket.accept(listener) != nil)
     }
 }

@@ -4,8 +4,8 @@ import CacheProtocol
 import CacheSystem
 
 /// cachectl as a client: negative post ids on the command line, timeouts on
-/// a daemon that does not answer. The real cachectl, against a real daemon
-/// or a socket made here.
+/// a daemon that does not answer, and sockets in directories another user
+/// controls. The real cachectl, against a real daemon or a socket made here.
 @Suite struct CachectlClientTests {
     // MARK: ids that look like options
 
@@ -165,6 +165,85 @@ import CacheSystem
         #expect(try CompletionTests.complete(["cachectl", "--ti"]) == ["--timeout"])
         #expect(try CompletionTests.complete(["cachectl", "--timeout", "5", "g"]) == ["gc", "get"])
         #expect(try CompletionTests.complete(["cachectl", "--timeout", ""]) == [])
+    }
+
+    // MARK: sockets in directories others control
+
+    static let forged = #"{"ok":true,"post":{"userId":666,"id":1,"title":"forged","body":"not from cached"}}"#
+    static let nobody: uid_t = 65534
+
+    @Test func aSocketInADirectoryOthersCanWriteIsRefused() throws {
+        let scratch = Scratch()
+        let dir = scratch.path + "/shared"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: false)
+        #expect(chown(dir, Self.nobody, gid_t(Self.nobody)) == 0 && chmod(dir, 0o777) == 0)
+        let server = try TestSocket(path: dir + "/cached.sock", serving: Self.forged)
+        defer { server.close() }
+
+        for (args, env) in [(["--socket", server.path, "get", "post", "1"], [String: String]()),
+                            (["get", "post", "1"], ["CACHED_SOCKET": server.path])] {
+            let r = try runCachectl(args, environment: env)
+            #expect(r.status == 1, "\(r.stderr)")
+            #expect(r.stdout.isEmpty, "nothing forged is printed: \(r.stdout)")
+            #expect(r.stderr == "cachectl: refusing to connect to cached at \(server.path): \(dir) (owner nobody (uid 65534), mode 777) " +
+                    "can be written by every user, who could replace the socket in it (chmod go-w \(dir), " +
+                    "or give the daemon a socket in a directory only its owner can write)\n", "\(r.stderr)")
+        }
+        #expect(server.accepted == 0, "cachectl never connected")
+
+        // Group-writable is refused as well; sticky helps only in root's directories.
+        #expect(chmod(dir, 0o770) == 0)
+        let group = try runCachectl(["--socket", server.path, "ping"])
+        #expect(group.status == 1 && group.stderr.contains("mode 770) can be written by its group"), "\(group.stderr)")
+        #expect(chmod(dir, 0o1777) == 0)
+        let sticky = try runCachectl(["--socket", server.path, "ping"])
+        #expect(sticky.status == 1 && sticky.stderr.contains("mode 1777) can be written by every user"), "\(sticky.stderr)")
+        #expect(server.accepted == 0)
+
+        // Another user's directory that only they can write is fine (a
+        // system daemon under DynamicUser= owns /run/cached).
+        #expect(chmod(dir, 0o755) == 0)
+        let owned = try runCachectl(["--socket", server.path, "get", "post", "1"])
+        #expect(owned.status == 0, "\(owned.stderr)")
+        #expect(owned.stdout.hasPrefix("Post 1 by user 666"), "\(owned.stdout)")
+        #expect(server.accepted == 1)
+    }
+
+    /// The per-user default `/tmp/cached-<uid>` (no XDG_RUNTIME_DIR) must be
+    /// the caller's own: cachectl runs as nobody, with that directory made
+    /// first by another user (uid 1) with mode 0777 and a socket in it.
+    @Test(.enabled(if: !FileManager.default.fileExists(atPath: "/tmp/cached-65534"), "/tmp/cached-65534 exists; not touching it"))
+    func theDefaultPerUserDirectoryMustBeTheCallers() throws {
+        let dir = "/tmp/cached-65534"
+        #expect(mkdir(dir, 0o700) == 0)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(chown(dir, 1, 1) == 0 && chmod(dir, 0o777) == 0)
+        let server = try TestSocket(path: dir + "/cached.sock", serving: Self.forged)
+        defer { server.close() }
+
+        let planted = try runCachectl(["get", "post", "1"], asUser: Self.nobody)
+        #expect(planted.status == 1, "\(planted.stderr)")
+        #expect(planted.stdout.isEmpty, "nothing forged is printed: \(planted.stdout)")
+        #expect(planted.stderr.hasPrefix("cachectl: refusing to connect to cached at \(dir)/cached.sock: \(dir) is owned by uid 1, not by uid 65534"),
+                "\(planted.stderr)")
+        #expect(server.accepted == 0, "cachectl never connected")
+
+        // Even with only its owner able to write it, another user's directory is not the caller's.
+        #expect(chmod(dir, 0o755) == 0)
+        let foreign = try runCachectl(["get", "post", "1"], asUser: Self.nobody)
+        #expect(foreign.status == 1 && foreign.stderr.contains("is owned by uid 1, not by uid 65534"), "\(foreign.stderr)")
+        // The caller's own directory, but writable by others.
+        #expect(chown(dir, Self.nobody, gid_t(Self.nobody)) == 0 && chmod(dir, 0o777) == 0)
+        let writable = try runCachectl(["get", "post", "1"], asUser: Self.nobody)
+        #expect(writable.status == 1 && writable.stderr.contains("can be written by every user (mode 777)"), "\(writable.stderr)")
+        #expect(server.accepted == 0)
+
+        // The caller's own private directory is used.
+        #expect(chmod(dir, 0o700) == 0)
+        let mine = try runCachectl(["get", "post", "1"], asUser: Self.nobody)
+        #expect(mine.status == 0, "\(mine.stderr)")
+        #expect(mine.stdout.hasPrefix("Post 1 by user 666"), "\(mine.stdout)")
+        #expect(server.accepted == 1)
     }
 }
 
