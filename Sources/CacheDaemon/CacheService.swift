@@ -113,8 +113,8 @@ final class CacheService: Sendable {
             note("images-url", s.imagesURL, new.imagesURL)
             note("images-base-url", s.imagesBaseURL, new.imagesBaseURL)
             note("max-object-size", String(s.maxObjectSize), String(new.maxObjectSize))
-            if s.postsURL != new.postsURL { unvalidated.withLock { _ = $0.insert(.posts) } }
-            if s.imagesURL != new.imagesURL { unvalidated.withLock { _ = $0.insert(.manifest) } }
+            if s.postsURL != new.postsURL { unvalidated.withLock { _ = $0.insert(.posts) }; unmatchedETags.withLock { _ = $0.remove(.posts) } }
+            if s.imagesURL != new.imagesURL { unvalidated.withLock { _ = $0.insert(.manifest) }; unmatchedETags.withLock { _ = $0.remove(.manifest) } }
             s.postsURL = new.postsURL
             s.imagesURL = new.imagesURL
             s.imagesBaseURL = new.imagesBaseURL
@@ -135,7 +135,7 @@ final class CacheService: Sendable {
 
     private static func conditionalHeaders(_ v: Validators) -> [String] {
         var h: [String] = []
-        if let e = v.etag { h.append("If-None-Match: \(e)") }
+        if let e = v.etag, !v.etagIgnored { h.append("If-None-Match: \(e)") }
         if let m = v.lastModified { h.append("If-Modified-Since: \(m)") }
         return h
     }
@@ -143,20 +143,23 @@ final class CacheService: Sendable {
     /// Feeds whose origin answered `If-None-Match` with a full 200 carrying
     /// the very ETag that was sent: it cannot match its own tags (Apache's
     /// mod_deflate appends `-gzip` to the ETag and then does not recognise
-    /// it, Apache bug 45023). For these only Last-Modified is kept, so the
-    /// next refresh is answered 304 instead of downloading the feed again.
+    /// it, Apache bug 45023). For these only Last-Modified is sent, so the
+    /// next refresh is answered 304 instead of downloading the feed again;
+    /// the store keeps the mark (`Validators.etagIgnored`) across restarts.
     private let unmatchedETags = Locked<Set<Feed>>([])
 
     /// What to store from a full answer to a request that sent `sent`.
     private func validatorsToStore(_ feed: Feed, sent: Validators, response: HTTPResponse) -> Validators {
         var v = Validators(etag: response.headers["etag"], lastModified: response.headers["last-modified"])
-        if let tag = sent.etag, tag == v.etag, v.lastModified != nil {
+        // A 304 rightly echoes the ETag; only a full answer to it is the fault.
+        if response.status != 304, let tag = sent.etag, tag == v.etag, v.lastModified != nil {
             let first = unmatchedETags.withLock { $0.insert(feed).inserted }
             if first {
                 log.notice("\(feed == .posts ? "posts-url" : "images-url") answered If-None-Match \(tag) with a full 200 and the same ETag; using Last-Modified alone for it from now on")
             }
         }
-        if v.lastModified != nil, unmatchedETags.withLock({ $0.contains(feed) }) { v.etag = nil }
+        if sent.etagIgnored { unmatchedETags.withLock { _ = $0.insert(feed) } }
+        if v.lastModified != nil, unmatchedETags.withLock({ $0.contains(feed) }) { v.etag = Validators.ignoredETag }
         return v
     }
 

@@ -39,6 +39,14 @@ public struct Validators: Sendable, Equatable {
 
     /// True when `sanitized` would drop a value.
     public var isDamaged: Bool { sanitized != self }
+
+    /// The ETag stored for a feed whose server cannot match its own ETags
+    /// (it answers them with a full 200): an empty one, never sent, so the
+    /// feed is revalidated with Last-Modified alone, also after a restart.
+    public static let ignoredETag = ""
+
+    /// True when the feed's ETags are not to be sent (`ignoredETag`).
+    public var etagIgnored: Bool { etag == Validators.ignoredETag }
 }
 
 /// Counts for `status`.

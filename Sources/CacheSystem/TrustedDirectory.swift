@@ -25,7 +25,8 @@ public enum TrustedDirectory {
         let ownerOK = st.st_uid == me || (allowRoot && st.st_uid == 0)
         if !ownerOK {
             return "\(path) is owned by uid \(st.st_uid), not by uid \(me) who runs this; another user could replace what is in it " +
-                "(remove it, or chown \(me) \(path) and chmod 0700 \(path))"
+                "(have it removed, which in a sticky /tmp takes its owner or root; or chown \(me) \(path) and chmod 0700 \(path); " +
+                "or choose another path, such as one under XDG_RUNTIME_DIR)"
         }
         let writable = st.st_mode & (S_IWGRP | S_IWOTH) != 0
         let sticky = st.st_mode & S_ISVTX != 0 && st.st_uid == 0
