@@ -155,7 +155,8 @@ final class Daemon {
             // replace the socket after the bind and answer clients in our name.
             // The per-user default (/tmp/cached-<uid>) must be this user's own.
             let isPrivateDefault = socketDirectory == DefaultPaths.privateTempDirectory
-            if let problem = TrustedDirectory.problem(socketDirectory, allowRoot: !isPrivateDefault, allowSticky: !isPrivateDefault, followLink: !isPrivateDefault) {
+            if let problem = TrustedDirectory.problem(socketDirectory, allowRoot: !isPrivateDefault, allowSticky: !isPrivateDefault, followLink: !isPrivateDefault)
+                ?? TrustedDirectory.ancestorsProblem(of: socketDirectory).map({ "a directory above the socket: \($0)" }) {
                 log.error("refusing to listen on \(settings.socket): \(problem)")
                 store.close()
                 return 1

@@ -112,11 +112,11 @@ public struct FetchPolicy: Sendable, Equatable {
     public var concurrency = 8
     /// Sent as `User-Agent`.
     public var userAgent = "cached"
-    /// A PEM file of CA certificates to trust instead of the system's
+    /// A PEM file of CA certificates to trust besides the system's
     /// (libcurl's CAINFO). Nil: the system store.
     public var caFile: String?
     /// A directory of hashed CA certificates (`openssl rehash`) to trust
-    /// instead of the system's (libcurl's CAPATH). Nil: the system store.
+    /// besides the system's (libcurl's CAPATH). Nil: the system store.
     public var caPath: String?
     /// The proxy every request goes through (`http://host:port`,
     /// `socks5h://...`). Nil: libcurl's environment variables decide

@@ -256,7 +256,21 @@ public enum SocketDirectory {
         if isSame(dir, privateDirectory) {
             return TrustedDirectory.problem(dir, allowRoot: false, allowSticky: false)
         }
-        // The directory itself, through any link in its spelling (/var/run -> /run).
+        // The directory itself, through any link in its spelling (/var/run -> /run),
+        // and every directory above it: one that others can write lets them
+        // move the socket's directory aside and put their own in its place.
+        var current = dir
+        while true {
+            if let p = writableByOthers(current) { return current == dir ? p : "a directory above the socket: " + p }
+            if current == "/" || current == "." || current.isEmpty { return nil }
+            current = FileSystem.directoryName(of: current)
+        }
+    }
+
+    /// What is wrong with `dir` being writable by group or others (not
+    /// root's and sticky), or nil.
+    private static func writableByOthers(_ dir: String) -> String? {
+        var st = stat()
         guard stat(dir, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else { return nil }
         let writable = st.st_mode & (S_IWGRP | S_IWOTH) != 0
         let rootSticky = st.st_uid == 0 && st.st_mode & S_ISVTX != 0

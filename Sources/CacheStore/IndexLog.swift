@@ -110,7 +110,9 @@ final class IndexLog {
     init(directory files: ConfinedDirectory, name: String, apply: ([LogRecord]) -> Void) throws(SystemError) {
         self.files = files
         path = files.path + "/" + name
-        fd = try files.open(name, O_RDWR | O_CREAT, mode: 0o600)
+        // O_APPEND: a write lands at the end even if the file was cut under
+        // us, so a cut shows as a length that does not add up (Store checks).
+        fd = try files.open(name, O_RDWR | O_CREAT | O_APPEND, mode: 0o600)
         var bytes: [UInt8]
         do throws(SystemError) { bytes = try fd.readToEnd() } catch { fd.close(); throw error }
         let outcome = LogScanner.scan(bytes, apply: apply)
@@ -184,7 +186,7 @@ final class IndexLog {
             count += t.count + 1
         }
         try files.writeDurably(bytes, to: path, tempDirectory: tempDirectory, mode: 0o600)
-        let newFD = try files.open(path, O_RDWR)
+        let newFD = try files.open(path, O_RDWR | O_APPEND)
         fd.close()
         fd = newFD
         length = Int64(bytes.count)

@@ -277,9 +277,13 @@ public final class Store: Sendable {
     /// replays the log (cutting a damaged tail aside).
     public init(_ configuration: StoreConfiguration) throws(StoreError) {
         self.configuration = configuration
-        directory = configuration.directory
         do throws(SystemError) {
-            try FileSystem.makeDirectories(directory, mode: 0o700)
+            try FileSystem.makeDirectories(configuration.directory, mode: 0o700)
+            // The real path, resolved once: systemd's CacheDirectory= under
+            // DynamicUser= is a link (/var/cache/cached -> private/cached), and a
+            // trailing slash or a relative spelling must not skip the checks.
+            // From here on the store is that directory, opened without links.
+            directory = try FileSystem.realPath(configuration.directory)
         } catch { throw .io(error) }
         if let problem = StoreTrust.problem(directory) { throw .untrusted(problem) }
         do throws(SystemError) { files = try ConfinedDirectory(opening: directory) } catch { throw .io(error) }
@@ -313,6 +317,7 @@ public final class Store: Sendable {
             }
         } catch {
             lockFD.close()
+            directoryFD.close()
             throw .io(error)
         }
         guard acquired else {
@@ -379,6 +384,9 @@ public final class Store: Sendable {
             if open.links == 0 { return "\(directory)/\(name) was deleted while the daemon ran" }
             if let length, open.size < length {
                 return "\(directory)/\(name) was cut from \(length) to \(open.size) bytes while the daemon ran"
+            }
+            if let length, open.size > length {
+                return "\(directory)/\(name) grew from \(length) to \(open.size) bytes by another writer while the daemon ran"
             }
             return nil
         }
@@ -500,6 +508,7 @@ public final class Store: Sendable {
         // commits, evictions or gc. Only the log transaction takes the writer
         // lock. Posts change nowhere else, so the snapshot below stays current.
         return try postFiles.withLock { (_) throws(StoreError) -> PostsChange in
+            try checkWritable()
             let (current, known, oldValidators) = state.withLock { ($0.posts, $0.postsKnown, $0.validators[.posts]) }
             var change = PostsChange()
             var records: [LogRecord] = []
@@ -651,21 +660,27 @@ public final class Store: Sendable {
         // The file part needs no lock: names are contents, so two commits of
         // the same bytes rename the same bytes to the same name.
         let path = objectPath(ref.hash)
+        do throws(StoreError) { try checkWritable() } catch {
+            objectWriter.discard()
+            throw error
+        }
         do throws(SystemError) {
-            let known = state.withLock { $0.objects[ref.hash] != nil }
             let existing = try files.status(path)
-            // The same bytes are stored already: keep that file, but only once
-            // it proves to hold them (`prefetch --force` must repair a copy
-            // damaged on disk, not keep it and discard the good download).
-            if known, let existing, existing.size == ref.size, fileHolds(path, ref.hash) {
+            // The same bytes are stored already (logged, or placed by a commit
+            // still in flight): keep that file, but only once it proves to hold
+            // them (`prefetch --force` must repair a copy damaged on disk, not
+            // keep it and discard the good download).
+            if let existing, existing.size == ref.size, fileHolds(path, ref.hash) {
                 objectWriter.discard()
             } else {
+                try objectWriter.syncAndClose()
                 if existing != nil {
-                    // Damaged or foreign bytes under this name: keep them aside, as `read` does.
-                    try files.rename(path, "\(quarantineDirectory)/\(ref.hash.hex)-\(Clock.wallSeconds())")
+                    // Damaged or foreign bytes under this name: a second name for
+                    // them in quarantine/, then the good file renamed over the
+                    // first in one step, so the name is never without a file.
+                    try files.link(path, quarantineName(ref.hash))
                     try files.syncDirectory(quarantineDirectory)
                 }
-                try objectWriter.syncAndClose()
                 let fanout = FileSystem.directoryName(of: path)
                 try files.makeDirectory(fanout, mode: 0o700)
                 try files.rename(objectWriter.tempPath, path)
@@ -846,8 +861,13 @@ public final class Store: Sendable {
 
     /// Moves an object's file to `quarantine/` and forgets it; returns where it went.
     @discardableResult
+    /// A name in quarantine/ no other quarantined file has.
+    private func quarantineName(_ hash: Hash128) -> String {
+        "\(quarantineDirectory)/\(hash.hex)-\(Clock.wallSeconds())-\(TempName.next(""))"
+    }
+
     public func quarantine(_ hash: Hash128) -> String? {
-        let target = "\(quarantineDirectory)/\(hash.hex)-\(Clock.wallSeconds())"
+        let target = quarantineName(hash)
         let moved: String?
         do throws(SystemError) {
             try files.rename(objectPath(hash), target)
@@ -945,6 +965,8 @@ public final class Store: Sendable {
     }
 
     private func collectGarbageLocked(_ w: inout WriterState) throws(StoreError) -> (Int, Int64) {
+        // Memory that no longer matches the log on disk decides nothing.
+        try checkWritable(&w)
         let pending = pendingObjects.withLock { Set($0.keys) }
         let (referenced, known) = state.withLock { s in
             (Set(s.rows.compactMap { $0.object?.hash }), Set(s.objects.keys))
@@ -996,6 +1018,8 @@ public final class Store: Sendable {
     }
 
     private func compactLocked(_ w: inout WriterState) throws(StoreError) -> (Int, Int) {
+        // A log replaced under us must not be overwritten by a rewrite either.
+        try checkWritable(&w)
         let before = w.log.recordCount
         let transactions = state.withLock { $0.liveTransactions() }
         do throws(SystemError) { try w.log.rewrite(transactions, tempDirectory: tempDirectory) } catch { throw .io(error) }
@@ -1004,19 +1028,36 @@ public final class Store: Sendable {
         return (before, after)
     }
 
+    /// Throws `writesStopped` once the log or lock was found removed,
+    /// replaced or changed (checking them now): the start of every write,
+    /// so nothing is written to files, the log or the disk after that.
+    private func checkWritable(_ w: inout WriterState) throws(StoreError) {
+        if let why = w.stopped { throw .writesStopped(why) }
+        if let why = replacedFiles(w) {
+            w.stopped = why
+            stopReason.withLock { $0 = why }
+            configuration.onWritesStopped?(why)
+            throw .writesStopped(why)
+        }
+    }
+
+    /// For writers that do not hold the writer lock (post files, an object's
+    /// file): fails once writes stopped. It takes no writer lock, so a slow
+    /// log never holds up the file part; the log append checks the files.
+    private func checkWritable() throws(StoreError) {
+        if let why = stopReason.withLock({ $0 }) { throw .writesStopped(why) }
+    }
+    /// Why writes stopped, readable without the writer lock.
+    private let stopReason = Locked<String?>(nil)
+
     /// Appends one transaction and publishes the new record count. The log
     /// and lock are checked after the fsync: a transaction that went into a
     /// file that was deleted, replaced or cut meanwhile is not acknowledged,
     /// and no later write is accepted.
     private func append(_ records: [LogRecord], _ w: inout WriterState) throws(StoreError) {
-        if let why = w.stopped { throw .writesStopped(why) }
         // Before (a cut log would be silently refilled from the old offset)
         // and after the write (a file deleted meanwhile).
-        if let why = replacedFiles(w) {
-            w.stopped = why
-            configuration.onWritesStopped?(why)
-            throw .writesStopped(why)
-        }
+        try checkWritable(&w)
         do { try w.log.append(records) } catch { throw .io(error) }
         if let why = replacedFiles(w) {
             w.stopped = why

@@ -10,15 +10,6 @@ enum StoreTrust {
     /// directory such as /tmp excepted); else what is wrong and how to fix it.
     static func problem(_ directory: String) -> String? {
         if let p = TrustedDirectory.problem(directory, allowRoot: false) { return p }
-        var ancestor = FileSystem.directoryName(of: directory)
-        while true {
-            // Above the store, a link is resolved (as /var/run -> /run is); its
-            // target is checked, and the link itself lives in the next parent up.
-            if let p = TrustedDirectory.problem(ancestor, allowRoot: true, allowSticky: true, followLink: true) {
-                return "a directory above the store: \(p)"
-            }
-            if ancestor == "/" || ancestor == "." || ancestor.isEmpty { return nil }
-            ancestor = FileSystem.directoryName(of: ancestor)
-        }
+        return TrustedDirectory.ancestorsProblem(of: directory).map { "a directory above the store: \($0)" }
     }
 }

@@ -117,6 +117,18 @@ public final class ConfinedDirectory: Sendable {
         }
     }
 
+    /// Gives the file `existing` a second name `new` (a hard link; `existing`
+    /// itself is not followed if it is a link), both beneath this directory.
+    public func link(_ existing: String, _ new: String) throws(SystemError) {
+        let (fromDir, fromName) = try parent(of: existing)
+        defer { fromDir?.close() }
+        let (toDir, toName) = try parent(of: new)
+        defer { toDir?.close() }
+        if linkat(fromDir?.rawValue ?? descriptor.rawValue, fromName, toDir?.rawValue ?? descriptor.rawValue, toName, 0) != 0 {
+            throw SystemError("link", "\(existing) -> \(new)")
+        }
+    }
+
     /// Removes the file (or link) `p`; a missing one is not an error.
     public func unlink(_ p: String) throws(SystemError) {
         try inParent(p) { (dir, name) throws(SystemError) in

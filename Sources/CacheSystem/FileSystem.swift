@@ -93,6 +93,14 @@ public enum FileSystem {
         if shouldSync { try syncDirectory(directoryName(of: path)) }
     }
 
+    /// The canonical absolute path of an existing `path`: every link and
+    /// `.`/`..` resolved (realpath(3)).
+    public static func realPath(_ path: String) throws(SystemError) -> String {
+        guard let resolved = Glibc.realpath(path, nil) else { throw SystemError("realpath", path) }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
     /// Everything before the last `/`.
     public static func directoryName(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }

@@ -36,4 +36,18 @@ public enum TrustedDirectory {
         }
         return nil
     }
+
+    /// Nil when every directory above `path` is owned by root or this user and
+    /// writable by no one else (a root-owned sticky directory such as /tmp
+    /// excepted): none of them lets another user move `path` aside and put
+    /// their own in its place. A link among them is judged by its target; the
+    /// link itself lives in the next directory up, which is checked too.
+    public static func ancestorsProblem(of path: String) -> String? {
+        var ancestor = FileSystem.directoryName(of: path)
+        while true {
+            if let p = problem(ancestor, allowRoot: true, allowSticky: true, followLink: true) { return p }
+            if ancestor == "/" || ancestor == "." || ancestor.isEmpty { return nil }
+            ancestor = FileSystem.directoryName(of: ancestor)
+        }
+    }
 }

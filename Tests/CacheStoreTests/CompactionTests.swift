@@ -75,3 +75,32 @@ import CacheSystem
         #expect(store.posts(offset: 0, limit: 0).total == 300)
     }
 }
+
+@Suite struct DuplicateCommitTests {
+    @Test func aGoodFileUnderTheNameIsKeptEvenBeforeItIsLogged() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        try store.replaceManifest([("a.png", nil), ("b.png", nil)], validators: Validators())
+        let bytes: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + Array("same bytes".utf8)
+        func writer() throws -> ObjectWriter {
+            let w = try store.newObjectWriter(maxSize: 1 << 20)
+            try bytes.withUnsafeBytes { try w.append($0) }
+            return w
+        }
+        // A concurrent commit of the same bytes has placed its file but not logged it yet.
+        let first = try writer()
+        let path = store.objectPath(first.hash)
+        try FileSystem.makeDirectory(FileSystem.directoryName(of: path))
+        try FileSystem.writeDurably(bytes, to: path, tempDirectory: dir.path + "/tmp")
+        first.discard()
+        _ = try store.commitObject(try writer(), rows: [(1, "b.png")])
+        #expect(try FileSystem.list(dir.path + "/quarantine").isEmpty, "a good copy is not quarantined")
+        #expect(try FileSystem.read(path) == bytes)
+        // A damaged copy is replaced in one step, and kept aside.
+        try FileSystem.writeDurably(bytes.map { $0 ^ 1 }, to: path, tempDirectory: dir.path + "/tmp")
+        _ = try store.commitObject(try writer(), rows: [(0, "a.png")])
+        #expect(try FileSystem.read(path) == bytes)
+        #expect(try FileSystem.list(dir.path + "/quarantine").count == 1)
+    }
+}

@@ -129,6 +129,20 @@ extension IntegrityTests {
         #expect(try daemon.call("get_post", [("id", num(2))])["ok"] == .bool(true))
     }
 
+    @Test func compactAndGcDoNotOverwriteAReplacedLog() throws {
+        let origin = try Origin()
+        let daemon = try Daemon(origin: origin)
+        #expect(try daemon.call("prefetch", [("what", .string("posts"))])["ok"] == .bool(true))
+        let path = daemon.store + "/index.log"
+        try FileManager.default.removeItem(atPath: path)
+        try Data("someone else's file".utf8).write(to: URL(fileURLWithPath: path))
+        for op in ["compact", "gc"] {
+            let r = try daemon.call(op)
+            #expect(r["ok"] == .bool(false) && r["error"]?["message"]?.string?.contains("store writes stopped") == true, "\(op): \(r)")
+        }
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "someone else's file", "the replacement was not overwritten")
+    }
+
     @Test func aCutLogStopsWrites() throws {
         let origin = try Origin()
         let daemon = try Daemon(origin: origin)

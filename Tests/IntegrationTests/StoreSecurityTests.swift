@@ -135,4 +135,39 @@ import CacheProtocol
         let log = try Self.refusal(scratch, ["--socket", dir + "/cached.sock"])
         #expect(log.contains("can be written by every user"), "\(log)")
     }
+
+    @Test func systemdsDynamicUserCacheDirectoryLinkIsResolvedOnce() throws {
+        // DynamicUser=yes: /var/cache/cached is a link to private/cached, and
+        // $CACHE_DIRECTORY names the link (with or without a trailing slash).
+        let scratch = Scratch()
+        let cache = scratch.path + "/cache"
+        try FileManager.default.createDirectory(atPath: cache + "/private/cached", withIntermediateDirectories: true)
+        #expect(chmod(cache + "/private", 0o700) == 0 && chmod(cache + "/private/cached", 0o700) == 0)
+        try FileManager.default.createSymbolicLink(atPath: cache + "/cached", withDestinationPath: "private/cached")
+        for spelling in [cache + "/cached", cache + "/cached/"] {
+            let daemon = try Daemon(origin: nil, arguments: ["--store", spelling], scratch: scratch)
+            #expect(try daemon.call("ping")["ok"] == .bool(true), "\(spelling)")
+            #expect(daemon.stop() == 0)
+        }
+        #expect(FileManager.default.fileExists(atPath: cache + "/private/cached/index.log"))
+        // A link to a directory another user owns is judged by that directory.
+        let theirs = scratch.path + "/theirs"
+        try FileManager.default.createDirectory(atPath: theirs, withIntermediateDirectories: true)
+        #expect(chown(theirs, Self.nobody, Self.nobody) == 0)
+        try FileManager.default.createSymbolicLink(atPath: scratch.path + "/link", withDestinationPath: theirs)
+        let log = try Self.refusal(scratch, ["--store", scratch.path + "/link/"])
+        #expect(log.contains("\(theirs) is owned by uid 65534"), "\(log)")
+    }
+
+    @Test func aSocketBelowADirectoryOthersCanWriteIsRefused() throws {
+        let scratch = Scratch()
+        let open = scratch.path + "/open"
+        try FileManager.default.createDirectory(atPath: open + "/run", withIntermediateDirectories: true)
+        #expect(chmod(open, 0o777) == 0 && chmod(open + "/run", 0o755) == 0)
+        let log = try Self.refusal(scratch, ["--socket", open + "/run/cached.sock"])
+        #expect(log.contains("a directory above the socket: \(open) can be written by every user"), "\(log)")
+        // cachectl will not talk through it either (another user could have swapped run/).
+        let r = try cachectl(["ping"], socket: open + "/run/cached.sock")
+        #expect(r.status == 1 && r.stderr.contains("a directory above the socket"), "\(r.stderr)")
+    }
 }
