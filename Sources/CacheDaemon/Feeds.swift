@@ -1,6 +1,6 @@
 import CacheProtocol
 
-/// The posts feed, decoded by SPEC section 1's rules.
+/// The posts feed, decoded by the rules of docs/protocol.md, "Feeds".
 public struct DecodedPosts: Sendable, Equatable {
     /// Valid posts in feed order: id and the element's JSON text (whitespace removed).
     public var posts: [(id: Int64, json: [UInt8])]

@@ -5,7 +5,7 @@ import CacheSystem
 import Glibc
 #endif
 
-/// The daemon's settings (SPEC section 4). Flags beat environment beat defaults.
+/// The daemon's settings (docs/operations.md, "Configuration"). Flags beat environment beat defaults.
 public struct Settings: Sendable, Equatable {
     /// URL of the JSON posts feed. No default: without it, posts are never fetched.
     public var postsURL: String?

@@ -294,7 +294,7 @@ public enum SocketDirectory {
     }
 }
 
-/// Where the daemon keeps its store and socket when not told (SPEC section 4).
+/// Where the daemon keeps its store and socket when not told (docs/operations.md, "Configuration").
 public enum DefaultPaths {
     /// The socket path the daemon binds by default in this environment.
     public static func socket(environment env: [String: String]) -> String {

@@ -1,7 +1,7 @@
 /// The protocol version this build speaks.
 public let protocolVersion = 1
 
-/// The longest request line accepted (SPEC section 3): 64 KiB.
+/// The longest request line accepted (docs/protocol.md, "Limits"): 64 KiB.
 public let maxRequestLine = 64 * 1024
 
 /// Error codes of protocol version 1.

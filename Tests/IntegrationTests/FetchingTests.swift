@@ -3,7 +3,7 @@ import Testing
 import CacheProtocol
 import CacheSystem
 
-/// Read-through, single flight and the feed rules of SPEC section 1.
+/// Read-through, single flight and the feed rules of docs/protocol.md, "Feeds".
 @Suite struct FetchingTests {
     @Test func concurrentRequestsForAnUncachedRowMakeOneDownload() throws {
         let origin = try Origin(delay: 0.3)

@@ -26,7 +26,7 @@ import CacheSystem
         for key in ["hits", "misses", "downloads", "download_bytes", "coalesced", "errors"] {
             #expect(status["counters"]?[key]?.integer != nil, "counters.\(key)")
         }
-        // Every post file and object file is on disk, named as SPEC section 2 says.
+        // Every post file and object file is on disk, named as docs/storage-format.md says.
         #expect(try FileManager.default.contentsOfDirectory(atPath: daemon.store + "/posts").count == 100)
         #expect(try daemon.objectFiles().count == 15)
         #expect(try FileManager.default.contentsOfDirectory(atPath: daemon.store + "/tmp").isEmpty)

@@ -4,7 +4,7 @@ import CacheProtocol
 import CacheStore
 import CacheSystem
 
-/// Every origin fault of SPEC section 6, against a real misbehaving server
+/// Every origin fault of docs/operations.md, "Fetching: retries, timeouts, limits", against a real misbehaving server
 /// (Tests/Fixtures/fault-origin.py): the error the client sees, how many
 /// requests were made, and that the store still serves what it had.
 @Suite struct UpstreamFaultTests {
