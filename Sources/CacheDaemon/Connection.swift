@@ -1,0 +1,61 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
+import CacheProtocol
+import CacheSystem
+
+/// A growable byte buffer appended to in place.
+final class ByteBox {
+    var bytes: [UInt8]
+    init(_ b: [UInt8]) { bytes = b }
+}
+
+/// Output queued on a connection, in order.
+enum ReadyChunk {
+    case bytes(ByteBox)
+    case file(FileDescriptor, size: Int64)
+
+    func release() { if case .file(let fd, _) = self { fd.close() } }
+}
+
+/// One client connection. Lives on the loop thread only.
+final class Connection {
+    let id: UInt64
+    let fd: FileDescriptor
+    var input = LineBuffer()
+    /// Chunks ready to send, in order. Byte chunks are coalesced.
+    var ready: [ReadyChunk] = []
+    var readyOffset: Int64 = 0
+    var queuedBytes = 0
+    /// Answers not yet complete, in request order; the first one's parts go straight to `ready`.
+    var slots: [(id: UInt64, chunks: [OutputChunk], done: Bool)] = []
+    var nextSlot: UInt64 = 0
+    var readClosed = false
+    var closeAfterFlush = false
+    var interest: UInt32 = 0
+    /// Set once the connection was given a bigger send buffer for file bytes.
+    var bigSendBuffer = false
+    /// When bytes last moved either way (monotonic ns), for the idle timeout.
+    var lastActivity = Clock.monotonicNanoseconds()
+
+    init(id: UInt64, fd: FileDescriptor) {
+        self.id = id
+        self.fd = fd
+    }
+
+    func enqueue(_ chunk: OutputChunk) {
+        switch chunk {
+        case .bytes(let b):
+            queuedBytes += b.count
+            if b.count <= 4096, case .bytes(let last)? = ready.last, last.bytes.count <= 65536 {
+                last.bytes.append(contentsOf: b)  // coalesce small answers: one send for many
+            } else {
+                ready.append(.bytes(ByteBox(b)))
+            }
+        case .file(let fd, let size):
+            queuedBytes += Int(size)
+            ready.append(.file(fd, size: size))
+        }
+    }
+}

@@ -1,0 +1,95 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
+import CacheProtocol
+import CacheSystem
+
+/// A piece of a response that is ready to go out.
+enum OutputChunk: Sendable {
+    case bytes([UInt8])
+    /// `size` bytes of an open file from offset 0, sent with `sendfile`; the loop closes it.
+    case file(FileDescriptor, size: Int64)
+
+    func release() { if case .file(let fd, _) = self { fd.close() } }
+}
+
+/// A response part posted from another thread to the loop.
+struct Delivery: Sendable {
+    var connection: UInt64
+    var slot: UInt64
+    var chunks: [OutputChunk]
+    var done: Bool
+    /// A progress event: dropped rather than queued when the client already
+    /// has `maxQueuedBytes` waiting (each event carries the totals so far,
+    /// so a later one replaces what a dropped one said).
+    var droppable = false
+}
+
+/// Where worker and fetch threads post deliveries; wakes the loop through an eventfd.
+final class Mailbox: Sendable {
+    private let items = Locked<[Delivery]>([])
+    let eventFD: Int32
+
+    init() throws(SystemError) {
+        let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        guard fd >= 0 else { throw SystemError("eventfd") }
+        eventFD = fd
+    }
+
+    func post(_ d: Delivery) {
+        let wasEmpty = items.withLock { list -> Bool in
+            list.append(d)
+            return list.count == 1
+        }
+        if wasEmpty {
+            var one: UInt64 = 1
+            _ = Glibc.write(eventFD, &one, 8)
+        }
+    }
+
+    func drain() -> [Delivery] {
+        var counter: UInt64 = 0
+        _ = Glibc.read(eventFD, &counter, 8)
+        return items.withLock { list in
+            let out = list
+            list.removeAll(keepingCapacity: true)
+            return out
+        }
+    }
+}
+
+/// The way a handler answers a request later, from any thread.
+struct Reply: Sendable {
+    let mailbox: Mailbox
+    let connection: UInt64
+    let slot: UInt64
+    /// The request's tag, to echo.
+    let tag: [UInt8]?
+
+    /// An intermediate line (a progress event); skipped for a client that
+    /// is not reading what it was already sent.
+    func send(_ line: [UInt8]) {
+        mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.bytes(line)], done: false, droppable: true))
+    }
+
+    /// The final line of the answer.
+    func finish(_ line: [UInt8]) {
+        mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.bytes(line)], done: true))
+    }
+
+    /// A header line followed by the bytes of a file.
+    func finish(header: [UInt8], file: FileDescriptor, size: Int64) {
+        mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.bytes(header), .file(file, size: size)], done: true))
+    }
+}
+
+/// What a handler does with a request.
+enum Answer {
+    /// The whole answer, now.
+    case now([UInt8])
+    /// A header line and a file's bytes, now.
+    case nowFile([UInt8], FileDescriptor, Int64)
+    /// The handler keeps the `Reply` and answers later.
+    case later
+}

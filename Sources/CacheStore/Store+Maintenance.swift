@@ -1,0 +1,166 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
+import CacheSystem
+
+/// Eviction, gc and compaction, and the write path every log transaction takes.
+extension Store {
+    func evictIfNeeded(_ w: inout WriterState, keep: Set<Hash128>) throws(StoreError) {
+        let limit = configuration.maxBytes
+        guard limit > 0 else { return }
+        let pending = pendingObjects.withLock { Set($0.keys) }
+        let victims: [Hash128] = state.withLock { s in
+            guard s.bytes > limit else { return [] }
+            var excess = s.bytes - limit
+            var out: [Hash128] = []
+            let order = s.objects.values.filter { !keep.contains($0.hash) && !pending.contains($0.hash) }
+                .sorted { (s.lastUse[$0.hash] ?? 0, $0.hash) < (s.lastUse[$1.hash] ?? 0, $1.hash) }
+            for o in order where excess > 0 { out.append(o.hash); excess -= o.size }
+            return out
+        }
+        guard !victims.isEmpty else { return }
+        try append(victims.map { .objectRemoved(hash: $0) }, &w)
+        state.withLock { s in
+            s.removeObjects(Set(victims))
+            s.evictions += victims.count
+        }
+        for h in victims { _ = try? unlinkObjectFile(h) }
+    }
+
+    /// Removes the file of an object the index no longer holds, unless a
+    /// commit of the same bytes is in flight. The check and the unlink happen
+    /// together under the pending-commit lock, and `commitObject` registers
+    /// there before it renames its file into place, so a file being placed
+    /// (or deduplicated against) is never removed: a snapshot of the pending
+    /// set taken earlier would miss commits that began after it. Returns
+    /// false when the file was kept.
+    func unlinkObjectFile(_ hash: Hash128) throws(SystemError) -> Bool {
+        let path = objectPath(hash)
+        let result = pendingObjects.withLock { p -> Result<Bool, SystemError> in
+            guard p[hash] == nil else { return .success(false) }
+            do throws(SystemError) { try files.unlink(path) } catch {
+                return error.errno == ENOENT ? .success(true) : .failure(error)
+            }
+            return .success(true)
+        }
+        return try result.get()
+    }
+
+    // MARK: Maintenance
+
+    /// Deletes object files no row references, and forgets such objects.
+    public func collectGarbage() throws(StoreError) -> (removed: Int, freedBytes: Int64) {
+        try writer.withLock { (w) throws(StoreError) -> (Int, Int64) in try collectGarbageLocked(&w) }
+    }
+
+    func collectGarbageLocked(_ w: inout WriterState) throws(StoreError) -> (Int, Int64) {
+        // Memory that no longer matches the log on disk decides nothing.
+        try checkWritable(&w)
+        let pending = pendingObjects.withLock { Set($0.keys) }
+        let (referenced, known) = state.withLock { s in
+            (Set(s.rows.compactMap { $0.object?.hash }), Set(s.objects.keys))
+        }
+        let keep = referenced.union(pending)
+        let unreferenced = known.subtracting(keep)
+        if !unreferenced.isEmpty {
+            try append(unreferenced.sorted().map { .objectRemoved(hash: $0) }, &w)
+            state.withLock { $0.removeObjects(unreferenced) }
+        }
+        var removed = 0
+        var freed: Int64 = 0
+        do throws(SystemError) {
+            for fan in try files.list(objectsDirectory) {
+                let dir = "\(objectsDirectory)/\(fan)"
+                guard let st = try files.status(dir), st.isDirectory else {
+                    try files.unlink(dir); removed += 1; continue
+                }
+                var changed = false
+                for name in try files.list(dir) {
+                    let path = "\(dir)/\(name)"
+                    guard let h = Hash128(hex: fan + name) else {
+                        // Not an object name: nothing of ours, nothing a commit places.
+                        freed += (try files.status(path))?.size ?? 0
+                        try files.unlink(path)
+                        removed += 1
+                        changed = true
+                        continue
+                    }
+                    if keep.contains(h) { continue }
+                    let size = (try files.status(path))?.size ?? 0
+                    // A commit that began after `pending` was read may be placing this file.
+                    guard try unlinkObjectFile(h) else { continue }
+                    freed += size
+                    removed += 1
+                    changed = true
+                }
+                if changed { try files.syncDirectory(dir) }
+            }
+        } catch { throw .io(error) }
+        return (removed, freed)
+    }
+
+    /// Rewrites the log with only the records that rebuild the current state.
+    public func compact() throws(StoreError) -> (before: Int, after: Int) {
+        try writer.withLock { (w) throws(StoreError) -> (Int, Int) in
+            try compactLocked(&w)
+        }
+    }
+
+    func compactLocked(_ w: inout WriterState) throws(StoreError) -> (Int, Int) {
+        // A log replaced under us must not be overwritten by a rewrite either.
+        try checkWritable(&w)
+        let before = w.log.recordCount
+        let transactions = state.withLock { $0.liveTransactions() }
+        do throws(SystemError) { try w.log.rewrite(transactions, tempDirectory: tempDirectory) } catch { throw .io(error) }
+        let after = w.log.recordCount
+        logRecords.withLock { $0 = after }
+        return (before, after)
+    }
+
+    /// Throws `writesStopped` once the log or lock was found removed,
+    /// replaced or changed (checking them now): the start of every write,
+    /// so nothing is written to files, the log or the disk after that.
+    func checkWritable(_ w: inout WriterState) throws(StoreError) {
+        if let why = w.stopped { throw .writesStopped(why) }
+        if let why = replacedFiles(w) {
+            w.stopped = why
+            stopReason.withLock { $0 = why }
+            configuration.onWritesStopped?(why)
+            throw .writesStopped(why)
+        }
+    }
+
+    /// For writers that do not hold the writer lock (post files, an object's
+    /// file): fails once writes stopped. It takes no writer lock, so a slow
+    /// log never holds up the file part; the log append checks the files.
+    func checkWritable() throws(StoreError) {
+        if let why = stopReason.withLock({ $0 }) { throw .writesStopped(why) }
+    }
+
+    /// Appends one transaction and publishes the new record count. The log
+    /// and lock are checked after the fsync: a transaction that went into a
+    /// file that was deleted, replaced or cut meanwhile is not acknowledged,
+    /// and no later write is accepted.
+    func append(_ records: [LogRecord], _ w: inout WriterState) throws(StoreError) {
+        // Before (a cut log would be silently refilled from the old offset)
+        // and after the write (a file deleted meanwhile).
+        try checkWritable(&w)
+        do { try w.log.append(records) } catch { throw .io(error) }
+        if let why = replacedFiles(w) {
+            w.stopped = why
+            configuration.onWritesStopped?(why)
+            throw .writesStopped(why)
+        }
+        let count = w.log.recordCount
+        logRecords.withLock { $0 = count }
+    }
+
+    func compactIfNeeded(_ w: inout WriterState) throws(StoreError) {
+        let live = state.withLock { $0.posts.count + $0.rows.count * 2 + $0.objects.count + 4 }
+        if w.log.recordCount > 2 * live + configuration.compactionSlack {
+            _ = try compactLocked(&w)
+            _ = try collectGarbageLocked(&w)
+        }
+    }
+}

@@ -1,0 +1,307 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
+import CacheSystem
+
+/// Object commits (group commit), verified reads and quarantine.
+extension Store {
+    // MARK: Objects
+
+    /// A temp file under `tmp/` to stream one download into.
+    public func newObjectWriter(maxSize: Int64) throws(StoreError) -> ObjectWriter {
+        do throws(SystemError) { return try ObjectWriter(tempPath: "\(tempDirectory)/\(TempName.next(".part"))", maxSize: maxSize, files: files) }
+        catch { throw .io(error) }
+    }
+
+    /// Makes a finished download durable and points `rows` at it, refusing
+    /// bytes that are not an image with `StoreError.notAnImage` naming the
+    /// origin's `declaredContentType` (nil: it sent none) and what the bytes
+    /// look like. Whether they are an image depends on the bytes alone.
+    public func commitObject(_ objectWriter: ObjectWriter, rows: [(row: Int, url: String)],
+                             declaredContentType: String?) throws(StoreError) -> ObjectRef {
+        try commitObject(objectWriter, rows: rows, declared: ImageType.declaration(declaredContentType))
+    }
+
+    /// Makes a finished download durable and points `rows` at it.
+    ///
+    /// The bytes must be an image (`ImageType.detect`). The file is fsynced and renamed
+    /// to `objects/ab/<rest>` (or dropped if that object already exists), the
+    /// directory is fsynced, and only then are the row mappings logged. Rows
+    /// whose manifest URL changed since the download began are left alone.
+    public func commitObject(_ objectWriter: ObjectWriter, rows: [(row: Int, url: String)]) throws(StoreError) -> ObjectRef {
+        try commitObject(objectWriter, rows: rows, declared: nil)
+    }
+
+    func commitObject(_ objectWriter: ObjectWriter, rows: [(row: Int, url: String)], declared: String?) throws(StoreError) -> ObjectRef {
+        guard let type = objectWriter.imageType else {
+            objectWriter.discard()
+            throw .notAnImage(objectWriter.refusalDetail(declared: declared))
+        }
+        let ref = ObjectRef(hash: objectWriter.hash, size: objectWriter.size, type: type)
+        pendingObjects.withLock { $0[ref.hash, default: 0] += 1 }
+        defer {
+            pendingObjects.withLock { p in
+                p[ref.hash, default: 1] -= 1
+                if p[ref.hash] == 0 { p[ref.hash] = nil }
+            }
+        }
+        // The file part needs no lock: names are contents, so two commits of
+        // the same bytes rename the same bytes to the same name.
+        let path = objectPath(ref.hash)
+        do throws(StoreError) { try checkWritable() } catch {
+            objectWriter.discard()
+            throw error
+        }
+        do throws(SystemError) {
+            let existing = try files.status(path)
+            // The same bytes are stored already (logged, or placed by a commit
+            // still in flight): keep that file, but only once it proves to hold
+            // them (`prefetch --force` must repair a copy damaged on disk, not
+            // keep it and discard the good download).
+            if let existing, existing.size == ref.size, fileHolds(path, ref.hash) {
+                objectWriter.discard()
+            } else {
+                try objectWriter.syncAndClose()
+                if existing != nil {
+                    // Damaged or foreign bytes under this name: a second name for
+                    // them in quarantine/, then the good file renamed over the
+                    // first in one step, so the name is never without a file.
+                    try files.link(path, quarantineName(ref.hash))
+                    try files.syncDirectory(quarantineDirectory)
+                }
+                let fanout = FileSystem.directoryName(of: path)
+                try files.makeDirectory(fanout, mode: 0o700)
+                try files.rename(objectWriter.tempPath, path)
+                objectWriter.markDone()
+                try files.syncDirectory(fanout)
+                // objects/ too, the first time this process commits into a fan-out:
+                // one that exists may be a concurrent commit's, not yet fsynced into
+                // objects/, or one a killed daemon left unsynced.
+                if !durableFanouts.withLock({ $0.contains(fanout) }) {
+                    try files.syncDirectory(objectsDirectory)
+                    durableFanouts.withLock { _ = $0.insert(fanout) }
+                }
+            }
+        } catch {
+            objectWriter.discard()
+            throw .io(error)
+        }
+        try commitGrouped(ref, rows: rows)
+        return ref
+    }
+
+    /// Group commit: the first caller becomes the leader and logs every
+    /// commit queued so far in one transaction (one write, one fsync); the
+    /// others wait for its result. Returns once this commit is durable.
+    func commitGrouped(_ ref: ObjectRef, rows: [(row: Int, url: String)]) throws(StoreError) {
+        let id = commitGroup.update { g -> UInt64 in
+            g.nextID += 1
+            g.queue.append(PendingCommit(id: g.nextID, ref: ref, rows: rows))
+            return g.nextID
+        }
+        enum Step { case done(Result<Void, StoreError>), lead([PendingCommit]) }
+        while true {
+            let step = commitGroup.wait { g -> Step? in
+                if let r = g.results.removeValue(forKey: id) { return .done(r) }
+                guard !g.leading else { return nil }
+                g.leading = true
+                let batch = g.queue
+                g.queue = []
+                g.leaderBatch = batch.count
+                return .lead(batch)
+            }
+            switch step {
+            case .done(let result):
+                try result.get()
+                return
+            case .lead(let batch):
+                let result = Result { () throws(StoreError) in try writer.withLock { (w) throws(StoreError) in try logCommits(batch, &w) } }
+                commitGroup.update { g in
+                    for c in batch { g.results[c.id] = result }
+                    g.leading = false
+                    g.leaderBatch = 0
+                    g.transactions += 1
+                }
+            }
+        }
+    }
+
+    /// Logs the row mappings of `batch` as one transaction and applies them.
+    /// Rows whose manifest URL changed since their download began are left alone.
+    func logCommits(_ batch: [PendingCommit], _ w: inout WriterState) throws(StoreError) {
+        let now = Clock.wallMilliseconds()
+        let current = state.withLock { $0.rows }
+        var records: [LogRecord] = []
+        for c in batch {
+            let mapped = c.rows.filter { current.indices.contains($0.row) && current[$0.row].url == $0.url }
+            for r in mapped { records.append(.rowObject(row: r.row, hash: c.ref.hash, size: c.ref.size, type: c.ref.type)) }
+            if !mapped.isEmpty { records.append(.access(hash: c.ref.hash, time: now)) }
+        }
+        if !records.isEmpty { try append(records, &w) }
+        state.withLock { $0.apply(transaction: records) }
+        try evictIfNeeded(&w, keep: Set(batch.map(\.ref.hash)))
+        try compactIfNeeded(&w)
+    }
+
+    /// For tests: the writer lock, to hold the log as a slow disk would.
+    var writerForTests: Locked<WriterState> { writer }
+    /// For tests: commits waiting for the log (queued or taken by the leader).
+    var queuedCommitsForTests: Int { commitGroup.update { $0.queue.count + $0.leaderBatch } }
+
+    /// Log transactions written for object commits so far (group commit makes
+    /// this smaller than the number of commits when they overlap).
+    public var objectCommitTransactions: Int { commitGroup.update { $0.transactions } }
+
+    /// Opens an object after checking its bytes against its name. On a
+    /// mismatch the file is moved to `quarantine/`, the object is forgotten
+    /// (its rows become uncached) and `corruptObject` is thrown.
+    public func openVerified(_ hash: Hash128) throws(StoreError) -> (FileDescriptor, Int64) {
+        let path = objectPath(hash)
+        let fd: FileDescriptor
+        do throws(SystemError) { fd = try files.open(path, O_RDONLY) } catch {
+            if error.errno == ENOENT {
+                let rows = rowsReferencing(hash)
+                try? forgetObject(hash)
+                throw .missingObject(hash, rows: rows)
+            }
+            throw .io(error)
+        }
+        let digest: Hash128
+        let size: Int64
+        do throws(SystemError) {
+            (digest, size) = try Store.hashFile(fd)
+            try fd.seek(to: 0)
+        } catch {
+            fd.close()
+            throw .io(error)
+        }
+        guard digest == hash else {
+            fd.close()
+            let rows = rowsReferencing(hash)
+            throw .corruptObject(hash, quarantinedTo: quarantine(hash), rows: rows)
+        }
+        touch(hash)
+        return (fd, size)
+    }
+
+    /// True when the file at `path` (never through a symbolic link) hashes to `hash`.
+    func fileHolds(_ path: String, _ hash: Hash128) -> Bool {
+        guard let fd = try? files.open(path, O_RDONLY) else { return false }
+        defer { fd.close() }
+        return (try? Store.hashFile(fd))?.0 == hash
+    }
+
+    /// The rows whose image is `hash` (a scan: only on the failure paths).
+    func rowsReferencing(_ hash: Hash128) -> [Int] {
+        state.withLock { s in s.rows.indices.filter { s.rows[$0].object?.hash == hash } }
+    }
+
+    /// XXH3-128 and length of a file from its current position (0). Large
+    /// files are hashed through a read-only mapping: no copy into user memory,
+    /// which matters on `read`, where the bytes are hashed before each send.
+    static func hashFile(_ fd: FileDescriptor) throws(SystemError) -> (Hash128, Int64) {
+        let length = try fd.size()
+        if length >= 64 * 1024, let mapped = mmap(nil, Int(length), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd.rawValue, 0),
+           mapped != MAP_FAILED {
+            defer { munmap(mapped, Int(length)) }
+            return (Hash128(of: UnsafeRawBufferPointer(start: mapped, count: Int(length))), length)
+        }
+        var hasher = StreamingHasher()
+        var size: Int64 = 0
+        var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+        while true {
+            let n = try buffer.withMutableBytes { (raw) throws(SystemError) in try fd.read(into: raw) }
+            if n == 0 { break }
+            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            size += Int64(n)
+        }
+        return (hasher.digest(), size)
+    }
+
+    /// The verified bytes of a small object, if reading them cannot block:
+    /// all of it already in the page cache (preadv2 RWF_NOWAIT), and its hash
+    /// matches. Nil means "take the slow path" (`openVerified` on a worker),
+    /// which also handles every error and a mismatch.
+    /// The bytes are read straight after `header(size)` in one buffer, which
+    /// is returned whole: the answer line and its payload, ready to send.
+    public func readVerifiedIfCached(_ hash: Hash128, upTo limit: Int, header: (Int) -> [UInt8]) -> [UInt8]? {
+        guard let ref = state.withLock({ $0.objects[hash] }), ref.size <= limit else { return nil }
+        guard let fd = try? files.open(objectPath(hash), O_RDONLY) else { return nil }
+        defer { fd.close() }
+        let size = Int(ref.size)
+        let head = header(size)
+        var ok = false
+        // Header, then the file read straight into the same (uninitialised)
+        // buffer; one byte more is asked for, since a file that grew is not
+        // the object either.
+        let out = [UInt8](unsafeUninitializedCapacity: head.count + size + 1) { buffer, count in
+            _ = buffer.initialize(from: head)
+            let body = UnsafeMutableRawBufferPointer(start: buffer.baseAddress! + head.count, count: size + 1)
+            let n = clinux_pread_nowait(fd.rawValue, body.baseAddress, UInt(body.count), 0)
+            // EAGAIN, short (not all cached) or a size change: the slow path decides.
+            ok = n == size && Hash128(of: UnsafeRawBufferPointer(rebasing: body[0..<size])) == hash
+            count = ok ? head.count + size : 0
+        }
+        guard ok else { return nil }
+        touch(hash)
+        return out
+    }
+
+    /// Moves an object's file to `quarantine/` and forgets it; returns where it went.
+    @discardableResult
+    /// A name in quarantine/ no other quarantined file has.
+    func quarantineName(_ hash: Hash128) -> String {
+        "\(quarantineDirectory)/\(hash.hex)-\(Clock.wallSeconds())-\(TempName.next(""))"
+    }
+
+    public func quarantine(_ hash: Hash128) -> String? {
+        let target = quarantineName(hash)
+        let moved: String?
+        do throws(SystemError) {
+            try files.rename(objectPath(hash), target)
+            try files.syncDirectory(quarantineDirectory)
+            moved = target
+        } catch { moved = nil }
+        try? forgetObject(hash)
+        return moved
+    }
+
+    /// Logs that an object is gone: every row pointing to it becomes uncached.
+    public func forgetObject(_ hash: Hash128) throws(StoreError) {
+        try writer.withLock { (w) throws(StoreError) in
+            guard state.withLock({ $0.objects[hash] != nil }) else { return }
+            try append([.objectRemoved(hash: hash)], &w)
+            state.withLock { $0.apply(.objectRemoved(hash: hash)) }
+        }
+    }
+
+    /// The object named `hash`, if the index knows it.
+    public func objectRef(_ hash: Hash128) -> ObjectRef? {
+        state.withLock { $0.objects[hash] }
+    }
+
+    /// Drops every object whose file is missing or has the wrong size (one
+    /// `lstat` each; the rows stay known and are fetched again on demand).
+    /// Run at start, in the background. Returns how many were dropped.
+    @discardableResult
+    public func dropMissingObjects() throws(StoreError) -> Int {
+        let refs = state.withLock { Array($0.objects.values) }
+        let missing = refs.filter { !objectFileLooksRight($0) }.map(\.hash)
+        guard !missing.isEmpty else { return 0 }
+        return try writer.withLock { (w) throws(StoreError) -> Int in
+            let pending = pendingObjects.withLock { Set($0.keys) }
+            let gone = missing.filter { h in !pending.contains(h) && state.withLock { $0.objects[h] != nil } }
+                .filter { h in state.withLock { $0.objects[h] }.map { !objectFileLooksRight($0) } ?? false }
+            guard !gone.isEmpty else { return 0 }
+            try append(gone.map { .objectRemoved(hash: $0) }, &w)
+            state.withLock { $0.removeObjects(Set(gone)) }
+            return gone.count
+        }
+    }
+
+    /// Every known object, for `verify`.
+    public func knownObjects() -> [Hash128] {
+        state.withLock { Array($0.objects.keys) }
+    }
+}

@@ -1,0 +1,83 @@
+import CacheSystem
+
+/// A cached image: which object holds a row's bytes.
+public struct ObjectRef: Sendable, Hashable {
+    public var hash: Hash128
+    public var size: Int64
+    public var type: ImageType
+}
+
+/// One row of the image manifest, as the store knows it.
+public struct Row: Sendable, Equatable {
+    /// The URL as written in the manifest (possibly relative).
+    public var url: String
+    public var description: String?
+    /// The cached object, or nil when the row is not cached.
+    public var object: ObjectRef?
+}
+
+/// HTTP validators kept per feed for conditional requests.
+public struct Validators: Sendable, Equatable {
+    public var etag: String?
+    public var lastModified: String?
+    public init(etag: String? = nil, lastModified: String? = nil) {
+        self.etag = etag
+        self.lastModified = lastModified
+    }
+
+    /// These validators less any value that is not a safe HTTP field value
+    /// (`HTTPFieldValue.isSafe`): such a value would split the conditional
+    /// request header it is sent in, so it is never stored or sent.
+    public var sanitized: Validators {
+        Validators(etag: etag.flatMap { HTTPFieldValue.isSafe($0) ? $0 : nil },
+                   lastModified: lastModified.flatMap { HTTPFieldValue.isSafe($0) ? $0 : nil })
+    }
+
+    /// True when `sanitized` would drop a value.
+    public var isDamaged: Bool { sanitized != self }
+
+    /// The ETag stored for a feed whose server cannot match its own ETags
+    /// (it answers them with a full 200): an empty one, never sent, so the
+    /// feed is revalidated with Last-Modified alone, also after a restart.
+    public static let ignoredETag = ""
+
+    /// True when the feed's ETags are not to be sent (`ignoredETag`).
+    public var etagIgnored: Bool { etag == Validators.ignoredETag }
+}
+
+/// Counts for `status`.
+public struct StoreStats: Sendable {
+    public var posts: Int
+    public var rows: Int
+    public var rowsCached: Int
+    public var objects: Int
+    public var bytes: Int64
+    public var logRecords: Int
+    public var evictions: Int
+}
+
+/// What a posts refresh changed.
+public struct PostsChange: Sendable, Equatable {
+    public var fetched = 0
+    public var unchanged = 0
+    public var removed = 0
+}
+
+/// Where and how big the store is allowed to be.
+public struct StoreConfiguration: Sendable {
+    /// The store directory; created if missing.
+    public var directory: String
+    /// Cap on the bytes of `objects/`; 0 means no cap. Default 0.
+    public var maxBytes: Int64 = 0
+    /// Compact automatically once the log holds this many more records than
+    /// live state needs. Default 10,000.
+    public var compactionSlack: Int = 10_000
+    /// Called once, on the writing thread, when writes stop because the log
+    /// or lock was removed or replaced (the daemon logs it as an error).
+    public var onWritesStopped: (@Sendable (String) -> Void)?
+
+    public init(directory: String, maxBytes: Int64 = 0) {
+        self.directory = directory
+        self.maxBytes = maxBytes
+    }
+}
