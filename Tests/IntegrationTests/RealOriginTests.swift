@@ -37,6 +37,28 @@ import CacheSystem
         print("[real-origin] unknown CA: \(message)")
     }
 
+    /// A ca-file that is not PEM, and one holding another CA: each message
+    /// says which, as docs/operations.md "TLS and private CAs" promises.
+    @Test func aWrongCaFileIsNamedForWhatIsWrongWithIt() throws {
+        try requireInstalled("/usr/bin/openssl", package: "openssl")
+        let caddy = try Caddy()
+        let scratch = Scratch()
+        let feeds = ["--posts-url", caddy.postsURL, "--images-url", caddy.manifestURL, "--retries", "0"]
+        let garbage = scratch.path + "/garbage.pem"
+        try Data("not a certificate\n".utf8).write(to: URL(fileURLWithPath: garbage))
+        let other = scratch.path + "/other.pem"
+        let made = try runProgram("/usr/bin/openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", scratch.path + "/other.key",
+                                                        "-out", other, "-days", "1", "-subj", "/CN=another CA"])
+        try #require(made.status == 0, "openssl made a CA: \(made.output)")
+        for (file, expected) in [(garbage, "could not load the trusted CA certificates from ca-file \(garbage)"),
+                                 (other, "the configured ca-file/ca-path does not include the CA that signed it")] {
+            let daemon = try Daemon(origin: nil, arguments: feeds + ["--ca-file", file], scratch: Scratch())
+            let r = try PrefetchRun(socket: daemon.socket)
+            let message = r.answer["error"]?["message"]?.string ?? ""
+            #expect(r.status == 6 && message.contains(expected), "\(file): \(message)")
+        }
+    }
+
     /// ca-path (a hashed directory), the configuration file and the environment.
     @Test func theCAIsTrustedThroughCaPathTheConfigFileAndTheEnvironment() throws {
         try requireInstalled("/usr/bin/openssl", package: "openssl")
