@@ -24,9 +24,16 @@ let package = Package(
         .target(name: "CacheFetch", dependencies: ["CacheSystem", "CCurl"], swiftSettings: strict),
         // JSON, wire types, framing and a blocking client.
         .target(name: "CacheProtocol", dependencies: ["CacheSystem"], swiftSettings: strict),
-        // Event loop, dispatch, single flight, prefetch, settings.
-        .target(name: "CacheDaemon",
+        // The one service API every front-end calls: feeds, images, objects,
+        // prefetch and maintenance over the store and the origin, with the
+        // error model that says what failed (docs/architecture.md).
+        .target(name: "CacheService",
                 dependencies: ["CacheSystem", "CacheStore", "CacheFetch", "CacheProtocol"],
+                swiftSettings: strict),
+        // The daemon: settings, the socket front-end (event loop, JSON-lines
+        // dispatch) and process life (systemd, signals). Never the store.
+        .target(name: "CacheDaemon",
+                dependencies: ["CacheSystem", "CacheService", "CacheFetch", "CacheProtocol"],
                 swiftSettings: strict),
         // cachectl's commands and output.
         .target(name: "CacheCLI", dependencies: ["CacheSystem", "CacheProtocol"], swiftSettings: strict),
@@ -36,7 +43,7 @@ let package = Package(
         // Fuzz targets (make fuzz): built with -sanitize=fuzzer they are
         // libFuzzer's entry; in a normal build they replay corpus files.
         .executableTarget(name: "cached-fuzz",
-                          dependencies: ["CacheStore", "CacheProtocol", "CacheDaemon"],
+                          dependencies: ["CacheStore", "CacheProtocol", "CacheService", "CacheDaemon"],
                           swiftSettings: strict),
         // Benchmarks (make bench-store): not tests, no timing assertions.
         .executableTarget(name: "cached-bench",
@@ -47,6 +54,9 @@ let package = Package(
         .testTarget(name: "CacheProtocolTests", dependencies: ["CacheProtocol"], swiftSettings: strict),
         .testTarget(name: "CacheSystemTests", dependencies: ["CacheSystem"], swiftSettings: strict),
         .testTarget(name: "CacheFetchTests", dependencies: ["CacheFetch", "CacheSystem"], swiftSettings: strict),
+        .testTarget(name: "CacheServiceTests",
+                    dependencies: ["CacheService", "CacheStore", "CacheProtocol", "CacheFetch", "CacheSystem"],
+                    swiftSettings: strict),
         .testTarget(name: "CacheDaemonTests", dependencies: ["CacheDaemon", "CacheProtocol", "CacheFetch"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["CacheProtocol", "CacheSystem", "CacheStore"],

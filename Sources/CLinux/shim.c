@@ -80,3 +80,20 @@ long clinux_pread_nowait(int fd, void *buf, unsigned long len, long off) {
     struct iovec iov = { buf, len };
     return syscall(SYS_preadv2, fd, &iov, 1, off, 0L, RWF_NOWAIT);
 }
+
+/* Ranks of the locks this thread holds, innermost last. 32 is far deeper
+   than any nesting the daemon has (three); deeper pushes are not tracked. */
+static __thread int lock_ranks[32];
+static __thread int lock_depth;
+
+int clinux_lock_rank_push(int rank) {
+    int top = lock_depth > 0 ? lock_ranks[(lock_depth < 32 ? lock_depth : 32) - 1] : 0;
+    if (lock_depth < 32) lock_ranks[lock_depth] = rank;
+    lock_depth++;
+    return top;
+}
+
+void clinux_lock_rank_pop(int rank) {
+    (void)rank;
+    if (lock_depth > 0) lock_depth--;
+}

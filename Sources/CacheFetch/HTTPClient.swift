@@ -43,10 +43,17 @@ private final class Transfer {
     }
 }
 
-private struct Pending: @unchecked Sendable {
-    // Handed from the submitting thread to the fetch thread through the lock.
-    let transfer: Transfer
+/// What the fetch thread is handed through `HTTPClient`'s locks: a transfer
+/// (a class with libcurl's state) or the `curl_multi` handle.
+// Safe without Sendable contents because each value is handed over, never
+// shared: a `Transfer` is built by the submitting thread, which keeps no
+// reference, and from then on only the fetch thread touches it; the multi
+// handle is used by the fetch thread, and by others only for
+// `curl_multi_wakeup`, which libcurl documents as callable from any thread.
+private struct Handoff<Value>: @unchecked Sendable {
+    let value: Value
 }
+private typealias Pending = Handoff<Transfer>
 
 /// HTTP GETs through one `curl_multi` handle on a dedicated thread.
 ///
@@ -62,14 +69,14 @@ public final class HTTPClient: Sendable {
     private let shared = Locked(Shared())
     /// Signalled when the fetch thread has exited.
     private let exited = DispatchSemaphore(value: 0)
-    private let multi: Locked<UnsafeMutableRawPointer?>
+    private let multi: Locked<Handoff<UnsafeMutableRawPointer>?>
     public let policy: FetchPolicy
 
     public init(policy: FetchPolicy) {
         self.policy = policy
         curl_global_init(Int(CURL_GLOBAL_ALL))
         let m = curl_multi_init()
-        multi = Locked(m)
+        multi = Locked(m.map { Handoff(value: $0) })
         if let m {
             // At most `concurrency` connections in all and to any one host, kept
             // open between transfers (and prefetches) for reuse. Over HTTP/2,
@@ -87,8 +94,7 @@ public final class HTTPClient: Sendable {
 
     /// True for URLs this client will fetch.
     public static func isFetchable(_ url: String) -> Bool {
-        let lower = url.lowercased()
-        return lower.hasPrefix("http://") || lower.hasPrefix("https://")
+        URLScheme.isHTTP(url)
     }
 
     /// Starts a GET; `completion` runs on the fetch thread and must not block.
@@ -99,7 +105,7 @@ public final class HTTPClient: Sendable {
             return
         }
         let stopping = shared.withLock { s -> Bool in
-            if !s.stopping { s.incoming.append(Pending(transfer: Transfer(request: request, sink: sink, completion: completion))) }
+            if !s.stopping { s.incoming.append(Pending(value: Transfer(request: request, sink: sink, completion: completion))) }
             return s.stopping
         }
         if stopping { completion(.failure(.cancelled(url: request.url))); return }
@@ -115,13 +121,13 @@ public final class HTTPClient: Sendable {
     }
 
     private func wake() {
-        multi.withLock { m in if let m { _ = curl_multi_wakeup(m) } }
+        multi.withLock { m in if let m { _ = curl_multi_wakeup(m.value) } }
     }
 
     // MARK: The fetch thread
 
     private func run() {
-        guard let m = multi.withLock({ $0 }) else { return }
+        guard let m = multi.withLock({ $0?.value }) else { return }
         var waiting: [Transfer] = []
         var delayed: [(due: UInt64, transfer: Transfer)] = []
         var active: [UnsafeMutableRawPointer: Transfer] = [:]
@@ -131,7 +137,7 @@ public final class HTTPClient: Sendable {
                 s.incoming.removeAll()
                 return (i, s.stopping)
             }
-            waiting.append(contentsOf: incoming.map(\.transfer))
+            waiting.append(contentsOf: incoming.map(\.value))
             if stopping {
                 for t in waiting + delayed.map(\.transfer) { t.completion(.failure(.cancelled(url: t.request.url))) }
                 for (easy, t) in active {

@@ -141,8 +141,8 @@ public final class Store: Sendable {
         }
         replayed.sortPosts()
         recovery = log.recovery
-        state = Locked(replayed)
-        writer = Locked(WriterState(log: log))
+        state = Locked(replayed, rank: .storeState)
+        writer = Locked(WriterState(log: log), rank: .storeWriter)
         logRecords.withLock { $0 = log.recordCount }
     }
 
@@ -157,7 +157,7 @@ public final class Store: Sendable {
     let closed = Locked(false)
     /// Serialises the writers of `posts/` (a refresh, the start-up
     /// reconciliation). Taken before the writer lock, never after it.
-    let postFiles = Locked(())
+    let postFiles = Locked((), rank: .postFiles)
 
     /// Why writes stopped, if they did (see `StoreError.writesStopped`).
     public var writesStopped: String? { writer.withLock { $0.stopped } }

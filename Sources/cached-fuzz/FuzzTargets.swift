@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CacheDaemon
+import CacheService
 import CacheProtocol
 import CacheStore
 
@@ -13,8 +14,17 @@ enum FuzzTargets {
     nonisolated(unsafe) static var harness: DispatchHarness? = {
         var template = Array("/tmp/cached-fuzz-XXXXXX".utf8CString)
         guard let dir = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else { return nil }
+        guard (try? seed(dir)) != nil else { return nil }
         return try? DispatchHarness(directory: dir)
     }()
+
+    /// A few posts and rows, with no origin configured, so nothing is ever fetched.
+    static func seed(_ directory: String) throws(StoreError) {
+        let store = try Store(StoreConfiguration(directory: directory))
+        defer { store.close() }
+        _ = try store.replacePosts((1...5).map { (Int64($0), Array("{\"id\":\($0),\"title\":\"t\"}".utf8)) }, validators: Validators())
+        try store.replaceManifest([("a.png", "A"), ("", nil), ("file:///etc/passwd", nil)], validators: Validators())
+    }
     nonisolated(unsafe) static var runs = 0
 
     /// Request lines as the event loop sees them: framing, the fast and the

@@ -50,13 +50,16 @@ import CacheFetch
     }
 
     @Test func aReloadNamesEachFetchSettingThatNeedsARestart() {
-        var a = FetchPolicy(), b = FetchPolicy()
-        b.proxy = "http://p:1"
-        b.caFile = "/x.pem"
-        b.retries = 1
-        #expect(Settings.fetchDifferences(b, a) == ["retries", "ca-file", "proxy"])
+        var a = Settings(), b = Settings()
+        b.fetch.proxy = "http://p:1"
+        b.fetch.caFile = "/x.pem"
+        b.fetch.retries = 1
+        let plan = a.reloadPlan(to: b)
+        #expect(plan.needRestart == ["retries", "ca-file", "proxy"])
+        #expect(plan.changes.isEmpty)
+        #expect(plan.applied.fetch == a.fetch, "the running fetch settings stay until a restart")
         a = b
-        #expect(Settings.fetchDifferences(b, a).isEmpty)
+        #expect(a.reloadPlan(to: b).needRestart.isEmpty)
     }
 
     @Test func configFilesWithCRLFLineEndingsReadLikeLF() throws {

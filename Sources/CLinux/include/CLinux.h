@@ -49,4 +49,10 @@ void clinux_set_thread_name(const char *name);
     page cache; -1 with errno EAGAIN when the read would block on the disk. */
 long clinux_pread_nowait(int fd, void *buf, unsigned long len, long off);
 
+/** The lock-order check (debug builds): pushes `rank` on this thread's stack
+    of held lock ranks and returns the rank on top before it (0: none held). */
+int clinux_lock_rank_push(int rank);
+/** Pops the most recent `rank` from this thread's stack. */
+void clinux_lock_rank_pop(int rank);
+
 #endif

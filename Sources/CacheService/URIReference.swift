@@ -1,3 +1,5 @@
+import CacheSystem
+
 /// RFC 3986 reference resolution (section 5.2), enough for image URLs:
 /// scheme, authority, path, query and fragment, with dot segments removed;
 /// and the browser's reading of a URL around it (`resolveLikeABrowser`).
@@ -34,7 +36,7 @@ enum URIReference {
         // A special scheme takes any number of slashes before its host
         // (`http:/h/x`, `http:///h/x`), and with none or one on a base of the
         // same scheme it is a relative reference (`http:x.png`, `http:/x.png`).
-        if let scheme = parse(cleaned).scheme, scheme == "http" || scheme == "https" {
+        if let scheme = parse(cleaned).scheme, URLScheme.isHTTP(scheme: scheme) {
             let rest = cleaned.utf8.dropFirst(scheme.utf8.count + 1)
             let slashes = rest.prefix { $0 == UInt8(ascii: "/") }.count
             let tail = String(decoding: rest.dropFirst(slashes), as: UTF8.self)

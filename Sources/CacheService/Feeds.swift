@@ -1,4 +1,5 @@
 import CacheProtocol
+import CacheSystem
 
 /// The posts feed, decoded by the rules of docs/protocol.md, "Feeds".
 public struct DecodedPosts: Sendable, Equatable {
@@ -109,7 +110,7 @@ public enum FeedDecoder {
               let r = URIReference.resolveLikeABrowser(url, against: base) else { return nil }
         // An http(s) URL with a host (`resolveLikeABrowser` checked it).
         let parts = URIReference.parse(r)
-        guard let scheme = parts.scheme, scheme == "http" || scheme == "https", parts.authority != nil else { return nil }
+        guard let scheme = parts.scheme, URLScheme.isHTTP(scheme: scheme), parts.authority != nil else { return nil }
         return r
     }
 }

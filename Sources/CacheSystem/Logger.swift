@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CacheSystem
 
 /// Syslog-style priorities, the subset the daemon uses.
 public enum LogLevel: Int, Sendable, Comparable {

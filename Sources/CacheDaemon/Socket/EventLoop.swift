@@ -5,19 +5,28 @@ import CLinux
 import CacheProtocol
 import CacheSystem
 
-/// Limits of the event loop.
-struct LoopLimits: Sendable {
-    /// Connections served at once; one more gets `busy` and is closed. Default 4096.
-    var maxConnections = 4096
-    /// Requests a connection may have unanswered before the loop stops reading from it. Default 256.
-    var maxPipeline = 256
+/// Limits of the event loop (from the settings: `Settings.loopLimits`).
+struct LoopLimits: Sendable, Equatable {
+    /// Connections served at once; one more gets `busy` and is closed.
+    var maxConnections: Int
     /// Output bytes (file payloads included) queued on a connection before the
-    /// loop stops reading from it. Default 4 MiB.
-    var maxQueuedBytes = 4 << 20
+    /// loop stops reading from it.
+    var maxQueuedBytes: Int
     /// Nanoseconds of silence, with nothing pending, before a connection is closed; 0: never.
-    var idleNanoseconds: UInt64 = 300_000_000_000
-    /// Deepest JSON nesting accepted in a request. Default 64.
-    var maxJSONDepth = 64
+    var idleNanoseconds: UInt64
+    /// Deepest JSON nesting accepted in a request.
+    var maxJSONDepth: Int
+    /// Requests a connection may have unanswered before the loop stops
+    /// reading from it: deep enough for any pipelining client, small enough
+    /// that one connection cannot queue unbounded work.
+    var maxPipeline = 256
+}
+
+/// What the loop reports: requests and connections, for the counters.
+protocol LoopObserver: Sendable {
+    /// `count` requests were parsed, `errors` of them answered with an error by the loop itself.
+    func requests(_ count: Int, errors: Int)
+    func connection(opened: Bool)
 }
 
 /// The single thread that owns the listening sockets and every connection.
@@ -31,7 +40,7 @@ final class EventLoop {
     /// Changed only on the loop thread (SIGHUP reloads run there).
     var limits: LoopLimits
     private let log: Logger
-    private let counters: Counters
+    private let observer: LoopObserver
     private var scratch = [UInt8](repeating: 0, count: 65536)
     private var stopping = false
 
@@ -47,14 +56,14 @@ final class EventLoop {
     private static let signalKey: UInt64 = 2
     private static let listenerBase: UInt64 = 10
 
-    init(listeners: [FileDescriptor], signalFD: Int32, limits: LoopLimits, log: Logger, counters: Counters) throws(SystemError) {
+    init(listeners: [FileDescriptor], signalFD: Int32, limits: LoopLimits, log: Logger, observer: LoopObserver) throws(SystemError) {
         epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard epfd >= 0 else { throw SystemError("epoll_create1") }
         self.listeners = listeners
         self.signalFD = signalFD
         self.limits = limits
         self.log = log
-        self.counters = counters
+        self.observer = observer
         mailbox = try Mailbox()
         try add(mailbox.eventFD, EPOLLIN.rawValue, EventLoop.mailboxKey)
         if signalFD >= 0 { try add(signalFD, EPOLLIN.rawValue, EventLoop.signalKey) }
@@ -138,7 +147,7 @@ final class EventLoop {
             }
             guard let fd = accepted else { return }
             if connections.count >= limits.maxConnections {
-                let line = Response.error(ProtocolError(.busy, "too many connections (\(limits.maxConnections)); try again later"), tag: nil)
+                let line = Response.error(ProtocolError(LimitReached.connections(limits.maxConnections)), tag: nil)
                 _ = line.withUnsafeBytes { try? UnixSocket.send(fd, $0) }
                 fd.close()
                 continue
@@ -147,7 +156,7 @@ final class EventLoop {
             nextID += 1
             let c = Connection(id: id, fd: fd)
             connections[id] = c
-            counters.withLock { $0.connections += 1 }
+            observer.connection(opened: true)
             if let cred = UnixSocket.peerCredentials(fd) {
                 log.debug("connection \(id) from pid \(cred.pid) uid \(cred.uid) gid \(cred.gid)")
             }
@@ -185,7 +194,7 @@ final class EventLoop {
     private func processLines(_ c: Connection) {
         var requests = 0, errors = 0
         defer {
-            if requests > 0 { counters.withLock { $0.requests += requests; $0.errors += errors } }
+            if requests > 0 { observer.requests(requests, errors: errors) }
         }
         while !c.closeAfterFlush && !isPaused(c) {
             switch c.input.nextLine() {
@@ -194,7 +203,7 @@ final class EventLoop {
             case .tooLong:
                 errors += 1
                 requests += 1
-                answerNow(c, Response.error(ProtocolError(.tooLarge, "request line longer than \(maxRequestLine) bytes; closing the connection"), tag: nil))
+                answerNow(c, Response.error(ProtocolError(LimitReached.requestLine(maxRequestLine)), tag: nil))
                 c.closeAfterFlush = true
                 return
             case .line(let line):
@@ -333,6 +342,6 @@ final class EventLoop {
         for s in c.slots { for chunk in s.chunks { chunk.release() } }
         c.ready = []
         c.slots = []
-        counters.withLock { $0.connections -= 1 }
+        observer.connection(opened: false)
     }
 }

@@ -1,25 +1,24 @@
 import CacheFetch
 import CacheProtocol
-import CacheStore
+import CacheService
 import CacheSystem
 
 /// The daemon's request handling without sockets, for the request fuzz
-/// target: the real dispatcher over a real store (a few posts and rows) in
-/// `directory`, with no origin configured, so nothing is ever fetched.
+/// target: the real dispatcher over the real service and a real store in
+/// `directory` (which the caller seeds), with no origin configured, so
+/// nothing is ever fetched.
 public final class DispatchHarness: Sendable {
     private let dispatcher: Dispatcher
     private let mailbox: Mailbox
-    private let service: CacheService
 
-    public init(directory: String) throws {
-        let store = try Store(StoreConfiguration(directory: directory))
-        _ = try store.replacePosts((1...5).map { (Int64($0), Array("{\"id\":\($0),\"title\":\"t\"}".utf8)) }, validators: Validators())
-        try store.replaceManifest([("a.png", "A"), ("", nil), ("file:///etc/passwd", nil)], validators: Validators())
-        let log = Logger(level: .error, environment: [:])
-        service = CacheService(store: store, http: HTTPClient(policy: FetchPolicy()), pool: WorkerPool(threads: 1, name: "fuzz-worker"),
-                               log: log, counters: Counters(CounterValues()), settings: Settings())
+    public init(directory: String) throws(CacheError) {
+        var settings = Settings()
+        settings.store = directory
+        var configuration = settings.serviceConfiguration
+        configuration.workerThreads = 1
+        let service = try CacheService.open(configuration, userAgent: "cached-fuzz", log: Logger(level: .error, environment: [:]))
         dispatcher = Dispatcher(service: service, socketPath: "fuzz")
-        mailbox = try Mailbox()
+        do { mailbox = try Mailbox() } catch { throw .store(.io(error), doing: "eventfd") }
     }
 
     /// Handles one request line; returns the answer when it is immediate.

@@ -24,22 +24,4 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         let waiters = flights.withLock { $0.removeValue(forKey: key) } ?? []
         for w in waiters { w(value) }
     }
-
-    var inFlight: Int { flights.withLock { $0.count } }
 }
-
-/// The counters reported by `status`.
-struct CounterValues: Sendable {
-    var requests = 0
-    var hits = 0
-    var misses = 0
-    var downloads = 0
-    var downloadBytes: Int64 = 0
-    var coalesced = 0
-    var errors = 0
-    var connections = 0
-    var upstreamErrors = 0
-    var quarantined = 0
-}
-
-typealias Counters = Locked<CounterValues>

@@ -1,0 +1,180 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
+import CacheProtocol
+import CacheService
+import CacheSystem
+
+/// Wires the parts together and owns their lifetimes: the service, the
+/// socket, the event loop, systemd's notifications (docs/architecture.md).
+final class Daemon {
+    let settings: Settings
+    let arguments: [String]
+    let environment: [String: String]
+    let log: Logger
+
+    init(settings: Settings, arguments: [String], environment: [String: String]) {
+        self.settings = settings
+        self.arguments = arguments
+        self.environment = environment
+        log = Logger(level: settings.logLevel, environment: environment)
+    }
+
+    /// Runs until SIGTERM or SIGINT; returns the exit status.
+    func run() -> Int32 {
+        // Signals first, so that every thread started later has them blocked.
+        clinux_ignore_sigpipe()
+        raiseOpenFileLimit()
+        let signalFD = clinux_signalfd_termination()
+        let manager = ServiceManager(environment: environment)
+
+        let service: CacheService
+        do { service = try CacheService.open(settings.serviceConfiguration, userAgent: "cached/\(cachedVersion)", log: log) } catch {
+            log.error("\(error)")
+            return 1
+        }
+        guard let (listeners, ownSocket) = listen(manager) else {
+            service.shutdown()
+            return 1
+        }
+        let dispatcher = Dispatcher(service: service, socketPath: ownSocket ?? "(inherited)")
+        let loop: EventLoop
+        do {
+            loop = try EventLoop(listeners: listeners, signalFD: signalFD, limits: settings.loopLimits, log: log, observer: service)
+        } catch {
+            log.error("cannot start the event loop: \(error)")
+            service.shutdown()
+            return 1
+        }
+        loop.handler = { request, reply in dispatcher.handle(request, reply) }
+        var running = settings
+        loop.onReload = { [unowned loop, self] in self.reload(loop, service, current: &running) }
+        startWatchdog(loop, manager)
+        service.start()
+        announceReady(service, manager, socket: ownSocket)
+        if settings.prefetchOnStart { prefetchOnStart(service) }
+
+        loop.run()
+
+        manager.notify("STOPPING=1")
+        log.notice("stopping")
+        service.shutdown()
+        if let path = ownSocket { try? FileSystem.unlink(path) }
+        log.notice("stopped")
+        return 0
+    }
+
+    /// The listening sockets: systemd's, or our own at `settings.socket`
+    /// (returned as the path to remove at exit). Nil after logging why not.
+    private func listen(_ manager: ServiceManager) -> ([FileDescriptor], String?)? {
+        let inherited = manager.inheritedSockets()
+        if !inherited.isEmpty { return (inherited, nil) }
+        let socketDirectory = FileSystem.directoryName(of: settings.socket)
+        do {
+            try FileSystem.makeDirectories(socketDirectory, mode: 0o755)
+        } catch {
+            log.error("cannot listen on \(settings.socket): \(error)")
+            return nil
+        }
+        // Another user who owns or can write the socket's directory could
+        // replace the socket after the bind and answer clients in our name.
+        // The per-user default (/tmp/cached-<uid>) must be this user's own.
+        let isPrivateDefault = socketDirectory == DefaultPaths.privateTempDirectory
+        if let problem = TrustedDirectory.problem(socketDirectory, allowRoot: !isPrivateDefault, allowSticky: !isPrivateDefault, followLink: !isPrivateDefault)
+            ?? TrustedDirectory.ancestorsProblem(of: socketDirectory).map({ "a directory above the socket: \($0)" }) {
+            log.error("refusing to listen on \(settings.socket): \(problem)")
+            return nil
+        }
+        do {
+            return ([try UnixSocket.listen(path: settings.socket, mode: Self.socketMode)], settings.socket)
+        } catch {
+            log.error("cannot listen on \(settings.socket): \(error)")
+            return nil
+        }
+    }
+
+    /// Owner and group may connect (docs/operations.md, "Access").
+    static let socketMode: UInt32 = 0o660
+
+    private func announceReady(_ service: CacheService, _ manager: ServiceManager, socket: String?) {
+        let s = service.status()
+        log.notice("cached \(cachedVersion) ready: store \(s.storeDirectory), socket \(socket ?? "inherited from systemd"), \(s.posts) posts, \(s.imagesCached)/\(s.images) images cached, \(s.logRecords) log records")
+        manager.notify("READY=1\nSTATUS=serving \(s.posts) posts, \(s.imagesCached)/\(s.images) images cached")
+        service.onPrefetchFinished = { [weak service] in
+            guard let s = service?.status() else { return }
+            manager.notify("STATUS=serving \(s.posts) posts, \(s.imagesCached)/\(s.images) images cached")
+        }
+    }
+
+    private func prefetchOnStart(_ service: CacheService) {
+        service.prefetch(.all, force: false, progress: { _ in }) { [log] result in
+            switch result {
+            case .success: log.info("start-up prefetch finished")
+            case .failure(let e): log.warning("start-up prefetch failed: \(e)")
+            }
+        }
+    }
+
+    /// The watchdog is pinged from the loop itself, at half the interval
+    /// (the loop ticks once a second, so intervals under 2 s ping every tick).
+    private func startWatchdog(_ loop: EventLoop, _ manager: ServiceManager) {
+        guard let interval = manager.watchdogInterval else { return }
+        var last: UInt64 = 0
+        loop.onTick = {
+            let now = Clock.monotonicNanoseconds()
+            if now - last >= interval / 2 || interval < 2_000_000_000 {
+                manager.notify("WATCHDOG=1")
+                last = now
+            }
+        }
+        log.info("watchdog: pinging every \(interval / 2_000_000) ms")
+    }
+
+    /// SIGHUP: reads the configuration again (file, environment, flags, as at
+    /// start) and applies what can change while running. An invalid file is
+    /// rejected and the running configuration kept.
+    func reload(_ loop: EventLoop, _ service: CacheService, current: inout Settings) {
+        let fresh: Settings
+        do {
+            guard case .run(let s) = try Settings.parse(arguments: arguments, environment: environment) else { return }
+            fresh = s
+        } catch {
+            log.error("SIGHUP: configuration not reloaded, keeping the running one: \(error)")
+            return
+        }
+        let plan = current.reloadPlan(to: fresh)
+        service.apply(plan.applied.feedConfiguration)
+        log.setLevel(plan.applied.logLevel)
+        loop.limits = plan.applied.loopLimits
+        let source = fresh.configFile ?? "the environment and flags"
+        log.notice("SIGHUP: reloaded \(source): " + (plan.changes.isEmpty ? "nothing changed" : plan.changes.joined(separator: ", ")) +
+                   (plan.needRestart.isEmpty ? "" : "; needs a restart to change: " + plan.needRestart.joined(separator: ", ")))
+        current = plan.applied
+    }
+
+    /// Descriptors beyond one per connection: the listeners, the store's
+    /// files, objects being sent, curl's sockets and temp files.
+    static let spareDescriptors = 256
+
+    /// Raises the soft limit on open files to the hard limit: each connection
+    /// and each object being sent holds a descriptor.
+    private func raiseOpenFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        let wanted = rlim_t(settings.maxConnections + Self.spareDescriptors)
+        if limit.rlim_cur < wanted {
+            limit.rlim_cur = min(limit.rlim_max, wanted)
+            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
+        if limit.rlim_cur < wanted {
+            log.warning("the open-file limit is \(limit.rlim_cur); max-connections \(settings.maxConnections) needs about \(wanted) (raise LimitNOFILE=)")
+        }
+    }
+}
+
+/// The service's counters take what the loop reports.
+extension CacheService: LoopObserver {
+    func requests(_ count: Int, errors: Int) { noteRequests(count, errors: errors) }
+    func connection(opened: Bool) { noteConnection(opened: opened) }
+}

@@ -1,0 +1,17 @@
+import CacheService
+
+/// Each subsystem's configuration, built from the settings here and nowhere else.
+extension Settings {
+    var feedConfiguration: FeedConfiguration {
+        FeedConfiguration(postsURL: postsURL, imagesURL: imagesURL, imagesBaseURL: imagesBaseURL, maxObjectSize: maxObjectSize)
+    }
+
+    var serviceConfiguration: ServiceConfiguration {
+        ServiceConfiguration(feeds: feedConfiguration, storeDirectory: store, maxBytes: maxSize, fetch: fetch)
+    }
+
+    var loopLimits: LoopLimits {
+        LoopLimits(maxConnections: maxConnections, maxQueuedBytes: Int(maxQueuedBytes),
+                   idleNanoseconds: UInt64(idleTimeout * 1e9), maxJSONDepth: maxJSONDepth)
+    }
+}

@@ -1,0 +1,62 @@
+import CacheFetch
+import CacheProtocol
+import CacheSystem
+
+/// The daemon's settings (docs/operations.md, "Configuration"), typed. The
+/// defaults are the initial values here (the fetch ones are `FetchPolicy`'s);
+/// every name, parser, help line and reload rule is in `Settings.table`.
+public struct Settings: Sendable, Equatable {
+    public var postsURL: String?
+    public var imagesURL: String?
+    public var imagesBaseURL: String?
+    /// Default per `DefaultPaths.store`.
+    public var store: String
+    /// Default per `DefaultPaths.socket`.
+    public var socket: String
+    public var maxSize: Int64 = 0
+    public var maxObjectSize: Int64 = 64 << 20
+    /// Parallel downloads, retries, timeouts, redirects, TLS trust and proxy.
+    public var fetch = FetchPolicy()
+    public var maxConnections = 4096
+    public var idleTimeout = 300.0
+    public var maxQueuedBytes: Int64 = 4 << 20
+    public var maxJSONDepth = 64
+    public var prefetchOnStart = false
+    public var logLevel: LogLevel = .info
+    /// The configuration file the settings were read from, if any (not a setting).
+    public var configFile: String?
+
+    /// Every key, as written in flags (`--key`), the environment
+    /// (`SettingName.environment`) and the configuration file.
+    public static var keys: [String] { table.map(\.name) }
+
+    public init(environment: [String: String] = [:]) {
+        store = DefaultPaths.store(environment: environment)
+        socket = DefaultPaths.socket(environment: environment)
+    }
+
+    /// Sets one key from text; throws a message naming the key and the problem.
+    public mutating func set(_ key: String, _ value: String) throws(SettingsError) {
+        guard let spec = Settings.spec(key) else { throw SettingsError("unknown setting \"\(key)\"") }
+        try spec.set(&self, value)
+    }
+
+    /// The setting named `key`, if there is one.
+    static func spec(_ key: String) -> SettingSpec? { table.first { $0.name == key } }
+}
+
+/// What the command line asks for.
+public enum ParsedCommandLine: Sendable, Equatable {
+    case run(Settings)
+    /// `--check-config`: the settings are valid; print them, do not run.
+    case checked(Settings)
+    case help
+    case version
+}
+
+/// A setting that could not be used.
+public struct SettingsError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}

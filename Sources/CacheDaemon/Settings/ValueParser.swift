@@ -1,0 +1,125 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CacheSystem
+
+/// Parses setting values from text; each error names the setting and says
+/// what was expected (docs/operations.md, "Configuration").
+enum ValueParser {
+    /// "512", "64K", "8M", "1G", "1T" (powers of 1024; "Ki" and "KiB"-like
+    /// spellings too), at least `minimum`.
+    static func size(_ key: String, _ text: String, minimum: Int64 = 0, _ rule: String = "") throws(SettingsError) -> Int64 {
+        var digits = text.trimmed()
+        var multiplier: Int64 = 1
+        if let last = digits.last?.uppercased() {
+            switch last {
+            case "K": multiplier = 1 << 10
+            case "M": multiplier = 1 << 20
+            case "G": multiplier = 1 << 30
+            case "T": multiplier = 1 << 40
+            default: break
+            }
+            if multiplier > 1 { digits.removeLast() }
+            if digits.uppercased().hasSuffix("I") { digits.removeLast() }
+        }
+        guard let n = Int64(digits), n >= 0, n <= Int64.max / multiplier else {
+            throw SettingsError("\(key) must be a size like 512, 64K, 8M or 1G, not \"\(text)\"")
+        }
+        guard n * multiplier >= minimum else { throw SettingsError("\(key) must be \(rule)") }
+        return n * multiplier
+    }
+
+    /// A whole number in `range`.
+    static func whole(_ key: String, _ text: String, _ range: ClosedRange<Int>) throws(SettingsError) -> Int {
+        guard let n = Int(text), range.contains(n) else {
+            throw SettingsError("\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(text)\"")
+        }
+        return n
+    }
+
+    /// The longest duration accepted: a day. Anything longer is a typo
+    /// (milliseconds written as seconds), not a timeout anyone wants.
+    static let maxSeconds = 86_400.0
+
+    /// Seconds: "10", "2.5", "1500ms", "30s".
+    static func seconds(_ key: String, _ text: String, allowZero: Bool = false) throws(SettingsError) -> Double {
+        var t = text.trimmed().lowercased()
+        var scale = 1.0
+        if t.hasSuffix("ms") { t.removeLast(2); scale = 0.001 } else if t.hasSuffix("s") { t.removeLast() }
+        guard let v = Double(t), v.isFinite, v >= 0, allowZero || v > 0, v * scale <= maxSeconds else {
+            throw SettingsError("\(key) must be a duration like 10, 2.5, 1500ms or 30s, not \"\(text)\"")
+        }
+        return v * scale
+    }
+
+    static func bool(_ key: String, _ text: String) throws(SettingsError) -> Bool {
+        switch text.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default: throw SettingsError("\(key) must be true or false, not \"\(text)\"")
+        }
+    }
+
+    static func logLevel(_ key: String, _ text: String) throws(SettingsError) -> LogLevel {
+        guard let l = LogLevel(name: text) else { throw SettingsError("\(key) must be one of error, warning, notice, info, debug, not \"\(text)\"") }
+        return l
+    }
+
+    static func url(_ key: String, _ value: String) throws(SettingsError) -> String {
+        guard URLScheme.isHTTP(value) else { throw SettingsError("\(key) must be an http:// or https:// URL, not \"\(value)\"") }
+        return value
+    }
+
+    static func path(_ key: String, _ value: String) throws(SettingsError) -> String {
+        guard !value.isEmpty else { throw SettingsError("\(key) must not be empty") }
+        return value
+    }
+
+    /// `sun_path` holds 108 bytes with the terminating NUL.
+    static let maxSocketPath = 107
+
+    static func socketPath(_ key: String, _ value: String) throws(SettingsError) -> String {
+        let p = try path(key, value)
+        guard p.utf8.count <= maxSocketPath else { throw SettingsError("socket path is longer than \(maxSocketPath) bytes: \(value)") }
+        return p
+    }
+
+    /// A proxy URL with a scheme libcurl speaks, or `none` (stored as "":
+    /// no proxy, not even one from the environment).
+    static func proxy(_ value: String) throws(SettingsError) -> String {
+        if value.lowercased() == "none" { return "" }
+        let schemes = ["http", "https", "socks4", "socks4a", "socks5", "socks5h"]
+        let lower = value.lowercased()
+        guard let sep = lower.firstRange(of: "://"), schemes.contains(String(lower[..<sep.lowerBound])),
+              lower[sep.upperBound...].contains(where: { $0 != "/" }), isVisibleASCII(value) else {
+            throw SettingsError("proxy must be a URL like http://proxy.example:3128 (http, https, socks4, socks4a, socks5 or socks5h) or none, not \"\(value)\"")
+        }
+        return value
+    }
+
+    /// A comma-separated list of hosts, domains, addresses, CIDR ranges or `*`.
+    static func hostList(_ value: String) throws(SettingsError) -> String {
+        let hosts = value.split(separator: ",").map { $0.trimmed() }.filter { !$0.isEmpty }
+        guard !hosts.isEmpty, hosts.allSatisfy(isVisibleASCII) else {
+            throw SettingsError("no-proxy must be a comma-separated list of host names, domains, addresses or CIDR ranges, or *, not \"\(value)\"")
+        }
+        return hosts.joined(separator: ",")
+    }
+
+    private static func isVisibleASCII(_ s: String) -> Bool { s.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F } }
+
+    /// A file (or directory) this process can read; checked at start so a
+    /// typo fails `--check-config` rather than every HTTPS fetch.
+    static func readable(_ key: String, _ value: String, directory: Bool) throws(SettingsError) -> String {
+        guard value.hasPrefix("/") else { throw SettingsError("\(key) must be an absolute path, not \"\(value)\"") }
+        var st = stat()
+        guard stat(value, &st) == 0 else { throw SettingsError("\(key) \(value): \(String(cString: strerror(errno)))") }
+        let isDirectory = st.st_mode & S_IFMT == S_IFDIR
+        if directory && !isDirectory { throw SettingsError("\(key) \(value) is not a directory (ca-file takes a single PEM file)") }
+        if !directory && st.st_mode & S_IFMT != S_IFREG { throw SettingsError("\(key) \(value) is not a regular file (ca-path takes a directory)") }
+        guard access(value, directory ? R_OK | X_OK : R_OK) == 0 else {
+            throw SettingsError("\(key) \(value): \(String(cString: strerror(errno)))")
+        }
+        return value
+    }
+}

@@ -1,0 +1,153 @@
+import CacheProtocol
+import CacheService
+
+/// The service's results as answer lines (docs/protocol.md, "Operations").
+enum AnswerEncoding {
+    static func ping(tag: [UInt8]?) -> [UInt8] {
+        Response.ok(tag: tag) { o in
+            o.field("version", cachedVersion)
+            o.field("protocol", protocolVersion)
+        }
+    }
+
+    static func posts(_ page: PostsPage, tag: [UInt8]?) -> [UInt8] {
+        Response.ok(tag: tag, capacity: page.posts.reduce(64) { $0 + $1.count + 1 }) { o in
+            o.field("total", page.total)
+            o.key("posts")
+            o.rawArray(page.posts)
+        }
+    }
+
+    static func image(_ entry: ImageEntry, tag: [UInt8]?) -> [UInt8] {
+        Response.ok(tag: tag) { $0.field("image", object: imageObject(entry)) }
+    }
+
+    static func images(_ page: ImagesPage, tag: [UInt8]?) -> [UInt8] {
+        Response.ok(tag: tag, capacity: page.images.count * 200 + 64) { o in
+            o.field("total", page.total)
+            o.key("images")
+            o.rawArray(page.images.map { imageObject($0).finished() })
+        }
+    }
+
+    private static func imageObject(_ e: ImageEntry) -> JSONObjectWriter {
+        var o = JSONObjectWriter()
+        o.field("row", e.row)
+        o.field("url", e.url)
+        o.field("description", e.description)
+        if let ref = e.object {
+            o.field("hash", ref.hash)
+            o.field("size", ref.size)
+            o.field("type", ref.mimeType)
+            o.field("path", ref.path)
+        } else {
+            for k: StaticString in ["hash", "size", "type", "path"] { o.field(k, object: nil) }
+        }
+        return o
+    }
+
+    /// The header line of a `read` answer; the object's bytes follow it.
+    static func objectHeader(size: Int64, tag: [UInt8]?) -> [UInt8] {
+        Response.ok(tag: tag) { $0.field("size", size) }
+    }
+
+    static func prefetch(_ r: PrefetchReport, tag: [UInt8]?) -> [UInt8] {
+        Response.ok(tag: tag, capacity: 256) { o in
+            o.field("posts", object: r.posts.map { p in
+                var po = JSONObjectWriter()
+                po.field("fetched", p.fetched)
+                po.field("unchanged", p.unchanged)
+                po.field("removed", p.removed)
+                po.field("invalid", p.invalid)
+                return po
+            })
+            o.field("images", object: r.images.map { i in
+                var io = JSONObjectWriter()
+                io.field("downloaded", i.downloaded)
+                io.field("cached", i.cached)
+                io.field("failed", i.failed)
+                io.field("bytes", i.bytes)
+                return io
+            })
+            o.key("failures")
+            o.rawArray((r.images?.failures ?? []).map { f in
+                var fo = JSONObjectWriter()
+                fo.field("row", f.row)
+                fo.field("url", f.url)
+                fo.field("error", f.error)
+                return fo.finished()
+            })
+        }
+    }
+
+    static func progress(_ p: Progress, tag: [UInt8]?) -> [UInt8] {
+        Response.progress(tag: tag, phase: p.phase, done: p.done, total: p.total, bytes: p.bytes)
+    }
+
+    static func verify(_ r: VerifyReport, tag: [UInt8]?) -> [UInt8] {
+        Response.ok(tag: tag) { o in
+            o.field("checked", r.checked)
+            o.field("corrupt", JSON.array(r.corrupt.map { .string($0) }))
+            o.field("repaired", r.repaired)
+        }
+    }
+
+    static func garbage(_ r: GarbageReport, tag: [UInt8]?) -> [UInt8] {
+        Response.ok(tag: tag) { o in
+            o.field("removed", r.removed)
+            o.field("freed_bytes", r.freedBytes)
+        }
+    }
+
+    static func compaction(_ r: CompactionReport, tag: [UInt8]?) -> [UInt8] {
+        Response.ok(tag: tag) { o in
+            o.field("records_before", r.recordsBefore)
+            o.field("records_after", r.recordsAfter)
+        }
+    }
+
+    static func status(_ s: ServiceStatus, socket: String, tag: [UInt8]?) -> [UInt8] {
+        Response.ok(tag: tag, capacity: 512) { o in
+            o.field("posts", s.posts)
+            o.field("images", s.images)
+            o.field("images_cached", s.imagesCached)
+            o.field("objects", s.objects)
+            o.field("bytes", s.bytes)
+            o.field("max_bytes", s.maxBytes)
+            o.field("uptime_s", s.uptimeSeconds)
+            o.field("counters", object: counters(s.counters, evictions: s.evictions))
+            o.field("version", cachedVersion)
+            o.field("store", s.storeDirectory)
+            o.field("socket", socket)
+            o.field("log_records", s.logRecords)
+        }
+    }
+
+    private static func counters(_ c: CounterValues, evictions: Int) -> JSONObjectWriter {
+        var co = JSONObjectWriter()
+        co.field("hits", c.hits)
+        co.field("misses", c.misses)
+        co.field("downloads", c.downloads)
+        co.field("download_bytes", c.downloadBytes)
+        co.field("coalesced", c.coalesced)
+        co.field("errors", c.errors)
+        co.field("requests", c.requests)
+        co.field("connections", c.connections)
+        co.field("upstream_errors", c.upstreamErrors)
+        co.field("quarantined", c.quarantined)
+        co.field("evictions", evictions)
+        return co
+    }
+}
+
+extension JSONObjectWriter {
+    /// A JSON array of already-encoded values, in place, as the current member.
+    mutating func rawArray(_ items: [[UInt8]]) {
+        appendRaw("[".utf8)
+        for (i, item) in items.enumerated() {
+            if i > 0 { appendRaw(",".utf8) }
+            appendRaw(item)
+        }
+        appendRaw("]".utf8)
+    }
+}

@@ -1,0 +1,42 @@
+import CacheProtocol
+import CacheService
+
+/// The one place where failures become the protocol's error codes
+/// (docs/protocol.md, "Errors").
+extension ProtocolError {
+    /// The answer for a service failure: a store failure is `internal`,
+    /// never `upstream`; `upstream` is the origin's alone.
+    init(_ error: CacheError) {
+        self.init(Self.code(error), error.description)
+    }
+
+    static func code(_ error: CacheError) -> ErrorCode {
+        switch error {
+        case .origin, .notConfigured: return .upstream
+        case .store: return .internal
+        case .notFound: return .notFound
+        case .notCached: return .notCached
+        case .invalid: return .badRequest
+        case .several(let all):
+            return error.isStoreFailure ? .internal : all.first.map(code) ?? .internal
+        }
+    }
+
+    /// The answer for a front-end limit that was reached.
+    init(_ limit: LimitReached) {
+        switch limit {
+        case .connections(let max):
+            self.init(.busy, "too many connections (\(max)); try again later")
+        case .requestLine(let max):
+            self.init(.tooLarge, "request line longer than \(max) bytes; closing the connection")
+        }
+    }
+}
+
+/// A limit of the socket front-end (docs/protocol.md, "Limits"), naming its value.
+enum LimitReached: Error, Sendable {
+    /// `max-connections` connections are open.
+    case connections(Int)
+    /// A request line is longer than the protocol allows.
+    case requestLine(Int)
+}

@@ -1,0 +1,84 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CacheFetch
+import CacheStore
+import CacheSystem
+
+/// Opening the store and the HTTP client, start-up recovery, the access-time
+/// thread, and shutdown in the order that loses nothing.
+extension CacheService {
+    /// Opens the store in `configuration.storeDirectory` (replaying its log)
+    /// and starts the worker pool and the HTTP client.
+    public static func open(_ configuration: ServiceConfiguration, userAgent: String, log: Logger) throws(CacheError) -> CacheService {
+        var storeConfiguration = StoreConfiguration(directory: configuration.storeDirectory, maxBytes: configuration.maxBytes)
+        storeConfiguration.compactionSlack = configuration.compactionSlack
+        storeConfiguration.onWritesStopped = { [log] why in
+            log.error("store writes stopped: \(why); reads go on, every write now fails; restart cached to reopen the store")
+        }
+        let store: Store
+        do { store = try Store(storeConfiguration) } catch { throw .store(error, doing: "cannot open the store") }
+        var policy = configuration.fetch
+        policy.userAgent = userAgent
+        return CacheService(store: store, http: HTTPClient(policy: policy),
+                            pool: WorkerPool(threads: configuration.workerThreads, name: "cached-worker"),
+                            log: log, configuration: configuration)
+    }
+
+    /// The store directory, resolved (links and relative spellings followed once).
+    public var storeDirectory: String { store.directory }
+
+    /// Logs what recovery did at open, then starts what need not delay
+    /// readiness: post files that differ from the log are rewritten,
+    /// objects whose files went missing are dropped, and use times reach
+    /// the log once a minute (so eviction order survives restarts).
+    public func start() {
+        if let r = store.recovery {
+            log.warning("index.log was damaged (\(r.problem)); kept \(r.cutOffset) bytes, moved \(r.cutLength) bytes from offset \(r.cutOffset) to \(r.savedTo)")
+        }
+        for feed in store.damagedValidators.sorted(by: { $0.rawValue < $1.rawValue }) {
+            log.warning("the stored ETag or Last-Modified of the \(feed == .posts ? "posts feed" : "image manifest") held a control character and was dropped; its next refresh is unconditional")
+        }
+        pool.submit { [self] in
+            let fixed = store.reconcilePostFiles()
+            if fixed > 0 { log.notice("rewrote \(fixed) post files to match the index") }
+            do {
+                let dropped = try store.dropMissingObjects()
+                if dropped > 0 { log.warning("\(dropped) objects named in the index had no file or the wrong size; their rows will be fetched again on demand") }
+            } catch { log.warning("could not check object files: \(error)") }
+        }
+        Threads.start(name: "cached-access") { [self] in
+            var seconds = 0
+            while !stopping.withLock({ $0 }) {
+                sleep(1)
+                seconds += 1
+                if seconds % Self.accessLogSeconds == 0 { logAccessTimes() }
+            }
+        }
+    }
+
+    /// Use times are logged once a minute: a crash loses at most a minute of
+    /// eviction order, and an idle store writes nothing.
+    static let accessLogSeconds = 60
+
+    private func logAccessTimes() {
+        do { try store.logAccessTimes() } catch { log.warning("could not log access times: \(error)") }
+    }
+
+    /// Cancels transfers (their temp files are discarded), lets the workers
+    /// finish what is queued (commits in progress complete or roll back),
+    /// and only then logs the use times and closes the store. Anything
+    /// abandoned in tmp/ is removed at the next start.
+    public func shutdown() {
+        stopping.withLock { $0 = true }
+        http.shutdown(timeout: Self.transferCancelSeconds)
+        if !pool.stop(timeout: Self.workerDrainSeconds) { log.warning("workers still busy at exit; their work is abandoned") }
+        logAccessTimes()
+        store.close()
+    }
+
+    /// systemd's default stop timeout is 90 s; 5 s for transfers and 10 s
+    /// for queued disk work stay well inside it.
+    static let transferCancelSeconds = 5.0
+    static let workerDrainSeconds = 10.0
+}

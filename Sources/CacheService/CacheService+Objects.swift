@@ -1,0 +1,63 @@
+import CacheStore
+import CacheSystem
+
+/// `read`: an object's verified bytes.
+extension CacheService {
+    /// Objects up to 256 KiB whose bytes are in the page cache are verified
+    /// and answered now: one non-blocking read that cannot stall an event
+    /// loop. Larger ones would hold the loop for too long while hashing.
+    static let inlineObjectLimit = 256 * 1024
+
+    /// `read`: the object named by `hash` (32 lowercase hex digits), after
+    /// `prefix(size)`, the front-end's framing. The bytes are verified
+    /// against the hash before they are sent. A corrupt object is
+    /// quarantined; when a row still names its URL it is downloaded again
+    /// and, if the bytes match the hash asked for, served.
+    public func object(hash hex: String, prefix: @escaping @Sendable (Int64) -> [UInt8],
+                       then completion: @escaping Completion<ObjectBody>) -> Outcome<ObjectBody> {
+        guard let hash = Hash128(hex: hex) else { return .now(.failure(.invalid("\"hash\" must be 32 lowercase hex digits"))) }
+        if let bytes = store.readVerifiedIfCached(hash, upTo: Self.inlineObjectLimit, header: { prefix(Int64($0)) }) {
+            return .now(.success(.inline(bytes)))
+        }
+        pool.submit { [self] in read(hash, prefix: prefix, retry: true, completion) }
+        return .later
+    }
+
+    private func read(_ hash: Hash128, prefix: @escaping @Sendable (Int64) -> [UInt8], retry: Bool,
+                      _ completion: @escaping Completion<ObjectBody>) {
+        guard store.objectRef(hash) != nil else {
+            completion(.failure(.notFound("object \(hash.hex) is not in the store")))
+            return
+        }
+        do throws(StoreError) {
+            let (fd, size) = try store.openVerified(hash)
+            completion(.success(.file(prefix: prefix(size), fd, size: size)))
+        } catch {
+            log.warning("read: \(error)")
+            switch error {
+            case .missingObject: completion(.failure(.notFound("\(error)")))
+            case .corruptObject(_, _, let rows):
+                counters.withLock { $0.quarantined += 1 }
+                refetch(hash, rows: rows, error: error, prefix: prefix, retry: retry, completion)
+            default: completion(.failure(.store(error, doing: "")))
+            }
+        }
+    }
+
+    /// Downloads a quarantined object again from a row that still names it.
+    private func refetch(_ hash: Hash128, rows: [Int], error: StoreError, prefix: @escaping @Sendable (Int64) -> [UInt8],
+                         retry: Bool, _ completion: @escaping Completion<ObjectBody>) {
+        let view = manifestView()
+        guard retry, let url = rows.lazy.compactMap({ view.resolved($0) }).first else {
+            completion(.failure(.notFound("\(error); no row refers to it any more")))
+            return
+        }
+        download(url: url) { [self] result in
+            if case .success(let ref) = result, ref.hash == hash {
+                read(hash, prefix: prefix, retry: false, completion)
+            } else {
+                completion(.failure(.notFound("\(error); downloading it again from \(url) did not give the same bytes")))
+            }
+        }
+    }
+}

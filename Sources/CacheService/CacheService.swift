@@ -1,0 +1,99 @@
+import CacheFetch
+import CacheStore
+import CacheSystem
+
+/// The one service API every front-end calls (the socket's JSON lines
+/// today, HTTP next): posts, images, objects, prefetch and maintenance over
+/// the store and the origin. Front-ends never touch the store, the HTTP
+/// client, the worker pool or the counters; they translate requests into
+/// these calls and `Result`s into answers.
+///
+/// Each operation answers `.now` when the answer is at hand (a hit; safe on
+/// an event loop: memory and at most one `fstatat` or non-blocking read)
+/// and `.later` when it needs the disk or the origin (docs/architecture.md,
+/// "The read path"). Completions run on worker or fetch threads.
+public final class CacheService: Sendable {
+    let store: Store
+    let http: HTTPClient
+    let pool: WorkerPool
+    let log: Logger
+    let counters = Locked(CounterValues())
+    /// The feed settings a reload may change.
+    let feeds: Locked<FeedConfiguration>
+    let maxBytes: Int64
+    let started = Clock.monotonicNanoseconds()
+
+    let postsFlight = SingleFlight<Int, Result<PostsSummary, CacheError>>()
+    let manifestFlight = SingleFlight<Int, Result<Int, CacheError>>()
+    let imageFlight = SingleFlight<String, Result<ObjectRef, CacheError>>()
+    /// What revalidation of each feed may send (Service+Feeds.swift).
+    let revalidation = Locked(FeedRevalidation())
+    /// The manifest's URLs resolved, rebuilt when the manifest changes.
+    let manifestViews = Locked<ManifestView?>(nil)
+    /// The running prefetches, by arguments, and who listens to each (CacheService+Prefetch.swift).
+    let prefetches = Locked<[String: PrefetchListeners]>([:])
+    let prefetchFinished = Locked<(@Sendable () -> Void)?>(nil)
+    /// Set when `shutdown` begins: the access-time thread stops.
+    let stopping = Locked(false)
+
+    /// A service over an open store (`open` opens one from a configuration).
+    init(store: Store, http: HTTPClient, pool: WorkerPool, log: Logger, configuration: ServiceConfiguration) {
+        self.store = store
+        self.http = http
+        self.pool = pool
+        self.log = log
+        self.feeds = Locked(configuration.feeds)
+        self.maxBytes = configuration.maxBytes
+    }
+
+    // MARK: Counting for front-ends
+
+    /// Counts requests a front-end parsed, and how many it answered with an error.
+    public func noteRequests(_ count: Int, errors: Int) {
+        counters.withLock { $0.requests += count; $0.errors += errors }
+    }
+
+    /// Counts a connection opened (`true`) or closed.
+    public func noteConnection(opened: Bool) {
+        counters.withLock { $0.connections += opened ? 1 : -1 }
+    }
+
+    // MARK: Status
+
+    /// `status`: what the store holds and the counters (always now).
+    public func status() -> ServiceStatus {
+        let s = store.stats()
+        return ServiceStatus(posts: s.posts, images: s.rows, imagesCached: s.rowsCached, objects: s.objects,
+                             bytes: s.bytes, maxBytes: maxBytes,
+                             uptimeSeconds: (Clock.monotonicNanoseconds() - started) / 1_000_000_000,
+                             counters: counters.withLock { $0 }, evictions: s.evictions,
+                             storeDirectory: store.directory, logRecords: s.logRecords)
+    }
+
+    // MARK: Posts
+
+    /// `get_post`: the stored JSON of post `id` (always now).
+    public func post(id: Int64) -> Result<[UInt8], CacheError> {
+        if let json = store.post(id: id) { return .success(json) }
+        let hint = store.postsKnown ? "" : " (posts were never fetched: run cachectl prefetch posts)"
+        return .failure(.notFound("post \(id) not found\(hint)"))
+    }
+
+    /// `list_posts`: posts in ascending id order from `offset`, at most `limit` (always now).
+    public func posts(offset: Int, limit: Int?) -> PostsPage {
+        let (total, page) = store.posts(offset: offset, limit: limit ?? Int.max)
+        return PostsPage(total: total, posts: page)
+    }
+
+    // MARK: Reload
+
+    /// Applies reloaded feed settings. A feed whose URL changed is fetched
+    /// next without validators (they belong to the old URL).
+    public func apply(_ new: FeedConfiguration) {
+        let old = feeds.withLock { f -> FeedConfiguration in defer { f = new }; return f }
+        revalidation.withLock { r in
+            if old.postsURL != new.postsURL { r.urlChanged(.posts) }
+            if old.imagesURL != new.imagesURL { r.urlChanged(.manifest) }
+        }
+    }
+}

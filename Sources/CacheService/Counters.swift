@@ -1,0 +1,15 @@
+/// The counters reported by `status` (docs/protocol.md, `status`).
+public struct CounterValues: Sendable, Equatable {
+    public var requests = 0
+    public var hits = 0
+    public var misses = 0
+    public var downloads = 0
+    public var downloadBytes: Int64 = 0
+    public var coalesced = 0
+    /// Error answers, counted by the front-ends (`CacheService.noteRequests`).
+    public var errors = 0
+    public var connections = 0
+    /// Failures of the origin only: never a store failure.
+    public var upstreamErrors = 0
+    public var quarantined = 0
+}

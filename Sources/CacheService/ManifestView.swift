@@ -1,0 +1,61 @@
+import CacheStore
+import CacheSystem
+
+/// The manifest's URLs resolved once per manifest change: per row, and rows
+/// by URL (several rows may name one URL). One view serves a whole
+/// operation, so a miss resolves the manifest once, not per step.
+struct ManifestView: Sendable {
+    var generation: Int
+    var base: String?
+    /// The URL of each row as written in the manifest.
+    var written: [String]
+    /// The absolute URL of each row, nil when it has none that may be fetched.
+    var resolvedURLs: [String?]
+    var rowsByURL: [String: [Int]]
+
+    /// The absolute URL of row `index`, or nil when it has none that may be fetched.
+    func resolved(_ index: Int) -> String? {
+        resolvedURLs.indices.contains(index) ? resolvedURLs[index] : nil
+    }
+
+    /// The rows naming `url`, with the URL each had when the view was made
+    /// (a commit skips rows whose URL changed since).
+    func rows(for url: String) -> [(row: Int, url: String)] {
+        (rowsByURL[url] ?? []).map { (row: $0, url: written[$0]) }
+    }
+
+    init(rows: [Row], generation: Int, base: String?) {
+        self.generation = generation
+        self.base = base
+        var memo: [String: String?] = [:]
+        written = []
+        resolvedURLs = []
+        rowsByURL = [:]
+        written.reserveCapacity(rows.count)
+        resolvedURLs.reserveCapacity(rows.count)
+        for (i, row) in rows.enumerated() {
+            let r: String?
+            if let m = memo[row.url] { r = m } else { r = FeedDecoder.resolve(row.url, base: base); memo[row.url] = r }
+            written.append(row.url)
+            resolvedURLs.append(r)
+            if let r { rowsByURL[r, default: []].append(i) }
+        }
+    }
+}
+
+extension CacheService {
+    /// The base for relative image URLs now.
+    var baseURL: String? {
+        feeds.withLock { FeedDecoder.baseURL(imagesURL: $0.imagesURL, imagesBaseURL: $0.imagesBaseURL) }
+    }
+
+    /// The current view, rebuilt only when the manifest or the base changed.
+    func manifestView() -> ManifestView {
+        let generation = store.manifestGeneration
+        let base = baseURL
+        if let v = manifestViews.withLock({ $0 }), v.generation == generation, v.base == base { return v }
+        let v = ManifestView(rows: store.rows(offset: 0, limit: Int.max).page, generation: generation, base: base)
+        manifestViews.withLock { $0 = v }
+        return v
+    }
+}

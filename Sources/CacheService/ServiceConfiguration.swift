@@ -1,0 +1,54 @@
+import CacheFetch
+
+/// What the service needs from the settings; built from them in one place
+/// (`Settings.serviceConfiguration`, CacheDaemon).
+public struct ServiceConfiguration: Sendable, Equatable {
+    /// The feeds, which a reload (SIGHUP) may change while running.
+    public var feeds: FeedConfiguration
+    /// The store directory (opened once).
+    public var storeDirectory: String
+    /// Cap on the bytes of cached images; 0 = none.
+    public var maxBytes: Int64
+    /// How the HTTP client fetches (taken once, at start).
+    public var fetch: FetchPolicy
+    /// Threads that run disk work: commits, verification, maintenance.
+    public var workerThreads: Int
+    /// Log records beyond the live ones before the log is compacted.
+    public var compactionSlack: Int
+
+    public init(feeds: FeedConfiguration, storeDirectory: String, maxBytes: Int64, fetch: FetchPolicy,
+                workerThreads: Int = ServiceConfiguration.defaultWorkerThreads,
+                compactionSlack: Int = ServiceConfiguration.defaultCompactionSlack) {
+        self.feeds = feeds
+        self.storeDirectory = storeDirectory
+        self.maxBytes = maxBytes
+        self.fetch = fetch
+        self.workerThreads = workerThreads
+        self.compactionSlack = compactionSlack
+    }
+
+    /// Four workers: enough to overlap fsyncs of concurrent commits on two
+    /// cores without queueing behind one slow disk call, few enough that
+    /// the event loop keeps a core.
+    public static let defaultWorkerThreads = 4
+    /// 10,000 records of slack: compaction rewrites the log about once per
+    /// 10,000 changes, so its cost is amortised and the log stays small.
+    public static let defaultCompactionSlack = 10_000
+}
+
+/// The feed URLs and the body limit: the part of the configuration a reload applies.
+public struct FeedConfiguration: Sendable, Equatable {
+    public var postsURL: String?
+    public var imagesURL: String?
+    /// Base for relative image URLs; nil: the directory of `imagesURL`.
+    public var imagesBaseURL: String?
+    /// Largest image or feed body accepted.
+    public var maxObjectSize: Int64
+
+    public init(postsURL: String?, imagesURL: String?, imagesBaseURL: String?, maxObjectSize: Int64) {
+        self.postsURL = postsURL
+        self.imagesURL = imagesURL
+        self.imagesBaseURL = imagesBaseURL
+        self.maxObjectSize = maxObjectSize
+    }
+}

@@ -1,0 +1,131 @@
+import CacheSystem
+
+/// An operation's answer: here now (a hit, an error found at once), or
+/// later. With `.later` the operation calls its completion exactly once, on
+/// a worker or fetch thread; with `.now` it never calls it.
+public enum Outcome<Value: Sendable>: Sendable {
+    case now(Result<Value, CacheError>)
+    case later
+}
+
+/// A completion of a service operation; runs on a worker or fetch thread.
+public typealias Completion<Value: Sendable> = @Sendable (Result<Value, CacheError>) -> Void
+
+/// A page of posts in ascending id order, each the exact JSON stored.
+public struct PostsPage: Sendable {
+    public var total: Int
+    public var posts: [[UInt8]]
+}
+
+/// A cached image's object.
+public struct ObjectInfo: Sendable, Equatable {
+    /// The XXH3-128 of the bytes, 32 lowercase hex digits.
+    public var hash: String
+    public var size: Int64
+    /// The detected image type's MIME type.
+    public var mimeType: String
+    /// The object file's absolute path.
+    public var path: String
+}
+
+/// One row of the image manifest.
+public struct ImageEntry: Sendable, Equatable {
+    public var row: Int
+    /// The absolute URL fetched, or the URL as written when it cannot be fetched.
+    public var url: String
+    public var description: String?
+    /// The cached object; nil when the row is not cached.
+    public var object: ObjectInfo?
+}
+
+/// A page of the manifest.
+public struct ImagesPage: Sendable {
+    public var total: Int
+    public var images: [ImageEntry]
+}
+
+/// A verified object's bytes, after the front-end's framing `prefix`.
+public enum ObjectBody: Sendable {
+    /// Prefix and bytes in one buffer (small objects already in memory).
+    case inline([UInt8])
+    /// The prefix, then `size` bytes of an open file from offset 0; the
+    /// receiver closes the file.
+    case file(prefix: [UInt8], FileDescriptor, size: Int64)
+}
+
+/// What `prefetch` refreshes.
+public enum PrefetchScope: String, Sendable {
+    case all, posts, images
+    var posts: Bool { self != .images }
+    var images: Bool { self != .posts }
+}
+
+/// What a posts refresh did.
+public struct PostsSummary: Sendable {
+    public var fetched = 0, unchanged = 0, removed = 0, invalid = 0
+}
+
+/// What an images prefetch did.
+public struct ImagesSummary: Sendable {
+    public var downloaded = 0, cached = 0, failed = 0
+    public var bytes: Int64 = 0
+    /// Rows that failed, in row order.
+    public var failures: [RowFailure] = []
+}
+
+/// A row an images prefetch could not cache.
+public struct RowFailure: Sendable {
+    public var row: Int
+    public var url: String
+    public var error: String
+}
+
+/// What a prefetch did: the parts it was asked for.
+public struct PrefetchReport: Sendable {
+    public var posts: PostsSummary?
+    public var images: ImagesSummary?
+}
+
+/// Progress of a prefetch phase (`posts`, `images`).
+public struct Progress: Sendable {
+    public var phase: String
+    public var done: Int
+    public var total: Int
+    public var bytes: Int64
+}
+
+/// What `verify` found.
+public struct VerifyReport: Sendable {
+    public var checked: Int
+    /// Objects that failed verification (32 hex digits each).
+    public var corrupt: [String]
+    /// Of those, how many were downloaded again.
+    public var repaired: Int
+}
+
+/// What `collectGarbage` removed.
+public struct GarbageReport: Sendable {
+    public var removed: Int
+    public var freedBytes: Int64
+}
+
+/// What `compact` did to the log (garbage is collected after it).
+public struct CompactionReport: Sendable {
+    public var recordsBefore: Int
+    public var recordsAfter: Int
+}
+
+/// The service's state for `status`.
+public struct ServiceStatus: Sendable {
+    public var posts: Int
+    public var images: Int
+    public var imagesCached: Int
+    public var objects: Int
+    public var bytes: Int64
+    public var maxBytes: Int64
+    public var uptimeSeconds: UInt64
+    public var counters: CounterValues
+    public var evictions: Int
+    public var storeDirectory: String
+    public var logRecords: Int
+}
