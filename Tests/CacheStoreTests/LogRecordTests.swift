@@ -29,11 +29,36 @@ import Testing
     }
 
     @Test func rejectsUnknownTypeAndTrailingBytes() {
-        #expect(throws: RecordDecodingError.self) { try RecordCodec.decodePayload([0x55][...]) }
+        // Well-formed but unknown: what a newer cached writes.
+        #expect(throws: RecordDecodingError.unknown("unknown record type 0x55")) { try RecordCodec.decodePayload([0x55][...]) }
         var p = Array(RecordCodec.encode(.postRemoved(id: 5))[8...])
         p.append(0)
-        #expect(throws: RecordDecodingError.self) { try RecordCodec.decodePayload(p[...]) }
-        #expect(throws: RecordDecodingError.self) { try RecordCodec.decodePayload([5, 1][...]) }
+        #expect(throws: RecordDecodingError.unknown("1 bytes after the last known field of a postRemoved (type 0x02) record")) {
+            try RecordCodec.decodePayload(p[...])
+        }
+        // Malformed: a field ends early, a varint runs past 64 bits.
+        #expect(throws: RecordDecodingError(description: "record ends early")) { try RecordCodec.decodePayload([5, 1][...]) }
+        #expect(throws: RecordDecodingError(description: "varint overflow")) {
+            try RecordCodec.decodePayload([2] + [UInt8](repeating: 0xFF, count: 10) + [1])
+        }
+    }
+
+    /// Every enumerated field: a value past the known ones is "unknown", not damage.
+    @Test func unknownFieldValuesAreUnknownNotMalformed() throws {
+        var image = Array(RecordCodec.encode(.rowObject(row: 1, hash: Hash128(of: [1]), size: 2, type: .png))[8...])
+        image[image.count - 1] = 200
+        var feed = Array(RecordCodec.encode(.validators(feed: .manifest, etag: nil, lastModified: nil))[8...])
+        feed[1] = 0
+        var flag = Array(RecordCodec.encode(.validators(feed: .manifest, etag: nil, lastModified: nil))[8...])
+        flag[2] = 7
+        for payload in [image, feed, flag] {
+            do {
+                _ = try RecordCodec.decodePayload(payload[...])
+                Issue.record("decoded \(payload)")
+            } catch {
+                #expect(error.kind == .unknown, "\(error)")
+            }
+        }
     }
 }
 
@@ -162,6 +187,27 @@ import Testing
         #expect(outcome.validLength == 0)
         #expect(outcome.problem != nil)
         #expect(LogScanner.scan([]) { _ in } == ScanOutcome(validLength: 0, records: 0, problem: nil))
+    }
+
+    @Test func aNewerHeaderOrRecordStopsTheScanAsNewerNotDamage() {
+        var newerHeader = Self.threeTransactions().bytes
+        newerHeader[7] = 2
+        let header = LogScanner.scan(newerHeader) { _ in Issue.record("nothing may be applied") }
+        #expect(header.newer == .formatVersion(2))
+        #expect(header.validLength == 0)
+
+        var (bytes, ends) = Self.threeTransactions()
+        bytes += frame([0x17, 0xAA]) + RecordCodec.encode(.commit)
+        let record = LogScanner.scan(bytes) { _ in }
+        #expect(record.newer == .record(offset: ends[2], what: "unknown record type 0x17"))
+        #expect(record.problem == "written by a newer cached: unknown record type 0x17 at offset \(ends[2]) of index.log")
+
+        // The same bytes with a wrong checksum are damage.
+        bytes[ends[2] + 4] ^= 1
+        let damaged = LogScanner.scan(bytes) { _ in }
+        #expect(damaged.newer == nil)
+        #expect(damaged.validLength == ends[2])
+        #expect(damaged.problem == "checksum mismatch at offset \(ends[2])")
     }
 
     @Test func hugeLengthIsCorruptionNotAnAllocation() {
