@@ -11,6 +11,38 @@ public struct ScanOutcome: Sendable, Equatable {
     public var records: Int
     /// Why the scan stopped before the end, or nil when every byte was good.
     public var problem: String?
+    /// Set when the scan stopped at something a newer cached wrote (then
+    /// `problem` says so too): the log must be refused, not cut.
+    public var newer: NewerFormat? = nil
+}
+
+/// What shows that a log was written by a newer cached: bytes that are not
+/// damage (the header is ours, the record passed its checksum) but that
+/// this version does not know. docs/storage-format.md, "Format evolution".
+public enum NewerFormat: Sendable, Equatable, CustomStringConvertible {
+    /// The header names format `version`, higher than `RecordCodec.formatVersion`.
+    case formatVersion(UInt8)
+    /// The record framed at `offset` passed its checksum but holds `what`
+    /// (an unknown record type, field value or extra field).
+    case record(offset: Int, what: String)
+
+    public var description: String {
+        switch self {
+        case .formatVersion(let v):
+            return "index.log format version \(v), this daemon reads version \(RecordCodec.formatVersion)"
+        case let .record(offset, what):
+            return "\(what) at offset \(offset) of index.log"
+        }
+    }
+
+    /// The `call` of the `SystemError` that `IndexLog.init` throws for a
+    /// newer log: the store wraps every error from opening its files as
+    /// `StoreError.io`, and `StoreError` recognises this one (see
+    /// `StoreError.init(opening:)`).
+    static let systemErrorCall = "index.log written by a newer cached"
+
+    /// This finding in the form `IndexLog.init` can throw; `subject` is the description.
+    var systemError: SystemError { SystemError(Self.systemErrorCall, description, errno: ENOTSUP) }
 }
 
 /// Replays the framed records of an index log.
@@ -18,9 +50,16 @@ public enum LogScanner {
     /// Walks `bytes` (the whole file, header included), calling `apply` with
     /// each committed transaction's records in order. Stops at the first torn,
     /// corrupt or undecodable record; records after the last commit marker are
-    /// not applied.
+    /// not applied. A header naming a newer format version, or a record that
+    /// passes its checksum but holds what this version does not know, stops
+    /// the scan with `newer` set: the caller must not cut anything then.
     public static func scan(_ bytes: [UInt8], apply: ([LogRecord]) -> Void) -> ScanOutcome {
         let header = RecordCodec.fileHeader
+        if bytes.count >= header.count, Array(bytes[0..<RecordCodec.magic.count]) == RecordCodec.magic,
+           bytes[RecordCodec.magic.count] > RecordCodec.formatVersion {
+            let newer = NewerFormat.formatVersion(bytes[RecordCodec.magic.count])
+            return ScanOutcome(validLength: 0, records: 0, problem: "written by a newer cached: \(newer)", newer: newer)
+        }
         if bytes.count < header.count || Array(bytes[0..<header.count]) != header {
             let problem = bytes.isEmpty ? nil : "missing or unknown file header"
             return ScanOutcome(validLength: 0, records: 0, problem: problem)
@@ -30,6 +69,7 @@ public enum LogScanner {
         var committedRecords = 0
         var pending: [LogRecord] = []
         var problem: String?
+        var newer: NewerFormat?
         while offset < bytes.count {
             let remaining = bytes.count - offset
             guard remaining >= RecordCodec.frameHeaderSize else {
@@ -52,7 +92,13 @@ public enum LogScanner {
             }
             let record: LogRecord
             do throws(RecordDecodingError) { record = try RecordCodec.decodePayload(payload) } catch {
-                problem = "undecodable record at offset \(offset): \(error)"; break
+                if error.kind == .unknown {
+                    newer = .record(offset: offset, what: error.description)
+                    problem = "written by a newer cached: \(newer!)"
+                } else {
+                    problem = "undecodable record at offset \(offset): \(error)"
+                }
+                break
             }
             offset = start + length
             if record == .commit {
@@ -67,7 +113,7 @@ public enum LogScanner {
         if problem == nil && committedEnd < bytes.count {
             problem = "uncommitted transaction of \(pending.count) records at offset \(committedEnd)"
         }
-        return ScanOutcome(validLength: committedEnd, records: committedRecords, problem: problem)
+        return ScanOutcome(validLength: committedEnd, records: committedRecords, problem: problem, newer: newer)
     }
 }
 
@@ -102,11 +148,18 @@ final class IndexLog {
     /// Records in the file (commit markers included), for compaction decisions.
     private(set) var recordCount: Int
 
-    /// Opens (creating if missing) and replays the log. A damaged tail is cut
-    /// and its bytes saved beside the log; the cut is reported, never fatal.
     /// The store directory the log lives in (every path resolved beneath it).
     private let files: ConfinedDirectory
 
+    /// Opens (creating if missing) and replays the log. A damaged tail is cut
+    /// and its bytes saved beside the log; the cut is reported, never fatal.
+    ///
+    /// A log written by a newer cached (a newer format version in the header,
+    /// or a record that passes its checksum but holds what this version does
+    /// not know) is refused: nothing is written, cut or saved aside, and the
+    /// error is `NewerFormat.systemError` (`StoreError.writtenByNewerVersion`
+    /// once mapped). `apply` may have been called for the transactions before
+    /// the finding; the caller discards that state with the error.
     init(directory files: ConfinedDirectory, name: String, apply: ([LogRecord]) -> Void) throws(SystemError) {
         self.files = files
         path = files.path + "/" + name
@@ -116,6 +169,11 @@ final class IndexLog {
         var bytes: [UInt8]
         do throws(SystemError) { bytes = try fd.readToEnd() } catch { fd.close(); throw error }
         let outcome = LogScanner.scan(bytes, apply: apply)
+        if let newer = outcome.newer {
+            // Not damage: a newer cached's store. Leave every byte as it is.
+            fd.close()
+            throw newer.systemError
+        }
         recordCount = outcome.records
         length = Int64(outcome.validLength)
         recovery = nil

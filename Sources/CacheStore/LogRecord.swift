@@ -44,15 +44,47 @@ public enum LogRecord: Equatable, Sendable {
 }
 
 /// Why a record's payload could not be decoded.
-public struct RecordDecodingError: Error, CustomStringConvertible, Sendable {
+public struct RecordDecodingError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// Whether the payload breaks the format or holds something newer.
+    public enum Kind: Sendable, Equatable {
+        /// The bytes break the format: a field ends early, a varint
+        /// overflows, a count is out of range. Damage (or a writer's bug).
+        case malformed
+        /// Well-formed bytes this version does not know: a record type, a
+        /// value of a field that lists its values (image type, feed, an
+        /// `ostring`'s flag), or bytes after the last known field. What a
+        /// newer cached writes (docs/storage-format.md, "Format evolution").
+        case unknown
+    }
+
+    public var kind: Kind
     public var description: String
+
+    /// Malformed bytes, described.
+    public init(description: String) {
+        kind = .malformed
+        self.description = description
+    }
+
+    /// Something this version does not know, described.
+    static func unknown(_ description: String) -> RecordDecodingError {
+        var e = RecordDecodingError(description: description)
+        e.kind = .unknown
+        return e
+    }
 }
 
 /// The record framing: `u32 length`, `u32 checksum` (both little-endian), then
 /// `length` bytes of payload whose first byte is the record type.
 public enum RecordCodec {
+    /// The file's first 7 bytes, before the format version byte.
+    public static let magic: [UInt8] = Array("CACHEDL".utf8)
+    /// The newest format version this daemon reads, and the one it writes.
+    /// A log naming a higher one was written by a newer cached and is
+    /// refused untouched (docs/storage-format.md, "Format evolution").
+    public static let formatVersion: UInt8 = 1
     /// The file's first 8 bytes: "CACHEDL" and format version 1.
-    public static let fileHeader: [UInt8] = Array("CACHEDL".utf8) + [1]
+    public static let fileHeader: [UInt8] = magic + [formatVersion]
     /// Bytes before each payload.
     public static let frameHeaderSize = 8
     /// A payload longer than this is treated as corruption, not allocated.
@@ -107,18 +139,39 @@ public enum RecordCodec {
             let row = try r.count()
             let hash = Hash128(bytes: try r.raw(16))
             let size = try r.count()
-            guard let t = ImageType(rawValue: try r.byte()) else { throw RecordDecodingError(description: "unknown image type") }
+            let value = try r.byte()
+            guard let t = ImageType(rawValue: value) else {
+                throw .unknown("unknown image type \(value) in a \(name(ofType: type)) record")
+            }
             record = .rowObject(row: row, hash: hash, size: Int64(size), type: t)
         case 6: record = .objectRemoved(hash: Hash128(bytes: try r.raw(16)))
         case 7:
-            guard let feed = Feed(rawValue: try r.byte()) else { throw RecordDecodingError(description: "unknown feed") }
+            let value = try r.byte()
+            guard let feed = Feed(rawValue: value) else {
+                throw .unknown("unknown feed \(value) in a \(name(ofType: type)) record")
+            }
             record = .validators(feed: feed, etag: try r.optionalString(), lastModified: try r.optionalString())
         case 8: record = .access(hash: Hash128(bytes: try r.raw(16)), time: try r.signed())
         case 0x7F: record = .commit
-        default: throw RecordDecodingError(description: "unknown record type \(type)")
+        default: throw .unknown("unknown record type \(hex(type))")
         }
-        guard r.atEnd else { throw RecordDecodingError(description: "trailing bytes in record type \(type)") }
+        guard r.atEnd else {
+            throw .unknown("\(r.bytes.count) bytes after the last known field of a \(name(ofType: type)) record")
+        }
         return record
+    }
+
+    /// The record type's name in docs/storage-format.md, with its byte.
+    static func name(ofType type: UInt8) -> String {
+        let names: [UInt8: String] = [1: "post", 2: "postRemoved", 3: "manifestSize", 4: "row", 5: "rowObject",
+                                      6: "objectRemoved", 7: "validators", 8: "access", 0x7F: "commit"]
+        return "\(names[type] ?? "unknown") (type \(hex(type)))"
+    }
+
+    /// `0x17`: how record types are named in messages.
+    static func hex(_ byte: UInt8) -> String {
+        let digits = Array("0123456789abcdef")
+        return "0x" + String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
     }
 }
 
@@ -176,7 +229,7 @@ struct PayloadReader {
         switch try byte() {
         case 0: return nil
         case 1: return try string()
-        default: throw RecordDecodingError(description: "bad optional flag")
+        case let flag: throw .unknown("unknown optional-string flag \(flag)")
         }
     }
 }

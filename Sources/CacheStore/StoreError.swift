@@ -22,9 +22,40 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     /// The store directory, one of its parents or one of its own files could
     /// be changed by another user, or is a symbolic link: it is not opened.
     case untrusted(String)
+    /// `index.log` was written by a newer cached: its header names a newer
+    /// format version, or a record that passed its checksum holds a type or
+    /// field value this version does not know (what was found, for example
+    /// `index.log format version 2, this daemon reads version 1`). The store
+    /// is not opened and nothing in it is cut, rewritten or saved aside
+    /// (docs/storage-format.md, "Format evolution").
+    case writtenByNewerVersion(String)
+
+    /// The error for a failure to open the store's files: `IndexLog`'s
+    /// refusal of a newer log becomes `.writtenByNewerVersion`, anything else
+    /// is `.io`. (`Store.init` wraps every such error as `.io` today, so
+    /// `description` and `refined` recognise the refusal inside `.io` too.)
+    public init(opening error: SystemError) {
+        if error.call == NewerFormat.systemErrorCall {
+            self = .writtenByNewerVersion(error.subject)
+        } else {
+            self = .io(error)
+        }
+    }
+
+    /// This error with an `.io` that carries a newer log's refusal turned into
+    /// `.writtenByNewerVersion`; every other error unchanged.
+    public var refined: StoreError {
+        if case .io(let e) = self { return StoreError(opening: e) }
+        return self
+    }
 
     public var description: String {
         switch self {
+        case .io(let e) where e.call == NewerFormat.systemErrorCall:
+            return StoreError.writtenByNewerVersion(e.subject).description
+        case .writtenByNewerVersion(let found):
+            return "store written by a newer cached: \(found); nothing was cut or rewritten: "
+                + "run that newer cached (or a later one) on it, or point this one at another --store"
         case .io(let e) where e.isNoSpace:
             return "store write failed, the disk is full: \(e)"
         case .io(let e):

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import CacheStore
 
@@ -28,11 +29,90 @@ import Testing
     }
 
     @Test func rejectsUnknownTypeAndTrailingBytes() {
-        #expect(throws: RecordDecodingError.self) { try RecordCodec.decodePayload([0x55][...]) }
+        // Well-formed but unknown: what a newer cached writes.
+        #expect(throws: RecordDecodingError.unknown("unknown record type 0x55")) { try RecordCodec.decodePayload([0x55][...]) }
         var p = Array(RecordCodec.encode(.postRemoved(id: 5))[8...])
         p.append(0)
-        #expect(throws: RecordDecodingError.self) { try RecordCodec.decodePayload(p[...]) }
-        #expect(throws: RecordDecodingError.self) { try RecordCodec.decodePayload([5, 1][...]) }
+        #expect(throws: RecordDecodingError.unknown("1 bytes after the last known field of a postRemoved (type 0x02) record")) {
+            try RecordCodec.decodePayload(p[...])
+        }
+        // Malformed: a field ends early, a varint runs past 64 bits.
+        #expect(throws: RecordDecodingError(description: "record ends early")) { try RecordCodec.decodePayload([5, 1][...]) }
+        #expect(throws: RecordDecodingError(description: "varint overflow")) {
+            try RecordCodec.decodePayload([2] + [UInt8](repeating: 0xFF, count: 10) + [1])
+        }
+    }
+
+    /// Every enumerated field: a value past the known ones is "unknown", not damage.
+    @Test func unknownFieldValuesAreUnknownNotMalformed() throws {
+        var image = Array(RecordCodec.encode(.rowObject(row: 1, hash: Hash128(of: [1]), size: 2, type: .png))[8...])
+        image[image.count - 1] = 200
+        var feed = Array(RecordCodec.encode(.validators(feed: .manifest, etag: nil, lastModified: nil))[8...])
+        feed[1] = 0
+        var flag = Array(RecordCodec.encode(.validators(feed: .manifest, etag: nil, lastModified: nil))[8...])
+        flag[2] = 7
+        for payload in [image, feed, flag] {
+            do {
+                _ = try RecordCodec.decodePayload(payload[...])
+                Issue.record("decoded \(payload)")
+            } catch {
+                #expect(error.kind == .unknown, "\(error)")
+            }
+        }
+    }
+}
+
+/// docs/storage-format.md, "index.log", "Byte by byte": the example there
+/// is exactly what the encoder writes, so the document cannot drift.
+@Suite struct DocumentedLogBytesTests {
+    static let records: [LogRecord] = [.post(id: 300, json: Array(#"{"id":300}"#.utf8)), .commit]
+
+    /// The `offset  bytes  field` lines of the example block, as (offset, bytes).
+    static func documentedLines() throws -> [(offset: Int, bytes: [UInt8])] {
+        var docs = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { docs.deleteLastPathComponent() }
+        let text = try String(contentsOf: docs.appendingPathComponent("docs/storage-format.md"), encoding: .utf8)
+        guard let section = text.range(of: "### Byte by byte") else { return [] }
+        let after = text[section.upperBound...]
+        guard let open = after.range(of: "```\n"), let close = after[open.upperBound...].range(of: "```") else { return [] }
+        let lines = after[open.upperBound..<close.lowerBound].split(separator: "\n").dropFirst()  // the column titles
+        return try lines.map { line in
+            let columns = line.components(separatedBy: "  ").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            guard columns.count == 3, let offset = Int(columns[0]) else { throw DocumentError(line: String(line)) }
+            let bytes = try columns[1].split(separator: " ").map { hex in
+                guard hex.count == 2, let b = UInt8(hex, radix: 16) else { throw DocumentError(line: String(line)) }
+                return b
+            }
+            return (offset, bytes)
+        }
+    }
+
+    struct DocumentError: Error { var line: String }
+
+    @Test func theDocumentedExampleIsWhatTheEncoderWrites() throws {
+        var encoded = RecordCodec.fileHeader
+        for r in Self.records { RecordCodec.encode(r, into: &encoded) }
+        let lines = try Self.documentedLines()
+        #expect(lines.count == 10)
+        var offset = 0
+        for line in lines {
+            #expect(line.offset == offset, "the line at \(line.offset) should be at \(offset)")
+            offset += line.bytes.count
+        }
+        #expect(lines.flatMap(\.bytes) == encoded)
+        // The same bytes, spelled out here too: a change of the encoder shows in this file's diff.
+        #expect(encoded == [0x43, 0x41, 0x43, 0x48, 0x45, 0x44, 0x4C, 0x01,
+                            0x0E, 0x00, 0x00, 0x00, 0x09, 0x29, 0x21, 0x73,
+                            0x01, 0xD8, 0x04, 0x0A, 0x7B, 0x22, 0x69, 0x64, 0x22, 0x3A, 0x33, 0x30, 0x30, 0x7D,
+                            0x01, 0x00, 0x00, 0x00, 0x81, 0xF1, 0x5F, 0xF4, 0x7F])
+    }
+
+    @Test func theDocumentedExampleReplaysToItsPost() throws {
+        let bytes = try Self.documentedLines().flatMap(\.bytes)
+        var transactions: [[LogRecord]] = []
+        let outcome = LogScanner.scan(bytes) { transactions.append($0) }
+        #expect(outcome == ScanOutcome(validLength: 39, records: 2, problem: nil))
+        #expect(transactions == [[Self.records[0]]])
     }
 }
 
@@ -107,6 +187,27 @@ import Testing
         #expect(outcome.validLength == 0)
         #expect(outcome.problem != nil)
         #expect(LogScanner.scan([]) { _ in } == ScanOutcome(validLength: 0, records: 0, problem: nil))
+    }
+
+    @Test func aNewerHeaderOrRecordStopsTheScanAsNewerNotDamage() {
+        var newerHeader = Self.threeTransactions().bytes
+        newerHeader[7] = 2
+        let header = LogScanner.scan(newerHeader) { _ in Issue.record("nothing may be applied") }
+        #expect(header.newer == .formatVersion(2))
+        #expect(header.validLength == 0)
+
+        var (bytes, ends) = Self.threeTransactions()
+        bytes += frame([0x17, 0xAA]) + RecordCodec.encode(.commit)
+        let record = LogScanner.scan(bytes) { _ in }
+        #expect(record.newer == .record(offset: ends[2], what: "unknown record type 0x17"))
+        #expect(record.problem == "written by a newer cached: unknown record type 0x17 at offset \(ends[2]) of index.log")
+
+        // The same bytes with a wrong checksum are damage.
+        bytes[ends[2] + 4] ^= 1
+        let damaged = LogScanner.scan(bytes) { _ in }
+        #expect(damaged.newer == nil)
+        #expect(damaged.validLength == ends[2])
+        #expect(damaged.problem == "checksum mismatch at offset \(ends[2])")
     }
 
     @Test func hugeLengthIsCorruptionNotAnAllocation() {
