@@ -8,7 +8,6 @@ CURLcode ccurl_setopt_callback(CURL *h, CURLoption opt, ccurl_data_cb cb) { retu
 
 CURLcode ccurl_getinfo_long(CURL *h, CURLINFO info, long *out) { return curl_easy_getinfo(h, info, out); }
 CURLcode ccurl_getinfo_off(CURL *h, CURLINFO info, curl_off_t *out) { return curl_easy_getinfo(h, info, out); }
-CURLcode ccurl_getinfo_string(CURL *h, CURLINFO info, const char **out) { return curl_easy_getinfo(h, info, (char **)out); }
 CURLcode ccurl_getinfo_pointer(CURL *h, CURLINFO info, void **out) { return curl_easy_getinfo(h, info, out); }
 
 CURLMcode ccurl_multi_setopt_long(CURLM *m, CURLMoption opt, long value) { return curl_multi_setopt(m, opt, value); }

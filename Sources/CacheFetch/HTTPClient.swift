@@ -117,7 +117,8 @@ public final class HTTPClient: Sendable {
     public func shutdown(timeout: Double = 5) {
         shared.withLock { $0.stopping = true }
         wake()
-        _ = exited.wait(timeout: .now() + timeout)
+        // The thread signals once; passed on, so a later shutdown returns at once too.
+        if exited.wait(timeout: .now() + timeout) == .success { exited.signal() }
     }
 
     private func wake() {
@@ -255,8 +256,6 @@ public final class HTTPClient: Sendable {
         guard let easy = t.easy else { return .done(.failure(.transfer(url: t.request.url, message: "no handle", attempts: t.attempts))) }
         var status = 0
         ccurl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
-        var effective: UnsafePointer<CChar>?
-        ccurl_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &effective)
         let url = t.request.url
         let canRetry = t.attempts <= policy.retries
         if let reason = t.sinkError {
@@ -276,9 +275,7 @@ public final class HTTPClient: Sendable {
             if isTransient(code) && canRetry { return .retry }
             return .done(.failure(.transfer(url: url, message: message, attempts: t.attempts)))
         }
-        return .done(.success(HTTPResponse(status: status, headers: t.headers,
-                                           effectiveURL: effective.map { String(cString: $0) } ?? url,
-                                           bodyBytes: t.bodyBytes, attempts: t.attempts)))
+        return .done(.success(HTTPResponse(status: status, headers: t.headers, bodyBytes: t.bodyBytes, attempts: t.attempts)))
     }
 
     private func isTransient(_ code: CURLcode) -> Bool {

@@ -20,8 +20,6 @@ public struct HTTPResponse: Sendable {
     public var status: Int
     /// Response headers of the final response, names lowercased.
     public var headers: [String: String]
-    /// The URL after redirects.
-    public var effectiveURL: String
     public var bodyBytes: Int64
     /// How many attempts it took (1 when no retry was needed).
     public var attempts: Int
@@ -73,19 +71,25 @@ public protocol BodySink: AnyObject, Sendable {
 }
 
 /// A sink that keeps the body in memory, up to a limit (for the JSON feeds).
-public final class MemorySink: BodySink, @unchecked Sendable {
-    // Owned by the fetch thread during the transfer and by the completion after it.
-    public private(set) var bytes: [UInt8] = []
+public final class MemorySink: BodySink {
+    // The fetch thread appends while the transfer runs, the completion reads
+    // after it; the lock (never contended) orders the two.
+    private let received = Locked<[UInt8]>([])
     public let limit: Int
 
     public init(limit: Int) { self.limit = limit }
 
+    /// The body received so far.
+    public var bytes: [UInt8] { received.withLock { $0 } }
+
     public func receive(_ chunk: UnsafeRawBufferPointer) throws {
-        guard bytes.count + chunk.count <= limit else { throw BodyTooLarge(limit: limit) }
-        bytes.append(contentsOf: chunk)
+        try received.withLock { (b) throws(BodyTooLarge) in
+            guard b.count + chunk.count <= limit else { throw BodyTooLarge(limit: limit) }
+            b.append(contentsOf: chunk)
+        }
     }
 
-    public func reset() { bytes.removeAll(keepingCapacity: true) }
+    public func reset() { received.withLock { $0.removeAll(keepingCapacity: true) } }
 }
 
 /// A body grew past its sink's limit.

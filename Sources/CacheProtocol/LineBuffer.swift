@@ -32,9 +32,6 @@ public struct LineBuffer: Sendable {
         bytes.withUnsafeBytes { append($0) }
     }
 
-    /// Bytes received but not yet returned as lines.
-    public var pending: Int { storage.count - start }
-
     /// The next complete line (without `\n`, and without a trailing `\r`).
     public mutating func nextLine() -> Next {
         var i = max(scanned, start)

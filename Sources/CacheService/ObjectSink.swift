@@ -1,42 +1,53 @@
 import CacheFetch
 import CacheStore
+import CacheSystem
 
 /// Streams a download into an `ObjectWriter`, opened at the first byte.
-final class ObjectSink: BodySink, @unchecked Sendable {
-    // Safe without a lock: used by the fetch thread only while the transfer
-    // runs, then by the one worker that runs the completion (the handoff
-    // goes through the HTTP client's and the pool's locks, which order the
-    // accesses); never by two threads at once.
-    private let open: () throws(StoreError) -> ObjectWriter
-    private var writer: ObjectWriter?
-    /// What the store refused while streaming (a full disk, too large), if anything.
-    private(set) var failure: StoreError?
+final class ObjectSink: BodySink {
+    private struct State: Sendable {
+        var writer: ObjectWriter?
+        /// What the store refused while streaming (a full disk, too large), if anything.
+        var failure: StoreError?
+    }
+    // The fetch thread writes while the transfer runs, then one worker
+    // finishes it; the lock (never contended) orders the two.
+    private let state = Locked(State())
+    private let open: @Sendable () throws(StoreError) -> ObjectWriter
 
-    init(open: @escaping () throws(StoreError) -> ObjectWriter) { self.open = open }
+    init(open: @escaping @Sendable () throws(StoreError) -> ObjectWriter) { self.open = open }
 
     func receive(_ bytes: UnsafeRawBufferPointer) throws {
-        do throws(StoreError) {
-            if writer == nil { writer = try open() }
-            try writer?.append(bytes)
-        } catch {
-            failure = error
-            throw error
+        try state.withLock { (s) throws(StoreError) in
+            do throws(StoreError) {
+                if s.writer == nil { s.writer = try open() }
+                try s.writer?.append(bytes)
+            } catch {
+                s.failure = error
+                throw error
+            }
         }
     }
 
     func reset() throws {
-        failure = nil
-        try writer?.reset()
+        try state.withLock { (s) throws(StoreError) in
+            s.failure = nil
+            try s.writer?.reset()
+        }
     }
+
+    /// What the store refused while streaming, if anything.
+    var failure: StoreError? { state.withLock { $0.failure } }
 
     /// The writer holding the whole body (an empty one for an empty body).
     func finishedWriter() throws(StoreError) -> ObjectWriter {
-        if let writer { return writer }
-        let w = try open()
-        writer = w
-        return w
+        try state.withLock { (s) throws(StoreError) -> ObjectWriter in
+            if let writer = s.writer { return writer }
+            let w = try open()
+            s.writer = w
+            return w
+        }
     }
 
     /// Removes the temp file, if one was opened.
-    func discard() { writer?.discard() }
+    func discard() { state.withLock { $0.writer?.discard() } }
 }

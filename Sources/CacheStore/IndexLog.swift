@@ -139,8 +139,9 @@ public struct LogRecovery: Sendable {
     public var savedTo: String
 }
 
-/// The append-only log file. Not thread-safe: the store calls it under its writer lock.
-final class IndexLog {
+/// The append-only log file: a value the store keeps under its writer lock
+/// (`Store.WriterState`), so only the thread holding that lock changes it.
+struct IndexLog: Sendable {
     let path: String
     private var fd: FileDescriptor
     /// Where the next record goes; the file is truncated back here if an append fails.
@@ -216,7 +217,7 @@ final class IndexLog {
 
     /// Appends `records` and a commit marker as one transaction, then fsyncs.
     /// On failure the file is cut back so no partial transaction remains.
-    func append(_ records: [LogRecord]) throws(SystemError) {
+    mutating func append(_ records: [LogRecord]) throws(SystemError) {
         var bytes: [UInt8] = []
         for r in records { RecordCodec.encode(r, into: &bytes) }
         RecordCodec.encode(.commit, into: &bytes)
@@ -235,7 +236,7 @@ final class IndexLog {
     /// Replaces the log with `transactions`: written to a temp file, fsynced,
     /// renamed over the log, directory fsynced. A crash leaves the old log or
     /// the new one.
-    func rewrite(_ transactions: [[LogRecord]], tempDirectory: String) throws(SystemError) {
+    mutating func rewrite(_ transactions: [[LogRecord]], tempDirectory: String) throws(SystemError) {
         var bytes = RecordCodec.fileHeader
         var count = 0
         for t in transactions {

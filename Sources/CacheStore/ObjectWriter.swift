@@ -8,6 +8,10 @@ import CacheSystem
 ///
 /// Owned by one thread at a time: the fetch thread while bytes arrive, then
 /// the worker that commits it. `Store.commitObject` or `discard()` ends it.
+// Safe unchecked: the fetch thread appends while the transfer runs, then
+// it is handed (through the HTTP client's and the pool's locks, which order
+// the accesses) to the one worker that commits or discards it; no two
+// threads ever use it at once. A lock here would be taken per chunk for nothing.
 public final class ObjectWriter: @unchecked Sendable {
     /// The temp file's path.
     public let tempPath: String

@@ -118,49 +118,4 @@ extension Store {
         return (before, after)
     }
 
-    /// Throws `writesStopped` once the log or lock was found removed,
-    /// replaced or changed (checking them now): the start of every write,
-    /// so nothing is written to files, the log or the disk after that.
-    func checkWritable(_ w: inout WriterState) throws(StoreError) {
-        if let why = w.stopped { throw .writesStopped(why) }
-        if let why = replacedFiles(w) {
-            w.stopped = why
-            stopReason.withLock { $0 = why }
-            configuration.onWritesStopped?(why)
-            throw .writesStopped(why)
-        }
-    }
-
-    /// For writers that do not hold the writer lock (post files, an object's
-    /// file): fails once writes stopped. It takes no writer lock, so a slow
-    /// log never holds up the file part; the log append checks the files.
-    func checkWritable() throws(StoreError) {
-        if let why = stopReason.withLock({ $0 }) { throw .writesStopped(why) }
-    }
-
-    /// Appends one transaction and publishes the new record count. The log
-    /// and lock are checked after the fsync: a transaction that went into a
-    /// file that was deleted, replaced or cut meanwhile is not acknowledged,
-    /// and no later write is accepted.
-    func append(_ records: [LogRecord], _ w: inout WriterState) throws(StoreError) {
-        // Before (a cut log would be silently refilled from the old offset)
-        // and after the write (a file deleted meanwhile).
-        try checkWritable(&w)
-        do { try w.log.append(records) } catch { throw .io(error) }
-        if let why = replacedFiles(w) {
-            w.stopped = why
-            configuration.onWritesStopped?(why)
-            throw .writesStopped(why)
-        }
-        let count = w.log.recordCount
-        logRecords.withLock { $0 = count }
-    }
-
-    func compactIfNeeded(_ w: inout WriterState) throws(StoreError) {
-        let live = state.withLock { $0.posts.count + $0.rows.count * 2 + $0.objects.count + 4 }
-        if w.log.recordCount > 2 * live + configuration.compactionSlack {
-            _ = try compactLocked(&w)
-            _ = try collectGarbageLocked(&w)
-        }
-    }
 }

@@ -26,34 +26,17 @@ public final class Store: Sendable {
     /// The log's record count, readable without waiting for a writer's fsync.
     let logRecords = Locked(0)
     /// Object commits waiting for the log, and who is writing them.
-    let commitGroup = Monitor(CommitGroup())
+    let commitGroup = GroupCommit()
     /// Objects renamed into objects/ whose log records are not written yet:
     /// gc must not take them for garbage.
     let pendingObjects = Locked<[Hash128: Int]>([:])
     /// Fan-out directories whose entry in objects/ this process has fsynced.
     let durableFanouts = Locked<Set<String>>([])
 
-    struct CommitGroup {
-        var queue: [PendingCommit] = []
-        var results: [UInt64: Result<Void, StoreError>] = [:]
-        var leading = false
-        /// Commits the current leader is writing.
-        var leaderBatch = 0
-        var nextID: UInt64 = 0
-        /// Log transactions written for object commits (each may hold many).
-        var transactions = 0
-    }
-
-    struct PendingCommit: Sendable {
-        var id: UInt64
-        var ref: ObjectRef
-        var rows: [(row: Int, url: String)]
-    }
-
     /// What recovery cut from the log at open, if anything.
     public let recovery: LogRecovery?
 
-    struct WriterState: @unchecked Sendable {
+    struct WriterState: Sendable {
         var log: IndexLog
         /// Set once the log or lock was found removed or replaced: every later write fails.
         var stopped: String?
@@ -121,29 +104,36 @@ public final class Store: Sendable {
         var replayed = StoreState()
         let log: IndexLog
         do throws(SystemError) {
-            var created = false
-            for sub in ["posts", "objects", "tmp", "quarantine"] {
-                if try files.makeDirectory(sub, mode: 0o700) { created = true }
-            }
-            // A subdirectory made now (a new store, or one someone deleted)
-            // must be durable before anything is committed into it.
-            if created { try files.descriptor.sync() }
-            for name in try files.list("tmp") {
-                try files.unlink("tmp/" + name)
-            }
+            // The log first: a log written by a newer cached is refused
+            // before anything else in the store is created or emptied.
             log = try IndexLog(directory: files, name: "index.log") { transaction in
                 replayed.apply(transaction: transaction)
             }
+            try Store.prepareLayout(files)
         } catch {
             lockFD.close()
             directoryFD.close()
-            throw .io(error)
+            throw StoreError(opening: error)
         }
         replayed.sortPosts()
         recovery = log.recovery
         state = Locked(replayed, rank: .storeState)
         writer = Locked(WriterState(log: log), rank: .storeWriter)
         logRecords.withLock { $0 = log.recordCount }
+    }
+
+    /// Creates the subdirectories (durably, when one was missing) and empties `tmp/`.
+    private static func prepareLayout(_ files: ConfinedDirectory) throws(SystemError) {
+        var created = false
+        for sub in ["posts", "objects", "tmp", "quarantine"] {
+            if try files.makeDirectory(sub, mode: 0o700) { created = true }
+        }
+        // A subdirectory made now (a new store, or one someone deleted)
+        // must be durable before anything is committed into it.
+        if created { try files.descriptor.sync() }
+        for name in try files.list("tmp") {
+            try files.unlink("tmp/" + name)
+        }
     }
 
     /// Releases the log and the locks. A second call does nothing (closing
@@ -285,126 +275,6 @@ public final class Store: Sendable {
             StoreStats(posts: s.posts.count, rows: s.rows.count,
                        rowsCached: s.rows.reduce(0) { $0 + ($1.object == nil ? 0 : 1) },
                        objects: s.objects.count, bytes: s.bytes, logRecords: records, evictions: s.evictions)
-        }
-    }
-
-    // MARK: Feed writes
-
-    /// Makes the stored posts equal to `posts` (id and exact JSON bytes) in one
-    /// transaction, together with the feed's validators.
-    public func replacePosts(_ posts: [(id: Int64, json: [UInt8])], validators unchecked: Validators) throws(StoreError) -> PostsChange {
-        let validators = unchecked.sanitized
-        // The post files are written under `postFiles`, not the writer lock:
-        // a large refresh (one fsync per changed post) must not hold up object
-        // commits, evictions or gc. Only the log transaction takes the writer
-        // lock. Posts change nowhere else, so the snapshot below stays current.
-        return try postFiles.withLock { (_) throws(StoreError) -> PostsChange in
-            try checkWritable()
-            let (current, known, oldValidators) = state.withLock { ($0.posts, $0.postsKnown, $0.validators[.posts]) }
-            var change = PostsChange()
-            var records: [LogRecord] = []
-            var newIDs = Set<Int64>()
-            var written: [Int64] = []
-            do throws(SystemError) {
-                for (id, json) in posts {
-                    newIDs.insert(id)
-                    if current[id] == json { change.unchanged += 1; continue }
-                    try files.writeDurably(json, to: postPath(id), tempDirectory: tempDirectory, syncDirectory: false)
-                    written.append(id)
-                    records.append(.post(id: id, json: json))
-                    change.fetched += 1
-                }
-                let removed = current.keys.filter { !newIDs.contains($0) }.sorted()
-                for id in removed { records.append(.postRemoved(id: id)) }
-                change.removed = removed.count
-                if records.isEmpty && known && oldValidators == validators { return change }
-                records.append(.validators(feed: .posts, etag: validators.etag, lastModified: validators.lastModified))
-                if !written.isEmpty { try files.syncDirectory(postsDirectory) }
-            } catch {
-                // The log still describes the old posts: put their files back.
-                restorePostFiles(written, from: current)
-                throw .io(error)
-            }
-            do throws(StoreError) {
-                try writer.withLock { (w) throws(StoreError) in
-                    try append(records, &w)
-                    state.withLock { s in
-                        s.apply(transaction: records)
-                        s.sortPosts()
-                    }
-                    try compactIfNeeded(&w)
-                }
-            } catch {
-                if state.withLock({ $0.posts == current }) { restorePostFiles(written, from: current) }
-                throw error
-            }
-            for r in records { if case let .postRemoved(id) = r { try? files.unlink(postPath(id)) } }
-            if change.removed > 0 { try? files.syncDirectory(postsDirectory) }
-            return change
-        }
-    }
-
-    func postPath(_ id: Int64) -> String { "\(postsDirectory)/\(id).json" }
-
-    func restorePostFiles(_ ids: [Int64], from posts: [Int64: [UInt8]]) {
-        for id in ids {
-            if let old = posts[id] {
-                try? files.writeDurably(old, to: postPath(id), tempDirectory: tempDirectory)
-            } else {
-                try? files.unlink(postPath(id))
-            }
-        }
-    }
-
-    /// Brings `posts/` in line with the index: rewrites files whose bytes
-    /// differ (a crash between writing a file and its log record) and removes
-    /// files of posts the index does not hold. Returns how many were fixed.
-    @discardableResult
-    public func reconcilePostFiles() -> Int {
-        postFiles.withLock { _ in
-            let posts = state.withLock { $0.posts }
-            var fixed = 0
-            let names = (try? files.list(postsDirectory)) ?? []
-            var seen = Set<Int64>()
-            for name in names {
-                guard name.hasSuffix(".json"), let id = Int64(name.dropLast(5)), let json = posts[id] else {
-                    try? files.unlink("\(postsDirectory)/\(name)"); fixed += 1; continue
-                }
-                seen.insert(id)
-                if (try? files.read(postPath(id))) != json {
-                    try? files.writeDurably(json, to: postPath(id), tempDirectory: tempDirectory, syncDirectory: false)
-                    fixed += 1
-                }
-            }
-            for (id, json) in posts where !seen.contains(id) {
-                try? files.writeDurably(json, to: postPath(id), tempDirectory: tempDirectory, syncDirectory: false)
-                fixed += 1
-            }
-            if fixed > 0 { try? files.syncDirectory(postsDirectory) }
-            return fixed
-        }
-    }
-
-    /// Makes the stored manifest equal to `rows` (URL and description per row)
-    /// in one transaction. Rows whose URL is unchanged keep their cached image.
-    /// Returns how many rows changed.
-    @discardableResult
-    public func replaceManifest(_ rows: [(url: String, description: String?)], validators unchecked: Validators) throws(StoreError) -> Int {
-        let validators = unchecked.sanitized
-        return try writer.withLock { (w) throws(StoreError) -> Int in
-            let (current, known, oldValidators) = state.withLock { ($0.rows, $0.manifestKnown, $0.validators[.manifest]) }
-            var records: [LogRecord] = []
-            for (i, row) in rows.enumerated() where i >= current.count || current[i].url != row.url || current[i].description != row.description {
-                records.append(.row(row: i, url: row.url, description: row.description))
-            }
-            let changed = records.count + max(0, current.count - rows.count)
-            if changed == 0 && known && oldValidators == validators { return 0 }
-            records.insert(.manifestSize(count: rows.count), at: 0)
-            records.append(.validators(feed: .manifest, etag: validators.etag, lastModified: validators.lastModified))
-            try append(records, &w)
-            state.withLock { $0.apply(transaction: records) }
-            try compactIfNeeded(&w)
-            return changed
         }
     }
 

@@ -32,8 +32,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
 
     /// The error for a failure to open the store's files: `IndexLog`'s
     /// refusal of a newer log becomes `.writtenByNewerVersion`, anything else
-    /// is `.io`. (`Store.init` wraps every such error as `.io` today, so
-    /// `description` and `refined` recognise the refusal inside `.io` too.)
+    /// is `.io`. (`description` and `refined` also recognise the refusal
+    /// inside an `.io` built by hand.)
     public init(opening error: SystemError) {
         if error.call == NewerFormat.systemErrorCall {
             self = .writtenByNewerVersion(error.subject)

@@ -44,14 +44,13 @@ public final class ConfinedDirectory: Sendable {
     /// Opens `p` beneath this directory with `flags` (`O_CLOEXEC` added).
     public func open(_ p: String, _ flags: Int32, mode: mode_t = 0o600) throws(SystemError) -> FileDescriptor {
         let rel = try relative(p)
-        while true {
-            let fd = clinux_openat2_beneath(descriptor.rawValue, rel, flags | O_CLOEXEC, UInt32(mode))
-            if fd >= 0 { return FileDescriptor(rawValue: fd, path: p) }
-            if errno == EINTR { continue }
-            // No openat2 here (an old kernel, or a seccomp filter that denies it).
-            if errno == ENOSYS || errno == EPERM { return try walk(rel, flags, mode: mode, display: p) }
-            throw SystemError("open", p)
+        if let fd = try retryingOnInterrupt("open", p, nilOn: [ENOSYS, EPERM], {
+            clinux_openat2_beneath(descriptor.rawValue, rel, flags | O_CLOEXEC, UInt32(mode))
+        }) {
+            return FileDescriptor(rawValue: fd, path: p)
         }
+        // No openat2 here (an old kernel, or a seccomp filter that denies it).
+        return try walk(rel, flags, mode: mode, display: p)
     }
 
     /// openat(O_NOFOLLOW) one component at a time.

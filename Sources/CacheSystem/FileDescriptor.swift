@@ -38,11 +38,6 @@ public struct FileDescriptor: Sendable, Hashable {
         try retryingOnInterrupt("read", path) { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }
     }
 
-    /// Reads at `offset` without moving the file position.
-    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
-        try retryingOnInterrupt("pread", path) { Glibc.pread(rawValue, buffer.baseAddress, buffer.count, off_t(offset)) }
-    }
-
     /// Writes all of `bytes`, looping over short writes.
     public func writeAll(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
         var done = 0
@@ -100,12 +95,7 @@ public struct FileDescriptor: Sendable, Hashable {
 
     /// Takes an exclusive advisory lock without waiting; false when another holds it.
     public func tryLockExclusive() throws(SystemError) -> Bool {
-        while true {
-            if clinux_flock_exclusive_nb(rawValue) == 0 { return true }
-            if errno == EINTR { continue }
-            if errno == EWOULDBLOCK { return false }
-            throw SystemError("flock", path)
-        }
+        try retryingOnInterrupt("flock", path, nilOn: [EWOULDBLOCK]) { clinux_flock_exclusive_nb(rawValue) } != nil
     }
 
     /// Sets or clears `O_NONBLOCK`.

@@ -30,6 +30,21 @@ public struct SystemError: Error, CustomStringConvertible, Sendable, Equatable {
     }
 }
 
+/// Calls `body` until it does not fail with `EINTR`; nil when it fails with
+/// one of `quiet` (for example `EAGAIN`: it would block); any other
+/// negative result throws. The one EINTR loop of the syscall wrappers.
+@inline(__always)
+func retryingOnInterrupt<T: BinaryInteger>(_ call: String, _ subject: String = "", nilOn quiet: Set<Int32>,
+                                           _ body: () -> T) throws(SystemError) -> T? {
+    while true {
+        let result = body()
+        if result >= 0 { return result }
+        if errno == EINTR { continue }
+        if quiet.contains(errno) { return nil }
+        throw SystemError(call, subject)
+    }
+}
+
 /// Calls `body` until it does not fail with `EINTR`; a negative result throws.
 @inline(__always)
 func retryingOnInterrupt<T: BinaryInteger>(_ call: String, _ subject: String = "", _ body: () -> T) throws(SystemError) -> T {

@@ -71,49 +71,34 @@ public enum UnixSocket {
 
     /// Accepts one connection, non-blocking and close-on-exec; nil when none is waiting.
     public static func accept(_ listener: FileDescriptor) throws(SystemError) -> FileDescriptor? {
+        // A connection aborted before it was accepted is skipped, not an error.
         while true {
-            let fd = accept4(listener.rawValue, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
-            if fd >= 0 { return FileDescriptor(rawValue: fd, path: listener.path) }
-            switch errno {
-            case EINTR, ECONNABORTED: continue
-            case EAGAIN: return nil
-            default: throw SystemError("accept4", listener.path)
+            let fd = try retryingOnInterrupt("accept4", listener.path, nilOn: [EAGAIN, ECONNABORTED]) {
+                accept4(listener.rawValue, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
             }
+            if let fd { return FileDescriptor(rawValue: fd, path: listener.path) }
+            if errno == EAGAIN { return nil }
         }
     }
 
     /// Sends without raising SIGPIPE; returns the bytes sent, 0 when the socket would block.
     public static func send(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Int {
-        while true {
-            let n = Glibc.send(fd.rawValue, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
-            if n >= 0 { return n }
-            if errno == EINTR { continue }
-            if errno == EAGAIN { return 0 }
-            throw SystemError("send", fd.path)
-        }
+        try retryingOnInterrupt("send", fd.path, nilOn: [EAGAIN]) {
+            Glibc.send(fd.rawValue, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+        } ?? 0
     }
 
     /// Receives into `buffer`; nil when it would block, 0 at end of stream.
     public static func receive(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int? {
-        while true {
-            let n = recv(fd.rawValue, buffer.baseAddress, buffer.count, 0)
-            if n >= 0 { return n }
-            if errno == EINTR { continue }
-            if errno == EAGAIN { return nil }
-            throw SystemError("recv", fd.path)
-        }
+        try retryingOnInterrupt("recv", fd.path, nilOn: [EAGAIN]) { recv(fd.rawValue, buffer.baseAddress, buffer.count, 0) }
     }
 
     /// Copies up to `count` bytes of `file` from `offset` to the socket; 0 when it would block.
     public static func sendFile(_ socket: FileDescriptor, from file: FileDescriptor, offset: inout Int64, count: Int) throws(SystemError) -> Int {
-        while true {
-            var off = off_t(offset)
-            let n = sendfile(socket.rawValue, file.rawValue, &off, count)
-            if n >= 0 { offset = Int64(off); return n }
-            if errno == EINTR { continue }
-            if errno == EAGAIN { return 0 }
-            throw SystemError("sendfile", file.path)
-        }
+        var off = off_t(offset)
+        let n = try retryingOnInterrupt("sendfile", file.path, nilOn: [EAGAIN]) { sendfile(socket.rawValue, file.rawValue, &off, count) }
+        offset = Int64(off)
+        return n ?? 0
     }
 
     /// Asks for a larger send buffer (the kernel caps it at net.core.wmem_max).

@@ -25,7 +25,7 @@ import CacheSystem
         // What 0.1.0 logged: both values with the header line's CRLF.
         let files = try ConfinedDirectory(opening: dir.path)
         defer { files.close() }
-        let log = try IndexLog(directory: files, name: "index.log") { _ in }
+        var log = try IndexLog(directory: files, name: "index.log") { _ in }
         try log.append([.validators(feed: .posts, etag: "\"abc\"\r\n", lastModified: "Mon, 30 Nov 2026 11:54:36 GMT\r\n")])
         log.close()
 

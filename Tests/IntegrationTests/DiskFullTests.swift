@@ -52,6 +52,16 @@ import CacheSystem
         #expect(try FileManager.default.contentsOfDirectory(atPath: disk.path + "/store/tmp").isEmpty, "no partial file")
         #expect(try daemon.call("verify")["corrupt"] == .array([]))
 
+        // A miss that cannot be stored is the store's failure, not the
+        // origin's: it answers `internal` and is not an upstream error.
+        let counters = try daemon.call("status")["counters"]
+        #expect(counters?["upstream_errors"]?.int == 0, "the disk, not the origin, failed: \(String(describing: counters))")
+        let miss = try daemon.call("get_image", [("row", num(16))])
+        #expect(miss["error"]?["code"] == .string("internal"), "\(miss)")
+        #expect(miss["error"]?["message"]?.string?.contains("disk is full") == true, "\(miss)")
+        #expect(miss["error"]?["message"]?.string?.contains("row 16") == true, "\(miss)")
+        #expect(try daemon.call("status")["counters"]?["upstream_errors"]?.int == 0)
+
         // Fill what is left, then change the feed: the refresh fails and changes nothing.
         let posts = try daemon.call("list_posts")
         disk.fill(chunk: 64 * 1024)

@@ -19,7 +19,7 @@ import CacheProtocol
         // What 0.1.0 logged: the ETag with the header line's CRLF.
         let files = try ConfinedDirectory(opening: daemon.store)
         defer { files.close() }
-        let log = try IndexLog(directory: files, name: "index.log") { _ in }
+        var log = try IndexLog(directory: files, name: "index.log") { _ in }
         try log.append([.validators(feed: .posts, etag: "\"stale\"\r\n", lastModified: nil)])
         log.close()
 

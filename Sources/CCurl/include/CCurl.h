@@ -14,7 +14,6 @@ CURLcode ccurl_setopt_callback(CURL *h, CURLoption opt, ccurl_data_cb cb);
 
 CURLcode ccurl_getinfo_long(CURL *h, CURLINFO info, long *out);
 CURLcode ccurl_getinfo_off(CURL *h, CURLINFO info, curl_off_t *out);
-CURLcode ccurl_getinfo_string(CURL *h, CURLINFO info, const char **out);
 CURLcode ccurl_getinfo_pointer(CURL *h, CURLINFO info, void **out);
 
 CURLMcode ccurl_multi_setopt_long(CURLM *m, CURLMoption opt, long value);

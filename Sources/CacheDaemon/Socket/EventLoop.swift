@@ -38,7 +38,10 @@ final class EventLoop {
     private var connections: [UInt64: Connection] = [:]
     private var nextID: UInt64 = 100
     /// Changed only on the loop thread (SIGHUP reloads run there).
-    var limits: LoopLimits
+    var limits: LoopLimits { didSet { assertOnLoopThread() } }
+    /// The thread running `run`: connections, limits and the scratch buffer
+    /// are its alone (checked in debug builds).
+    private var owner: pthread_t?
     private let log: Logger
     private let observer: LoopObserver
     private var scratch = [UInt8](repeating: 0, count: 65536)
@@ -74,8 +77,16 @@ final class EventLoop {
         guard clinux_epoll_add(epfd, fd, events, key) == 0 else { throw SystemError("epoll_ctl") }
     }
 
-    /// Runs until SIGTERM or SIGINT.
+    /// Traps (debug builds) when called off the loop thread once it runs.
+    @inline(__always) private func assertOnLoopThread() {
+        #if DEBUG
+        if let owner { precondition(pthread_equal(owner, pthread_self()) != 0, "event loop state touched off the loop thread") }
+        #endif
+    }
+
+    /// Runs until SIGTERM or SIGINT, on the calling thread.
     func run() {
+        owner = pthread_self()
         var events = [UInt32](repeating: 0, count: 256)
         var keys = [UInt64](repeating: 0, count: 256)
         var lastSweep = Clock.monotonicNanoseconds()
@@ -139,6 +150,7 @@ final class EventLoop {
     }
 
     private func acceptAll(_ listener: FileDescriptor) {
+        assertOnLoopThread()
         while true {
             let accepted: FileDescriptor?
             do { accepted = try UnixSocket.accept(listener) } catch {
@@ -165,6 +177,7 @@ final class EventLoop {
     }
 
     private func readFrom(_ c: Connection) {
+        assertOnLoopThread()
         var rounds = 0
         while !c.readClosed && !c.closeAfterFlush && !isPaused(c) && rounds < 16 {
             rounds += 1
@@ -192,6 +205,7 @@ final class EventLoop {
     }
 
     private func processLines(_ c: Connection) {
+        assertOnLoopThread()
         var requests = 0, errors = 0
         defer {
             if requests > 0 { observer.requests(requests, errors: errors) }
@@ -203,7 +217,7 @@ final class EventLoop {
             case .tooLong:
                 errors += 1
                 requests += 1
-                answerNow(c, Response.error(ProtocolError(LimitReached.requestLine(maxRequestLine)), tag: nil))
+                c.answerNow(Response.error(ProtocolError(LimitReached.requestLine(maxRequestLine)), tag: nil))
                 c.closeAfterFlush = true
                 return
             case .line(let line):
@@ -213,61 +227,36 @@ final class EventLoop {
                 case .failure(let e):
                     requests += 1
                     errors += 1
-                    answerNow(c, Response.error(e.error, tag: e.tag))
+                    c.answerNow(Response.error(e.error, tag: e.tag))
                 case .success(let request):
                     requests += 1
                     let reply = Reply(mailbox: mailbox, connection: c.id, slot: slot, tag: request.tag)
                     switch handler(request, reply) {
-                    case .now(let bytes): answerNow(c, bytes)
+                    case .now(let bytes): c.answerNow(bytes)
                     case .nowFile(let header, let fd, let size):
-                        answerNow(c, header)
-                        if c.slots.isEmpty { c.enqueue(.file(fd, size: size)) } else { c.slots[c.slots.count - 1].chunks.append(.file(fd, size: size)) }
+                        c.answerNow(header)
+                        c.appendFile(fd, size: size)
                     case .later:
-                        c.slots.append((slot, [], false))
+                        c.awaitAnswer(slot)
                     }
                 }
             }
         }
     }
 
-    /// Queues a complete answer behind any answers still pending.
-    private func answerNow(_ c: Connection, _ bytes: [UInt8]) {
-        if c.slots.isEmpty { c.enqueue(.bytes(bytes)) }
-        else { c.slots.append((UInt64.max, [.bytes(bytes)], true)) }
-    }
-
     private func deliver(_ d: Delivery) {
-        guard let c = connections[d.connection], let index = c.slots.firstIndex(where: { $0.id == d.slot }) else {
+        assertOnLoopThread()
+        guard let c = connections[d.connection] else {
             for chunk in d.chunks { chunk.release() }  // the client left
             return
         }
-        if d.droppable {
-            let waiting = c.slots[index].chunks.reduce(0) { n, chunk in
-                if case .bytes(let b) = chunk { return n + b.count }
-                return n
-            }
-            if c.queuedBytes + waiting >= limits.maxQueuedBytes { return }
-        }
-        if index == 0 {
-            for chunk in d.chunks { c.enqueue(chunk) }
-            if d.done {
-                c.slots.removeFirst()
-                // Answers queued behind it may now be complete.
-                while let head = c.slots.first {
-                    for chunk in head.chunks { c.enqueue(chunk) }
-                    c.slots[0].chunks = []
-                    if head.done { c.slots.removeFirst() } else { break }
-                }
-            }
-        } else {
-            c.slots[index].chunks.append(contentsOf: d.chunks)
-            if d.done { c.slots[index].done = true }
-        }
+        c.deliver(d, maxQueuedBytes: limits.maxQueuedBytes)
         processLines(c)  // reading may have paused on a full pipeline
         flush(c)
     }
 
     private func flush(_ c: Connection) {
+        assertOnLoopThread()
         guard connections[c.id] != nil else { return }
         while let chunk = c.ready.first {
             switch chunk {
@@ -335,6 +324,7 @@ final class EventLoop {
     }
 
     private func close(_ c: Connection) {
+        assertOnLoopThread()
         guard connections.removeValue(forKey: c.id) != nil else { return }
         _ = clinux_epoll_del(epfd, c.fd.rawValue)
         c.fd.close()

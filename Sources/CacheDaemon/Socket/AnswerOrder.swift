@@ -1,0 +1,60 @@
+import CacheSystem
+
+/// A connection's answers leave in the order of its requests, however they
+/// finish: an immediate answer waits behind earlier ones still pending, and
+/// a late one is held in its request's slot until those before it are out.
+extension Connection {
+    /// Queues a complete answer behind any answers still pending.
+    func answerNow(_ bytes: [UInt8]) {
+        if slots.isEmpty { enqueue(.bytes(bytes)) }
+        else { slots.append((Connection.immediateSlot, [.bytes(bytes)], true)) }
+    }
+
+    /// Queues a file's bytes right after the answer just queued.
+    func appendFile(_ fd: FileDescriptor, size: Int64) {
+        if slots.isEmpty { enqueue(.file(fd, size: size)) }
+        else { slots[slots.count - 1].chunks.append(.file(fd, size: size)) }
+    }
+
+    /// Holds a place for the answer to request `slot`, which comes later.
+    func awaitAnswer(_ slot: UInt64) {
+        slots.append((slot, [], false))
+    }
+
+    /// Puts a delivery in its slot and moves every complete answer at the
+    /// head to the output queue. False when the slot is unknown (its chunks
+    /// are released) or a droppable delivery was dropped because the client
+    /// already has `maxQueuedBytes` waiting.
+    @discardableResult
+    func deliver(_ d: Delivery, maxQueuedBytes: Int) -> Bool {
+        guard let index = slots.firstIndex(where: { $0.id == d.slot }) else {
+            for chunk in d.chunks { chunk.release() }
+            return false
+        }
+        if d.droppable {
+            let waiting = slots[index].chunks.reduce(0) { n, chunk in
+                if case .bytes(let b) = chunk { return n + b.count }
+                return n
+            }
+            if queuedBytes + waiting >= maxQueuedBytes { return false }
+        }
+        guard index == 0 else {
+            slots[index].chunks.append(contentsOf: d.chunks)
+            if d.done { slots[index].done = true }
+            return true
+        }
+        for chunk in d.chunks { enqueue(chunk) }
+        guard d.done else { return true }
+        slots.removeFirst()
+        // Answers queued behind it may now be complete.
+        while let head = slots.first {
+            for chunk in head.chunks { enqueue(chunk) }
+            slots[0].chunks = []
+            if head.done { slots.removeFirst() } else { break }
+        }
+        return true
+    }
+
+    /// The slot id of an answer that was complete when it was queued.
+    static let immediateSlot = UInt64.max
+}
