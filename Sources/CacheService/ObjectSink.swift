@@ -11,7 +11,7 @@ final class ObjectSink: BodySink {
     }
     // The fetch thread writes while the transfer runs, then one worker
     // finishes it; the lock (never contended) orders the two.
-    private let state = Locked(State())
+    private let state = Locked(State(), rank: .bodySink)
     private let open: @Sendable () throws(StoreError) -> ObjectWriter
 
     init(open: @escaping @Sendable () throws(StoreError) -> ObjectWriter) { self.open = open }

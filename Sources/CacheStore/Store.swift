@@ -62,44 +62,7 @@ public final class Store: Sendable {
         if let problem = StoreTrust.problem(directory) { throw .untrusted(problem) }
         do throws(SystemError) { files = try ConfinedDirectory(opening: directory) } catch { throw .io(error) }
         directoryFD = files.descriptor
-        // The lock is taken on the store directory itself, which cannot be
-        // deleted or replaced while it holds the store; `lock` only names the
-        // holder (and keeps 0.1.0 daemons, which lock that file, out).
-        var acquired: Bool
-        do throws(SystemError) {
-            acquired = try directoryFD.tryLockExclusive()
-        } catch {
-            directoryFD.close()
-            throw .io(error)
-        }
-        guard acquired else {
-            let text = (try? files.read("lock", limit: 32)).map { String(decoding: $0, as: UTF8.self) } ?? ""
-            directoryFD.close()
-            throw .locked(directory: directory, holderPID: Int32(text.filter { $0.isNumber }))
-        }
-        do throws(SystemError) {
-            lockFD = try files.open("lock", O_RDWR | O_CREAT, mode: 0o600)
-        } catch {
-            directoryFD.close()
-            throw .io(error)
-        }
-        do throws(SystemError) {
-            acquired = try lockFD.tryLockExclusive()
-            if acquired {
-                try lockFD.truncate(to: 0)
-                try lockFD.writeAll(Array("\(getpid())\n".utf8))
-            }
-        } catch {
-            lockFD.close()
-            directoryFD.close()
-            throw .io(error)
-        }
-        guard acquired else {
-            let text = (try? lockFD.readToEnd(limit: 32)).map { String(decoding: $0, as: UTF8.self) } ?? ""
-            lockFD.close()
-            directoryFD.close()
-            throw .locked(directory: directory, holderPID: Int32(text.filter { $0.isNumber }))
-        }
+        lockFD = try Store.lock(files, directory: directory)
 
         var replayed = StoreState()
         let log: IndexLog
@@ -121,6 +84,52 @@ public final class Store: Sendable {
         writer = Locked(WriterState(log: log), rank: .storeWriter)
         logRecords.withLock { $0 = log.recordCount }
     }
+
+    /// Takes the store's locks and returns the open `lock` file (the holder's
+    /// pid written in it); on failure closes the directory.
+    ///
+    /// The lock is taken on the store directory itself, which cannot be
+    /// deleted or replaced while it holds the store; `lock` only names the
+    /// holder (and keeps 0.1.0 daemons, which lock that file, out).
+    private static func lock(_ files: ConfinedDirectory, directory: String) throws(StoreError) -> FileDescriptor {
+        let directoryFD = files.descriptor
+        func holder(_ text: [UInt8]?) -> StoreError {
+            let pid = text.map { String(decoding: $0, as: UTF8.self) } ?? ""
+            return .locked(directory: directory, holderPID: Int32(pid.filter { $0.isNumber }))
+        }
+        let free: Bool
+        do throws(SystemError) { free = try directoryFD.tryLockExclusive() } catch { directoryFD.close(); throw .io(error) }
+        guard free else {
+            let text = try? files.read("lock", limit: maxPIDText)
+            directoryFD.close()
+            throw holder(text)
+        }
+        let lockFD: FileDescriptor
+        do throws(SystemError) { lockFD = try files.open("lock", O_RDWR | O_CREAT, mode: 0o600) }
+        catch { directoryFD.close(); throw .io(error) }
+        var acquired = false
+        do throws(SystemError) {
+            acquired = try lockFD.tryLockExclusive()
+            if acquired {
+                try lockFD.truncate(to: 0)
+                try lockFD.writeAll(Array("\(getpid())\n".utf8))
+            }
+        } catch {
+            lockFD.close()
+            directoryFD.close()
+            throw .io(error)
+        }
+        guard acquired else {
+            let text = try? lockFD.readToEnd(limit: maxPIDText)
+            lockFD.close()
+            directoryFD.close()
+            throw holder(text)
+        }
+        return lockFD
+    }
+
+    /// A pid and its newline fit in 32 bytes with room to spare.
+    static let maxPIDText = 32
 
     /// Creates the subdirectories (durably, when one was missing) and empties `tmp/`.
     private static func prepareLayout(_ files: ConfinedDirectory) throws(SystemError) {

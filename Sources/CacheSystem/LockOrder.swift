@@ -5,6 +5,9 @@ import CLinux
 /// builds check every acquisition and trap on a violation, naming both
 /// locks; release builds do not pay for the check.
 public enum LockRank: Int32, Sendable, Comparable {
+    /// A download's body sink: held while the chunk goes to its temp file
+    /// (which names the file, under a leaf lock). Never contended.
+    case bodySink = 5
     /// Store: the writers of `posts/` (a refresh, the start-up reconciliation).
     case postFiles = 10
     /// Store: the index log and everything appended to it.
