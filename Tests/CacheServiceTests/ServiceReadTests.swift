@@ -169,4 +169,36 @@ import CacheSystem
         guard case .failure(.notFound(let what)) = none.result else { Issue.record("unknown hash: \(none.result)"); return }
         #expect(what.contains(unknown))
     }
+
+    @Test func aCorruptObjectIsQuarantinedAndServedAfterADownload() async throws {
+        let h = try await Harness.start()
+        defer { h.close() }
+        let s = h.service
+        let name = try ExampleOrigin.manifestURLs()[4]
+        let entry = try await answer { s.image(row: 4, fetch: true, then: $0) }.result.get()
+        let object = try #require(entry.object)
+        let png = try h.origin!.file("images/" + name)
+        try ServiceMaintenanceTests.corrupt(object.path)
+
+        let read = await answer { s.object(hash: object.hash, prefix: { Array("OK \($0)\n".utf8) }, then: $0) }
+        #expect(!read.isNow, "bytes that fail verification are never answered now")
+        switch read.result {
+        case .success(.file(let head, let fd, let size)):
+            defer { fd.close() }
+            #expect(head == Array("OK \(png.count)\n".utf8))
+            #expect(size == Int64(png.count))
+            var bytes = [UInt8](repeating: 0, count: png.count + 1)
+            let n = bytes.withUnsafeMutableBytes { pread(fd.rawValue, $0.baseAddress, $0.count, 0) }
+            #expect(n == png.count)
+            #expect(Array(bytes.prefix(max(n, 0))) == png)
+        case .success(.inline(let bytes)):
+            #expect(bytes == Array("OK \(png.count)\n".utf8) + png)
+        case .failure(let e):
+            Issue.record("read of a corrupt object: \(e)")
+        }
+        #expect(s.status().counters.quarantined == 1)
+        #expect(ServiceMaintenanceTests.contents(object.path) == png)
+        let log = try await h.origin!.requests(atLeast: 3)
+        #expect(log.filter { $0.path == "/images/" + name }.count == 2, "downloaded again")
+    }
 }
