@@ -1,0 +1,161 @@
+import Testing
+import Glibc
+import Foundation
+@testable import CacheService
+import CacheStore
+import CacheSystem
+
+/// `prefetch`: summaries, progress, joining.
+@Suite struct ServicePrefetchTests {
+    /// The images the example manifest names (16 files; two hold the same bytes).
+    static func exampleImages() throws -> [Data] {
+        try ExampleOrigin.manifestURLs().map { try Data(contentsOf: URL(fileURLWithPath: ServiceOrigin.examples + "/images/" + $0)) }
+    }
+
+    static func isImageRequest(_ r: ServiceOrigin.LoggedRequest) -> Bool {
+        r.path.hasPrefix("/images/") && r.path != "/images/manifest.json"
+    }
+
+    @Test func prefetchAllDownloadsEverythingOnceThenFindsItCached() async throws {
+        let h = try await Harness.start()
+        defer { h.close() }
+        let s = h.service
+
+        let progress = ProgressLog()
+        let first = await completion { s.prefetch(.all, force: false, progress: progress.callback, then: $0) }
+        let report = try first.get()
+        #expect(report.posts?.fetched == 100)
+        let images = try #require(report.images)
+        #expect(images.downloaded == 16)
+        #expect(images.cached == 0)
+        #expect(images.failed == 0)
+        #expect(images.failures.isEmpty)
+        let files = try Self.exampleImages()
+        let distinct = Set(files)
+        try #require(files.count == 16 && distinct.count == 15, "the example manifest changed")
+        #expect(images.bytes == Int64(files.reduce(0) { $0 + $1.count }), "every row's download counts")
+        let status = s.status()
+        #expect(status.posts == 100)
+        #expect(status.images == 16)
+        #expect(status.imagesCached == 16)
+        #expect(status.objects == 15, "rows with the same bytes share one object")
+        #expect(status.bytes == Int64(distinct.reduce(0) { $0 + $1.count }))
+        #expect(status.counters.downloads == 16)
+
+        let events = progress.all
+        #expect(events.map(\.phase).first == "posts")
+        #expect(Set(events.map(\.phase)) == ["posts", "images"])
+        for phase in ["posts", "images"] {
+            let done = events.filter { $0.phase == phase }.map(\.done)
+            #expect(done == done.sorted(), "\(phase) progress went back: \(done)")
+        }
+        let last = try #require(events.last)
+        #expect(last.phase == "images")
+        #expect(last.done == 16)
+        #expect(last.total == 16)
+        #expect(last.bytes == images.bytes)
+        #expect(events.filter { $0.phase == "images" }.allSatisfy { $0.total == 16 && $0.done <= 16 })
+
+        let second = await completion { s.prefetch(.all, force: false, progress: { _ in }, then: $0) }
+        let again = try second.get()
+        #expect(again.posts?.fetched == 0)
+        #expect(again.posts?.unchanged == 100)
+        #expect(again.images?.downloaded == 0)
+        #expect(again.images?.cached == 16)
+        #expect(again.images?.failed == 0)
+        #expect(s.status().counters.downloads == 16, "nothing downloaded again")
+        let log = try await h.origin!.requests(atLeast: 20)
+        #expect(log.filter(Self.isImageRequest).count == 16)
+        #expect(log.count == 20, "\(log.map(\.path))")
+    }
+
+    @Test func twoIdenticalPrefetchesAreJoined() async throws {
+        let workers = 2
+        let h = try await Harness.start(workerThreads: workers)
+        defer { h.close() }
+        let s = h.service
+
+        // Every worker held, so the first prefetch cannot finish before the
+        // second is asked for (its feed is stored on a worker).
+        let gate = Gate(workers: workers)
+        for _ in 0..<workers { s.pool.submit { gate.hold() } }
+        gate.waitUntilHeld()
+
+        let progressA = ProgressLog(), progressB = ProgressLog()
+        let reports = Locked<[String]>([])
+        let bothDone = Gate(workers: 2)
+        let record: @Sendable (Result<PrefetchReport, CacheError>) -> Void = { r in
+            reports.withLock { $0.append(describe(r)) }
+            bothDone.arrive()
+        }
+        s.prefetch(.all, force: false, progress: progressA.callback, then: record)
+        s.prefetch(.all, force: false, progress: progressB.callback, then: record)
+        #expect(s.status().counters.coalesced == 1)
+        gate.release()
+        await waitUntil { bothDone.arrived == 2 }
+
+        let got = reports.withLock { $0 }
+        #expect(got.count == 2)
+        #expect(got.first == got.last, "both get the same report")
+        #expect(got.first == "posts 100/0/0/0 images 16/0/0")
+        #expect(s.status().counters.coalesced == 1, "one prefetch joined, nothing else")
+        #expect(progressB.all.last?.done == 16, "the joined one gets the remaining progress")
+        #expect(progressA.all.last?.done == 16)
+        let log = try await h.origin!.requests(atLeast: 18)
+        #expect(log.count == 18, "one posts, one manifest, 16 images: \(log.map(\.path))")
+
+        // A prefetch with other arguments is not joined.
+        let images = await completion { s.prefetch(.images, force: false, progress: { _ in }, then: $0) }
+        #expect(try images.get().images?.cached == 16)
+        #expect(s.status().counters.coalesced == 1)
+    }
+
+    @Test func aForcedPrefetchDownloadsAgain() async throws {
+        let h = try await Harness.start()
+        defer { h.close() }
+        let s = h.service
+        _ = try await completion { s.prefetch(.images, force: false, progress: { _ in }, then: $0) }.get()
+        let forced = try await completion { s.prefetch(.images, force: true, progress: { _ in }, then: $0) }.get()
+        #expect(forced.posts == nil)
+        #expect(forced.images?.downloaded == 16)
+        #expect(forced.images?.cached == 0)
+        let log = try await h.origin!.requests(atLeast: 34)
+        #expect(log.filter(Self.isImageRequest).count == 32)
+        #expect(s.status().objects == 15)
+    }
+}
+
+func describe(_ r: Result<PrefetchReport, CacheError>) -> String {
+    switch r {
+    case .success(let p):
+        let posts = p.posts.map { "posts \($0.fetched)/\($0.unchanged)/\($0.removed)/\($0.invalid)" } ?? "no posts"
+        let images = p.images.map { "images \($0.downloaded)/\($0.cached)/\($0.failed)" } ?? "no images"
+        return posts + " " + images
+    case .failure(let e):
+        return "failed: \(e)"
+    }
+}
+
+/// Waits (a ceiling of 20 s, never an assertion of time) until `condition` holds.
+func waitUntil(_ condition: () -> Bool) async {
+    for _ in 0..<2000 where !condition() { try? await Task.sleep(for: .milliseconds(10)) }
+}
+
+/// Holds worker threads until released; counts arrivals.
+final class Gate: Sendable {
+    private let state: Monitor<(held: Int, open: Bool, arrived: Int)>
+    private let workers: Int
+    init(workers: Int) {
+        self.workers = workers
+        state = Monitor((0, false, 0))
+    }
+    /// Blocks the calling thread until `release`.
+    func hold() {
+        state.update(wake: .all) { $0.held += 1 }
+        _ = state.wait(seconds: 20) { $0.open ? true : nil }
+    }
+    func waitUntilHeld() { _ = state.wait(seconds: 20) { [workers] in $0.held == workers ? true : nil } }
+    func release() { state.update(wake: .all) { $0.open = true } }
+    func arrive() { state.update { $0.arrived += 1 } }
+    var arrived: Int { state.update { $0.arrived } }
+}
