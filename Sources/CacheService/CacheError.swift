@@ -4,8 +4,8 @@ import CacheSystem
 
 /// Why a service operation failed, typed by what failed. Front-ends map it
 /// to their own codes in one place each (the socket's in
-/// `CacheError+Protocol.swift`); the service counts origin failures itself
-/// (`status().counters.upstreamErrors`), never a store failure.
+/// `CacheError+Protocol.swift`); the service counts failed requests to the
+/// origin itself (`status().counters.upstreamErrors`), never a store failure.
 public enum CacheError: Error, Sendable, CustomStringConvertible {
     /// The origin did not deliver: a transfer failure, an error status, a
     /// feed that is not what docs/protocol.md "Feeds" describes, bytes that

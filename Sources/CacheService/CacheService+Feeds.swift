@@ -76,7 +76,9 @@ extension CacheService {
     private func fetchFeed(_ f: FeedFetch, force: Bool,
                            process: @escaping @Sendable (HTTPResponse, [UInt8], Validators) throws(CacheError) -> Void,
                            failed: @escaping @Sendable (CacheError) -> Void) {
-        guard let url = f.url else { failed(.notConfigured(setting: f.setting)); return }
+        // Even this answer comes from a worker: a completion never runs on
+        // the caller's thread (the contract of `Outcome.later`).
+        guard let url = f.url else { pool.submit { failed(.notConfigured(setting: f.setting)) }; return }
         let limit = Int(feeds.withLock { $0.maxObjectSize })
         let sink = MemorySink(limit: limit)
         let sent = validatorsToSend(f.feed, force: force)

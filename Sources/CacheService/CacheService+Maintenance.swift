@@ -31,16 +31,19 @@ extension CacheService {
         }
     }
 
-    /// Downloads `urls` again; the report counts the ones that succeeded.
+    /// Downloads `urls` again; the report counts the corrupt objects that
+    /// came back with the bytes their name says (once each, however many
+    /// URLs name one).
     private func repair(_ urls: Set<String>, _ report: VerifyReport, _ completion: @escaping @Sendable (VerifyReport) -> Void) {
         if urls.isEmpty { completion(report); return }
-        let repaired = Locked((count: 0, left: urls.count))
+        let corrupt = Set(report.corrupt)
+        let progress = Locked((repaired: Set<String>(), left: urls.count))
         for url in urls {
             download(url: url) { result in
-                let finished = repaired.withLock { r -> Int? in
-                    if case .success = result { r.count += 1 }
-                    r.left -= 1
-                    return r.left == 0 ? r.count : nil
+                let finished = progress.withLock { p -> Int? in
+                    if case .success(let ref) = result, corrupt.contains(ref.hash.hex) { p.repaired.insert(ref.hash.hex) }
+                    p.left -= 1
+                    return p.left == 0 ? p.repaired.count : nil
                 }
                 if let n = finished {
                     var done = report

@@ -9,7 +9,9 @@ public struct CounterValues: Sendable, Equatable {
     /// Error answers, counted by the front-ends (`CacheService.noteRequests`).
     public var errors = 0
     public var connections = 0
-    /// Failures of the origin only: never a store failure.
+    /// Requests to the origin that failed (a transfer, a status, a body that
+    /// is not a feed or not an image): never a store failure, and not a row
+    /// whose URL cannot be fetched (no request is made for it).
     public var upstreamErrors = 0
     public var quarantined = 0
 }

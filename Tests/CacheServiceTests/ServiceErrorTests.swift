@@ -45,9 +45,7 @@ import CacheSystem
         guard case .later = outcome else { Issue.record("images without images-url answered now"); return }
         // Whether or not it ran early, it has run by now or runs soon on another thread.
         for _ in 0..<500 where early.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
-        withKnownIssue("CacheService+Images.swift:50 and +Feeds.swift:79: ensureManifest runs on the caller's thread, and a feed that is not configured fails synchronously") {
-            #expect(early.withLock { $0 } == false, "the completion ran on the caller's thread before .later was returned")
-        }
+        #expect(early.withLock { $0 } == false, "the completion ran on the caller's thread before .later was returned")
     }
 
     @Test func anOriginErrorStatusIsTheOriginsWithStatusAndURL() async throws {

@@ -83,9 +83,7 @@ import CacheSystem
             #expect(a.isNow, "row \(row) is cached again")
             #expect(a.value?.object == object)
         }
-        withKnownIssue("CacheService+Maintenance.swift:41: repaired counts URLs downloaded again (one per row URL), not objects") {
-            #expect(report.repaired == 1, "one corrupt object, repaired")
-        }
+        #expect(report.repaired == 1, "one corrupt object, repaired (however many URLs name it)")
     }
 
     @Test func garbageCollectionAndCompactionAgreeWithTheStore() async throws {
