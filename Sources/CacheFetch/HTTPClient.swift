@@ -127,6 +127,10 @@ public final class HTTPClient: Sendable {
 
     // MARK: The fetch thread
 
+    /// The fetch thread: takes new transfers, drives `curl_multi`, retries
+    /// and finishes transfers, until shutdown.
+    // A little over a screen: one loop whose local state (active, waiting,
+    // delayed) every step shares; each step is a few lines with a comment.
     private func run() {
         guard let m = multi.withLock({ $0?.value }) else { return }
         var waiting: [Transfer] = []

@@ -106,6 +106,8 @@ public enum ImageType: UInt8, Sendable, CaseIterable {
     /// A short description of what bytes that are not an image look like,
     /// for error messages: "HTML", "XML", "JSON", "text", "a PDF document",
     /// ..., or "unknown bytes".
+    // Long because it is a table: one signature per line, in the order they
+    // are tried; a split would only scatter the table.
     public static func describeNonImage(_ head: some Collection<UInt8>) -> String {
         let b = Sniffer(Array(head.prefix(sniffLength)))
         if b.bytes.isEmpty { return "an empty body" }

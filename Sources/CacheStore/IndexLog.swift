@@ -53,6 +53,8 @@ public enum LogScanner {
     /// not applied. A header naming a newer format version, or a record that
     /// passes its checksum but holds what this version does not know, stops
     /// the scan with `newer` set: the caller must not cut anything then.
+    // A little over a screen: the frame checks are in the order of
+    // docs/storage-format.md's "index.log" and read best in one place.
     public static func scan(_ bytes: [UInt8], apply: ([LogRecord]) -> Void) -> ScanOutcome {
         let header = RecordCodec.fileHeader
         if bytes.count >= header.count, Array(bytes[0..<RecordCodec.magic.count]) == RecordCodec.magic,

@@ -44,6 +44,8 @@ struct LoadGenerator {
         init(fd: FileDescriptor) { self.fd = fd }
     }
 
+    // Long on purpose: a benchmark's hot loop, kept in one function so the
+    // client costs as little per request as the clients it is compared with.
     func run() throws -> LoadResult {
         // Request lines prepared ahead, so the client costs little per request.
         var lines: [[UInt8]] = []
@@ -132,6 +134,7 @@ struct LoadGenerator {
 /// `read` of every cached image over the socket, bytes discarded into one
 /// reused buffer (the client should cost as little as `cat`'s write to /dev/null).
 enum ReadAllBenchmark {
+    // Long on purpose: the benchmark's hot loop in one function (see `run()` above).
     static func run(socket: String, rounds: Int) throws {
         let list = try Client(socketPath: socket).call("list_images")
         let hashes = Array(Set((list["images"]?.array ?? []).compactMap { $0["hash"]?.string }))

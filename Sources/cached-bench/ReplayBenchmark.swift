@@ -22,6 +22,8 @@ enum ReplayBenchmark {
 
     static func seconds(since start: UInt64) -> Double { Double(Clock.monotonicNanoseconds() - start) / 1e9 }
 
+    // A script of steps (write a log, replay it, start the daemon, measure),
+    // read top to bottom like the figures it prints.
     static func replay(records: Int, daemon: String?, keep: Bool) throws {
         var template = Array("/tmp/cached-bench-XXXXXX".utf8CString)
         let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }

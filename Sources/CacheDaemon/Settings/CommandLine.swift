@@ -77,10 +77,20 @@ extension Settings {
         for spec in table {
             let head = "--\(spec.name) \(spec.value)"
             let pad = String(repeating: " ", count: width + 4 - head.count)
-            let shown = spec.show(defaults)
+            let shown = spec.value == "SIZE" ? sizeText(spec.show(defaults)) : spec.show(defaults)
             let def = spec.name == "store" || spec.name == "socket" ? "" : " (default \(shown))"
             lines.append("  \(head)\(pad)\(spec.reload == .live ? "*" : " ") \(spec.doc)\(shown == "-" ? "" : def)")
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// A byte count as the largest exact K, M or G spelling ("67108864" → "64M").
+    private static func sizeText(_ bytes: String) -> String {
+        guard var n = Int64(bytes), n > 0 else { return bytes }
+        for suffix in ["", "K", "M", "G"] {
+            if n % 1024 != 0 || suffix == "G" { return "\(n)\(suffix)" }
+            n /= 1024
+        }
+        return bytes
     }
 }

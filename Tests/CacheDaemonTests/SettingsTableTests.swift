@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+@testable import CacheDaemon
+
+/// The settings table is the one source of every setting: docs/operations.md,
+/// `--help`, the environment names and the reload rule must agree with it.
+@Suite struct SettingsTableTests {
+    static let operations: String = {
+        let here = URL(fileURLWithPath: #filePath)
+        let doc = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("docs/operations.md")
+        return (try? String(contentsOf: doc, encoding: .utf8)) ?? ""
+    }()
+
+    /// The backticked names in `text`.
+    static func names(_ text: Substring) -> Set<String> {
+        Set(text.split(separator: "`", omittingEmptySubsequences: false).enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) })
+    }
+
+    @Test func operationsListsEverySettingAndNoOther() throws {
+        let doc = Self.operations
+        try #require(!doc.isEmpty, "docs/operations.md not found")
+        let section = doc[doc.range(of: "## Configuration")!.upperBound...].prefix { _ in true }
+        let end = section.range(of: "\n## ")?.lowerBound ?? section.endIndex
+        let rows = section[..<end].split(separator: "\n").filter { $0.hasPrefix("| `") }
+        let documented = Set(rows.map { row in String(row.split(separator: "`")[1]) })
+        #expect(documented == Set(Settings.keys), "in the doc only: \(documented.subtracting(Settings.keys)); in the table only: \(Set(Settings.keys).subtracting(documented))")
+    }
+
+    @Test func operationsNamesWhatAReloadChanges() throws {
+        let doc = Self.operations
+        let start = try #require(doc.range(of: "can change while running is applied:"))
+        let stop = try #require(doc.range(of: "the log names every change", range: start.upperBound..<doc.endIndex))
+        let live = Self.names(doc[start.upperBound..<stop.lowerBound])
+        #expect(live == Set(Settings.table.filter { $0.reload == .live }.map(\.name)))
+    }
+
+    @Test func helpShowsEverySettingWithItsDefault() {
+        let help = Settings.usage
+        for spec in Settings.table {
+            #expect(help.contains("--\(spec.name) \(spec.value)"), "\(spec.name)")
+        }
+        #expect(help.contains("(default 64M)") || help.contains("(default 67108864)"))
+        #expect(help.contains("--concurrency N") && help.contains("(default 8)"))
+    }
+
+    @Test func everySettingHasItsEnvironmentNameAndParsesItsDefault() throws {
+        let defaults = Settings()
+        for spec in Settings.table {
+            #expect(spec.environment == "CACHED_" + spec.name.uppercased().replacingOccurrences(of: "-", with: "_"))
+            let shown = spec.show(defaults)
+            guard shown != "-", !["ca-file", "ca-path", "store", "socket"].contains(spec.name) else { continue }
+            var s = Settings()
+            try spec.set(&s, shown)
+            #expect(spec.show(s) == shown, "\(spec.name): its default \(shown) reads back as itself")
+        }
+    }
+
+    @Test func aReloadAppliesLiveSettingsAndKeepsTheRest() {
+        let running = Settings()
+        var fresh = running
+        fresh.idleTimeout = 60
+        fresh.maxSize = 1 << 20
+        fresh.postsURL = "http://a/p.json"
+        let plan = running.reloadPlan(to: fresh)
+        #expect(plan.changes == ["posts-url - -> http://a/p.json", "idle-timeout 300.0 -> 60.0"])
+        #expect(plan.needRestart == ["max-size"])
+        #expect(plan.applied.maxSize == 0 && plan.applied.idleTimeout == 60 && plan.applied.postsURL == "http://a/p.json")
+    }
+}
