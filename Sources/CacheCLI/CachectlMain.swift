@@ -32,7 +32,7 @@ struct CLIError: Error {
 /// The `cachectl` executable.
 public enum CachectlMain {
     public static func run() -> Never {
-        let env = ProcessInfo.processInfo.environment
+        let env = Environment.current()
         do {
             let invocation = try Invocation.parse(Array(CommandLine.arguments.dropFirst()), environment: env)
             if invocation.command == ["help"] {

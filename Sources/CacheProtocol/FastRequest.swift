@@ -1,3 +1,4 @@
+import CacheSystem
 /// The fast path for the common requests: a flat JSON object whose members
 /// are short ASCII strings without escapes, plain integers or booleans
 /// (`{"op":"get_post","id":7}`, as any client writes it, spaces allowed).
@@ -130,8 +131,7 @@ enum FastRequest {
             return Request(command: .getImage(row: Int(row), fetch: fetch ?? true), tag: tagBytes)
         }
         if equals(b, op, "status") { return Request(command: .status, tag: tagBytes) }
-        if equals(b, op, "read"), let hash, hash.count == 32,
-           b[hash].allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) {
+        if equals(b, op, "read"), let hash, ASCII.isLowercaseHex(b[hash], count: 32) {
             return Request(command: .read(hash: String(decoding: UnsafeRawBufferPointer(rebasing: b[hash]), as: UTF8.self)), tag: tagBytes)
         }
         return nil

@@ -32,6 +32,10 @@ public struct LineBuffer: Sendable {
         bytes.withUnsafeBytes { append($0) }
     }
 
+    /// Consumed bytes kept at the front before the buffer is compacted:
+    /// one copy per 64 KiB of requests, not one per line.
+    static let compactAfter = 65536
+
     /// The next complete line (without `\n`, and without a trailing `\r`).
     public mutating func nextLine() -> Next {
         var i = max(scanned, start)
@@ -43,7 +47,7 @@ public struct LineBuffer: Sendable {
                 start = i + 1
                 scanned = start
                 if line.count > limit { return .tooLong }
-                if start > 65536 && start * 2 > storage.count {
+                if start > LineBuffer.compactAfter && start * 2 > storage.count {
                     storage.removeFirst(start)
                     start = 0
                     scanned = 0

@@ -1,3 +1,4 @@
+import CacheSystem
 /// The protocol version this build speaks.
 public let protocolVersion = 1
 
@@ -103,8 +104,7 @@ public struct Request: Sendable {
             return .listImages(offset: try count(f, "offset") ?? 0, limit: try count(f, "limit"))
         case "read":
             guard let h = f["hash"] else { throw ProtocolError(.badRequest, "missing \"hash\"") }
-            guard let s = h.string, s.utf8.count == 32,
-                  s.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else {
+            guard let s = h.string, ASCII.isLowercaseHex(s.utf8, count: 32) else {
                 throw ProtocolError(.badRequest, "\"hash\" must be 32 lowercase hex digits")
             }
             return .read(hash: s)

@@ -154,7 +154,7 @@ enum URIReference {
         if first == UInt8(ascii: "[") {
             guard bytes.count > 2, bytes.last == UInt8(ascii: "]") else { return false }
             return bytes.dropFirst().dropLast().allSatisfy {
-                ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x46) || ($0 >= 0x61 && $0 <= 0x66) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".")
+                ASCII.isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".")
             }
         }
         return bytes.allSatisfy { b in
@@ -191,7 +191,7 @@ enum URIReference {
         return parts
     }
 
-    private static func isASCIILetter(_ b: UInt8) -> Bool { (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) }
+    private static func isASCIILetter(_ b: UInt8) -> Bool { ASCII.isLetter(b) }
 
     /// Resolves `reference` against `base`; nil when `reference` is relative and
     /// there is no usable base.

@@ -1,4 +1,5 @@
 import CXXHash
+import CacheSystem
 
 /// An XXH3-128 digest, the name of an object in the store.
 ///
@@ -26,7 +27,7 @@ public struct Hash128: Hashable, Sendable, Comparable, CustomStringConvertible {
     /// Parses 32 lowercase hex digits; nil for anything else.
     public init?(hex: some StringProtocol) {
         let utf8 = Array(hex.utf8)
-        guard utf8.count == 32 else { return nil }
+        guard ASCII.isLowercaseHex(utf8, count: 32) else { return nil }
         var words: [UInt64] = [0, 0]
         for (i, c) in utf8.enumerated() {
             let v: UInt8
@@ -43,7 +44,7 @@ public struct Hash128: Hashable, Sendable, Comparable, CustomStringConvertible {
     /// The canonical 32-digit lowercase hex form.
     public var hex: String {
         var out = [UInt8](repeating: 0, count: 32)
-        let digits = Array("0123456789abcdef".utf8)
+        let digits = ASCII.lowercaseHexDigits
         for i in 0..<16 {
             out[15 - i] = digits[Int((high >> (UInt64(i) * 4)) & 0xf)]
             out[31 - i] = digits[Int((low >> (UInt64(i) * 4)) & 0xf)]

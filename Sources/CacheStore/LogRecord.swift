@@ -1,3 +1,4 @@
+import CacheSystem
 /// Which feed a validator record belongs to.
 public enum Feed: UInt8, Sendable, CaseIterable {
     case posts = 1, manifest = 2
@@ -170,8 +171,8 @@ public enum RecordCodec {
 
     /// `0x17`: how record types are named in messages.
     static func hex(_ byte: UInt8) -> String {
-        let digits = Array("0123456789abcdef")
-        return "0x" + String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
+        let digits = ASCII.lowercaseHexDigits
+        return "0x" + String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]], as: UTF8.self)
     }
 }
 

@@ -48,7 +48,7 @@ final class Connection {
         switch chunk {
         case .bytes(let b):
             queuedBytes += b.count
-            if b.count <= 4096, case .bytes(let last)? = ready.last, last.bytes.count <= 65536 {
+            if b.count <= Connection.coalesceAnswer, case .bytes(let last)? = ready.last, last.bytes.count <= Connection.coalesceLimit {
                 last.bytes.append(contentsOf: b)  // coalesce small answers: one send for many
             } else {
                 ready.append(.bytes(ByteBox(b)))
@@ -58,4 +58,9 @@ final class Connection {
             ready.append(.file(fd, size: size))
         }
     }
+
+    /// Answers up to 4 KiB are appended to the last queued chunk while it
+    /// is under 64 KiB: many small answers go out in one `send`.
+    static let coalesceAnswer = 4096
+    static let coalesceLimit = 65536
 }

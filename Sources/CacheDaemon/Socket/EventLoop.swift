@@ -44,7 +44,7 @@ final class EventLoop {
     private var owner: pthread_t?
     private let log: Logger
     private let observer: LoopObserver
-    private var scratch = [UInt8](repeating: 0, count: 65536)
+    private var scratch = [UInt8](repeating: 0, count: EventLoop.readSize)
     private var stopping = false
 
     /// Handles one parsed request.
@@ -54,6 +54,24 @@ final class EventLoop {
     /// Called about once a second from the loop (the watchdog's heartbeat:
     /// it proves the loop itself still turns).
     var onTick: () -> Void = {}
+
+    /// One read takes up to 64 KiB: a whole pipelined burst of requests
+    /// in one call, and the buffer is allocated once.
+    static let readSize = 65536
+    /// Events taken per `epoll_wait`; more wait for the next turn.
+    static let eventsPerWait = 256
+    /// The loop wakes at least once a second: idle timeouts and the
+    /// watchdog's heartbeat are checked per tick.
+    static let tickMilliseconds: Int32 = 1000
+    /// Reads from one connection per turn before the others get theirs:
+    /// 16 x 64 KiB is enough for any client, and one cannot starve the rest.
+    static let readsPerTurn = 16
+    /// A connection that is sent a file gets a 2 MiB send buffer: fewer,
+    /// larger writes and fewer wakeups of both sides.
+    static let fileSendBuffer: Int32 = 2 << 20
+    /// The most one `sendfile` call is asked for (the kernel sends at most
+    /// about 2 GiB per call anyway).
+    static let maxSendfile: Int64 = 1 << 30
 
     private static let mailboxKey: UInt64 = 1
     private static let signalKey: UInt64 = 2
@@ -87,18 +105,17 @@ final class EventLoop {
     /// Runs until SIGTERM or SIGINT, on the calling thread.
     func run() {
         owner = pthread_self()
-        var events = [UInt32](repeating: 0, count: 256)
-        var keys = [UInt64](repeating: 0, count: 256)
+        var events = [UInt32](repeating: 0, count: EventLoop.eventsPerWait)
+        var keys = [UInt64](repeating: 0, count: EventLoop.eventsPerWait)
         var lastSweep = Clock.monotonicNanoseconds()
         while !stopping {
-            let tick: Int32 = 1000
             let now = Clock.monotonicNanoseconds()
-            if now - lastSweep >= 1_000_000_000 {
+            if now - lastSweep >= UInt64(EventLoop.tickMilliseconds) * 1_000_000 {
                 if limits.idleNanoseconds > 0 { closeIdle(now) }
                 onTick()
                 lastSweep = now
             }
-            let n = clinux_epoll_wait(epfd, &events, &keys, 256, tick)
+            let n = clinux_epoll_wait(epfd, &events, &keys, Int32(EventLoop.eventsPerWait), EventLoop.tickMilliseconds)
             if n < 0 {
                 if errno == EINTR { continue }
                 log.error("epoll_wait failed: \(SystemError("epoll_wait"))")
@@ -179,7 +196,7 @@ final class EventLoop {
     private func readFrom(_ c: Connection) {
         assertOnLoopThread()
         var rounds = 0
-        while !c.readClosed && !c.closeAfterFlush && !isPaused(c) && rounds < 16 {
+        while !c.readClosed && !c.closeAfterFlush && !isPaused(c) && rounds < EventLoop.readsPerTurn {
             rounds += 1
             let n: Int?
             do {
@@ -278,13 +295,13 @@ final class EventLoop {
             case .file(let fd, let size):
                 if !c.bigSendBuffer {
                     // Objects go out in fewer, larger writes (fewer wakeups of both sides).
-                    UnixSocket.setSendBuffer(c.fd, bytes: 2 << 20)
+                    UnixSocket.setSendBuffer(c.fd, bytes: EventLoop.fileSendBuffer)
                     c.bigSendBuffer = true
                 }
                 var offset = c.readyOffset
                 let sent: Int
                 do {
-                    sent = try UnixSocket.sendFile(c.fd, from: fd, offset: &offset, count: Int(min(size - offset, 1 << 30)))
+                    sent = try UnixSocket.sendFile(c.fd, from: fd, offset: &offset, count: Int(min(size - offset, EventLoop.maxSendfile)))
                 } catch {
                     close(c)
                     return
