@@ -57,7 +57,10 @@ public struct LineBuffer: Sendable {
             i += 1
         }
         scanned = i
-        return storage.count - start > limit ? .tooLong : .incomplete
+        // A `\r` at the end may belong to the line ending still to come: it
+        // does not count against the limit until the `\n` says it does.
+        let pending = storage.count - start - (storage.last == 0x0D ? 1 : 0)
+        return pending > limit ? .tooLong : .incomplete
     }
 
     /// Takes up to `n` raw bytes already buffered (after a `read` header line).

@@ -33,7 +33,9 @@ final class Connection {
     var nextSlot: UInt64 = 0
     var readClosed = false
     var closeAfterFlush = false
+    /// The epoll events asked for, once `registered` with the loop's epoll.
     var interest: UInt32 = 0
+    var registered = false
     /// Set once the connection was given a bigger send buffer for file bytes.
     var bigSendBuffer = false
     /// When bytes last moved either way (monotonic ns), for the idle timeout.

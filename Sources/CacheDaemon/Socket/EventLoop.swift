@@ -91,6 +91,8 @@ final class EventLoop {
         for (i, l) in listeners.enumerated() { try add(l.rawValue, EPOLLIN.rawValue, EventLoop.listenerBase + UInt64(i)) }
     }
 
+    deinit { Glibc.close(epfd) }
+
     private func add(_ fd: Int32, _ events: UInt32, _ key: UInt64) throws(SystemError) {
         guard clinux_epoll_add(epfd, fd, events, key) == 0 else { throw SystemError("epoll_ctl") }
     }
@@ -327,13 +329,17 @@ final class EventLoop {
     }
 
     private func updateInterest(_ c: Connection) {
-        var want: UInt32 = EPOLLRDHUP.rawValue
-        if !c.readClosed && !c.closeAfterFlush && !isPaused(c) { want |= EPOLLIN.rawValue }
+        // The end of the client's input (EPOLLRDHUP) is asked for only while
+        // reading: it is level-triggered, so a half-close seen while reading
+        // is paused would wake the loop on every turn until the pause ends.
+        // EPOLLHUP and EPOLLERR are always reported.
+        var want: UInt32 = 0
+        if !c.readClosed && !c.closeAfterFlush && !isPaused(c) { want |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
         if !c.ready.isEmpty { want |= EPOLLOUT.rawValue }
-        if c.readClosed { want &= ~EPOLLRDHUP.rawValue }
-        guard want != c.interest else { return }
-        if c.interest == 0 {
+        guard !c.registered || want != c.interest else { return }
+        if !c.registered {
             _ = clinux_epoll_add(epfd, c.fd.rawValue, want, c.id)
+            c.registered = true
         } else {
             _ = clinux_epoll_mod(epfd, c.fd.rawValue, want, c.id)
         }

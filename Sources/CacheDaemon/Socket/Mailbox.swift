@@ -37,6 +37,8 @@ final class Mailbox: Sendable {
         eventFD = fd
     }
 
+    deinit { Glibc.close(eventFD) }
+
     func post(_ d: Delivery) {
         let wasEmpty = items.withLock { list -> Bool in
             list.append(d)
