@@ -11,7 +11,7 @@ VERSION      := 0.1.0
 # Installed binaries carry the Swift runtime, so they need no toolchain.
 STATIC_BUILD := -c release --static-swift-stdlib --scratch-path .build/static
 
-.PHONY: all deps bench-deps build release test unit integration interop crash fuzz sanitize sanitize-address sanitize-thread bench bench-store demo clean install deb check-docs check-package
+.PHONY: all deps bench-deps build release test unit integration interop crash fuzz sanitize sanitize-address sanitize-thread bench bench-compare bench-store demo clean install deb check-docs check-package
 
 all: build
 
@@ -120,6 +120,16 @@ bench-deps:
 
 bench: release bench-deps
 	python3 scripts/bench.py "$$($(SWIFT) build -c release --show-bin-path)" --runs $(BENCH_RUNS)
+
+# This tree against BENCH_BASE (a commit), A/B interleaved in one run with
+# the same client (scripts/bench-compare.py): the regression check of a change.
+BENCH_BASE ?= 7709884
+bench-compare: release bench-deps
+	rm -rf .build/bench-base; git worktree prune
+	git worktree add --force --detach .build/bench-base $(BENCH_BASE)
+	cd .build/bench-base && $(SWIFT) build -c release
+	python3 scripts/bench-compare.py .build/bench-base/.build/release "$$($(SWIFT) build -c release --show-bin-path)" --runs $(BENCH_RUNS)
+	git worktree remove --force .build/bench-base
 
 # Replay time and resident memory for a log of REPLAY_RECORDS records (a benchmark, not a test).
 REPLAY_RECORDS ?= 1000000

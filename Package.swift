@@ -50,12 +50,14 @@ let package = Package(
                           dependencies: ["CacheStore", "CacheSystem", "CacheProtocol", "CLinux"],
                           swiftSettings: strict),
 
+        // What several test targets share: the fault origin's launcher.
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CacheSystem"], swiftSettings: strict),
         .testTarget(name: "CacheProtocolTests", dependencies: ["CacheProtocol"], swiftSettings: strict),
         .testTarget(name: "CacheSystemTests", dependencies: ["CacheSystem"], swiftSettings: strict),
-        .testTarget(name: "CacheFetchTests", dependencies: ["CacheFetch", "CacheSystem"], swiftSettings: strict),
+        .testTarget(name: "CacheFetchTests", dependencies: ["CacheFetch", "CacheSystem", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "CacheServiceTests",
-                    dependencies: ["CacheService", "CacheStore", "CacheProtocol", "CacheFetch", "CacheSystem"],
+                    dependencies: ["CacheService", "CacheStore", "CacheProtocol", "CacheFetch", "CacheSystem", "TestSupport"],
                     swiftSettings: strict),
         .testTarget(name: "CacheDaemonTests", dependencies: ["CacheDaemon", "CacheProtocol", "CacheFetch"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests",

@@ -1,4 +1,5 @@
 import CacheFetch
+import CacheStore
 
 /// What the service needs from the settings; built from them in one place
 /// (`Settings.serviceConfiguration`, CacheDaemon).
@@ -18,7 +19,7 @@ public struct ServiceConfiguration: Sendable, Equatable {
 
     public init(feeds: FeedConfiguration, storeDirectory: String, maxBytes: Int64, fetch: FetchPolicy,
                 workerThreads: Int = ServiceConfiguration.defaultWorkerThreads,
-                compactionSlack: Int = ServiceConfiguration.defaultCompactionSlack) {
+                compactionSlack: Int = StoreConfiguration.defaultCompactionSlack) {
         self.feeds = feeds
         self.storeDirectory = storeDirectory
         self.maxBytes = maxBytes
@@ -31,9 +32,6 @@ public struct ServiceConfiguration: Sendable, Equatable {
     /// cores without queueing behind one slow disk call, few enough that
     /// the event loop keeps a core.
     public static let defaultWorkerThreads = 4
-    /// 10,000 records of slack: compaction rewrites the log about once per
-    /// 10,000 changes, so its cost is amortised and the log stays small.
-    public static let defaultCompactionSlack = 10_000
 }
 
 /// The feed URLs and the body limit: the part of the configuration a reload applies.

@@ -70,8 +70,12 @@ public struct StoreConfiguration: Sendable {
     /// Cap on the bytes of `objects/`; 0 means no cap. Default 0.
     public var maxBytes: Int64 = 0
     /// Compact automatically once the log holds this many more records than
-    /// live state needs. Default 10,000.
-    public var compactionSlack: Int = 10_000
+    /// live state needs.
+    public var compactionSlack: Int = StoreConfiguration.defaultCompactionSlack
+
+    /// 10,000 records of slack: compaction rewrites the log about once per
+    /// 10,000 changes, so its cost is amortised and the log stays small.
+    public static let defaultCompactionSlack = 10_000
     /// Called once, on the writing thread, when writes stop because the log
     /// or lock was removed or replaced (the daemon logs it as an error).
     public var onWritesStopped: (@Sendable (String) -> Void)?

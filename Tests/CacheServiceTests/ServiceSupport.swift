@@ -5,149 +5,15 @@ import Foundation
 import CacheFetch
 import CacheStore
 import CacheSystem
+import TestSupport
 
-/// Errors of the test support itself.
-struct SupportError: Error, CustomStringConvertible {
-    var description: String
-    init(_ d: String) { description = d }
-}
+/// The fault origin serving a private copy of Examples/origin (posts.json,
+/// images/) plus `extra` files, one per test.
+typealias ServiceOrigin = FaultOrigin
 
-/// A fresh directory made by mkdtemp under /tmp.
-func makeTempDirectory(_ prefix: String) throws -> String {
-    var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
-    guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-        throw SupportError("mkdtemp failed: errno \(errno)")
-    }
-    return String(cString: made)
-}
-
-/// Tests/Fixtures/fault-origin.py on 127.0.0.1 and a free port, serving a
-/// private copy of Examples/origin (posts.json, images/) plus `extra` files
-/// (the launch of CacheFetchTests' FaultOrigin). One per test, so that its
-/// request log is that test's alone. `stop()` kills it and removes its files.
-final class ServiceOrigin {
-    static let packageRoot: String = {
-        var url = URL(fileURLWithPath: #filePath)
-        for _ in 0..<3 { url.deleteLastPathComponent() }
-        return url.path
-    }()
-    static let examples = packageRoot + "/Examples/origin"
-
-    let scratch: String
-    let root: String
-    let port: Int
-    private let process: Process
-
-    var base: String { "http://127.0.0.1:\(port)" }
-    func url(_ path: String) -> String { base + path }
-
-    private init(scratch: String, port: Int, process: Process) {
-        self.scratch = scratch
-        self.root = scratch + "/root"
-        self.port = port
-        self.process = process
-    }
-
-    static func start(extra: [String: [UInt8]] = [:]) async throws -> ServiceOrigin {
-        let scratch = try makeTempDirectory("svc-origin")
-        let root = scratch + "/root"
-        let fm = FileManager.default
-        do {
-            try fm.copyItem(atPath: examples, toPath: root)
-            for (name, bytes) in extra { try Data(bytes).write(to: URL(fileURLWithPath: root + "/" + name)) }
-        } catch {
-            try? fm.removeItem(atPath: scratch)
-            throw error
-        }
-        let portFile = scratch + "/port"
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", packageRoot + "/Tests/Fixtures/fault-origin.py", "--root", root, "--port-file", portFile]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        for _ in 0..<500 {
-            if let text = try? String(contentsOfFile: portFile, encoding: .utf8), let port = Int(text) {
-                return ServiceOrigin(scratch: scratch, port: port, process: process)
-            }
-            if !process.isRunning { break }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        try? fm.removeItem(atPath: scratch)
-        throw SupportError("the fault origin did not start")
-    }
-
-    deinit { stop() }
-
-    func stop() {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        try? FileManager.default.removeItem(atPath: scratch)
-    }
-
-    /// The bytes of a file the origin serves, by path under its root ("images/01-sunrise.png").
-    func file(_ path: String) throws -> [UInt8] {
-        Array(try Data(contentsOf: URL(fileURLWithPath: root + "/" + path)))
-    }
-
-    /// One request as the origin saw it.
-    struct LoggedRequest: Equatable {
-        var path: String
-        var status: Int
-        var ifNoneMatch: String?
-    }
-
-    /// Every request served so far, in order (without the log requests themselves).
-    func requests() throws -> [LoggedRequest] {
-        let body = try get("/_log")
-        guard let rows = try JSONSerialization.jsonObject(with: Data(body)) as? [[String: Any]] else {
-            throw SupportError("/_log is not a list")
-        }
-        return rows.map {
-            LoggedRequest(path: $0["path"] as? String ?? "", status: $0["status"] as? Int ?? 0,
-                          ifNoneMatch: $0["inm"] as? String)
-        }.filter { !$0.path.hasPrefix("/_") }
-    }
-
-    /// The log once it holds at least `count` requests (or after 10 s): the
-    /// origin records a request after answering it.
-    func requests(atLeast count: Int) async throws -> [LoggedRequest] {
-        for _ in 0..<500 {
-            let log = try requests()
-            if log.count >= count { return log }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return try requests()
-    }
-
-    /// A minimal HTTP/1.0 GET over a TCP socket, independent of the client under test.
-    private func get(_ path: String) throws -> [UInt8] {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw SupportError("socket failed") }
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard rc == 0 else { throw SupportError("cannot connect to the origin") }
-        let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
-        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n <= 0 { break }
-            response += buffer[0..<n]
-        }
-        guard let split = response.firstRange(of: Array("\r\n\r\n".utf8)) else { throw SupportError("bad HTTP answer to \(path)") }
-        return Array(response[split.upperBound...])
+extension FaultOrigin {
+    static func start(extra: [String: [UInt8]] = [:]) async throws -> FaultOrigin {
+        try await launch(copying: examples, files: extra)
     }
 }
 

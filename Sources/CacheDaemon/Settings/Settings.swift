@@ -20,7 +20,7 @@ public struct Settings: Sendable, Equatable {
     public var maxConnections = 4096
     public var idleTimeout = 300.0
     public var maxQueuedBytes: Int64 = 4 << 20
-    public var maxJSONDepth = 64
+    public var maxJSONDepth = JSONParser.defaultMaxDepth
     public var prefetchOnStart = false
     public var logLevel: LogLevel = .info
     /// The configuration file the settings were read from, if any (not a setting).
