@@ -8,8 +8,9 @@ import CacheSystem
 /// Opening the store and the HTTP client, start-up recovery, the access-time
 /// thread, and shutdown in the order that loses nothing.
 extension CacheService {
-    /// Opens the store in `configuration.storeDirectory` (replaying its log)
-    /// and starts the worker pool and the HTTP client.
+    /// Opens the store in `configuration.storeDirectory` (replaying its log,
+    /// and logging what recovery did) and starts the worker pool and the
+    /// HTTP client.
     public static func open(_ configuration: ServiceConfiguration, userAgent: String, log: Logger) throws(CacheError) -> CacheService {
         var storeConfiguration = StoreConfiguration(directory: configuration.storeDirectory, maxBytes: configuration.maxBytes)
         storeConfiguration.compactionSlack = configuration.compactionSlack
@@ -18,6 +19,7 @@ extension CacheService {
         }
         let store: Store
         do { store = try Store(storeConfiguration) } catch { throw .store(error, doing: "cannot open the store") }
+        logRecovery(store, log)
         var policy = configuration.fetch
         policy.userAgent = userAgent
         return CacheService(store: store, http: HTTPClient(policy: policy),
@@ -28,17 +30,21 @@ extension CacheService {
     /// The store directory, resolved (links and relative spellings followed once).
     public var storeDirectory: String { store.directory }
 
-    /// Logs what recovery did at open, then starts what need not delay
-    /// readiness: post files that differ from the log are rewritten,
-    /// objects whose files went missing are dropped, and use times reach
-    /// the log once a minute (so eviction order survives restarts).
-    public func start() {
+    /// What recovery did when the store was opened.
+    private static func logRecovery(_ store: Store, _ log: Logger) {
         if let r = store.recovery {
             log.warning("index.log was damaged (\(r.problem)); kept \(r.cutOffset) bytes, moved \(r.cutLength) bytes from offset \(r.cutOffset) to \(r.savedTo)")
         }
         for feed in store.damagedValidators.sorted(by: { $0.rawValue < $1.rawValue }) {
             log.warning("the stored ETag or Last-Modified of the \(feed == .posts ? "posts feed" : "image manifest") held a control character and was dropped; its next refresh is unconditional")
         }
+    }
+
+    /// Starts what need not delay readiness: post files that differ from
+    /// the log are rewritten, objects whose files went missing are dropped,
+    /// and use times reach the log once a minute (so eviction order
+    /// survives restarts).
+    public func start() {
         pool.submit { [self] in
             let fixed = store.reconcilePostFiles()
             if fixed > 0 { log.notice("rewrote \(fixed) post files to match the index") }
