@@ -33,7 +33,7 @@ let package = Package(
         // The daemon: settings, the socket front-end (event loop, JSON-lines
         // dispatch) and process life (systemd, signals). Never the store.
         .target(name: "CacheDaemon",
-                dependencies: ["CacheSystem", "CacheService", "CacheFetch", "CacheProtocol"],
+                dependencies: ["CacheSystem", "CacheService", "CacheFetch", "CacheProtocol", "CLinux"],
                 swiftSettings: strict),
         // cachectl's commands and output.
         .target(name: "CacheCLI", dependencies: ["CacheSystem", "CacheProtocol"], swiftSettings: strict),

@@ -9,9 +9,9 @@ import CacheSystem
 /// Owned by one thread at a time: the fetch thread while bytes arrive, then
 /// the worker that commits it. `Store.commitObject` or `discard()` ends it.
 // Safe unchecked: the fetch thread appends while the transfer runs, then
-// it is handed (through the HTTP client's and the pool's locks, which order
-// the accesses) to the one worker that commits or discards it; no two
-// threads ever use it at once. A lock here would be taken per chunk for nothing.
+// it is handed to the one worker that commits or discards it; no two
+// threads ever use it at once. The hand-over goes through the lock of the
+// sink that holds it (`ObjectSink`), which orders the accesses.
 public final class ObjectWriter: @unchecked Sendable {
     /// The temp file's path.
     public let tempPath: String
@@ -62,15 +62,9 @@ public final class ObjectWriter: @unchecked Sendable {
     /// The image type the first bytes are, or nil: decided by the bytes
     /// alone, never by what the origin declared.
     public var imageType: ImageType? { ImageType.detect(head) }
-    /// What the first bytes look like when they are not an image.
-    public var headDescription: String { ImageType.describeNonImage(head) }
-    /// The message for refusing these bytes, naming the declared Content-Type
-    /// (nil: none was sent) and what the bytes look like.
-    public func refusal(declaredContentType: String?) -> String {
-        ImageType.refusal(declaredContentType: declaredContentType, head: head)
-    }
-    /// `refusal` without the leading `not an image: `, for `StoreError.notAnImage`;
-    /// `declared` is nil when the caller does not know the Content-Type.
+    /// What the refusal of these bytes says after `not an image: `, for
+    /// `StoreError.notAnImage`: the declared Content-Type (nil when the
+    /// caller does not know it) and what the bytes look like.
     func refusalDetail(declared: String?) -> String {
         ImageType.refusalDetail(declared: declared, head: head)
     }

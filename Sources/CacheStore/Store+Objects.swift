@@ -4,7 +4,7 @@ import Glibc
 import CLinux
 import CacheSystem
 
-/// Object commits (group commit), verified reads and quarantine.
+/// Object writes and commits (through `GroupCommit`), and the object index's lookups.
 extension Store {
     // MARK: Objects
 

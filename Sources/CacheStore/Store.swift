@@ -263,8 +263,9 @@ public final class Store: Sendable {
         }
     }
 
-    /// True when the object's file exists with its recorded size (one `lstat`,
-    /// no writes: safe on the event loop).
+    /// True when the object's file is a regular file of its recorded size:
+    /// the hit test (its fan-out directory opened without links, one
+    /// `fstatat`; no writes: safe on the event loop).
     public func objectFileLooksRight(_ ref: ObjectRef) -> Bool {
         guard let st = try? files.status(objectPath(ref.hash)) else { return false }
         return st.isRegular && st.size == ref.size

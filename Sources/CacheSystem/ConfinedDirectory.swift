@@ -44,7 +44,7 @@ public final class ConfinedDirectory: Sendable {
     /// Opens `p` beneath this directory with `flags` (`O_CLOEXEC` added).
     public func open(_ p: String, _ flags: Int32, mode: mode_t = 0o600) throws(SystemError) -> FileDescriptor {
         let rel = try relative(p)
-        if let fd = try retryingOnInterrupt("open", p, nilOn: [ENOSYS, EPERM], {
+        if let fd = try retryingOnInterrupt("open", p, nilOn: ENOSYS, or: EPERM, {
             clinux_openat2_beneath(descriptor.rawValue, rel, flags | O_CLOEXEC, UInt32(mode))
         }) {
             return FileDescriptor(rawValue: fd, path: p)

@@ -95,7 +95,7 @@ public struct FileDescriptor: Sendable, Hashable {
 
     /// Takes an exclusive advisory lock without waiting; false when another holds it.
     public func tryLockExclusive() throws(SystemError) -> Bool {
-        try retryingOnInterrupt("flock", path, nilOn: [EWOULDBLOCK]) { clinux_flock_exclusive_nb(rawValue) } != nil
+        try retryingOnInterrupt("flock", path, nilOn: EWOULDBLOCK) { clinux_flock_exclusive_nb(rawValue) } != nil
     }
 
     /// Sets or clears `O_NONBLOCK`.

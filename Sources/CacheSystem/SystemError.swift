@@ -31,27 +31,33 @@ public struct SystemError: Error, CustomStringConvertible, Sendable, Equatable {
 }
 
 /// Calls `body` until it does not fail with `EINTR`; nil when it fails with
-/// one of `quiet` (for example `EAGAIN`: it would block); any other
-/// negative result throws. The one EINTR loop of the syscall wrappers.
+/// `quiet` or `alsoQuiet` (for example `EAGAIN`: it would block); any other
+/// negative result throws. The one EINTR loop of the syscall wrappers (on
+/// the hot path of every socket read and write: no allocation, and the
+/// subject is built only for an error).
 @inline(__always)
-func retryingOnInterrupt<T: BinaryInteger>(_ call: String, _ subject: String = "", nilOn quiet: Set<Int32>,
+func retryingOnInterrupt<T: BinaryInteger>(_ call: StaticString, _ subject: @autoclosure () -> String = "",
+                                           nilOn quiet: Int32, or alsoQuiet: Int32 = 0,
                                            _ body: () -> T) throws(SystemError) -> T? {
     while true {
         let result = body()
         if result >= 0 { return result }
-        if errno == EINTR { continue }
-        if quiet.contains(errno) { return nil }
-        throw SystemError(call, subject)
+        let e = errno
+        if e == EINTR { continue }
+        if e == quiet || (alsoQuiet != 0 && e == alsoQuiet) { return nil }
+        throw SystemError("\(call)", subject(), errno: e)
     }
 }
 
 /// Calls `body` until it does not fail with `EINTR`; a negative result throws.
 @inline(__always)
-func retryingOnInterrupt<T: BinaryInteger>(_ call: String, _ subject: String = "", _ body: () -> T) throws(SystemError) -> T {
+func retryingOnInterrupt<T: BinaryInteger>(_ call: StaticString, _ subject: @autoclosure () -> String = "",
+                                           _ body: () -> T) throws(SystemError) -> T {
     while true {
         let result = body()
         if result >= 0 { return result }
-        if errno == EINTR { continue }
-        throw SystemError(call, subject)
+        let e = errno
+        if e == EINTR { continue }
+        throw SystemError("\(call)", subject(), errno: e)
     }
 }

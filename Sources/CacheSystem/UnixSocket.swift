@@ -73,7 +73,7 @@ public enum UnixSocket {
     public static func accept(_ listener: FileDescriptor) throws(SystemError) -> FileDescriptor? {
         // A connection aborted before it was accepted is skipped, not an error.
         while true {
-            let fd = try retryingOnInterrupt("accept4", listener.path, nilOn: [EAGAIN, ECONNABORTED]) {
+            let fd = try retryingOnInterrupt("accept4", listener.path, nilOn: EAGAIN, or: ECONNABORTED) {
                 accept4(listener.rawValue, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
             }
             if let fd { return FileDescriptor(rawValue: fd, path: listener.path) }
@@ -83,20 +83,20 @@ public enum UnixSocket {
 
     /// Sends without raising SIGPIPE; returns the bytes sent, 0 when the socket would block.
     public static func send(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Int {
-        try retryingOnInterrupt("send", fd.path, nilOn: [EAGAIN]) {
+        try retryingOnInterrupt("send", fd.path, nilOn: EAGAIN) {
             Glibc.send(fd.rawValue, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
         } ?? 0
     }
 
     /// Receives into `buffer`; nil when it would block, 0 at end of stream.
     public static func receive(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int? {
-        try retryingOnInterrupt("recv", fd.path, nilOn: [EAGAIN]) { recv(fd.rawValue, buffer.baseAddress, buffer.count, 0) }
+        try retryingOnInterrupt("recv", fd.path, nilOn: EAGAIN) { recv(fd.rawValue, buffer.baseAddress, buffer.count, 0) }
     }
 
     /// Copies up to `count` bytes of `file` from `offset` to the socket; 0 when it would block.
     public static func sendFile(_ socket: FileDescriptor, from file: FileDescriptor, offset: inout Int64, count: Int) throws(SystemError) -> Int {
         var off = off_t(offset)
-        let n = try retryingOnInterrupt("sendfile", file.path, nilOn: [EAGAIN]) { sendfile(socket.rawValue, file.rawValue, &off, count) }
+        let n = try retryingOnInterrupt("sendfile", file.path, nilOn: EAGAIN) { sendfile(socket.rawValue, file.rawValue, &off, count) }
         offset = Int64(off)
         return n ?? 0
     }

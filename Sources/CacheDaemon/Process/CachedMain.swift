@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CLinux
 import CacheProtocol
 import CacheService
 import CacheSystem

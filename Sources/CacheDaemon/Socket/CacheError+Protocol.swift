@@ -5,7 +5,8 @@ import CacheService
 /// (docs/protocol.md, "Errors").
 extension ProtocolError {
     /// The answer for a service failure: a store failure is `internal`,
-    /// never `upstream`; `upstream` is the origin's alone.
+    /// never `upstream`; `upstream` is the origin's, and a feed URL that is
+    /// not configured (docs/protocol.md, "Error codes by operation").
     init(_ error: CacheError) {
         self.init(Self.code(error), error.description)
     }
