@@ -103,6 +103,9 @@ final class ServerProcess {
 
     var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
 
+    /// How it ended, for messages.
+    var exitStatusText: String { exitStatus.map { "\($0)" } ?? "unknown" }
+
     /// Stops the whole group: `signal` first (servers flush their logs on
     /// it), SIGKILL after `grace` seconds. Idempotent.
     func stop(signal: Int32 = SIGTERM, grace: Double = 5) {
@@ -141,17 +144,22 @@ final class ServerProcess {
     /// port is free when chosen, but any process binding port 0 meanwhile,
     /// such as another test's origin, may take it; servers that log to a
     /// file say so only there, so every failure gets another port.)
-    static func startListening(_ name: String, attempts: Int = 5, timeout: Double = 20,
+    static func startListening(_ name: String, attempts: Int = 5, timeout: Double = 20, logs: [String] = [],
                                _ launch: (Int) throws -> ServerProcess) throws -> (process: ServerProcess, port: Int) {
-        var last = ""
+        var tries: [String] = []
         for _ in 0..<attempts {
             let port = try unusedLocalPort()
+            let started = Date()
             let p = try launch(port)
             if waitUntil(timeout, { p.listens(on: port) || !p.isRunning }) && p.isRunning { return (p, port) }
+            let state = p.isRunning ? "still running, not listening" : "exited (status \(p.exitStatusText))"
+            let seconds = Date().timeIntervalSince(started)
             p.stop()
-            last = p.output
+            // Servers that log to a file say why only there.
+            let logged = logs.map { path in "\(path): " + String(((try? String(contentsOfFile: path, encoding: .utf8)) ?? "(none)").suffix(800)) }
+            tries.append("port \(port), \(state) after \(String(format: "%.1f", seconds)) s; output: \(p.output.suffix(800)) \(logged.joined(separator: "; "))")
         }
-        throw HarnessError("\(name) did not start listening on 127.0.0.1: \(last.suffix(2000))")
+        throw HarnessError("\(name) did not start listening on 127.0.0.1: " + tries.joined(separator: " | "))
     }
 }
 
@@ -362,7 +370,7 @@ final class Nginx: RealServer {
             try FileManager.default.createDirectory(atPath: "\(dir)/tmp/\(t)", withIntermediateDirectories: true)
         }
         let conf = dir + "/nginx.conf"
-        (process, port) = try ServerProcess.startListening(name) { port in
+        (process, port) = try ServerProcess.startListening(name, logs: [dir + "/error.log"]) { port in
             try writeConfig(template, to: conf, values.merging(["DIR": dir, "PORT": String(port), "ROOT": dir + "/root",
                                                                 "USER": runningAsRoot ? "user root;" : ""]) { a, _ in a })
             return try ServerProcess(name: name, executable: Self.executable,
@@ -394,7 +402,7 @@ final class Caddy: RealServer {
         // Its own HOME and XDG directories: the CA, certificates and
         // autosaved configuration stay in the scratch directory.
         let env = ["PATH": "/usr/bin:/bin", "HOME": dir + "/home", "XDG_DATA_HOME": dir + "/data", "XDG_CONFIG_HOME": dir + "/config"]
-        (process, port) = try ServerProcess.startListening("caddy") { port in
+        (process, port) = try ServerProcess.startListening("caddy", logs: [dir + "/caddy.log"]) { port in
             try writeConfig("Caddyfile", to: conf, ["DIR": dir, "PORT": String(port), "ROOT": dir + "/root"])
             return try ServerProcess(name: "caddy", executable: Self.executable,
                                      arguments: ["run", "--config", conf, "--adapter", "caddyfile"],
