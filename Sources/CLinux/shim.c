@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <malloc.h>
 #include "CLinux.h"
 #include <stdlib.h>
 #include <string.h>
@@ -96,4 +97,8 @@ int clinux_lock_rank_push(int rank) {
 void clinux_lock_rank_pop(int rank) {
     (void)rank;
     if (lock_depth > 0) lock_depth--;
+}
+
+int clinux_tune_malloc(int trim_threshold, int mmap_threshold) {
+    return mallopt(M_TRIM_THRESHOLD, trim_threshold) == 1 && mallopt(M_MMAP_THRESHOLD, mmap_threshold) == 1 ? 0 : -1;
 }

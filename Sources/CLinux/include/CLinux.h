@@ -55,4 +55,8 @@ int clinux_lock_rank_push(int rank);
 /** Pops the most recent `rank` from this thread's stack. */
 void clinux_lock_rank_pop(int rank);
 
+/** Fixes glibc malloc's trim and mmap thresholds (mallopt), which it
+    otherwise moves as large blocks come and go; returns 0 on success. */
+int clinux_tune_malloc(int trim_threshold, int mmap_threshold);
+
 #endif

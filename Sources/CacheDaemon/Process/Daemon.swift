@@ -26,6 +26,7 @@ final class Daemon {
         // Signals first, so that every thread started later has them blocked.
         clinux_ignore_sigpipe()
         raiseOpenFileLimit()
+        _ = clinux_tune_malloc(Self.mallocTrimThreshold, Self.mallocMmapThreshold)
         let signalFD = clinux_signalfd_termination()
         let manager = ServiceManager(environment: environment)
 
@@ -152,6 +153,15 @@ final class Daemon {
                    (plan.needRestart.isEmpty ? "" : "; needs a restart to change: " + plan.needRestart.joined(separator: ", ")))
         current = plan.applied
     }
+
+    /// Every inline `read` answer is a fresh buffer of up to 256 KiB. With
+    /// glibc's moving thresholds, freeing one at the top of the heap often
+    /// returned the memory to the kernel, and the next answer faulted fresh
+    /// pages in again (measured: read throughput 0.73-0.88x of 0.1.0's, the
+    /// brk calls +43%). Keeping up to 8 MiB of freed heap, and taking
+    /// blocks under 1 MiB from the heap, ends the churn for little memory.
+    static let mallocTrimThreshold: Int32 = 8 << 20
+    static let mallocMmapThreshold: Int32 = 1 << 20
 
     /// Descriptors beyond one per connection: the listeners, the store's
     /// files, objects being sent, curl's sockets and temp files.
