@@ -91,5 +91,5 @@ public struct OriginFailure: Sendable, CustomStringConvertible {
         }
     }
 
-    public var description: String { "\(subject): \(reason)" }
+    public var description: String { subject.isEmpty ? reason : "\(subject): \(reason)" }
 }

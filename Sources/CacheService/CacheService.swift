@@ -90,10 +90,14 @@ public final class CacheService: Sendable {
     /// Applies reloaded feed settings. A feed whose URL changed is fetched
     /// next without validators (they belong to the old URL).
     public func apply(_ new: FeedConfiguration) {
-        let old = feeds.withLock { f -> FeedConfiguration in defer { f = new }; return f }
+        // Marked before the URL changes: a refresh that starts in between
+        // goes unconditional once, never sends the old URL's validators to
+        // the new one. (Only the loop thread applies a reload.)
+        let old = feeds.withLock { $0 }
         revalidation.withLock { r in
             if old.postsURL != new.postsURL { r.urlChanged(.posts) }
             if old.imagesURL != new.imagesURL { r.urlChanged(.manifest) }
         }
+        feeds.withLock { $0 = new }
     }
 }

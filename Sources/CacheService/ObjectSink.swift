@@ -31,7 +31,10 @@ final class ObjectSink: BodySink {
     func reset() throws {
         try state.withLock { (s) throws(StoreError) in
             s.failure = nil
-            try s.writer?.reset()
+            do throws(StoreError) { try s.writer?.reset() } catch {
+                s.failure = error  // the store's failure, not the origin's
+                throw error
+            }
         }
     }
 

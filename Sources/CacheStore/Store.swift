@@ -72,11 +72,18 @@ public final class Store: Sendable {
             log = try IndexLog(directory: files, name: "index.log") { transaction in
                 replayed.apply(transaction: transaction)
             }
-            try Store.prepareLayout(files)
         } catch {
             lockFD.close()
             directoryFD.close()
             throw StoreError(opening: error)
+        }
+        do throws(SystemError) { try Store.prepareLayout(files) } catch {
+            log.close()
+            lockFD.close()
+            directoryFD.close()
+            // The open fails, so nobody logs the recovery: the error says it.
+            guard let r = log.recovery else { throw .io(error) }
+            throw .io(SystemError(error.call, error.subject + " (index.log had been cut first: \(r.problem); the cut bytes are in \(r.savedTo))", errno: error.errno))
         }
         replayed.sortPosts()
         recovery = log.recovery

@@ -323,3 +323,34 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         #expect(store.row(0)?.object == refs[0] && store.row(2)?.object == refs[2])
     }
 }
+
+@Suite struct OpeningOrderTests {
+    /// The log is read (and a damaged tail cut) before the layout is made;
+    /// when the layout then fails the open fails, and as nobody logs that
+    /// recovery, the error itself says what was cut and where it went.
+    @Test func aLayoutFailureAfterACutNamesTheCut() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        _ = try store.replacePosts([(1, Array("{}".utf8))], validators: Validators())
+        store.close()
+        let fd = try FileDescriptor.open(dir.path + "/index.log", O_WRONLY | O_APPEND)
+        try fd.writeAll([9, 9, 9])  // a torn record header
+        fd.close()
+        // tmp/ replaced by a file: the layout cannot be made.
+        #expect(rmdir(dir.path + "/tmp") == 0)
+        _ = FileManager.default.createFile(atPath: dir.path + "/tmp", contents: Data("x".utf8))
+        do {
+            _ = try Store(StoreConfiguration(directory: dir.path))
+            Issue.record("opened with tmp/ a file")
+        } catch {
+            #expect("\(error)".contains("index.log had been cut first: torn record header"), "\(error)")
+            #expect("\(error)".contains("index.log.corrupt-"), "\(error)")
+        }
+        do { _ = try Store(StoreConfiguration(directory: dir.path)) } catch {
+            // The second open finds the log already cut: it says only what failed.
+            #expect(!"\(error)".contains("had been cut"), "\(error)")
+        }
+        // The cut bytes are kept aside.
+        #expect(try FileSystem.list(dir.path).contains { $0.hasPrefix("index.log.corrupt-") })
+    }
+}
