@@ -54,7 +54,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CacheSystem"], swiftSettings: strict),
         .testTarget(name: "CacheProtocolTests", dependencies: ["CacheProtocol"], swiftSettings: strict),
-        .testTarget(name: "CacheSystemTests", dependencies: ["CacheSystem"], swiftSettings: strict),
+        .testTarget(name: "CacheSystemTests", dependencies: ["CacheSystem", "CLinux"], swiftSettings: strict),
         .testTarget(name: "CacheFetchTests", dependencies: ["CacheFetch", "CacheSystem", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "CacheServiceTests",
                     dependencies: ["CacheService", "CacheStore", "CacheProtocol", "CacheFetch", "CacheSystem", "TestSupport"],
