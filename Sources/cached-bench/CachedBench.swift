@@ -9,7 +9,7 @@ import Foundation
 struct CachedBench {
     static let usage = """
     usage: cached-bench replay RECORDS [--daemon PATH/TO/cached] [--keep]
-           cached-bench load --socket PATH [--connections C] [--requests N] [--pipeline P] [--ids MAX] [--op get_post|ping] [--redis-value-size BYTES]
+           cached-bench load --socket PATH [--connections C] [--requests N] [--pipeline P] [--ids MAX] [--op get_post|ping] [--redis]
            cached-bench read-all --socket PATH [--rounds R]
     """
 
@@ -29,8 +29,7 @@ struct CachedBench {
                                                requests: Int(option("--requests") ?? "100000") ?? 100_000,
                                                pipeline: Int(option("--pipeline") ?? "1") ?? 1,
                                                maxID: Int(option("--ids") ?? "100") ?? 100,
-                                               op: option("--op") ?? "get_post",
-                                               redisValueSize: option("--redis-value-size").flatMap { Int($0) }).run()
+                                               target: args.contains("--redis") ? .redis : .cached(op: option("--op") ?? "get_post")).run()
                 print(result.json)
             case "read-all":
                 guard let socket = option("--socket") else { fail(usage) }

@@ -13,49 +13,106 @@ struct LoadResult {
     var p50: Double  // microseconds
     var p99: Double
     var errors: Int
+    /// Answer bytes received (payload and framing), to show both servers sent the same.
+    var answerBytes: Int
 
     var opsPerSecond: Double { Double(requests) / seconds }
     var json: String {
-        String(format: "{\"ops\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"requests\":%d,\"seconds\":%.3f,\"errors\":%d}",
-               opsPerSecond, p50, p99, requests, seconds, errors)
+        String(format: "{\"ops\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"requests\":%d,\"seconds\":%.3f,\"errors\":%d,\"answer_bytes\":%d}",
+               opsPerSecond, p50, p99, requests, seconds, errors, answerBytes)
+    }
+}
+
+/// The server a load run speaks to.
+enum LoadTarget {
+    /// cached: `{"op":"get_post","id":N}` (or `ping`), answered by a JSON line.
+    case cached(op: String)
+    /// Redis: `GET post:N`, the key holding exactly the line cached answers
+    /// for that post (scripts/bench.py loads them), answered `$len\r\n...\r\n`.
+    case redis
+
+    func request(id: Int) -> [UInt8] {
+        switch self {
+        case .cached(let op) where op == "ping": return Array("{\"op\":\"ping\"}\n".utf8)
+        case .cached: return Array("{\"op\":\"get_post\",\"id\":\(id)}\n".utf8)
+        case .redis: return Array("GET post:\(id)\r\n".utf8)
+        }
+    }
+
+    /// Reads one whole answer from a blocking socket: the bytes every later
+    /// answer to the same request must equal.
+    func readAnswer(_ fd: FileDescriptor) throws -> [UInt8] {
+        var got: [UInt8] = []
+        var byte: UInt8 = 0
+        func next() throws -> UInt8 {
+            let n = try withUnsafeMutableBytes(of: &byte) { (raw) throws(SystemError) in try UnixSocket.receive(fd, into: raw) ?? 0 }
+            guard n == 1 else { throw SystemError("recv", "the server closed the connection while priming") }
+            got.append(byte)
+            return byte
+        }
+        while try next() != 0x0A {}
+        guard case .redis = self else { return got }
+        // `$len\r\n` then len bytes and `\r\n`; `$-1` (no such key) has no body.
+        guard got.first == UInt8(ascii: "$"), let len = Int(String(decoding: got.dropFirst().dropLast(2), as: UTF8.self)) else {
+            throw SystemError("GET", "Redis answered \(String(decoding: got, as: UTF8.self)): load the post:N keys first")
+        }
+        for _ in 0..<(len + 2) { _ = try next() }
+        return got
     }
 }
 
 /// A single-threaded epoll client in the manner of redis-benchmark: C
 /// connections, each with up to P requests in flight; the latency of a
-/// request runs from its send to the end of its answer line.
+/// request runs from its send to the last byte of its answer.
+///
+/// It does the same work per answer whatever the server: before the run it
+/// asks each distinct request once and keeps the answer, and during the run
+/// it compares every answer byte for byte with that one (a difference is an
+/// error). So cached and Redis are measured by one client, on the same
+/// connections, with the same payload bytes.
 struct LoadGenerator {
     let socket: String
     let connections: Int
     let requests: Int
     let pipeline: Int
     let maxID: Int
-    let op: String
-    /// With a value size: speak Redis's inline protocol (`GET key`) and count
-    /// answers by their fixed length, so the same client can measure Redis.
-    var redisValueSize: Int? = nil
+    let target: LoadTarget
 
     private final class Conn {
         let fd: FileDescriptor
+        /// Per request in flight: when it was sent and which line it was.
         var sentAt: [UInt64] = []
+        var sentLine: [Int] = []
         var sentHead = 0
         var inFlight = 0
         var sent = 0
+        /// How much of the head answer was received, and whether it differed so far.
+        var matched = 0
+        var differs = false
         init(fd: FileDescriptor) { self.fd = fd }
+    }
+
+    /// The distinct request lines (ids spread over 1...maxID) and their answers.
+    private func prime() throws -> (lines: [[UInt8]], answers: [[UInt8]]) {
+        let count = min(1024, maxID)
+        let lines = (0..<count).map { target.request(id: ($0 * 7919) % maxID + 1) }
+        let fd = try UnixSocket.connect(path: socket)
+        defer { fd.close() }
+        var answers: [[UInt8]] = []
+        for line in lines {
+            try line.withUnsafeBytes { raw throws in
+                var off = 0
+                while off < raw.count { off += try UnixSocket.send(fd, UnsafeRawBufferPointer(rebasing: raw[off...])) }
+            }
+            answers.append(try target.readAnswer(fd))
+        }
+        return (lines, answers)
     }
 
     // Long on purpose: a benchmark's hot loop, kept in one function so the
     // client costs as little per request as the clients it is compared with.
     func run() throws -> LoadResult {
-        // Request lines prepared ahead, so the client costs little per request.
-        var lines: [[UInt8]] = []
-        for i in 0..<1024 {
-            let id = (i * 7919) % maxID + 1
-            if redisValueSize != nil { lines.append(Array("GET key:\(id)\r\n".utf8)); continue }
-            lines.append(op == "ping" ? Array("{\"op\":\"ping\"}\n".utf8) : Array("{\"op\":\"get_post\",\"id\":\(id)}\n".utf8))
-        }
-        let redisAnswer = redisValueSize.map { "$\($0)\r\n".utf8.count + $0 + 2 }
-        var partial = [Int](repeating: 0, count: connections)
+        let (lines, answers) = try prime()
         let epfd = epoll_create1(0)
         defer { close(epfd) }
         var conns: [Conn] = []
@@ -68,24 +125,30 @@ struct LoadGenerator {
         defer { for c in conns { c.fd.close() } }
         let perConn = (requests + connections - 1) / connections
         var latencies: [UInt32] = []
-        latencies.reserveCapacity(requests)
+        latencies.reserveCapacity(perConn * connections)
         var errors = 0
+        var answerBytes = 0
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var batch = [UInt8](repeating: 0, count: pipeline * (lines.map(\.count).max() ?? 0))
         var lineIndex = 0
 
         func fill(_ c: Conn) throws {
-            var batch: [UInt8] = []
+            var used = 0
             let now = Clock.monotonicNanoseconds()
             while c.inFlight < pipeline && c.sent < perConn {
-                batch += lines[lineIndex & 1023]
+                let index = lineIndex % lines.count
                 lineIndex += 1
+                let line = lines[index]
+                batch.withUnsafeMutableBytes { dst in line.withUnsafeBytes { dst.baseAddress!.advanced(by: used).copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+                used += line.count
                 c.sentAt.append(now)
+                c.sentLine.append(index)
                 c.inFlight += 1
                 c.sent += 1
             }
             var off = 0
-            while off < batch.count {
-                let n = try batch.withBytes { (raw) throws(SystemError) in try UnixSocket.send(c.fd, UnsafeRawBufferPointer(rebasing: raw[off...])) }
+            while off < used {
+                let n = try batch.withUnsafeBytes { (raw) throws(SystemError) in try UnixSocket.send(c.fd, UnsafeRawBufferPointer(rebasing: raw[off..<used])) }
                 if n == 0 { usleep(50); continue }
                 off += n
             }
@@ -103,31 +166,39 @@ struct LoadGenerator {
             for i in 0..<Int(n) {
                 let c = conns[Int(keys[i])]
                 guard let got = try buffer.withMutableBytes({ (raw) throws(SystemError) in try UnixSocket.receive(c.fd, into: raw) }) else { continue }
-                if got == 0 { throw SystemError("the daemon closed a connection") }
+                if got == 0 { throw SystemError("the server closed a connection") }
                 let now = Clock.monotonicNanoseconds()
-                var answers = 0
-                if let size = redisAnswer {
-                    partial[Int(keys[i])] += got
-                    answers = partial[Int(keys[i])] / size
-                    partial[Int(keys[i])] %= size
-                } else {
-                    for j in 0..<got where buffer[j] == 0x0A { answers += 1 }
-                    if got > 7 && buffer[6] == UInt8(ascii: "f") { errors += 1 }  // {"ok":false
+                answerBytes += got
+                var off = 0
+                while off < got {
+                    guard c.sentHead < c.sentLine.count else { throw SystemError("the server sent more than was asked") }
+                    let expected = answers[c.sentLine[c.sentHead]]
+                    let take = min(expected.count - c.matched, got - off)
+                    let same = buffer.withUnsafeBytes { b in expected.withUnsafeBytes { e in
+                        memcmp(b.baseAddress! + off, e.baseAddress! + c.matched, take) == 0 } }
+                    if !same { c.differs = true }
+                    c.matched += take
+                    off += take
+                    if c.matched == expected.count {
+                        if c.differs { errors += 1 }
+                        latencies.append(UInt32(min(UInt64(UInt32.max), (now - c.sentAt[c.sentHead]) / 1000)))
+                        c.matched = 0
+                        c.differs = false
+                        c.sentHead += 1
+                        c.inFlight -= 1
+                        done += 1
+                    }
                 }
-                for _ in 0..<answers {
-                    latencies.append(UInt32(min(UInt64(UInt32.max), (now - c.sentAt[c.sentHead]) / 1000)))
-                    c.sentHead += 1
-                    c.inFlight -= 1
-                    done += 1
+                if c.sentHead > 4096 {
+                    c.sentAt.removeFirst(c.sentHead); c.sentLine.removeFirst(c.sentHead); c.sentHead = 0
                 }
-                if c.sentHead > 4096 { c.sentAt.removeFirst(c.sentHead); c.sentHead = 0 }
                 if c.inFlight == 0 || (pipeline > 1 && c.inFlight < pipeline / 2) { try fill(c) }
             }
         }
         let seconds = Double(Clock.monotonicNanoseconds() - start) / 1e9
         latencies.sort()
         func pct(_ p: Double) -> Double { latencies.isEmpty ? 0 : Double(latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]) }
-        return LoadResult(requests: done, seconds: seconds, p50: pct(0.50), p99: pct(0.99), errors: errors)
+        return LoadResult(requests: done, seconds: seconds, p50: pct(0.50), p99: pct(0.99), errors: errors, answerBytes: answerBytes)
     }
 }
 

@@ -37,6 +37,8 @@ final class Connection {
     var registered = false
     /// Set once the connection was given a bigger send buffer for file bytes.
     var bigSendBuffer = false
+    /// Set while the connection waits in the loop's flush queue.
+    var flushQueued = false
     /// When bytes last moved either way (monotonic ns), for the idle timeout.
     var lastActivity = Clock.monotonicNanoseconds()
 

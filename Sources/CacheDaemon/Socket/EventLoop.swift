@@ -36,6 +36,8 @@ final class EventLoop {
     private let signalFD: Int32
     let mailbox: Mailbox
     private var connections: [UInt64: Connection] = [:]
+    /// Connections with answers made in this turn, sent once its events are handled.
+    private var flushQueue: [Connection] = []
     private var nextID: UInt64 = 100
     /// Changed only on the loop thread (SIGHUP reloads run there).
     var limits: LoopLimits { didSet { assertOnLoopThread() } }
@@ -143,6 +145,7 @@ final class EventLoop {
                     if ev & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 { close(c) }
                 }
             }
+            flushQueued()
         }
         for c in Array(connections.values) { close(c) }
     }
@@ -216,7 +219,26 @@ final class EventLoop {
             if n < scratch.count { break }
         }
         processLines(c)
-        flush(c)
+        queueFlush(c)
+    }
+
+    /// Answers made while handling one `epoll_wait`'s events are sent after
+    /// all of them were handled, as Redis does before it sleeps: a client
+    /// woken by its answer does not preempt the loop in the middle of the
+    /// batch, and every connection still gets one `send` per turn.
+    private func queueFlush(_ c: Connection) {
+        guard !c.flushQueued else { return }
+        c.flushQueued = true
+        flushQueue.append(c)
+    }
+
+    private func flushQueued() {
+        // `flush` never queues, so the queue cannot grow while it drains.
+        for c in flushQueue {
+            c.flushQueued = false
+            flush(c)
+        }
+        flushQueue.removeAll(keepingCapacity: true)
     }
 
     private func isPaused(_ c: Connection) -> Bool {
@@ -271,7 +293,7 @@ final class EventLoop {
         }
         c.deliver(d, maxQueuedBytes: limits.maxQueuedBytes)
         processLines(c)  // reading may have paused on a full pipeline
-        flush(c)
+        queueFlush(c)
     }
 
     private func flush(_ c: Connection) {
