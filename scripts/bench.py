@@ -68,7 +68,8 @@ class Procs:
 
 
 class Bench:
-    def __init__(self, bin_dir, runs, quick):
+    def __init__(self, bin_dir, runs, quick, only=None):
+        self.only = only
         self.bin = bin_dir
         self.runs = runs
         self.quick = quick
@@ -89,6 +90,42 @@ class Bench:
             raise SystemExit("cached did not start")
         return p
 
+    def nginx_www(self):
+        """The folder nginx serves on 127.0.0.1 (started on first use)."""
+        www = os.path.join(self.tmp, "www")
+        if getattr(self, "nginx_port", None):
+            return www
+        os.makedirs(www, exist_ok=True)
+        os.chmod(self.tmp, 0o755)  # nginx's workers run as an unprivileged user
+        self.nginx_port = free_port()
+        conf = os.path.join(self.tmp, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write("""
+worker_processes 1; daemon off; pid %(t)s/nginx.pid; error_log %(t)s/nginx-error.log;
+events { worker_connections 1024; }
+http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
+  client_body_temp_path %(t)s/ntmp; proxy_temp_path %(t)s/ntmp; fastcgi_temp_path %(t)s/ntmp;
+  uwsgi_temp_path %(t)s/ntmp; scgi_temp_path %(t)s/ntmp;
+  server { listen 127.0.0.1:%(p)d; root %(w)s; } }
+""" % {"t": self.tmp, "p": self.nginx_port, "w": www})
+        self.procs.start(["nginx", "-c", conf, "-p", self.tmp])
+        if not wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", self.nginx_port)) == 0):
+            raise SystemExit("nginx did not start (see %s/nginx-error.log)" % self.tmp)
+        return www
+
+    def nginx_url(self, path):
+        return "http://127.0.0.1:%d/%s" % (self.nginx_port, path)
+
+    def start_redis(self):
+        """redis-server on a Unix socket, no persistence; its socket path."""
+        if getattr(self, "redis_sock", None):
+            return self.redis_sock
+        self.redis_sock = os.path.join(self.tmp, "redis.sock")
+        self.procs.start(["redis-server", "--port", "0", "--unixsocket", self.redis_sock, "--save", "", "--appendonly", "no"])
+        if not wait_for(lambda: os.path.exists(self.redis_sock)):
+            raise SystemExit("redis-server did not start")
+        return self.redis_sock
+
     def row(self, section, measure, ours, peer_name, peer, better, goal, met=None):
         """`met`: a function of (ours, peer) saying whether the goal holds, or None."""
         if peer:
@@ -102,52 +139,41 @@ class Bench:
 
     # 1. Request rate ---------------------------------------------------------
     def request_rate(self):
-        print("== request rate: get_post over the Unix socket vs Redis GET", flush=True)
-        origin_port = free_port()
-        self.procs.start([sys.executable, os.path.join(ROOT, "Examples", "origin-server.py"), "--root",
-                          os.path.join(ROOT, "Examples", "origin"), "--port", str(origin_port)])
-        time.sleep(0.5)
+        print("== request rate: get_post over the Unix socket vs Redis GET of the same answer bytes", flush=True)
+        www = self.nginx_www()
+        shutil.copy(os.path.join(ROOT, "Examples", "origin", "posts.json"), os.path.join(www, "posts.json"))
         sock = os.path.join(self.tmp, "cached.sock")
-        cached = self.start_cached(os.path.join(self.tmp, "store-rate"), sock,
-                                   "--posts-url", "http://127.0.0.1:%d/posts.json" % origin_port)
+        cached = self.start_cached(os.path.join(self.tmp, "store-rate"), sock, "--posts-url", self.nginx_url("posts.json"))
         self.cachectl(sock, "prefetch", "posts")
-        posts = json.loads(self.cachectl(sock, "--json", "get", "posts"))["posts"]
-        size = int(statistics.mean(len(json.dumps(p, separators=(",", ":"))) for p in posts))
-        rsock = os.path.join(self.tmp, "redis.sock")
-        self.procs.start(["redis-server", "--port", "0", "--unixsocket", rsock, "--save", "", "--appendonly", "no"])
-        wait_for(lambda: os.path.exists(rsock))
-        sh(["redis-benchmark", "-s", rsock, "-t", "set", "-n", "1000", "-d", str(size), "-q"])
-        # The keys cached-bench asks for in its Redis mode: key:1 .. key:100.
-        subprocess.run(["redis-cli", "-s", rsock], input="".join("SET key:%d %s\n" % (i, "x" * size) for i in range(1, 101)),
-                       text=True, check=True, capture_output=True)
-        print("  posts average %d bytes; Redis values of the same size" % size, flush=True)
+        rsock = self.start_redis()
+        lines = load_redis_with_answers(sock, rsock, range(1, 101))
+        print("  Redis holds cached's exact answer lines (%d to %d bytes) under post:N and bench:%%012d" %
+              (min(map(len, lines)), max(map(len, lines))), flush=True)
         for pipeline in (1, 16):
             for c in (1, 8, 64):
                 n = (20000 if c == 1 else 200000) * (1 if pipeline == 1 else 4)
                 if self.quick:
                     n //= 10
-                ours, peer, same = [], [], []
-                for _ in range(self.runs):
-                    out = json.loads(sh([os.path.join(self.bin, "cached-bench"), "load", "--socket", sock, "--connections",
-                                         str(c), "--requests", str(n), "--pipeline", str(pipeline)]))
-                    ours.append(out)
-                    csv = sh(["redis-benchmark", "-s", rsock, "-c", str(c), "-n", str(n), "-t", "get", "-d", str(size),
-                              "-P", str(pipeline), "--csv"]).strip().splitlines()[-1]
-                    cols = [x.strip('"') for x in csv.split(",")]
-                    peer.append({"ops": float(cols[1]), "p99_us": float(cols[6]) * 1000})
-                    redis_same = json.loads(sh([os.path.join(self.bin, "cached-bench"), "load", "--socket", rsock,
-                                                "--connections", str(c), "--requests", str(n), "--pipeline", str(pipeline),
-                                                "--redis-value-size", str(size)]))
-                    same.append(redis_same)
+                load = [os.path.join(self.bin, "cached-bench"), "load", "--connections", str(c), "--requests", str(n),
+                        "--pipeline", str(pipeline)]
+                sides = {
+                    "cached": lambda: json.loads(sh(load + ["--socket", sock])),
+                    "redis": lambda: json.loads(sh(load + ["--socket", rsock, "--redis"])),
+                    "redis-benchmark": lambda: redis_benchmark(rsock, c, n, pipeline),
+                }
+                got = interleave(sides, self.runs)
+                for side in ("cached", "redis"):
+                    errors = sum(x["errors"] for x in got[side])
+                    if errors:
+                        raise SystemExit("%s answered %d requests with other bytes than primed" % (side, errors))
                 label = "C=%d%s" % (c, ", P=16" if pipeline > 1 else "")
-                med = lambda xs, k: statistics.median(x[k] for x in xs)
-                timed = pipeline == 1
-                self.row("request rate", "ops/s " + label, med(ours, "ops"), "redis-benchmark", med(peer, "ops"), "higher",
-                         "at least Redis's" if timed else "(reported)", (lambda o, p: o >= p) if timed else None)
-                self.row("request rate", "p99 us " + label, med(ours, "p99_us"), "redis-benchmark", med(peer, "p99_us"), "lower",
-                         "at most 1.5 x Redis's" if timed else "(reported)", (lambda o, p: o <= 1.5 * p) if timed else None)
-                self.row("request rate", "ops/s " + label + " (same client)", med(ours, "ops"), "Redis, cached-bench", med(same, "ops"),
-                         "higher", "(reported)")
+                med = lambda side, k: statistics.median(x[k] for x in got[side])
+                self.row("request rate", "get_post ops/s " + label, med("cached", "ops"), "Redis GET, same client",
+                         med("redis", "ops"), "higher", "at least Redis's", lambda o, p: o >= p)
+                self.row("request rate", "p99 us " + label, med("cached", "p99_us"), "Redis GET, same client",
+                         med("redis", "p99_us"), "lower", "at most 1.2 x Redis's", lambda o, p: o <= 1.2 * p)
+                self.row("request rate", "ops/s " + label + " (reference)", med("cached", "ops"), "redis-benchmark",
+                         med("redis-benchmark", "ops"), "higher", "(another client: reported)")
         self.procs.stop(cached)
 
     # 2. Prefetch -------------------------------------------------------------
@@ -229,6 +255,114 @@ http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
         self.procs.stop(p)
         self.procs.stop(nginx)
 
+    # 6. Scale ------------------------------------------------------------------
+    def scale(self):
+        """How the figures change with the data: posts, manifest rows, many
+        small images, long logs. One daemon per size, fresh store."""
+        www = self.nginx_www()
+        sizes = (1000, 100000, 1000000) if not self.quick else (1000, 10000)
+        for n in sizes:
+            print("== scale: %d posts" % n, flush=True)
+            name = "posts-%d.json" % n
+            write_posts(os.path.join(www, name), n)
+            sock = os.path.join(self.tmp, "scale-%d.sock" % n)
+            store = os.path.join(self.tmp, "store-scale-%d" % n)
+            p = self.start_cached(store, sock, "--posts-url", self.nginx_url(name), "--max-object-size", "1G")
+            t = time.time()
+            self.cachectl(sock, "prefetch", "posts")
+            fetch_s = time.time() - t
+            rss = resident_bytes(p.pid)
+            ops = [json.loads(sh([os.path.join(self.bin, "cached-bench"), "load", "--socket", sock, "--connections", "8",
+                                  "--requests", "100000", "--ids", str(n)]))["ops"] for _ in range(self.runs)]
+            label = "%s posts" % fmt(n)
+            self.row("scale", "get_post ops/s C=8, " + label, statistics.median(ops), "", None, "higher", "(reported)")
+            self.row("scale", "resident MiB, " + label, rss / 1048576, "", None, "lower", "(reported)")
+            self.row("scale", "prefetch posts s, " + label, fetch_s, "", None, "lower", "(reported)")
+            self.procs.stop(p)
+            shutil.rmtree(store, ignore_errors=True)
+            os.remove(os.path.join(www, name))
+
+        rows = 100000 if not self.quick else 10000
+        print("== scale: list_images with %d rows" % rows, flush=True)
+        with open(os.path.join(www, "manifest-rows.json"), "w") as f:
+            json.dump([{"url": "img/%06d.png" % i, "description": "image number %d" % i} for i in range(rows)], f)
+        sock = os.path.join(self.tmp, "rows.sock")
+        store = os.path.join(self.tmp, "store-rows")
+        p = self.start_cached(store, sock, "--images-url", self.nginx_url("manifest-rows.json"), "--max-object-size", "1G")
+        t = time.time()
+        first = request_answer(sock, b'{"op":"list_images"}\n')
+        first_s = time.time() - t
+        times, size = [], 0
+        for _ in range(self.runs):
+            t = time.time()
+            size = len(request_answer(sock, b'{"op":"list_images"}\n'))
+            times.append(time.time() - t)
+        label = "%s rows" % fmt(rows)
+        self.row("scale", "list_images ms, " + label, statistics.median(times) * 1000, "", None, "lower", "(reported)")
+        self.row("scale", "list_images answer MiB, " + label, size / 1048576, "", None, "lower", "(reported)")
+        self.row("scale", "first list_images ms (fetches the manifest), " + label, first_s * 1000, "", None, "lower", "(reported)")
+        self.row("scale", "resident MiB, " + label, resident_bytes(p.pid) / 1048576, "", None, "lower", "(reported)")
+        assert len(first) == size
+        self.procs.stop(p)
+        shutil.rmtree(store, ignore_errors=True)
+
+        count = 10000 if not self.quick else 1000
+        print("== scale: prefetch of %d images of 2 KiB" % count, flush=True)
+        os.makedirs(os.path.join(www, "small"), exist_ok=True)
+        urls = []
+        for i in range(count):
+            with open(os.path.join(www, "small", "%05d.png" % i), "wb") as f:
+                f.write(b"\x89PNG\r\n\x1a\n" + os.urandom(2048 - 8))
+            urls.append(self.nginx_url("small/%05d.png" % i))
+        with open(os.path.join(www, "manifest-small.json"), "w") as f:
+            json.dump([{"url": u, "description": str(i)} for i, u in enumerate(urls)], f)
+        with open(os.path.join(self.tmp, "curl-small.txt"), "w") as f:
+            f.write("".join('url = "%s"\n' % u for u in urls))
+        runs = min(self.runs, 3)
+
+        def ours():
+            store, sock = os.path.join(self.tmp, "store-small"), os.path.join(self.tmp, "small.sock")
+            p = self.start_cached(store, sock, "--images-url", self.nginx_url("manifest-small.json"), "--concurrency", "16")
+            t = time.time()
+            self.cachectl(sock, "prefetch", "images")
+            took = time.time() - t
+            self.procs.stop(p)
+            shutil.rmtree(store)
+            return took
+
+        def curl():
+            out = os.path.join(self.tmp, "dl-small")
+            os.makedirs(out)
+            t = time.time()
+            sh(["curl", "-s", "--parallel", "--parallel-max", "16", "--output-dir", out, "--remote-name-all", "-K",
+                os.path.join(self.tmp, "curl-small.txt")])
+            took = time.time() - t
+            shutil.rmtree(out)
+            return took
+
+        got = interleave({"cached": ours, "curl": curl}, runs)
+        self.row("scale", "prefetch s, %s images of 2 KiB" % fmt(count), statistics.median(got["cached"]),
+                 "curl --parallel-max 16", statistics.median(got["curl"]), "lower", "(reported)")
+        shutil.rmtree(os.path.join(www, "small"))
+
+        for records in ((1000000, 10000000) if not self.quick else (100000, 1000000)):
+            print("== scale: start-up with %d log records" % records, flush=True)
+            readies, per, rates = [], [], []
+            for _ in range(self.runs if records <= 1000000 else 1):
+                out = sh([os.path.join(self.bin, "cached-bench"), "replay", str(records), "--daemon", os.path.join(self.bin, "cached")])
+                for line in out.splitlines():
+                    if line.startswith("daemon:"):
+                        readies.append(float(line.split("answered ")[1].split(" s")[0]))
+                        per.append(float(line.split("= ")[1].split(" bytes")[0]))
+                    if line.startswith("in-process replay:"):
+                        rates.append(float(line.split("s, ")[1].split(" records/s")[0]))
+            label = "%s records" % fmt(records)
+            self.row("scale", "exec to first ping s, " + label, statistics.median(readies), "", None, "lower",
+                     "under 1 s" if records == 1000000 else "linear", (lambda o, p: o < 1) if records == 1000000 else None)
+            self.row("scale", "replay records/s, " + label, statistics.median(rates), "", None, "higher", "(reported)")
+            self.row("scale", "resident bytes/record, " + label, statistics.median(per), "", None, "lower", "under 200",
+                     lambda o, p: o < 200)
+
     # 4. Start-up and 5. idle memory -----------------------------------------
     def startup(self):
         records = 1000000 if not self.quick else 100000
@@ -299,13 +433,91 @@ http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
 
     def run(self):
         try:
-            self.request_rate()
-            self.prefetch()
-            self.startup()
+            for name, section in (("rate", self.request_rate), ("prefetch", self.prefetch), ("startup", self.startup),
+                                  ("scale", self.scale)):
+                if not self.only or name in self.only:
+                    section()
             self.report()
         finally:
             self.procs.stop_all()
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+WORDS = ("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et dolore magna "
+         "aliqua enim ad minim veniam quis nostrud exercitation ullamco laboris nisi aliquip ex ea commodo").split()
+
+
+def write_posts(path, n):
+    """A feed of n posts shaped like jsonplaceholder's (about 280 bytes each)."""
+    with open(path, "w") as f:
+        f.write("[")
+        for i in range(1, n + 1):
+            title = " ".join(WORDS[(i * k) % len(WORDS)] for k in range(1, 9))
+            body = "\n".join(" ".join(WORDS[(i + k * j) % len(WORDS)] for k in range(1, 8)) for j in range(1, 5))
+            f.write(("," if i > 1 else "") + json.dumps({"userId": i // 10 + 1, "id": i, "title": title, "body": body}))
+        f.write("]")
+
+
+def resident_bytes(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def interleave(sides, runs):
+    """Runs every side once per round, the order rotating each round (A B C,
+    B C A, ...), and returns each side's results: like with like, in one run."""
+    names = list(sides)
+    got = {n: [] for n in names}
+    for r in range(runs):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            got[n].append(sides[n]())
+    return got
+
+
+def request_answer(sock_path, line):
+    """One request line to cached, its whole answer line back (with `\\n`)."""
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock_path)
+    s.sendall(line)
+    out = b""
+    while not out.endswith(b"\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            raise SystemExit("cached closed the connection")
+        out += chunk
+    s.close()
+    return out
+
+
+def load_redis_with_answers(sock_path, redis_path, ids):
+    """Stores in Redis, for every id, the exact line cached answers to
+    get_post (under post:ID for cached-bench and bench:%012d for
+    redis-benchmark's __rand_int__), so both serve the same payload bytes."""
+    r = socket.socket(socket.AF_UNIX)
+    r.connect(redis_path)
+    lines = []
+    for i, post in enumerate(ids):
+        line = request_answer(sock_path, b'{"op":"get_post","id":%d}\n' % post)
+        if not line.startswith(b'{"ok":true'):
+            raise SystemExit("get_post %d: %r" % (post, line))
+        lines.append(line)
+        for key in (b"post:%d" % post, b"bench:%012d" % i):
+            r.sendall(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(key), key, len(line), line))
+            if r.recv(16) != b"+OK\r\n":
+                raise SystemExit("Redis refused SET %s" % key)
+    r.close()
+    return lines
+
+
+def redis_benchmark(rsock, c, n, pipeline):
+    """redis-benchmark's own client, GET of the same values (a reference row)."""
+    csv = sh(["redis-benchmark", "-s", rsock, "-c", str(c), "-n", str(n), "-P", str(pipeline), "-r", "100", "--csv",
+              "GET", "bench:__rand_int__"]).strip().splitlines()[-1]
+    cols = [x.strip('"') for x in csv.split(",")]
+    return {"ops": float(cols[1]), "p99_us": float(cols[6]) * 1000}
 
 
 def fmt(x):
@@ -325,7 +537,8 @@ def fmt_bytes(n):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("bin")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="smaller runs, for a smoke test")
+    ap.add_argument("--only", action="append", help="run only this section (rate, prefetch, startup, ...); repeatable")
     a = ap.parse_args()
-    Bench(a.bin, a.runs, a.quick).run()
+    Bench(a.bin, a.runs, a.quick, a.only).run()

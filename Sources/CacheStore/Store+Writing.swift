@@ -71,14 +71,15 @@ extension Store {
             var newIDs = Set<Int64>()
             var written: [Int64] = []
             do throws(SystemError) {
+                var changed: [(id: Int64, json: [UInt8])] = []
                 for (id, json) in posts {
                     newIDs.insert(id)
                     if current[id] == json { change.unchanged += 1; continue }
-                    try files.writeDurably(json, to: postPath(id), tempDirectory: tempDirectory, syncDirectory: false)
-                    written.append(id)
+                    changed.append((id, json))
                     records.append(.post(id: id, json: json))
                     change.fetched += 1
                 }
+                try writePostFiles(changed, &written)
                 let removed = current.keys.filter { !newIDs.contains($0) }.sorted()
                 for id in removed { records.append(.postRemoved(id: id)) }
                 change.removed = removed.count
@@ -110,6 +111,32 @@ extension Store {
     }
 
     func postPath(_ id: Int64) -> String { "\(postsDirectory)/\(id).json" }
+
+    /// Threads writing post files at once. Each writes, fsyncs and renames
+    /// its share of the files one after the other; concurrent fsyncs on one
+    /// file system share journal commits. On ext4 here: about 1,400 files a
+    /// second one by one, 7,000 with 16 threads (more did not help).
+    static let postFileWriters = 16
+
+    /// Writes every post durably to `posts/<id>.json` (temp file, fsync,
+    /// rename; the caller fsyncs the directory), noting each id renamed into
+    /// place in `written`, also when one fails: then the others stop, and
+    /// the first failure is thrown once every writer has returned.
+    func writePostFiles(_ posts: [(id: Int64, json: [UInt8])], _ written: inout [Int64]) throws(SystemError) {
+        let outcome = Locked<(done: [Bool], failure: SystemError?)>((Array(repeating: false, count: posts.count), nil))
+        Threads.parallel(count: posts.count, threads: Store.postFileWriters) { [self] i in
+            guard outcome.withLock({ $0.failure == nil }) else { return }
+            do throws(SystemError) {
+                try files.writeDurably(posts[i].json, to: postPath(posts[i].id), tempDirectory: tempDirectory, syncDirectory: false)
+                outcome.withLock { $0.done[i] = true }
+            } catch {
+                outcome.withLock { if $0.failure == nil { $0.failure = error } }
+            }
+        }
+        let (done, failure) = outcome.withLock { $0 }
+        for (i, post) in posts.enumerated() where done[i] { written.append(post.id) }
+        if let failure { throw failure }
+    }
 
     func restorePostFiles(_ ids: [Int64], from posts: [Int64: [UInt8]]) {
         for id in ids {

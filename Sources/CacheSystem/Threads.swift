@@ -37,3 +37,33 @@ public enum Threads {
         clinux_set_thread_name(String(decoding: name.utf8.prefix(15), as: UTF8.self))
     }
 }
+
+extension Threads {
+    /// Runs `body(i)` for every `i` in `0..<count` on up to `threads` threads
+    /// (the caller's among them) and returns when all have run. For blocking
+    /// calls that the kernel completes faster together than one by one, such
+    /// as fsyncs that share a journal commit.
+    public static func parallel(count: Int, threads: Int, _ body: @escaping @Sendable (Int) -> Void) {
+        let width = max(1, min(threads, count))
+        guard width > 1 else {
+            for i in 0..<count { body(i) }
+            return
+        }
+        var started: [pthread_t] = []
+        var inline: [Int] = [0]  // lanes the caller runs itself (a thread that could not start)
+        for lane in 1..<width {
+            let box = Unmanaged.passRetained(Box { var i = lane; while i < count { body(i); i += width } }).toOpaque()
+            var thread = pthread_t()
+            let rc = pthread_create(&thread, nil, { arg in
+                Unmanaged<Box>.fromOpaque(arg!).takeRetainedValue().body()
+                return nil
+            }, box)
+            if rc == 0 { started.append(thread) } else {
+                Unmanaged<Box>.fromOpaque(box).release()
+                inline.append(lane)
+            }
+        }
+        for lane in inline { var i = lane; while i < count { body(i); i += width } }
+        for t in started { pthread_join(t, nil) }
+    }
+}

@@ -47,6 +47,29 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         #expect(store.validators(for: .posts) == Validators())
     }
 
+    /// Post files are written by several threads at once; one that cannot be
+    /// written fails the refresh, the others stop, the files already replaced
+    /// get their old bytes back and no temp file is left behind.
+    @Test func aPostFileThatCannotBeWrittenFailsTheRefreshAndRestoresTheOthers() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        let ids = Array(Int64(1)...400)
+        _ = try store.replacePosts(posts(ids), validators: Validators(etag: "\"v1\""))
+        // A directory where post 300's file goes: renaming over it fails (EISDIR).
+        try FileSystem.unlink(dir.path + "/posts/300.json")
+        #expect(mkdir(dir.path + "/posts/300.json", 0o700) == 0)
+        #expect(throws: StoreError.self) {
+            try store.replacePosts(posts(ids, title: "changed"), validators: Validators(etag: "\"v2\""))
+        }
+        for id in ids where id != 300 {
+            #expect(try FileSystem.read(dir.path + "/posts/\(id).json") == store.post(id: id), "post \(id)")
+        }
+        #expect(store.post(id: 1) == Array(#"{"id":1,"title":"t"}"#.utf8))
+        #expect(store.validators(for: .posts) == Validators(etag: "\"v1\""))
+        #expect(try FileSystem.list(dir.path + "/tmp").isEmpty)
+    }
+
     @Test func postFilesAreReconciledWithTheLog() throws {
         let dir = TempDir(); defer { dir.cleanup() }
         let store = try Store(StoreConfiguration(directory: dir.path))
