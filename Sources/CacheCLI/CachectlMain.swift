@@ -23,6 +23,14 @@ public enum ExitCode: Int32, Sendable {
     case upstream = 6
 }
 
+/// Writes to the standard streams straight through their descriptors.
+enum Output {
+    /// `text` to stderr, unbuffered (messages, the progress bar).
+    static func error(_ text: String) {
+        try? FileDescriptor(rawValue: 2, path: "stderr").writeAll(Array(text.utf8))
+    }
+}
+
 /// A reason to stop, with the exit status and the one line for stderr.
 struct CLIError: Error {
     var code: ExitCode
