@@ -3,7 +3,6 @@ import Glibc
 #endif
 import CacheProtocol
 import CacheSystem
-import Foundation
 
 /// Runs one cachectl command against the daemon and prints the result.
 struct Commands {
@@ -268,11 +267,12 @@ final class ProgressBar {
         let width = 30
         let filled = total > 0 ? min(width, done * width / total) : 0
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-        let line = "\r\(phase.padding(toLength: 7, withPad: " ", startingAt: 0)) [\(bar)] \(done)/\(total)  \(Format.size(bytes))\u{1B}[K"
-        FileHandle.standardError.write(Data(line.utf8))
+        // The phase in 7 columns, cut or padded with spaces.
+        let label = phase.count >= 7 ? String(phase.prefix(7)) : phase + String(repeating: " ", count: 7 - phase.count)
+        Output.error("\r\(label) [\(bar)] \(done)/\(total)  \(Format.size(bytes))\u{1B}[K")
     }
 
     func finish() {
-        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        Output.error("\r\u{1B}[K")
     }
 }

@@ -348,9 +348,25 @@ public enum SocketDirectory {
     }
 
     /// `nobody (uid 65534)`, or `uid 1234` for a uid with no name.
-    static func userName(_ uid: uid_t) -> String {
-        guard let pw = getpwuid(uid), let name = pw.pointee.pw_name else { return "uid \(uid)" }
-        return "\(String(cString: name)) (uid \(uid))"
+    ///
+    /// The name comes from /etc/passwd, not `getpwuid`: cachectl is linked
+    /// statically (a fraction of the start-up time and memory), and a
+    /// static glibc can reach the other NSS sources only by loading shared
+    /// libraries at run time. A user known only to them (LDAP, systemd's
+    /// DynamicUser=) is shown as `uid N`; this is only for a message.
+    static func userName(_ uid: uid_t, passwd: String = "/etc/passwd") -> String {
+        if let fd = try? FileDescriptor.open(passwd, O_RDONLY) {
+            defer { fd.close() }
+            if let text = try? fd.readToEnd(limit: 4 << 20) {
+                for line in text.split(separator: 0x0A) {
+                    let fields = line.split(separator: UInt8(ascii: ":"), maxSplits: 3, omittingEmptySubsequences: false)
+                    if fields.count >= 3, let n = UInt32(String(decoding: fields[2], as: UTF8.self)), n == uid, !fields[0].isEmpty {
+                        return "\(String(decoding: fields[0], as: UTF8.self)) (uid \(uid))"
+                    }
+                }
+            }
+        }
+        return "uid \(uid)"
     }
 }
 
