@@ -325,6 +325,7 @@ final class EventLoop {
                 // it (queued together, never coalesced into earlier bytes);
                 // once anything was sent it is gone, and the rest of the line
                 // is an ordinary bytes chunk.
+                // (Never alone: both are queued in one call; dropped if so.)
                 guard c.ready.count > 1, case .bytes(let box) = c.ready[1] else {
                     fd.close()
                     c.ready.removeFirst()
@@ -335,8 +336,9 @@ final class EventLoop {
                 do {
                     sent = try box.bytes.withBytes { (raw) throws(SystemError) in try UnixSocket.send(c.fd, raw, passing: fd) }
                 } catch {
-                    // ETOOMANYREFS: more descriptors in flight than RLIMIT_NOFILE.
-                    log.warning("connection \(c.id): cannot pass a descriptor: \(error); closing it")
+                    // The client went away, or ETOOMANYREFS: this user has more
+                    // descriptors in flight than its RLIMIT_NOFILE (docs/protocol.md, "Limits").
+                    if error.errno == ETOOMANYREFS { log.warning("connection \(c.id): cannot pass a descriptor: \(error); closing it") }
                     close(c)
                     return
                 }
