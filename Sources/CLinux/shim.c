@@ -102,3 +102,56 @@ void clinux_lock_rank_pop(int rank) {
 int clinux_tune_malloc(int trim_threshold, int mmap_threshold) {
     return mallopt(M_TRIM_THRESHOLD, trim_threshold) == 1 && mallopt(M_MMAP_THRESHOLD, mmap_threshold) == 1 ? 0 : -1;
 }
+
+long clinux_send_with_fd(int sock, const void *buf, unsigned long len, int fd) {
+    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
+    memset(&control, 0, sizeof control);
+    struct iovec iov = { (void *)buf, len };
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.buf;
+    msg.msg_controllen = sizeof control.buf;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    return sendmsg(sock, &msg, MSG_NOSIGNAL);
+}
+
+long clinux_recv_with_fds(int sock, void *buf, unsigned long len, int *fds, int max_fds, int *nfds, int *truncated) {
+    union { char buf[CMSG_SPACE(sizeof(int) * 16)]; struct cmsghdr align; } control;
+    if (max_fds > 16) max_fds = 16;
+    *nfds = 0;
+    *truncated = 0;
+    struct iovec iov = { buf, len };
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.buf;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * (max_fds > 0 ? max_fds : 1));
+    long n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0) return n;
+    if (msg.msg_flags & MSG_CTRUNC) *truncated = 1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        int count = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (int i = 0; i < count; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (*nfds < max_fds) fds[(*nfds)++] = fd;
+            else { close(fd); *truncated = 1; }
+        }
+    }
+    return n;
+}
+
+long clinux_copy_file_range(int in, long long *in_off, int out, unsigned long len) {
+    loff_t off = (loff_t)*in_off;
+    ssize_t n = copy_file_range(in, &off, out, NULL, len, 0);
+    if (n >= 0) *in_off = (long long)off;
+    return n;
+}

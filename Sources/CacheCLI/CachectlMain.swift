@@ -3,7 +3,6 @@ import Glibc
 #endif
 import CacheProtocol
 import CacheSystem
-import Foundation
 
 /// Exit statuses of cachectl, documented in `--help` and docs/operations.md.
 public enum ExitCode: Int32, Sendable {
@@ -21,6 +20,14 @@ public enum ExitCode: Int32, Sendable {
     case partial = 5
     /// A feed could not be fetched or parsed.
     case upstream = 6
+}
+
+/// Writes to the standard streams straight through their descriptors.
+enum Output {
+    /// `text` to stderr, unbuffered (messages, the progress bar).
+    static func error(_ text: String) {
+        try? FileDescriptor(rawValue: 2, path: "stderr").writeAll(Array(text.utf8))
+    }
 }
 
 /// A reason to stop, with the exit status and the one line for stderr.
@@ -42,17 +49,17 @@ public enum CachectlMain {
             try Commands(invocation: invocation).run()
             exit(ExitCode.ok.rawValue)
         } catch let e as CLIError {
-            FileHandle.standardError.write(Data("cachectl: \(e.message)\n".utf8))
+            Output.error("cachectl: \(e.message)\n")
             exit(e.code.rawValue)
         } catch let e as ClientError {
             let code: ExitCode = switch e {
             case .notRunning, .timedOut: .notRunning
             default: .failure
             }
-            FileHandle.standardError.write(Data("cachectl: \(e)\n".utf8))
+            Output.error("cachectl: \(e)\n")
             exit(code.rawValue)
         } catch {
-            FileHandle.standardError.write(Data("cachectl: \(error)\n".utf8))
+            Output.error("cachectl: \(error)\n")
             exit(ExitCode.failure.rawValue)
         }
     }

@@ -3,7 +3,6 @@ import Glibc
 #endif
 import CacheProtocol
 import CacheSystem
-import Foundation
 
 /// Runs one cachectl command against the daemon and prints the result.
 struct Commands {
@@ -133,22 +132,42 @@ struct Commands {
         guard access(dir, W_OK) == 0 else { throw cannotWrite(path, errno: errno) }
     }
 
-    /// Reads the verified bytes of an image into `path` (atomically) or stdout.
+    /// Writes the verified bytes of an image into `path` (atomically) or
+    /// stdout: the daemon passes a descriptor of the verified file (`open`),
+    /// copied with `copy_file_range`. A daemon without `open` (older than
+    /// it) answers `bad_request`; then the bytes come over the socket (`read`).
     private func save(_ image: JSON, client: Client, to path: String) throws {
         guard let hash = image["hash"]?.string else { throw CLIError(code: .failure, message: "the daemon gave no hash for this row") }
+        let opened = try client.open(hash: hash)
+        if opened.answer["error"]?["code"]?.string == "bad_request" {
+            return try saveRead(hash, image, client: client, to: path)
+        }
+        try check(opened.answer)
+        guard let file = opened.file, let size = opened.size else { throw CLIError(code: .failure, message: "malformed open answer") }
+        defer { file.close() }
+        try write(to: path, image, size: size) { out in try Self.copy(file, size: size, to: out, naming: path) }
+    }
+
+    /// `save` through `read`: the bytes after the answer line.
+    private func saveRead(_ hash: String, _ image: JSON, client: Client, to path: String) throws {
         try client.send(Request.line(op: "read", [("hash", .string(hash))]))
         let header = try client.readJSON()
         try check(header)
         guard let size = header["size"]?.integer, size >= 0 else { throw CLIError(code: .failure, message: "malformed read answer") }
-        if path == "-" {
+        try write(to: path, image, size: size) { out in
             try client.readBytes(Int(size)) { chunk in
-                try Array(chunk).withBytes { (raw) throws(SystemError) in try FileDescriptor(rawValue: 1, path: "stdout").writeAll(raw) }
+                do throws(SystemError) { try Array(chunk).withBytes { (raw) throws(SystemError) in try out.writeAll(raw) } }
+                catch { throw Self.cannotWrite(path, errno: error.errno) }
             }
-            return
         }
-        // A hidden temp file beside `path`, renamed over it when complete: a
-        // reader never sees half an image. It is removed on every failure, and
-        // its name never appears in a message.
+    }
+
+    /// Runs `fill` on stdout for `-`, else on a hidden temp file beside
+    /// `path`, fsynced and renamed over it when complete: a reader never sees
+    /// half an image. The temp file is removed on every failure, and its name
+    /// never appears in a message.
+    private func write(to path: String, _ image: JSON, size: Int64, _ fill: (FileDescriptor) throws -> Void) throws {
+        if path == "-" { return try fill(FileDescriptor(rawValue: 1, path: "stdout")) }
         let dir = FileSystem.directoryName(of: path)
         let temp = "\(dir)/.\(TempName.next(".cachectl"))"
         let fd: FileDescriptor
@@ -156,10 +175,7 @@ struct Commands {
         catch { throw Self.cannotWrite(path, errno: error.errno) }
         var open = true
         do {
-            try client.readBytes(Int(size)) { chunk in
-                do throws(SystemError) { try Array(chunk).withBytes { (raw) throws(SystemError) in try fd.writeAll(raw) } }
-                catch { throw Self.cannotWrite(path, errno: error.errno) }
-            }
+            try fill(fd)
             do throws(SystemError) {
                 try fd.sync()
                 fd.close()
@@ -172,7 +188,44 @@ struct Commands {
             throw error
         }
         if isatty(2) != 0 && !json {
-            FileHandle.standardError.write(Data("wrote \(size) bytes (\(image["type"]?.string ?? "?")) to \(path)\n".utf8))
+            Output.error("wrote \(size) bytes (\(image["type"]?.string ?? "?")) to \(path)\n")
+        }
+    }
+
+    /// The kernel's copy for each call to `copy_file_range` (it may do less).
+    static let copyChunk = 1 << 30
+
+    /// Copies `size` bytes of `file` from offset 0 into `out` with
+    /// `copy_file_range`, or through a 128 KiB buffer where the kernel cannot
+    /// copy between the two (stdout a pipe or a terminal, another file
+    /// system on an old kernel).
+    static func copy(_ file: FileDescriptor, size: Int64, to out: FileDescriptor, naming path: String) throws(CLIError) {
+        var offset: Int64 = 0
+        var kernel = true
+        var buffer: [UInt8] = []
+        while offset < size {
+            let n: Int
+            if kernel {
+                do throws(SystemError) {
+                    n = try file.copyRange(to: out, from: &offset, count: Int(min(size - offset, Int64(copyChunk))))
+                } catch {
+                    guard [EXDEV, ENOSYS, EINVAL, EOPNOTSUPP, EBADF].contains(error.errno) else { throw cannotWrite(path, errno: error.errno) }
+                    kernel = false
+                    continue
+                }
+            } else {
+                if buffer.isEmpty { buffer = [UInt8](repeating: 0, count: 128 << 10) }
+                do throws(SystemError) {
+                    let want = Int(min(size - offset, Int64(buffer.count)))
+                    let from = offset
+                    n = try buffer.withMutableBytes { (raw) throws(SystemError) in try file.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<want]), at: from) }
+                    try buffer.withBytes { (raw) throws(SystemError) in try out.writeAll(UnsafeRawBufferPointer(rebasing: raw[0..<n])) }
+                    offset += Int64(n)
+                } catch { throw cannotWrite(path, errno: error.errno) }
+            }
+            if n == 0 {
+                throw CLIError(code: .failure, message: "the object's file ended after \(offset) of its \(size) bytes (changed on disk since it was verified; try again)")
+            }
         }
     }
 
@@ -214,11 +267,12 @@ final class ProgressBar {
         let width = 30
         let filled = total > 0 ? min(width, done * width / total) : 0
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-        let line = "\r\(phase.padding(toLength: 7, withPad: " ", startingAt: 0)) [\(bar)] \(done)/\(total)  \(Format.size(bytes))\u{1B}[K"
-        FileHandle.standardError.write(Data(line.utf8))
+        // The phase in 7 columns, cut or padded with spaces.
+        let label = phase.count >= 7 ? String(phase.prefix(7)) : phase + String(repeating: " ", count: 7 - phase.count)
+        Output.error("\r\(label) [\(bar)] \(done)/\(total)  \(Format.size(bytes))\u{1B}[K")
     }
 
     func finish() {
-        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        Output.error("\r\u{1B}[K")
     }
 }

@@ -1,5 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CacheProtocol
-import Foundation
 
 /// Human-readable renderings of the daemon's answers.
 enum Format {
@@ -8,7 +10,16 @@ enum Format {
         var v = Double(bytes)
         var u = 0
         while v >= 1024 && u < units.count - 1 { v /= 1024; u += 1 }
-        return u == 0 ? "\(bytes) B" : String(format: "%.1f %@", v, units[u])
+        return u == 0 ? "\(bytes) B" : oneDecimal(v) + " " + units[u]
+    }
+
+    /// `v` exactly as C's `%.1f` writes it (the rounding of the exact binary
+    /// value, as `String(format:)` did).
+    static func oneDecimal(_ v: Double) -> String {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 350) { buffer in
+            _ = withVaList([v]) { vsnprintf(buffer.baseAddress, buffer.count, "%.1f", $0) }
+            return String(cString: buffer.baseAddress!)
+        }
     }
 
     /// `s` on one line, every character that could break a line, a table

@@ -79,6 +79,14 @@ public final class Client {
     public let timeout: ClientTimeout
     private let fd: FileDescriptor
     private var buffer = LineBuffer(limit: 1 << 30)
+    /// Descriptors received (SCM_RIGHTS) and not yet matched to an `open`
+    /// answer, in the order they came: the daemon passes one with the first
+    /// byte of each successful `open` line, so the oldest belongs to the
+    /// next such line read.
+    private var descriptors: [FileDescriptor] = []
+    /// What each receive reads into, allocated once (a fresh zeroed 64 KiB
+    /// per receive cost a memset per answer line).
+    private var chunk = [UInt8](repeating: 0, count: 65536)
 
     /// Connects to the daemon at `socketPath`.
     ///
@@ -98,7 +106,10 @@ public final class Client {
         fd = try Self.connect(socketPath, timeout: timeout.seconds)
     }
 
-    deinit { fd.close() }
+    deinit {
+        fd.close()
+        for d in descriptors { d.close() }
+    }
 
     /// A connected descriptor, with `SO_SNDTIMEO` and `SO_RCVTIMEO` set to
     /// `seconds` first. A Unix socket whose listener's backlog is full makes
@@ -161,14 +172,20 @@ public final class Client {
     }
 
     private func fill() throws(ClientError) {
-        var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
-            let n: Int?
+            // recvmsg, not recv: descriptors passed with `open` answers
+            // would otherwise be closed by the kernel unseen.
+            let got: UnixSocket.Received
             do {
-                n = try chunk.withMutableBytes { (raw) throws(SystemError) -> Int? in try UnixSocket.receive(fd, into: raw) }
+                got = try chunk.withMutableBytes { (raw) throws(SystemError) in try UnixSocket.receive(fd, into: raw, maxDescriptors: 8) }
             } catch { throw .io(error) }
+            descriptors += got.descriptors
+            if got.truncated {
+                throw .malformed("descriptors passed with an answer were dropped (too many in one message, or this process is at its open-file limit)")
+            }
+            let n = got.count
             if let n, n > 0 {
-                buffer.append(Array(chunk[0..<n]))
+                chunk.withUnsafeBytes { buffer.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
                 return
             }
             // nil: the receive timeout passed with nothing from the daemon.
@@ -226,6 +243,49 @@ public final class Client {
         try send(Request.line(op: op, fields))
         return try readJSON()
     }
+
+    /// An `open` answer: the daemon's line and, when it is a success, the
+    /// descriptor that came with it.
+    public struct OpenAnswer {
+        /// The answer line, parsed (`ok`, `size` or `error`).
+        public var answer: JSON
+        /// The object's file, read-only, position 0 (use `pread` or read it
+        /// from the start); nil for an error answer. The caller closes it.
+        public var file: FileDescriptor?
+        /// The object's size in bytes; nil for an error answer.
+        public var size: Int64?
+    }
+
+    /// Sends `open` for the object `hash` and reads its answer. Only this
+    /// request may be in flight: descriptors beyond the one for its line are
+    /// closed.
+    public func open(hash: String) throws(ClientError) -> OpenAnswer {
+        try send(Request.line(op: "open", [("hash", .string(hash))]))
+        let answer = try readOpenAnswer()
+        for d in descriptors { d.close() }
+        descriptors = []
+        return answer
+    }
+
+    /// Reads the next line as the answer to an `open` sent earlier (for a
+    /// client that pipelines): a success takes the oldest descriptor
+    /// received; a success without one is `ClientError.malformed`.
+    public func readOpenAnswer() throws(ClientError) -> OpenAnswer {
+        let answer = try readJSON()
+        guard answer["ok"]?.bool == true else { return OpenAnswer(answer: answer, file: nil, size: nil) }
+        guard !descriptors.isEmpty else {
+            throw .malformed("an open answer came without a file descriptor (a daemon older than open, or a proxy that does not pass descriptors): \(String(decoding: answer.encoded, as: UTF8.self))")
+        }
+        let file = descriptors.removeFirst()
+        guard let size = answer["size"]?.integer, size >= 0 else {
+            file.close()
+            throw .malformed("an open answer without a size: \(String(decoding: answer.encoded, as: UTF8.self))")
+        }
+        return OpenAnswer(answer: answer, file: file, size: size)
+    }
+
+    /// Descriptors received and not yet taken by `readOpenAnswer` (tests).
+    public var pendingDescriptors: Int { descriptors.count }
 
     /// Half-closes the sending side.
     public func shutdownWrite() { _ = Glibc.shutdown(fd.rawValue, Int32(SHUT_WR)) }
@@ -288,9 +348,25 @@ public enum SocketDirectory {
     }
 
     /// `nobody (uid 65534)`, or `uid 1234` for a uid with no name.
-    static func userName(_ uid: uid_t) -> String {
-        guard let pw = getpwuid(uid), let name = pw.pointee.pw_name else { return "uid \(uid)" }
-        return "\(String(cString: name)) (uid \(uid))"
+    ///
+    /// The name comes from /etc/passwd, not `getpwuid`: cachectl is linked
+    /// statically (a fraction of the start-up time and memory), and a
+    /// static glibc can reach the other NSS sources only by loading shared
+    /// libraries at run time. A user known only to them (LDAP, systemd's
+    /// DynamicUser=) is shown as `uid N`; this is only for a message.
+    static func userName(_ uid: uid_t, passwd: String = "/etc/passwd") -> String {
+        if let fd = try? FileDescriptor.open(passwd, O_RDONLY) {
+            defer { fd.close() }
+            if let text = try? fd.readToEnd(limit: 4 << 20) {
+                for line in text.split(separator: 0x0A) {
+                    let fields = line.split(separator: UInt8(ascii: ":"), maxSplits: 3, omittingEmptySubsequences: false)
+                    if fields.count >= 3, let n = UInt32(String(decoding: fields[2], as: UTF8.self)), n == uid, !fields[0].isEmpty {
+                        return "\(String(decoding: fields[0], as: UTF8.self)) (uid \(uid))"
+                    }
+                }
+            }
+        }
+        return "uid \(uid)"
     }
 }
 

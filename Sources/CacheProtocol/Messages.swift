@@ -41,6 +41,8 @@ public enum Command: Sendable, Equatable {
     case getImage(row: Int, fetch: Bool)
     case listImages(offset: Int, limit: Int?)
     case read(hash: String)
+    /// The object's file as a descriptor passed with the answer line (SCM_RIGHTS).
+    case open(hash: String)
     case prefetch(what: PrefetchTarget, force: Bool, progress: Bool)
     case verify
     case gc
@@ -110,12 +112,8 @@ public struct Request: Sendable {
             return .getImage(row: try requiredCount(f, "row"), fetch: try boolean(f, "fetch") ?? true)
         case "list_images":
             return .listImages(offset: try count(f, "offset") ?? 0, limit: try count(f, "limit"))
-        case "read":
-            guard let h = f["hash"] else { throw ProtocolError(.badRequest, "missing \"hash\"") }
-            guard let s = h.string, ASCII.isLowercaseHex(s.utf8, count: 32) else {
-                throw ProtocolError(.badRequest, "\"hash\" must be 32 lowercase hex digits")
-            }
-            return .read(hash: s)
+        case "read": return .read(hash: try hash(f))
+        case "open": return .open(hash: try hash(f))
         case "prefetch":
             var what = PrefetchTarget.all
             if let w = f["what"], !w.isNull {
@@ -132,6 +130,15 @@ public struct Request: Sendable {
         default:
             throw ProtocolError(.badRequest, "unknown op \"\(op)\"")
         }
+    }
+
+    /// The `hash` argument: exactly 32 lowercase hex digits.
+    private static func hash(_ f: [String: JSON]) throws(ProtocolError) -> String {
+        guard let h = f["hash"] else { throw ProtocolError(.badRequest, "missing \"hash\"") }
+        guard let s = h.string, ASCII.isLowercaseHex(s.utf8, count: 32) else {
+            throw ProtocolError(.badRequest, "\"hash\" must be 32 lowercase hex digits")
+        }
+        return s
     }
 
     private static func integer(_ f: [String: JSON], _ name: String) throws(ProtocolError) -> Int64 {

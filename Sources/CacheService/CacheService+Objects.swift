@@ -1,7 +1,7 @@
 import CacheStore
 import CacheSystem
 
-/// `read`: an object's verified bytes.
+/// `read` and `open`: an object's verified bytes, or a verified descriptor.
 extension CacheService {
     /// Objects up to 256 KiB whose bytes are in the page cache are verified
     /// and answered now: one non-blocking read that cannot stall an event
@@ -15,38 +15,59 @@ extension CacheService {
     /// and, if the bytes match the hash asked for, served.
     public func object(hash hex: String, prefix: @escaping @Sendable (Int64) -> [UInt8],
                        then completion: @escaping Completion<ObjectBody>) -> Outcome<ObjectBody> {
-        guard let hash = Hash128(hex: hex) else { return .now(.failure(.invalid("\"hash\" must be 32 lowercase hex digits"))) }
+        guard let hash = Hash128(hex: hex) else { return .now(.failure(Self.badHash)) }
         if let bytes = store.readVerifiedIfCached(hash, upTo: Self.inlineObjectLimit, header: { prefix(Int64($0)) }) {
             return .now(.success(.inline(bytes)))
         }
-        pool.submit { [self] in read(hash, prefix: prefix, retry: true, completion) }
+        pool.submit { [self] in
+            verifiedFile(hash, retry: true) { result in
+                completion(result.map { .file(prefix: prefix($0.size), $0.descriptor, size: $0.size) })
+            }
+        }
         return .later
     }
 
-    private func read(_ hash: Hash128, prefix: @escaping @Sendable (Int64) -> [UInt8], retry: Bool,
-                      _ completion: @escaping Completion<ObjectBody>) {
+    /// `open`: the object named by `hash` as a read-only descriptor (opened
+    /// beneath the store without following links, close-on-exec), verified
+    /// by hashing through that same descriptor, so that the file handed out
+    /// is the one whose bytes were checked. Errors, quarantine and the
+    /// download again of a corrupt object are those of `read`.
+    public func openObject(hash hex: String, then completion: @escaping Completion<VerifiedFile>) -> Outcome<VerifiedFile> {
+        guard let hash = Hash128(hex: hex) else { return .now(.failure(Self.badHash)) }
+        if let (fd, size) = store.openVerifiedIfCached(hash, upTo: Self.inlineObjectLimit) {
+            return .now(.success(VerifiedFile(descriptor: fd, size: size)))
+        }
+        pool.submit { [self] in verifiedFile(hash, retry: true, completion) }
+        return .later
+    }
+
+    private static var badHash: CacheError { .invalid("\"hash\" must be 32 lowercase hex digits") }
+
+    /// On a worker: the object's file, verified; a corrupt one is quarantined
+    /// and, once, downloaded again.
+    private func verifiedFile(_ hash: Hash128, retry: Bool, _ completion: @escaping Completion<VerifiedFile>) {
         guard store.objectRef(hash) != nil else {
             completion(.failure(.notFound("object \(hash.hex) is not in the store")))
             return
         }
         do throws(StoreError) {
             let (fd, size) = try store.openVerified(hash)
-            completion(.success(.file(prefix: prefix(size), fd, size: size)))
+            completion(.success(VerifiedFile(descriptor: fd, size: size)))
         } catch {
             log.warning("read: \(error)")
             switch error {
             case .missingObject: completion(.failure(.notFound("\(error)")))
             case .corruptObject(_, _, let rows):
                 counters.withLock { $0.quarantined += 1 }
-                refetch(hash, rows: rows, error: error, prefix: prefix, retry: retry, completion)
+                refetch(hash, rows: rows, error: error, retry: retry, completion)
             default: completion(.failure(.store(error, doing: "")))
             }
         }
     }
 
     /// Downloads a quarantined object again from a row that still names it.
-    private func refetch(_ hash: Hash128, rows: [Int], error: StoreError, prefix: @escaping @Sendable (Int64) -> [UInt8],
-                         retry: Bool, _ completion: @escaping Completion<ObjectBody>) {
+    private func refetch(_ hash: Hash128, rows: [Int], error: StoreError, retry: Bool,
+                         _ completion: @escaping Completion<VerifiedFile>) {
         let view = manifestView()
         guard retry, let url = rows.lazy.compactMap({ view.resolved($0) }).first else {
             completion(.failure(.notFound("\(error); no row refers to it any more")))
@@ -54,7 +75,7 @@ extension CacheService {
         }
         download(url: url) { [self] result in
             if case .success(let ref) = result, ref.hash == hash {
-                read(hash, prefix: prefix, retry: false, completion)
+                verifiedFile(hash, retry: false, completion)
             } else {
                 completion(.failure(.notFound("\(error); downloading it again from \(url) did not give the same bytes")))
             }

@@ -53,6 +53,14 @@ public enum ObjectBody: Sendable {
     case file(prefix: [UInt8], FileDescriptor, size: Int64)
 }
 
+/// An object's file, opened read-only and verified through this very
+/// descriptor: its bytes hashed to its name. Its position is 0. The receiver
+/// closes it.
+public struct VerifiedFile: Sendable {
+    public var descriptor: FileDescriptor
+    public var size: Int64
+}
+
 /// What `prefetch` refreshes.
 public enum PrefetchScope: String, Sendable {
     case all, posts, images

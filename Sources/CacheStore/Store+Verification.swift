@@ -98,6 +98,29 @@ extension Store {
         return out
     }
 
+    /// A small object opened and verified through that same descriptor, if
+    /// reading it cannot block: all of it already in the page cache
+    /// (preadv2 RWF_NOWAIT, which leaves the file's position at 0), and its
+    /// hash matches. Nil means "take the slow path" (`openVerified` on a
+    /// worker), which also handles every error and a mismatch. The caller
+    /// owns the descriptor.
+    public func openVerifiedIfCached(_ hash: Hash128, upTo limit: Int) -> (FileDescriptor, Int64)? {
+        guard let ref = state.withLock({ $0.objects[hash] }), ref.size <= limit else { return nil }
+        guard let fd = try? files.open(objectPath(hash), O_RDONLY) else { return nil }
+        let size = Int(ref.size)
+        // One byte more is asked for: a file that grew is not the object either.
+        let ok = withUnsafeTemporaryAllocation(byteCount: size + 1, alignment: 64) { body in
+            let n = clinux_pread_nowait(fd.rawValue, body.baseAddress, UInt(body.count), 0)
+            return n == size && Hash128(of: UnsafeRawBufferPointer(rebasing: body[0..<size])) == hash
+        }
+        guard ok else {
+            fd.close()
+            return nil
+        }
+        touch(hash)
+        return (fd, ref.size)
+    }
+
     /// A name in quarantine/ no other quarantined file has.
     func quarantineName(_ hash: Hash128) -> String {
         "\(quarantineDirectory)/\(hash.hex)-\(Clock.wallSeconds())-\(TempName.next(""))"

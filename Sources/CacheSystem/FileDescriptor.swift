@@ -38,6 +38,24 @@ public struct FileDescriptor: Sendable, Hashable {
         try retryingOnInterrupt("read", path) { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }
     }
 
+    /// Reads up to `buffer.count` bytes at `offset` (`pread`: the file's
+    /// position does not move); 0 means end of file.
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
+        try retryingOnInterrupt("pread", path) { Glibc.pread(rawValue, buffer.baseAddress, buffer.count, off_t(offset)) }
+    }
+
+    /// Copies up to `count` bytes of this file from `offset` (which moves
+    /// on by what was copied) to `out` at its position, inside the kernel
+    /// (`copy_file_range`); 0 at the end of this file. Fails with `EXDEV`,
+    /// `ENOSYS`, `EINVAL` or `EOPNOTSUPP` where the kernel cannot copy
+    /// between these two files (then copy through memory).
+    public func copyRange(to out: FileDescriptor, from offset: inout Int64, count: Int) throws(SystemError) -> Int {
+        var off = offset
+        let n = try retryingOnInterrupt("copy_file_range", path) { clinux_copy_file_range(rawValue, &off, out.rawValue, UInt(count)) }
+        offset = off
+        return n
+    }
+
     /// Writes all of `bytes`, looping over short writes.
     public func writeAll(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
         var done = 0

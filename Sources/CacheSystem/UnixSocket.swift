@@ -93,6 +93,45 @@ public enum UnixSocket {
         try retryingOnInterrupt("recv", fd.path, nilOn: EAGAIN) { recv(fd.rawValue, buffer.baseAddress, buffer.count, 0) }
     }
 
+    /// Sends `bytes` with `descriptor` attached (SCM_RIGHTS): the receiver
+    /// gets its own descriptor for the same open file with the first byte
+    /// sent. Returns the bytes sent (the descriptor went with them), 0 when
+    /// the socket would block (nothing went, the descriptor neither).
+    /// `ETOOMANYREFS` means the sender has too many descriptors in flight
+    /// (more than its RLIMIT_NOFILE sent and not yet received).
+    public static func send(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer, passing descriptor: FileDescriptor) throws(SystemError) -> Int {
+        try retryingOnInterrupt("sendmsg", fd.path, nilOn: EAGAIN) {
+            clinux_send_with_fd(fd.rawValue, bytes.baseAddress, UInt(bytes.count), descriptor.rawValue)
+        } ?? 0
+    }
+
+    /// What one `receive(_:into:descriptors:)` got.
+    public struct Received: Sendable {
+        /// Bytes received: nil when it would block, 0 at end of stream.
+        public var count: Int?
+        /// Descriptors that came with them (SCM_RIGHTS, close-on-exec), in order.
+        public var descriptors: [FileDescriptor]
+        /// The kernel dropped descriptors that did not fit (MSG_CTRUNC), or
+        /// more came than were asked for (those are closed).
+        public var truncated: Bool
+    }
+
+    /// Receives into `buffer` with `recvmsg`, taking up to `maxDescriptors`
+    /// descriptors passed with the bytes (close-on-exec).
+    public static func receive(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer,
+                               maxDescriptors: Int) throws(SystemError) -> Received {
+        var raw = [Int32](repeating: -1, count: 16)
+        var count: Int32 = 0
+        var truncated: Int32 = 0
+        let n = try raw.withUnsafeMutableBufferPointer { fds throws(SystemError) in
+            try retryingOnInterrupt("recvmsg", fd.path, nilOn: EAGAIN) {
+                clinux_recv_with_fds(fd.rawValue, buffer.baseAddress, UInt(buffer.count), fds.baseAddress, Int32(min(maxDescriptors, 16)), &count, &truncated)
+            }
+        }
+        return Received(count: n, descriptors: raw[0..<Int(count)].map { FileDescriptor(rawValue: $0, path: "descriptor from \(fd.path)") },
+                        truncated: truncated != 0)
+    }
+
     /// Copies up to `count` bytes of `file` from `offset` to the socket; 0 when it would block.
     public static func sendFile(_ socket: FileDescriptor, from file: FileDescriptor, offset: inout Int64, count: Int) throws(SystemError) -> Int {
         var off = off_t(offset)

@@ -10,7 +10,7 @@ struct CachedBench {
     static let usage = """
     usage: cached-bench replay RECORDS [--daemon PATH/TO/cached] [--keep]
            cached-bench load --socket PATH [--connections C] [--requests N] [--pipeline P] [--ids MAX] [--op get_post|ping] [--redis]
-           cached-bench read-all --socket PATH [--rounds R]
+           cached-bench read-all --socket PATH [--rounds R] [--mode read|open|files] [--window W]
     """
 
     static func main() {
@@ -33,7 +33,15 @@ struct CachedBench {
                 print(result.json)
             case "read-all":
                 guard let socket = option("--socket") else { fail(usage) }
-                try ReadAllBenchmark.run(socket: socket, rounds: Int(option("--rounds") ?? "1") ?? 1)
+                let rounds = Int(option("--rounds") ?? "1") ?? 1
+                // read: the bytes over the socket; open: a descriptor per
+                // object, read here; files: the object files read directly.
+                switch option("--mode") ?? "read" {
+                case "read": try ReadAllBenchmark.run(socket: socket, rounds: rounds)
+                case "open": try ReadAllBenchmark.runOpen(socket: socket, rounds: rounds, window: max(1, Int(option("--window") ?? "16") ?? 16))
+                case "files": try ReadAllBenchmark.runFiles(socket: socket, rounds: rounds)
+                default: fail(usage)
+                }
             default:
                 fail(usage)
             }

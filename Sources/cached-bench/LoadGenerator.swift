@@ -264,8 +264,84 @@ enum ReadAllBenchmark {
             }
             if next < order.count { try sendRequest() }
         }
+        report(objects: hashes.count * rounds, bytes: bytes, since: start)
+    }
+
+    static func report(objects: Int, bytes: Int, since start: UInt64) {
         let seconds = Double(Clock.monotonicNanoseconds() - start) / 1e9
         print(String(format: "{\"objects\":%d,\"bytes\":%d,\"seconds\":%.3f,\"mib_per_s\":%.1f}",
-                     hashes.count * rounds, bytes, seconds, Double(bytes) / 1_048_576 / seconds))
+                     objects, bytes, seconds, Double(bytes) / 1_048_576 / seconds))
+    }
+
+    /// The cached objects, one per hash: their hashes and file paths.
+    static func objects(socket: String) throws -> [(hash: String, path: String)] {
+        let list = try Client(socketPath: socket).call("list_images")
+        var seen = Set<String>()
+        var out: [(String, String)] = []
+        for image in list["images"]?.array ?? [] {
+            guard let hash = image["hash"]?.string, let path = image["path"]?.string, seen.insert(hash).inserted else { continue }
+            out.append((hash, path))
+        }
+        return out
+    }
+
+    /// Reads `fd` to its end into `buffer` (128 KiB, as a plain reader would); the bytes read.
+    @inline(__always)
+    static func drain(_ fd: FileDescriptor, _ buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
+        var total = 0
+        while true {
+            let n = try fd.read(into: buffer)
+            if n == 0 { return total }
+            total += n
+        }
+    }
+
+    /// The page-cache baseline: every object file opened, read into a
+    /// 128 KiB buffer and closed, in this one process.
+    static func runFiles(socket: String, rounds: Int) throws {
+        let paths = try objects(socket: socket).map(\.path)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 128 << 10, alignment: 4096)
+        defer { buffer.deallocate() }
+        var bytes = 0
+        let start = Clock.monotonicNanoseconds()
+        for _ in 0..<rounds {
+            for path in paths {
+                let fd = try FileDescriptor.open(path, O_RDONLY)
+                bytes += try drain(fd, buffer)
+                fd.close()
+            }
+        }
+        report(objects: paths.count * rounds, bytes: bytes, since: start)
+    }
+
+    /// `open` of every object, then its descriptor read into a 128 KiB
+    /// buffer and closed; up to `window` opens in flight, so the daemon
+    /// verifies the next objects while this one is read.
+    static func runOpen(socket: String, rounds: Int, window: Int) throws {
+        let hashes = try objects(socket: socket).map(\.hash)
+        let client = try Client(socketPath: socket)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 128 << 10, alignment: 4096)
+        defer { buffer.deallocate() }
+        let order = (0..<rounds).flatMap { _ in hashes }
+        var next = 0
+        func sendRequest() throws {
+            try client.send(Request.line(op: "open", [("hash", .string(order[next]))]))
+            next += 1
+        }
+        var bytes = 0
+        let start = Clock.monotonicNanoseconds()
+        while next < min(window, order.count) { try sendRequest() }
+        for _ in 0..<order.count {
+            let opened = try client.readOpenAnswer()
+            guard let fd = opened.file, let size = opened.size else {
+                throw SystemError("open", String(decoding: opened.answer.encoded, as: UTF8.self))
+            }
+            if next < order.count { try sendRequest() }
+            let n = try drain(fd, buffer)
+            fd.close()
+            guard n == Int(size) else { throw SystemError("read", "\(n) bytes of an object of \(size)") }
+            bytes += n
+        }
+        report(objects: order.count, bytes: bytes, since: start)
     }
 }

@@ -158,3 +158,19 @@ private final class TempDirectory {
         #expect(try UnixSocket.accept(listener) != nil)
     }
 }
+
+/// Owners in messages are named from /etc/passwd (cachectl is static: no NSS).
+@Suite struct UserNameTests {
+    @Test func namesComeFromThePasswdFileAndUnknownUIDsStayNumbers() throws {
+        #expect(SocketDirectory.userName(0) == "root (uid 0)")
+        let temp = TempDirectory()
+        let file = temp.path + "/passwd"
+        try "# comment\n\nbroken line\n:x:7:7::/:/bin/sh\nalice:x:1000:1000:Alice:/home/alice:/bin/bash\nbob:x:1001:1001::/home/bob:/bin/sh"
+            .write(toFile: file, atomically: false, encoding: .utf8)
+        #expect(SocketDirectory.userName(1000, passwd: file) == "alice (uid 1000)")
+        #expect(SocketDirectory.userName(1001, passwd: file) == "bob (uid 1001)", "the last line has no newline")
+        #expect(SocketDirectory.userName(7, passwd: file) == "uid 7", "an empty name is no name")
+        #expect(SocketDirectory.userName(4242, passwd: file) == "uid 4242")
+        #expect(SocketDirectory.userName(1000, passwd: temp.path + "/missing") == "uid 1000")
+    }
+}

@@ -59,4 +59,21 @@ void clinux_lock_rank_pop(int rank);
     otherwise moves as large blocks come and go; returns 0 on success. */
 int clinux_tune_malloc(int trim_threshold, int mmap_threshold);
 
+/** sendmsg(sock, buf, len, MSG_NOSIGNAL) with descriptor `fd` attached as
+    SCM_RIGHTS ancillary data (CMSG_* are macros Swift cannot call). The
+    descriptor travels with the first byte sent; -1 with errno. */
+long clinux_send_with_fd(int sock, const void *buf, unsigned long len, int fd);
+
+/** recvmsg(sock, buf, len) with MSG_CMSG_CLOEXEC, taking up to `max_fds`
+    descriptors passed as SCM_RIGHTS into `fds` and their count into `*nfds`.
+    `*truncated` is set when the kernel dropped ancillary data that did not
+    fit (MSG_CTRUNC; it closes what it dropped). Returns the bytes received,
+    0 at end of stream, -1 with errno. */
+long clinux_recv_with_fds(int sock, void *buf, unsigned long len, int *fds, int max_fds, int *nfds, int *truncated);
+
+/** copy_file_range(in, &in_off, out, NULL, len, 0): the kernel copies
+    between the files (reflinks where it can), writing at `out`'s offset;
+    -1 with errno (EXDEV, ENOSYS, EINVAL where it cannot). */
+long clinux_copy_file_range(int in, long long *in_off, int out, unsigned long len);
+
 #endif

@@ -51,6 +51,11 @@ enum AnswerEncoding {
         Response.ok(tag: tag) { $0.field("size", size) }
     }
 
+    /// The answer line of `open`; the descriptor travels with it.
+    static func opened(size: Int64, tag: [UInt8]?) -> [UInt8] {
+        Response.ok(tag: tag) { $0.field("size", size) }
+    }
+
     static func prefetch(_ r: PrefetchReport, tag: [UInt8]?) -> [UInt8] {
         Response.ok(tag: tag, capacity: 256) { o in
             o.field("posts", object: r.posts.map { p in

@@ -10,6 +10,16 @@ extension Connection {
         else { slots.append((Connection.immediateSlot, [.bytes(bytes)], true)) }
     }
 
+    /// Queues a complete answer line that carries `descriptor` with its first byte.
+    func answerNow(_ bytes: [UInt8], passing descriptor: FileDescriptor) {
+        if slots.isEmpty {
+            enqueue(.descriptor(descriptor))
+            enqueue(.bytes(bytes))
+        } else {
+            slots.append((Connection.immediateSlot, [.descriptor(descriptor), .bytes(bytes)], true))
+        }
+    }
+
     /// Queues a file's bytes right after the answer just queued.
     func appendFile(_ fd: FileDescriptor, size: Int64) {
         if slots.isEmpty { enqueue(.file(fd, size: size)) }

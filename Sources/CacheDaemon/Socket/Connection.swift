@@ -14,8 +14,15 @@ final class ByteBox {
 enum ReadyChunk {
     case bytes(ByteBox)
     case file(FileDescriptor, size: Int64)
+    /// Sent with the first byte of the `.bytes` chunk after it (SCM_RIGHTS).
+    case descriptor(FileDescriptor)
 
-    func release() { if case .file(let fd, _) = self { fd.close() } }
+    func release() {
+        switch self {
+        case .bytes: break
+        case .file(let fd, _), .descriptor(let fd): fd.close()
+        }
+    }
 }
 
 /// One client connection. Lives on the loop thread only.
@@ -59,8 +66,18 @@ final class Connection {
         case .file(let fd, let size):
             queuedBytes += Int(size)
             ready.append(.file(fd, size: size))
+        case .descriptor(let fd):
+            // Never coalesced: the bytes after it start a chunk of their own.
+            queuedBytes += Connection.descriptorCost
+            ready.append(.descriptor(fd))
         }
     }
+
+    /// What a descriptor waiting to be passed counts against
+    /// `max-queued-bytes`: a client that never reads can make the daemon
+    /// hold at most `max-queued-bytes` / 64 KiB of them (64 at the default),
+    /// plus those of its unanswered requests (`maxPipeline`).
+    static let descriptorCost = 65536
 
     /// Answers up to 4 KiB are appended to the last queued chunk while it
     /// is under 64 KiB: many small answers go out in one `send`.

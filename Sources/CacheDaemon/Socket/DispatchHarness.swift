@@ -33,6 +33,7 @@ public final class DispatchHarness: Sendable {
         switch dispatcher.handle(request, reply) {
         case .now(let bytes): return bytes
         case .nowFile(let header, let fd, _): fd.close(); return header
+        case .nowPassing(let line, let fd): fd.close(); return line
         case .later: return nil
         }
     }

@@ -34,6 +34,8 @@ final class Dispatcher: Sendable {
             return answer(service.images(offset: offset, limit: limit, then: finish(reply, encode)), tag, encode)
         case .read(let hex):
             return read(hex, reply)
+        case .open(let hex):
+            return open(hex, reply)
         case let .prefetch(what, force, progress):
             service.prefetch(PrefetchScope(what), force: force, progress: { p in
                 if progress { reply.send(AnswerEncoding.progress(p, tag: tag)) }
@@ -69,6 +71,22 @@ final class Dispatcher: Sendable {
         switch outcome {
         case .later: return .later
         case .now(.success(let b)): return body(b)
+        case .now(.failure(let e)): return .now(error(e, tag))
+        }
+    }
+
+    /// `open`: the answer line, with the verified descriptor passed along.
+    private func open(_ hex: String, _ reply: Reply) -> Answer {
+        let tag = reply.tag
+        let outcome = service.openObject(hash: hex) { [self] result in
+            switch result {
+            case .success(let file): reply.finish(AnswerEncoding.opened(size: file.size, tag: tag), passing: file.descriptor)
+            case .failure(let e): reply.finish(error(e, tag))
+            }
+        }
+        switch outcome {
+        case .later: return .later
+        case .now(.success(let file)): return .nowPassing(AnswerEncoding.opened(size: file.size, tag: tag), file.descriptor)
         case .now(.failure(let e)): return .now(error(e, tag))
         }
     }

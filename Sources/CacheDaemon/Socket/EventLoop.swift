@@ -277,6 +277,8 @@ final class EventLoop {
                     case .nowFile(let header, let fd, let size):
                         c.answerNow(header)
                         c.appendFile(fd, size: size)
+                    case .nowPassing(let line, let fd):
+                        c.answerNow(line, passing: fd)
                     case .later:
                         c.awaitAnswer(slot)
                     }
@@ -340,6 +342,35 @@ final class EventLoop {
                 c.readyOffset = offset
                 c.lastActivity = Clock.monotonicNanoseconds()
                 if offset >= size { fd.close(); c.ready.removeFirst(); c.readyOffset = 0 }
+            case .descriptor(let fd):
+                // The descriptor goes with the first byte of the line after
+                // it (queued together, never coalesced into earlier bytes);
+                // once anything was sent it is gone, and the rest of the line
+                // is an ordinary bytes chunk.
+                // (Never alone: both are queued in one call; dropped if so.)
+                guard c.ready.count > 1, case .bytes(let box) = c.ready[1] else {
+                    fd.close()
+                    c.ready.removeFirst()
+                    c.queuedBytes -= Connection.descriptorCost
+                    continue
+                }
+                let sent: Int
+                do {
+                    sent = try box.bytes.withBytes { (raw) throws(SystemError) in try UnixSocket.send(c.fd, raw, passing: fd) }
+                } catch {
+                    // The client went away, or ETOOMANYREFS: this user has more
+                    // descriptors in flight than its RLIMIT_NOFILE (docs/protocol.md, "Limits").
+                    if error.errno == ETOOMANYREFS { log.warning("connection \(c.id): cannot pass a descriptor: \(error); closing it") }
+                    close(c)
+                    return
+                }
+                if sent == 0 { updateInterest(c); return }
+                fd.close()
+                c.ready.removeFirst()
+                c.lastActivity = Clock.monotonicNanoseconds()
+                c.queuedBytes -= Connection.descriptorCost + sent
+                c.readyOffset = Int64(sent)
+                if sent == box.bytes.count { c.ready.removeFirst(); c.readyOffset = 0 }
             }
         }
         processLines(c)

@@ -10,8 +10,16 @@ enum OutputChunk: Sendable {
     case bytes([UInt8])
     /// `size` bytes of an open file from offset 0, sent with `sendfile`; the loop closes it.
     case file(FileDescriptor, size: Int64)
+    /// A descriptor passed to the client (SCM_RIGHTS) with the first byte of
+    /// the `.bytes` chunk that follows it; the loop closes its own copy.
+    case descriptor(FileDescriptor)
 
-    func release() { if case .file(let fd, _) = self { fd.close() } }
+    func release() {
+        switch self {
+        case .bytes: break
+        case .file(let fd, _), .descriptor(let fd): fd.close()
+        }
+    }
 }
 
 /// A response part posted from another thread to the loop.
@@ -84,6 +92,11 @@ struct Reply: Sendable {
     func finish(header: [UInt8], file: FileDescriptor, size: Int64) {
         mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.bytes(header), .file(file, size: size)], done: true))
     }
+
+    /// The final line, with `descriptor` passed to the client along with its first byte.
+    func finish(_ line: [UInt8], passing descriptor: FileDescriptor) {
+        mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.descriptor(descriptor), .bytes(line)], done: true))
+    }
 }
 
 /// What a handler does with a request.
@@ -92,6 +105,8 @@ enum Answer {
     case now([UInt8])
     /// A header line and a file's bytes, now.
     case nowFile([UInt8], FileDescriptor, Int64)
+    /// The whole answer line, now, with a descriptor passed along with it.
+    case nowPassing([UInt8], FileDescriptor)
     /// The handler keeps the `Reply` and answers later.
     case later
 }
