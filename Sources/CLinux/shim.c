@@ -155,3 +155,7 @@ long clinux_copy_file_range(int in, long long *in_off, int out, unsigned long le
     if (n >= 0) *in_off = (long long)off;
     return n;
 }
+
+int clinux_release_free_memory(void) {
+    return malloc_trim(0);
+}

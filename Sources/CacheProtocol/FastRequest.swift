@@ -131,8 +131,10 @@ enum FastRequest {
             return Request(command: .getImage(row: Int(row), fetch: fetch ?? true), tag: tagBytes)
         }
         if equals(b, op, "status") { return Request(command: .status, tag: tagBytes) }
-        if equals(b, op, "read"), let hash, ASCII.isLowercaseHex(b[hash], count: 32) {
-            return Request(command: .read(hash: String(decoding: UnsafeRawBufferPointer(rebasing: b[hash]), as: UTF8.self)), tag: tagBytes)
+        if let hash, ASCII.isLowercaseHex(b[hash], count: 32) {
+            let hex = { String(decoding: UnsafeRawBufferPointer(rebasing: b[hash]), as: UTF8.self) }
+            if equals(b, op, "read") { return Request(command: .read(hash: hex()), tag: tagBytes) }
+            if equals(b, op, "open") { return Request(command: .open(hash: hex()), tag: tagBytes) }
         }
         return nil
     }

@@ -106,6 +106,7 @@ extension CacheService {
         guard postsFlight.join(0, completion) else { counters.withLock { $0.coalesced += 1 }; return }
         let f = FeedFetch(setting: "posts-url", url: feeds.withLock { $0.postsURL }, feed: .posts)
         fetchFeed(f, force: force, process: { [self] response, body, validators throws(CacheError) in
+            defer { if body.count >= Memory.largeBody { Memory.returnFreePages() } }
             postsFlight.finish(0, .success(try storePosts(f, response, body, validators)))
         }, failed: { [self] error in postsFlight.finish(0, .failure(error)) })
     }
@@ -137,6 +138,7 @@ extension CacheService {
         guard manifestFlight.join(0, completion) else { counters.withLock { $0.coalesced += 1 }; return }
         let f = FeedFetch(setting: "images-url", url: feeds.withLock { $0.imagesURL }, feed: .manifest)
         fetchFeed(f, force: force, process: { [self] response, body, validators throws(CacheError) in
+            defer { if body.count >= Memory.largeBody { Memory.returnFreePages() } }
             if response.status == 304 {
                 manifestFlight.finish(0, .success(store.rows(offset: 0, limit: 0).total))
                 return

@@ -150,6 +150,8 @@ import Testing
         #expect(Self.fast(Array(#"{"op":"read","hash":"99aa06d3014798d86001c324468d497f"}"#.utf8))?.command == .read(hash: "99aa06d3014798d86001c324468d497f"))
         #expect(Self.fast(Array(#"{"op":"read","hash":"99AA06D3014798D86001C324468D497F"}"#.utf8)) == nil)
         #expect(Self.fast(Array(#"{"op":"read","hash":"../../etc/passwd"}"#.utf8)) == nil)
+        #expect(Self.fast(Array(#"{"op":"open","hash":"99aa06d3014798d86001c324468d497f","tag":3}"#.utf8))?.command == .open(hash: "99aa06d3014798d86001c324468d497f"))
+        #expect(Self.fast(Array(#"{"op":"open","hash":"99aa06d3"}"#.utf8)) == nil)
     }
 
     @Test(arguments: [
@@ -165,7 +167,8 @@ import Testing
     @Test func neverDisagreesWithTheGeneralParserOnMutatedLines() {
         let seeds = [#"{"op":"get_post","id":42,"tag":"t1"}"#, #"{"op": "get_image", "row": 3, "fetch": true}"#,
                      #"{"op":"ping"}"#, #"{"op":"status","tag":7}"#, #"{"tag":null,"op":"get_post","id":-9}"#,
-                     #"{"op":"read","hash":"99aa06d3014798d86001c324468d497f"}"#]
+                     #"{"op":"read","hash":"99aa06d3014798d86001c324468d497f"}"#,
+                     #"{"op":"open","hash":"99aa06d3014798d86001c324468d497f","tag":[1]}"#]
         var rng = SystemRandomNumberGenerator()
         let alphabet = Array(#"{}[]":,.-+0123456789eE tfnrulsa\"#.utf8) + [0x00, 0x0A, 0xC3, 0xFF]
         var checked = 0

@@ -58,6 +58,8 @@ void clinux_lock_rank_pop(int rank);
 /** Fixes glibc malloc's trim and mmap thresholds (mallopt), which it
     otherwise moves as large blocks come and go; returns 0 on success. */
 int clinux_tune_malloc(int trim_threshold, int mmap_threshold);
+/* malloc_trim(0): free heap pages go back to the kernel. */
+int clinux_release_free_memory(void);
 
 /** sendmsg(sock, buf, len, MSG_NOSIGNAL) with descriptor `fd` attached as
     SCM_RIGHTS ancillary data (CMSG_* are macros Swift cannot call). The
