@@ -13,11 +13,15 @@ import CacheSystem
 // threads ever use it at once. The hand-over goes through the lock of the
 // sink that holds it (`ObjectSink`), which orders the accesses.
 public final class ObjectWriter: @unchecked Sendable {
-    /// The temp file's path.
+    /// The temp file's path; for an unnamed one (`O_TMPFILE`), the
+    /// directory it was opened in with `(unnamed)` after it, for messages.
     public let tempPath: String
+    /// True for a file opened with `O_TMPFILE`: it has no name until
+    /// `Store.commitObject` links it into `objects/`, and vanishes if closed first.
+    let isUnnamed: Bool
     /// The most bytes accepted; more fails with `StoreError.tooLarge`.
     public let maxSize: Int64
-    private let fd: FileDescriptor
+    let fd: FileDescriptor
     private var hasher = StreamingHasher()
     private(set) public var size: Int64 = 0
     /// The body's first bytes, up to `ImageType.sniffLength` (4 KiB), from
@@ -28,11 +32,13 @@ public final class ObjectWriter: @unchecked Sendable {
     /// The store's directory, through which the temp file is created and removed.
     private let files: ConfinedDirectory
 
-    init(tempPath: String, maxSize: Int64, files: ConfinedDirectory) throws(SystemError) {
+    /// A writer for an empty temp file open for writing as `fd`, which it owns from now on.
+    init(tempPath: String, fd: FileDescriptor, isUnnamed: Bool, maxSize: Int64, files: ConfinedDirectory) {
         self.tempPath = tempPath
+        self.fd = fd
+        self.isUnnamed = isUnnamed
         self.maxSize = maxSize
         self.files = files
-        fd = try files.open(tempPath, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
     }
 
     deinit { discard() }
@@ -70,23 +76,22 @@ public final class ObjectWriter: @unchecked Sendable {
     }
     public var hash: Hash128 { hasher.digest() }
 
-    func syncAndClose() throws(SystemError) {
-        try fd.sync()
-        close()
-    }
+    /// Flushes the bytes to the device (before the file gets its object name).
+    func sync() throws(SystemError) { try fd.sync() }
 
-    /// Called once the temp file was renamed into place or deduplicated.
+    /// Called once the temp file was renamed or linked into place, or deduplicated.
     func markDone() { done = true }
     private var done = false
 
-    private func close() {
+    /// Closes the file (once it has its object name, or to drop it).
+    func close() {
         if !closed { fd.close(); closed = true }
     }
 
     /// Closes and removes the temp file.
     public func discard() {
         close()
-        if !done { try? files.unlink(tempPath) }
+        if !done && !isUnnamed { try? files.unlink(tempPath) }
         done = true
     }
 }
