@@ -40,7 +40,7 @@ int clinux_openat2_beneath(int dirfd, const char *path, int flags, unsigned int 
     struct open_how how;
     memset(&how, 0, sizeof how);
     how.flags = (unsigned long long)(unsigned int)flags;
-    how.mode = ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? mode : 0;
+    how.mode = (flags & O_CREAT) ? mode : 0;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
     return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
 }
@@ -101,17 +101,4 @@ void clinux_lock_rank_pop(int rank) {
 
 int clinux_tune_malloc(int trim_threshold, int mmap_threshold) {
     return mallopt(M_TRIM_THRESHOLD, trim_threshold) == 1 && mallopt(M_MMAP_THRESHOLD, mmap_threshold) == 1 ? 0 : -1;
-}
-
-#include <errno.h>
-#include <stdio.h>
-
-int clinux_o_tmpfile(void) { return O_TMPFILE; }
-
-int clinux_link_unnamed(int fd, int dirfd, const char *name) {
-    char path[32];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    if (linkat(AT_FDCWD, path, dirfd, name, AT_SYMLINK_FOLLOW) == 0) return 0;
-    if (errno != ENOENT) return -1;
-    return linkat(fd, "", dirfd, name, AT_EMPTY_PATH);
 }

@@ -99,21 +99,7 @@ extension CacheService {
                     log.warning("image \(url) failed: \(e.reason)")
                 }
                 imageFlight.finish(url, outcome)
-                refillSpareTempFiles()
             }
-        }
-        refillSpareTempFiles()
-    }
-
-    /// Has a worker create the temp files of the downloads about to start
-    /// (`Store.keepSpareObjectWriters`): as many as the transfers that can
-    /// run at once, fewer when fewer downloads are left, none when idle.
-    /// At most one such job is queued at a time.
-    private func refillSpareTempFiles() {
-        guard spareRefillQueued.withLock({ q -> Bool in defer { q = true }; return !q }) else { return }
-        pool.submit { [self] in
-            spareRefillQueued.withLock { $0 = false }
-            store.keepSpareObjectWriters(min(http.policy.concurrency, imageFlight.count))
         }
     }
 

@@ -26,8 +26,6 @@ public final class CacheService: Sendable {
     let postsFlight = SingleFlight<Int, Result<PostsSummary, CacheError>>()
     let manifestFlight = SingleFlight<Int, Result<Int, CacheError>>()
     let imageFlight = SingleFlight<String, Result<ObjectRef, CacheError>>()
-    /// A job to create spare temp files is queued (`refillSpareTempFiles`).
-    let spareRefillQueued = Locked(false)
     /// What revalidation of each feed may send (Service+Feeds.swift).
     let revalidation = Locked(FeedRevalidation())
     /// The manifest's URLs resolved, rebuilt when the manifest changes.

@@ -19,9 +19,6 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
     }
 
-    /// Flights running.
-    var count: Int { flights.withLock { $0.count } }
-
     /// Ends the flight for `key`, handing `value` to every waiter.
     func finish(_ key: Key, _ value: Value) {
         let waiters = flights.withLock { $0.removeValue(forKey: key) } ?? []

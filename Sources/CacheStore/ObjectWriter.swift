@@ -13,15 +13,11 @@ import CacheSystem
 // threads ever use it at once. The hand-over goes through the lock of the
 // sink that holds it (`ObjectSink`), which orders the accesses.
 public final class ObjectWriter: @unchecked Sendable {
-    /// The temp file's path; for an unnamed one (`O_TMPFILE`), the
-    /// directory it was opened in with `(unnamed)` after it, for messages.
+    /// The temp file's path.
     public let tempPath: String
-    /// True for a file opened with `O_TMPFILE`: it has no name until
-    /// `Store.commitObject` links it into `objects/`, and vanishes if closed first.
-    let isUnnamed: Bool
     /// The most bytes accepted; more fails with `StoreError.tooLarge`.
     public let maxSize: Int64
-    let fd: FileDescriptor
+    private let fd: FileDescriptor
     private var hasher = StreamingHasher()
     private(set) public var size: Int64 = 0
     /// The body's first bytes, up to `ImageType.sniffLength` (4 KiB), from
@@ -32,13 +28,11 @@ public final class ObjectWriter: @unchecked Sendable {
     /// The store's directory, through which the temp file is created and removed.
     private let files: ConfinedDirectory
 
-    /// A writer for an empty temp file open for writing as `fd`, which it owns from now on.
-    init(tempPath: String, fd: FileDescriptor, isUnnamed: Bool, maxSize: Int64, files: ConfinedDirectory) {
+    init(tempPath: String, maxSize: Int64, files: ConfinedDirectory) throws(SystemError) {
         self.tempPath = tempPath
-        self.fd = fd
-        self.isUnnamed = isUnnamed
         self.maxSize = maxSize
         self.files = files
+        fd = try files.open(tempPath, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
     }
 
     deinit { discard() }
@@ -76,22 +70,23 @@ public final class ObjectWriter: @unchecked Sendable {
     }
     public var hash: Hash128 { hasher.digest() }
 
-    /// Flushes the bytes to the device (before the file gets its object name).
-    func sync() throws(SystemError) { try fd.sync() }
+    func syncAndClose() throws(SystemError) {
+        try fd.sync()
+        close()
+    }
 
-    /// Called once the temp file was renamed or linked into place, or deduplicated.
+    /// Called once the temp file was renamed into place or deduplicated.
     func markDone() { done = true }
     private var done = false
 
-    /// Closes the file (once it has its object name, or to drop it).
-    func close() {
+    private func close() {
         if !closed { fd.close(); closed = true }
     }
 
     /// Closes and removes the temp file.
     public func discard() {
         close()
-        if !done && !isUnnamed { try? files.unlink(tempPath) }
+        if !done { try? files.unlink(tempPath) }
         done = true
     }
 }

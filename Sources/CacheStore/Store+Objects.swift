@@ -8,86 +8,10 @@ import CacheSystem
 extension Store {
     // MARK: Objects
 
-    /// A temp file under `tmp/` to stream one download into: a spare one
-    /// created ahead if there is one (`keepSpareObjectWriters`), else a new one.
+    /// A temp file under `tmp/` to stream one download into.
     public func newObjectWriter(maxSize: Int64) throws(StoreError) -> ObjectWriter {
-        let spare: SpareTempFile
-        if let ready = spareTempFiles.withLock({ $0.files.popLast() }) {
-            spare = ready
-        } else {
-            do throws(SystemError) { spare = try newTempFile() } catch { throw .io(error) }
-        }
-        return ObjectWriter(tempPath: spare.path, fd: spare.fd, isUnnamed: spare.isUnnamed, maxSize: maxSize, files: files)
-    }
-
-    /// An empty file for a download: unnamed in `tmp/` (`O_TMPFILE`) where
-    /// the filesystem has them (`unnamedTempFiles`), else a new name in `tmp/`.
-    private func newTempFile() throws(SystemError) -> SpareTempFile {
-        if unnamedTempFiles, let fd = try files.openUnnamed(in: tempDirectory, mode: 0o644) {
-            return SpareTempFile(path: tempDirectory + "/(unnamed)", fd: fd, isUnnamed: true)
-        }
-        let path = "\(tempDirectory)/\(TempName.next(".part"))"
-        return SpareTempFile(path: path, fd: try files.open(path, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644), isUnnamed: false)
-    }
-
-    /// Whether unnamed temp files work here: one is opened in `tmp/` and
-    /// linked to a name there, which is removed again. False on a filesystem
-    /// without `O_TMPFILE`, or where neither /proc nor `AT_EMPTY_PATH` can name one.
-    static func probeUnnamedTempFiles(_ files: ConfinedDirectory) -> Bool {
-        guard let fd = try? files.openUnnamed(in: "tmp", mode: 0o600) else { return false }
-        defer { fd.close() }
-        let name = "tmp/" + TempName.next(".probe")
-        guard (try? files.linkUnnamed(fd, name)) != nil else { return false }
-        try? files.unlink(name)
-        return true
-    }
-
-    /// Creates or removes empty temp files under `tmp/` until `count` are
-    /// ready for `newObjectWriter`. Creating a file can cost a millisecond of
-    /// the filesystem's time (ext4 without a journal searches its inode
-    /// bitmap past every inode deleted in the last minute); done here, on a
-    /// worker, ahead of need, it is not done on the fetch thread when a
-    /// download's first byte arrives. A spare is an empty file (unnamed, or
-    /// in `tmp/`, which start empties): it holds nothing to recover. A file
-    /// that cannot be created is left to `newObjectWriter`, which reports why.
-    public func keepSpareObjectWriters(_ count: Int) {
-        while true {
-            let (have, closed) = spareTempFiles.withLock { ($0.files.count, $0.closed) }
-            if closed { return }
-            if have < count {
-                guard let spare = try? newTempFile() else { return }
-                let kept = spareTempFiles.withLock { s -> Bool in
-                    if s.closed { return false }
-                    s.files.append(spare)
-                    return true
-                }
-                // Closed meanwhile: the store's directory may be closed too, so
-                // a named file stays for the next start to remove.
-                if !kept { spare.fd.close(); return }
-            } else if have > count, let extra = spareTempFiles.withLock({ $0.files.popLast() }) {
-                drop(extra)
-            } else {
-                return
-            }
-        }
-    }
-
-    private func drop(_ spare: SpareTempFile) {
-        spare.fd.close()
-        if !spare.isUnnamed { try? files.unlink(spare.path) }
-    }
-
-    /// Spare temp files ready for `newObjectWriter`.
-    public var spareObjectWriters: Int { spareTempFiles.withLock { $0.files.count } }
-
-    /// Closes and removes every spare temp file, and creates no more (at close).
-    func removeSpareObjectWriters() {
-        let spares = spareTempFiles.withLock { s -> [SpareTempFile] in
-            s.closed = true
-            defer { s.files = [] }
-            return s.files
-        }
-        for spare in spares { drop(spare) }
+        do throws(SystemError) { return try ObjectWriter(tempPath: "\(tempDirectory)/\(TempName.next(".part"))", maxSize: maxSize, files: files) }
+        catch { throw .io(error) }
     }
 
     /// Makes a finished download durable and points `rows` at it, refusing
@@ -138,7 +62,7 @@ extension Store {
             if let existing, existing.size == ref.size, fileHolds(path, ref.hash) {
                 objectWriter.discard()
             } else {
-                try objectWriter.sync()
+                try objectWriter.syncAndClose()
                 if existing != nil {
                     // Damaged or foreign bytes under this name: a second name for
                     // them in quarantine/, then the good file renamed over the
@@ -148,9 +72,8 @@ extension Store {
                 }
                 let fanout = FileSystem.directoryName(of: path)
                 try files.makeDirectory(fanout, mode: 0o700)
-                try place(objectWriter, at: path, replacing: existing != nil)
+                try files.rename(objectWriter.tempPath, path)
                 objectWriter.markDone()
-                objectWriter.close()
                 try files.syncDirectory(fanout)
                 // objects/ too, the first time this process commits into a fan-out:
                 // one that exists may be a concurrent commit's, not yet fsynced into
@@ -166,25 +89,6 @@ extension Store {
         }
         try commitGrouped(ref, rows: rows)
         return ref
-    }
-
-    /// Gives a synced temp file its object name `path`: a named one is
-    /// renamed; an unnamed one is linked, which never replaces a file, so
-    /// over a file in the way (`replacing`, or one a concurrent commit of the
-    /// same bytes placed meanwhile) it is linked to a name in `tmp/` and
-    /// renamed from there. Either way the name appears only with every byte
-    /// behind it, and replaces any file under it in one step.
-    private func place(_ w: ObjectWriter, at path: String, replacing: Bool) throws(SystemError) {
-        guard w.isUnnamed else { try files.rename(w.tempPath, path); return }
-        if !replacing {
-            do { try files.linkUnnamed(w.fd, path); return } catch where error.errno == EEXIST {}
-        }
-        let temp = "\(tempDirectory)/\(TempName.next(".part"))"
-        try files.linkUnnamed(w.fd, temp)
-        do throws(SystemError) { try files.rename(temp, path) } catch {
-            try? files.unlink(temp)
-            throw error
-        }
     }
 
     /// Logs `ref`'s rows with every other commit waiting (`GroupCommit`).

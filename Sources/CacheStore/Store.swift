@@ -32,28 +32,9 @@ public final class Store: Sendable {
     let pendingObjects = Locked<[Hash128: Int]>([:])
     /// Fan-out directories whose entry in objects/ this process has fsynced.
     let durableFanouts = Locked<Set<String>>([])
-    /// Downloads stream into unnamed temp files (`O_TMPFILE` in `tmp/`,
-    /// linked into `objects/` when committed); decided once at open
-    /// (`probeUnnamedTempFiles`), false where the filesystem has none or
-    /// `StoreConfiguration.unnamedTempFiles` is off.
-    let unnamedTempFiles: Bool
-    /// Empty temp files in `tmp/` created ahead for downloads (`keepSpareObjectWriters`).
-    let spareTempFiles = Locked(SpareTempFiles())
 
     /// What recovery cut from the log at open, if anything.
     public let recovery: LogRecovery?
-
-    /// An empty temp file, open for writing, not yet given to a download.
-    struct SpareTempFile: Sendable {
-        var path: String
-        var fd: FileDescriptor
-        var isUnnamed: Bool
-    }
-    struct SpareTempFiles: Sendable {
-        var files: [SpareTempFile] = []
-        /// Set by `close()`: no spare is created after it.
-        var closed = false
-    }
 
     struct WriterState: Sendable {
         var log: IndexLog
@@ -105,7 +86,6 @@ public final class Store: Sendable {
             throw .io(SystemError(error.call, error.subject + " (index.log had been cut first: \(r.problem); the cut bytes are in \(r.savedTo))", errno: error.errno))
         }
         replayed.sortPosts()
-        unnamedTempFiles = configuration.unnamedTempFiles && Store.probeUnnamedTempFiles(files)
         recovery = log.recovery
         state = Locked(replayed, rank: .storeState)
         writer = Locked(WriterState(log: log), rank: .storeWriter)
@@ -176,7 +156,6 @@ public final class Store: Sendable {
     /// a descriptor number twice could close another file that reused it).
     public func close() {
         guard closed.withLock({ c -> Bool in defer { c = true }; return !c }) else { return }
-        removeSpareObjectWriters()
         writer.withLock { $0.log.close() }
         lockFD.close()
         directoryFD.close()

@@ -79,10 +79,6 @@ public struct StoreConfiguration: Sendable {
     /// Called once, on the writing thread, when writes stop because the log
     /// or lock was removed or replaced (the daemon logs it as an error).
     public var onWritesStopped: (@Sendable (String) -> Void)?
-    /// Downloads stream into unnamed temp files (`O_TMPFILE`) where the
-    /// filesystem has them; false: always named ones in `tmp/` (what a
-    /// filesystem without them gets; tests use it to cover that path).
-    public var unnamedTempFiles = true
 
     public init(directory: String, maxBytes: Int64 = 0) {
         self.directory = directory

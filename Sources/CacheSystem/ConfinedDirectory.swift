@@ -128,27 +128,6 @@ public final class ConfinedDirectory: Sendable {
         }
     }
 
-    /// Opens a new unnamed file in directory `p` for writing (`O_TMPFILE`):
-    /// it gets a name only through `linkUnnamed`, and is gone when closed
-    /// without one. Creating it takes no lock on the directory, where a named
-    /// file's creation holds the directory's lock while the filesystem looks
-    /// for a free inode. Nil where the filesystem or kernel has no `O_TMPFILE`.
-    public func openUnnamed(in p: String, mode: mode_t) throws(SystemError) -> FileDescriptor? {
-        do {
-            return try open(p, O_WRONLY | clinux_o_tmpfile(), mode: mode)
-        } catch where error.errno == EOPNOTSUPP || error.errno == EISDIR || error.errno == EINVAL {
-            return nil
-        }
-    }
-
-    /// Names the unnamed file `fd` (from `openUnnamed`) `new`, beneath this
-    /// directory; fails with EEXIST if `new` exists (unlike a rename, it never replaces).
-    public func linkUnnamed(_ fd: FileDescriptor, _ new: String) throws(SystemError) {
-        try inParent(new) { (dir, name) throws(SystemError) in
-            if clinux_link_unnamed(fd.rawValue, dir, name) != 0 { throw SystemError("link", "\(fd.path) -> \(new)") }
-        }
-    }
-
     /// Removes the file (or link) `p`; a missing one is not an error.
     public func unlink(_ p: String) throws(SystemError) {
         try inParent(p) { (dir, name) throws(SystemError) in

@@ -124,21 +124,6 @@ import CacheSystem
         #expect(log.filter(Self.isImageRequest).count == 32)
         #expect(s.status().objects == 15)
     }
-
-    /// Spare temp files are made while downloads are pending and none are
-    /// left once the prefetch is over: an idle daemon holds no temp files.
-    @Test func noSpareTempFileOutlivesAPrefetch() async throws {
-        let h = try await Harness.start()
-        defer { h.close() }
-        let s = h.service
-        let report = try await completion { s.prefetch(.images, force: false, progress: { _ in }, then: $0) }.get()
-        #expect(report.images?.downloaded == 16)
-        // The last download's completion queues the job that removes them.
-        let end = Clock.monotonicNanoseconds() + 5_000_000_000
-        while s.store.spareObjectWriters > 0 && Clock.monotonicNanoseconds() < end { usleep(10_000) }
-        #expect(s.store.spareObjectWriters == 0)
-        #expect(try FileSystem.list(h.storeDirectory + "/tmp").isEmpty)
-    }
 }
 
 func describe(_ r: Result<PrefetchReport, CacheError>) -> String {

@@ -221,24 +221,6 @@ import CacheSystem
         #expect(l.temp.names(in: "store/tmp") == [])
     }
 
-    /// An unnamed file has no name in its directory until linked beneath,
-    /// never outside, and a link does not replace an existing name.
-    @Test func anUnnamedFileIsNamedOnlyBeneathAndNeverOverAFile() throws {
-        let l = try Layout()
-        defer { l.confined.close() }
-        guard let fd = try l.confined.openUnnamed(in: "sub", mode: 0o640) else { return }  // a filesystem without O_TMPFILE
-        defer { fd.close() }
-        try fd.writeAll(Array("unnamed".utf8))
-        #expect(l.temp.names(in: "store/sub") == ["file"])
-        #expect(refusal { try l.confined.linkUnnamed(fd, "../outside/stolen") }?.errno == EXDEV)
-        #expect(refusal { try l.confined.linkUnnamed(fd, "sub/file") }?.errno == EEXIST)
-        #expect(l.temp.contents("store/sub/file") == Array("inner".utf8))
-        try l.confined.linkUnnamed(fd, "sub/named")
-        #expect(l.temp.contents("store/sub/named") == Array("unnamed".utf8))
-        #expect(permissions(l.temp.at("store/sub/named")) == 0o640)
-        #expect(l.temp.names(in: "outside") == ["secret"])
-    }
-
     @Test func readStopsAtItsLimit() throws {
         let l = try Layout()
         defer { l.confined.close() }

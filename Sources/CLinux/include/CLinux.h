@@ -30,12 +30,6 @@ int clinux_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int max, int t
 int clinux_openat2_beneath(int dirfd, const char *path, int flags, unsigned int mode);
 /** O_PATH, which Swift's Glibc module does not export (it needs _GNU_SOURCE). */
 int clinux_o_path(void);
-/** O_TMPFILE (an unnamed file in a directory), which Swift's Glibc module does not export. */
-int clinux_o_tmpfile(void);
-/** Gives the unnamed file open as `fd` (O_TMPFILE, without O_EXCL) the name
-    `name` in `dirfd`: linkat of /proc/self/fd/N (no privilege needed), or
-    linkat(AT_EMPTY_PATH) where /proc is not mounted. -1 with errno. */
-int clinux_link_unnamed(int fd, int dirfd, const char *name);
 
 /** flock(fd, LOCK_EX | LOCK_NB): Swift sees only the struct named flock. */
 int clinux_flock_exclusive_nb(int fd);
