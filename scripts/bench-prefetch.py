@@ -240,6 +240,10 @@ def _rounds(bin_dir, runs, tmp, origin, base=None, env=None, base_env=None, peer
     med = statistics.median
     out = {"cached_s": med(cached), "curl_s": med(curl), "aria2c_s": med(aria),
            "cached_vs_curl": med(cached) / med(curl), "cached_vs_aria2c": med(cached) / med(aria),
+           # Each round's own ratio, then their median: on a shared machine a
+           # round's tools ran seconds apart, under the same other load.
+           "cached_vs_curl_paired": med([a / b for a, b in zip(cached, curl)]) if peers else float("nan"),
+           "cached_vs_aria2c_paired": med([a / b for a, b in zip(cached, aria)]) if peers else float("nan"),
            "daemon_cpu_user_s": med(cpu_user), "daemon_cpu_sys_s": med(cpu_sys),
            "runs": runs, "files": len(origin.urls), "bytes": origin.bytes}
     if base:

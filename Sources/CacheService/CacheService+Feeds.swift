@@ -106,8 +106,14 @@ extension CacheService {
         guard postsFlight.join(0, completion) else { counters.withLock { $0.coalesced += 1 }; return }
         let f = FeedFetch(setting: "posts-url", url: feeds.withLock { $0.postsURL }, feed: .posts)
         fetchFeed(f, force: force, process: { [self] response, body, validators throws(CacheError) in
-            defer { if body.count >= Memory.largeBody { Memory.returnFreePages() } }
-            postsFlight.finish(0, .success(try storePosts(f, response, body, validators)))
+            let summary: PostsSummary
+            do throws(CacheError) { summary = try storePosts(f, response, body, validators) } catch {
+                if body.count >= Memory.largeBody { Memory.returnFreePages() }
+                throw error
+            }
+            // Before the answer: whoever asked sees the memory the refresh leaves.
+            if body.count >= Memory.largeBody { Memory.returnFreePages() }
+            postsFlight.finish(0, .success(summary))
         }, failed: { [self] error in postsFlight.finish(0, .failure(error)) })
     }
 

@@ -43,10 +43,18 @@ extension CacheService {
         }
     }
 
-    /// `list_images`: a page of the manifest; later only when the manifest
-    /// was never fetched.
+    /// `list_images`: a page of the manifest; later when the manifest was
+    /// never fetched, or the page holds more than `inlineListLimit` rows
+    /// (built on a worker).
     public func images(offset: Int, limit: Int?, then completion: @escaping Completion<ImagesPage>) -> Outcome<ImagesPage> {
-        if store.manifestKnown { return .now(.success(imagesPage(offset: offset, limit: limit))) }
+        if store.manifestKnown {
+            let total = store.rows(offset: 0, limit: 0).total
+            guard Self.pageSize(total: total, offset: offset, limit: limit) > Self.inlineListLimit else {
+                return .now(.success(imagesPage(offset: offset, limit: limit)))
+            }
+            pool.submit { [self] in completion(.success(imagesPage(offset: offset, limit: limit))) }
+            return .later
+        }
         ensureManifest { [self] result in completion(result.map { _ in imagesPage(offset: offset, limit: limit) }) }
         return .later
     }

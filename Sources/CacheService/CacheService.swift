@@ -79,6 +79,27 @@ public final class CacheService: Sendable {
         return .failure(.notFound("post \(id) not found\(hint)"))
     }
 
+    /// `list_posts` as front-ends call it: now for a page of at most
+    /// `inlineListLimit` posts, later (built on a worker) for a larger one.
+    public func posts(offset: Int, limit: Int?, then completion: @escaping Completion<PostsPage>) -> Outcome<PostsPage> {
+        let total = store.posts(offset: 0, limit: 0).total
+        guard Self.pageSize(total: total, offset: offset, limit: limit) > Self.inlineListLimit else {
+            return .now(.success(posts(offset: offset, limit: limit)))
+        }
+        pool.submit { [self] in completion(.success(posts(offset: offset, limit: limit))) }
+        return .later
+    }
+
+    /// Listings of more entries than this are built on a worker: a client
+    /// listing 1,000,000 posts (300 MB) or 100,000 rows (half a second)
+    /// must not hold up the requests of every other client meanwhile.
+    public static let inlineListLimit = 1000
+
+    /// How many entries a page from `offset`, at most `limit`, of `total` holds.
+    static func pageSize(total: Int, offset: Int, limit: Int?) -> Int {
+        max(0, min(total - min(max(offset, 0), total), limit ?? Int.max))
+    }
+
     /// `list_posts`: posts in ascending id order from `offset`, at most `limit` (always now).
     public func posts(offset: Int, limit: Int?) -> PostsPage {
         let (total, page) = store.posts(offset: offset, limit: limit ?? Int.max)

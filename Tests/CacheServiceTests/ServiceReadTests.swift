@@ -202,3 +202,30 @@ import CacheSystem
         #expect(log.filter { $0.path == "/images/" + name }.count == 2, "downloaded again")
     }
 }
+
+/// Listings larger than `inlineListLimit` are built on a worker (later), so
+/// one client's long answer does not hold up the loop; small pages stay now.
+@Suite struct LargeListingTests {
+    @Test func aListingOfMoreThanTheInlineLimitIsBuiltLaterAndHoldsEveryEntry() async throws {
+        let count = CacheService.inlineListLimit + 500
+        let feed = "[" + (1...count).map { #"{"id":\#($0),"title":"post \#($0)"}"# }.joined(separator: ",") + "]"
+        let h = try await Harness.start(extra: ["/big.json": Array(feed.utf8)], feeds: { Harness.feeds($0, posts: "/big.json") })
+        defer { h.close() }
+        let s = h.service
+        let report = await completion { s.prefetch(.posts, force: false, progress: { _ in }, then: $0) }
+        #expect(try report.get().posts?.fetched == count)
+
+        let all = await answer { s.posts(offset: 0, limit: nil, then: $0) }
+        #expect(!all.isNow, "a page of \(count) posts is built on a worker")
+        let page = try all.result.get()
+        #expect(page.total == count)
+        #expect(page.posts.count == count)
+        #expect(page.posts.last == Array(#"{"id":\#(count),"title":"post \#(count)"}"#.utf8))
+
+        let small = await answer { s.posts(offset: count - 10, limit: nil, then: $0) }
+        #expect(small.isNow, "the last 10 posts are answered at once")
+        #expect(try small.result.get().posts.count == 10)
+        let limited = await answer { s.posts(offset: 0, limit: 5, then: $0) }
+        #expect(limited.isNow)
+    }
+}

@@ -24,7 +24,8 @@ final class Dispatcher: Sendable {
         case .getPost(let id):
             return now(service.post(id: id), tag) { Response.ok(tag: tag, name: "post", rawJSON: $0) }
         case let .listPosts(offset, limit):
-            return .now(AnswerEncoding.posts(service.posts(offset: offset, limit: limit), tag: tag))
+            let encode = { @Sendable (page: PostsPage) in AnswerEncoding.posts(page, tag: tag) }
+            return answer(service.posts(offset: offset, limit: limit, then: finish(reply, encode)), tag, encode)
         case let .getImage(row, fetch):
             return answer(service.image(row: row, fetch: fetch, then: finish(reply) { AnswerEncoding.image($0, tag: tag) }), tag) {
                 AnswerEncoding.image($0, tag: tag)
