@@ -111,10 +111,13 @@ powerloss: deps lazyfs
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	CACHED_POWERLOSS_ROUNDS=$(POWERLOSS_ROUNDS) $(SWIFT) test --skip-build --filter PowerLossTests $(BUILD_FLAGS)
 
-# cached against Redis, nginx+aria2c/curl and cat, medians of BENCH_RUNS runs;
-# writes bench/results.md. A benchmark: it prints figures and asserts nothing.
-BENCH_RUNS ?= 3
-BENCH_PACKAGES := redis-server redis-tools nginx-light aria2 curl
+# cached against Redis (the same client, the same answer bytes), curl and
+# aria2c (prefetch from nginx), plain file reads and cat (open, read),
+# redis-cli (cachectl per call), and at scale; medians of BENCH_RUNS rotated
+# rounds; writes bench/results.md (about 25 minutes). A benchmark: it prints
+# figures and asserts nothing. docs/performance.md says how each is compared.
+BENCH_RUNS ?= 5
+BENCH_PACKAGES := redis-server redis-tools nginx-light aria2 curl time
 bench-deps:
 	$(call install_missing,$(BENCH_PACKAGES))
 

@@ -392,8 +392,11 @@ http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
     def report(self):
         cpu, cores, mem, kernel, versions = self.machine()
         lines = ["# cached benchmark results", "",
-                 "Produced by `make bench` (scripts/bench.py) on %s. Medians of %d runs; every peer measured in the same run on the same machine."
-                 % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), self.runs), "",
+                 "Produced by `make bench` (scripts/bench.py) on %s. Medians of %d rounds; in every round each side ran once, "
+                 "in an order rotated from round to round, on the same machine. A goal is met only where both sides faced the same "
+                 "client and the same payload bytes: for requests, `cached-bench load` against cached and against Redis holding "
+                 "cached's exact answer lines; `redis-benchmark` rows are a reference (another client). How each comparison is made: "
+                 "docs/performance.md." % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), self.runs), "",
                  "Machine: %s, %d cores, %d MiB memory, Linux %s." % (cpu, cores, mem, kernel), "",
                  "Versions: " + "; ".join(versions), "",
                  "| section | measure | cached | peer | peer figure | ratio (>1: cached better) | goal | met |",
