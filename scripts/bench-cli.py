@@ -23,6 +23,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import quiet, start_cached, start_origin, stop, wait_for as _wait_for  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEY = "cached:post:1"
 
@@ -94,13 +97,6 @@ def measure_cli(bin_dir, sock, redis_sock, runs=20):
     return {k: statistics.median(v) for k, v in figures.items()}
 
 
-def _wait_for(cond, seconds=30):
-    end = time.time() + seconds
-    while time.time() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def main():
@@ -111,22 +107,10 @@ def main():
     tmp = tempfile.mkdtemp(prefix="cached-bench-cli-")
     procs = []
     try:
-        port_file = os.path.join(tmp, "port")
-        procs.append(subprocess.Popen([sys.executable, os.path.join(ROOT, "Examples", "origin-server.py"), "--root",
-                                       os.path.join(ROOT, "Examples", "origin"), "--port-file", port_file],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        if not _wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip()):
-            raise SystemExit("the origin did not start")
-        base = "http://127.0.0.1:%d" % int(open(port_file).read())
+        base = start_origin(procs, os.path.join(ROOT, "Examples", "origin-server.py"), os.path.join(ROOT, "Examples", "origin"), tmp)
         sock, redis_sock = os.path.join(tmp, "cached.sock"), os.path.join(tmp, "redis.sock")
-        procs.append(subprocess.Popen([os.path.join(args.bin_dir, "cached"), "--store", os.path.join(tmp, "store"), "--socket", sock,
-                                       "--log-level", "warning", "--posts-url", base + "/posts.json"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        procs.append(subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", redis_sock, "--save", "", "--appendonly", "no"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        cachectl = os.path.join(args.bin_dir, "cachectl")
-        if not _wait_for(lambda: subprocess.run([cachectl, "--socket", sock, "ping"], capture_output=True).returncode == 0):
-            raise SystemExit("cached did not start")
+        procs.append(quiet(["redis-server", "--port", "0", "--unixsocket", redis_sock, "--save", "", "--appendonly", "no"]))
+        cachectl = start_cached(procs, args.bin_dir, os.path.join(tmp, "store"), sock, "--posts-url", base + "/posts.json")
         if not _wait_for(lambda: subprocess.run(["redis-cli", "-s", redis_sock, "PING"], capture_output=True).returncode == 0):
             raise SystemExit("redis-server did not start")
         subprocess.run([cachectl, "--socket", sock, "prefetch", "posts"], check=True, capture_output=True)
@@ -137,13 +121,7 @@ def main():
         print("  ratio                        %6.2fx    %6.2fx" % (m["cachectl_ms"] / m["redis_cli_ms"], m["cachectl_kib"] / m["redis_cli_kib"]))
     finally:
         for p in reversed(procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            stop(p)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -33,6 +33,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import start_cached, start_origin, stop  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ("files", "open", "read")
 # Each cached-bench run reads every object this many times (one process).
@@ -76,13 +79,6 @@ def measure_reads(bin_dir, store, sock, runs):
     return {k: statistics.median(v) for k, v in figures.items()}
 
 
-def _wait_for(cond, seconds=30):
-    end = time.time() + seconds
-    while time.time() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def main():
@@ -103,19 +99,9 @@ def main():
                 f.write(b"\x89PNG\r\n\x1a\n" + os.urandom(n - 8))
         with open(os.path.join(www, "manifest.json"), "w") as f:
             json.dump([{"url": "img/%04d.png" % i} for i in range(small + large)], f)
-        port_file = os.path.join(tmp, "port")
-        procs.append(subprocess.Popen([sys.executable, os.path.join(ROOT, "Examples", "origin-server.py"), "--root", www,
-                                       "--port-file", port_file], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        if not _wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip()):
-            raise SystemExit("the origin did not start")
-        port = int(open(port_file).read())
+        base = start_origin(procs, os.path.join(ROOT, "Examples", "origin-server.py"), www, tmp)
         store, sock = os.path.join(tmp, "store"), os.path.join(tmp, "cached.sock")
-        procs.append(subprocess.Popen([os.path.join(args.bin_dir, "cached"), "--store", store, "--socket", sock, "--log-level", "warning",
-                                       "--images-url", "http://127.0.0.1:%d/manifest.json" % port, "--concurrency", "16"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        cachectl = os.path.join(args.bin_dir, "cachectl")
-        if not _wait_for(lambda: subprocess.run([cachectl, "--socket", sock, "ping"], capture_output=True).returncode == 0):
-            raise SystemExit("cached did not start")
+        cachectl = start_cached(procs, args.bin_dir, store, sock, "--images-url", base + "/manifest.json", "--concurrency", "16")
         subprocess.run([cachectl, "--socket", sock, "--timeout", "0", "prefetch", "images"], check=True, capture_output=True)
         total = sum(os.path.getsize(p) for p in _objects(store))
         print("serving bytes: %d objects, %.0f MiB, %d rounds (medians, MiB/s)" % (len(_objects(store)), total / 1048576, args.runs))
@@ -125,13 +111,7 @@ def main():
         print(json.dumps(m))
     finally:
         for p in reversed(procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            stop(p)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

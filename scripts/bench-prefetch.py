@@ -35,6 +35,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import nginx_conf, wait_for as _wait_for, free_port as _free_port, stop as _stop  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # With --keep-files, what each round downloaded is removed only at the end:
@@ -54,31 +57,10 @@ def _remove(path):
 _keep_files = [False]
 
 
-def _wait_for(cond, seconds=30):
-    end = time.time() + seconds
-    while time.time() < end:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
-def _stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 def _cpu_seconds(pid):
@@ -128,14 +110,7 @@ class Origin:
             f.write("\n".join(self.urls) + "\n")
         conf = os.path.join(tmp, "nginx.conf")
         with open(conf, "w") as f:
-            f.write("""
-worker_processes 1; daemon off; pid %(t)s/nginx.pid; error_log %(t)s/nginx-error.log;
-events { worker_connections 1024; }
-http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
-  client_body_temp_path %(t)s/ntmp; proxy_temp_path %(t)s/ntmp; fastcgi_temp_path %(t)s/ntmp;
-  uwsgi_temp_path %(t)s/ntmp; scgi_temp_path %(t)s/ntmp;
-  server { listen 127.0.0.1:%(p)d; root %(w)s; } }
-""" % {"t": tmp, "p": self.port, "w": www})
+            f.write(nginx_conf(tmp, self.port, www))
         self.proc = subprocess.Popen(["nginx", "-c", conf, "-p", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if not _wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", self.port)) == 0):
             raise SystemExit("nginx did not start")

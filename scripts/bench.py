@@ -22,28 +22,15 @@ import sys
 import tempfile
 import time
 
+from benchlib import free_port, nginx_conf, sh, stop, wait_for  # noqa: E402 (beside this script)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def sh(cmd, **kw):
-    return subprocess.run(cmd, shell=isinstance(cmd, str), check=True, capture_output=True, text=True, **kw).stdout
 
 
-def wait_for(cond, seconds=30):
-    end = time.time() + seconds
-    while time.time() < end:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Procs:
@@ -56,13 +43,7 @@ class Procs:
         return p
 
     def stop(self, p):
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop(p)
 
     def stop_all(self):
         for p in reversed(self.procs):
@@ -70,8 +51,9 @@ class Procs:
 
 
 class Bench:
-    def __init__(self, bin_dir, runs, quick, only=None):
+    def __init__(self, bin_dir, runs, quick, only=None, output=None):
         self.only = only
+        self.output = os.path.abspath(output or os.path.join(ROOT, "bench", "results.md"))
         self.bin = bin_dir
         self.runs = runs
         self.quick = quick
@@ -102,14 +84,7 @@ class Bench:
         self.nginx_port = free_port()
         conf = os.path.join(self.tmp, "nginx.conf")
         with open(conf, "w") as f:
-            f.write("""
-worker_processes 1; daemon off; pid %(t)s/nginx.pid; error_log %(t)s/nginx-error.log;
-events { worker_connections 1024; }
-http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
-  client_body_temp_path %(t)s/ntmp; proxy_temp_path %(t)s/ntmp; fastcgi_temp_path %(t)s/ntmp;
-  uwsgi_temp_path %(t)s/ntmp; scgi_temp_path %(t)s/ntmp;
-  server { listen 127.0.0.1:%(p)d; root %(w)s; } }
-""" % {"t": self.tmp, "p": self.nginx_port, "w": www})
+            f.write(nginx_conf(self.tmp, self.nginx_port, www))
         self.procs.start(["nginx", "-c", conf, "-p", self.tmp])
         if not wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", self.nginx_port)) == 0):
             raise SystemExit("nginx did not start (see %s/nginx-error.log)" % self.tmp)
@@ -404,8 +379,8 @@ http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
         for s, m, ours, pn, peer, ratio, goal, met in self.rows:
             lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (s, m, fmt(ours), pn or "-", fmt(peer) if peer else "-", ratio, goal, met))
         text = "\n".join(lines) + "\n"
-        os.makedirs(os.path.join(ROOT, "bench"), exist_ok=True)
-        with open(os.path.join(ROOT, "bench", "results.md"), "w") as f:
+        os.makedirs(os.path.dirname(self.output), exist_ok=True)
+        with open(self.output, "w") as f:
             f.write(text)
         print()
         print(text)
@@ -527,5 +502,6 @@ if __name__ == "__main__":
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="smaller runs, for a smoke test")
     ap.add_argument("--only", action="append", help="run only this section (rate, prefetch, startup, ...); repeatable")
+    ap.add_argument("--output", help="where the table goes (default bench/results.md)")
     a = ap.parse_args()
-    Bench(a.bin, a.runs, a.quick, a.only).run()
+    Bench(a.bin, a.runs, a.quick, a.only, a.output).run()

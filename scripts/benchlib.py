@@ -1,0 +1,78 @@
+"""What the bench scripts share: running a command, waiting for a condition,
+a free TCP port, stopping a process."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+
+def sh(cmd, **kw):
+    """Runs `cmd` (a list, or a string for the shell); its stdout, or an exception."""
+    return subprocess.run(cmd, shell=isinstance(cmd, str), check=True, capture_output=True, text=True, **kw).stdout
+
+
+def wait_for(cond, seconds=30, step=0.02):
+    """True once `cond()` is, False after `seconds`."""
+    end = time.time() + seconds
+    while time.time() < end:
+        if cond():
+            return True
+        time.sleep(step)
+    return False
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 nobody listens on now."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def stop(p, timeout=10):
+    """SIGTERM, then SIGKILL after `timeout` seconds."""
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def nginx_conf(tmp, port, www):
+    """An nginx configuration serving `www` on 127.0.0.1:`port`, everything it writes under `tmp`."""
+    return """
+worker_processes 1; daemon off; pid %(t)s/nginx.pid; error_log %(t)s/nginx-error.log;
+events { worker_connections 1024; }
+http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
+  client_body_temp_path %(t)s/ntmp; proxy_temp_path %(t)s/ntmp; fastcgi_temp_path %(t)s/ntmp;
+  uwsgi_temp_path %(t)s/ntmp; scgi_temp_path %(t)s/ntmp;
+  server { listen 127.0.0.1:%(p)d; root %(w)s; } }
+""" % {"t": tmp, "p": port, "w": www}
+
+
+def quiet(args):
+    """A process with its output discarded."""
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def start_origin(procs, origin_script, root, tmp):
+    """Examples/origin-server.py serving `root` on a free port; its base URL."""
+    port_file = os.path.join(tmp, "port")
+    procs.append(quiet([sys.executable, origin_script, "--root", root, "--port-file", port_file]))
+    if not wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip()):
+        raise SystemExit("the origin did not start")
+    return "http://127.0.0.1:%d" % int(open(port_file).read())
+
+
+def start_cached(procs, bin_dir, store, sock, *args):
+    """The daemon on `store` and `sock` with `args`, once it answers `ping`; cachectl's path."""
+    procs.append(quiet([os.path.join(bin_dir, "cached"), "--store", store, "--socket", sock, "--log-level", "warning"] + list(args)))
+    cachectl = os.path.join(bin_dir, "cachectl")
+    if not wait_for(lambda: subprocess.run([cachectl, "--socket", sock, "ping"], capture_output=True).returncode == 0):
+        raise SystemExit("cached did not start")
+    return cachectl
