@@ -190,13 +190,17 @@ public final class ConfinedDirectory: Sendable {
                              mode: mode_t = 0o644, syncDirectory shouldSync: Bool = true) throws(SystemError) {
         let temp = "\(tempDirectory)/\(TempName.next())"
         let fd = try open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
+        var open = true
         do {
             try fd.writeAll(bytes)
             try fd.sync()
             fd.close()
+            open = false
             try rename(temp, p)
         } catch {
-            fd.close()
+            // Never closed twice: after the first close the number may
+            // already be another thread's file or socket.
+            if open { fd.close() }
             try? unlink(temp)
             throw error
         }

@@ -80,13 +80,17 @@ public enum FileSystem {
                                     mode: mode_t = 0o644, syncDirectory shouldSync: Bool = true) throws(SystemError) {
         let temp = "\(tempDirectory)/\(TempName.next())"
         let fd = try FileDescriptor.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
+        var open = true
         do {
             try fd.writeAll(bytes)
             try fd.sync()
             fd.close()
+            open = false
             try rename(temp, path)
         } catch {
-            fd.close()
+            // Never closed twice: after the first close the number may
+            // already be another thread's file or socket.
+            if open { fd.close() }
             try? unlink(temp)
             throw error
         }

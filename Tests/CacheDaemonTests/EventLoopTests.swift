@@ -507,6 +507,35 @@ private func pingLine(length: Int) -> [UInt8] {
         #expect(tags == [1, 2, 3])
     }
 
+    /// A listing answered later (built on a worker, of unknown size) stops
+    /// the reading of that connection until it is answered: a client cannot
+    /// have many of them built for it at once.
+    @Test func aPendingListingPausesReadingUntilItIsAnswered() throws {
+        let calls = Calls()
+        let h = try LoopHarness { request, reply in
+            if case .listPosts = request.command {
+                calls.record(request, keep: reply)
+                return .later
+            }
+            calls.record(request, keep: nil)
+            return .now(answer(request.tag))
+        }
+        defer { h.stop() }
+        let c = try h.connect()
+        let listing = #"{"op":"list_posts","tag":1}"# + "\n" + #"{"op":"list_posts","tag":2}"# + "\n"
+        try c.send(listing + ping(3))
+        try #require(calls.wait(for: 1))
+        // Only the first listing reached the handler; the rest wait unread.
+        #expect(calls.settledCount(polls: 3) == 1)
+        for r in calls.takePending() { r.finish(answer(r.tag)) }
+        try #require(calls.wait(for: 2))
+        #expect(calls.settledCount(polls: 3) == 2, "the second listing pauses reading again")
+        for r in calls.takePending() { r.finish(answer(r.tag)) }
+        try #require(calls.wait(for: 3))
+        let tags = try (0..<3).map { _ in try c.readJSON().tagNumber }
+        #expect(tags == [1, 2, 3])
+    }
+
     @Test func manyLateAnswersFinishedBackwardsLeaveInOrder() throws {
         let calls = Calls()
         let h = try LoopHarness { request, reply in

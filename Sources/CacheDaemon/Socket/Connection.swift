@@ -46,6 +46,8 @@ final class Connection {
     var bigSendBuffer = false
     /// Set while the connection waits in the loop's flush queue.
     var flushQueued = false
+    /// The slot of a listing being built on a worker; reading waits for it.
+    var pendingListing: UInt64?
     /// When bytes last moved either way (monotonic ns), for the idle timeout.
     var lastActivity = Clock.monotonicNanoseconds()
 

@@ -241,8 +241,12 @@ final class EventLoop {
         flushQueue.removeAll(keepingCapacity: true)
     }
 
+    /// Reading stops while the pipeline or the output is full, and while a
+    /// listing built on a worker is pending: its size is known only once it
+    /// is built, so a client cannot have many of them (each possibly
+    /// hundreds of MB) held for it at once, past `maxQueuedBytes`.
     private func isPaused(_ c: Connection) -> Bool {
-        c.slots.count >= limits.maxPipeline || c.queuedBytes >= limits.maxQueuedBytes
+        c.slots.count >= limits.maxPipeline || c.queuedBytes >= limits.maxQueuedBytes || c.pendingListing != nil
     }
 
     private func processLines(_ c: Connection) {
@@ -281,6 +285,10 @@ final class EventLoop {
                         c.answerNow(line, passing: fd)
                     case .later:
                         c.awaitAnswer(slot)
+                        switch request.command {
+                        case .listPosts, .listImages: c.pendingListing = slot
+                        default: break
+                        }
                     }
                 }
             }
@@ -294,7 +302,8 @@ final class EventLoop {
             return
         }
         c.deliver(d, maxQueuedBytes: limits.maxQueuedBytes)
-        processLines(c)  // reading may have paused on a full pipeline
+        if d.done && c.pendingListing == d.slot { c.pendingListing = nil }
+        processLines(c)  // reading may have paused on a full pipeline or a pending listing
         queueFlush(c)
     }
 
