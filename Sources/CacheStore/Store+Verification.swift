@@ -82,15 +82,11 @@ extension Store {
         let size = Int(ref.size)
         let head = header(size)
         var ok = false
-        // Header, then the file read straight into the same (uninitialised)
-        // buffer; one byte more is asked for, since a file that grew is not
-        // the object either.
+        // Header, then the file read straight into the same (uninitialised) buffer.
         let out = [UInt8](unsafeUninitializedCapacity: head.count + size + 1) { buffer, count in
             _ = buffer.initialize(from: head)
-            let body = UnsafeMutableRawBufferPointer(start: buffer.baseAddress! + head.count, count: size + 1)
-            let n = clinux_pread_nowait(fd.rawValue, body.baseAddress, UInt(body.count), 0)
-            // EAGAIN, short (not all cached) or a size change: the slow path decides.
-            ok = n == size && Hash128(of: UnsafeRawBufferPointer(rebasing: body[0..<size])) == hash
+            ok = Store.readsWholeFromCache(fd, hash, size: size,
+                                           into: UnsafeMutableRawBufferPointer(start: buffer.baseAddress! + head.count, count: size + 1))
             count = ok ? head.count + size : 0
         }
         guard ok else { return nil }
@@ -108,10 +104,8 @@ extension Store {
         guard let ref = state.withLock({ $0.objects[hash] }), ref.size <= limit else { return nil }
         guard let fd = try? files.open(objectPath(hash), O_RDONLY) else { return nil }
         let size = Int(ref.size)
-        // One byte more is asked for: a file that grew is not the object either.
-        let ok = withUnsafeTemporaryAllocation(byteCount: size + 1, alignment: 64) { body in
-            let n = clinux_pread_nowait(fd.rawValue, body.baseAddress, UInt(body.count), 0)
-            return n == size && Hash128(of: UnsafeRawBufferPointer(rebasing: body[0..<size])) == hash
+        let ok = withUnsafeTemporaryAllocation(byteCount: size + 1, alignment: 64) {
+            Store.readsWholeFromCache(fd, hash, size: size, into: $0)
         }
         guard ok else {
             fd.close()
@@ -119,6 +113,17 @@ extension Store {
         }
         touch(hash)
         return (fd, ref.size)
+    }
+
+    /// True when the file behind `fd` is exactly `size` bytes hashing to
+    /// `hash`, read into `body` (`size + 1` bytes: one more is asked for,
+    /// since a file that grew is not the object either) from the page cache
+    /// alone (`preadv2(RWF_NOWAIT)` at offset 0, the position unmoved).
+    /// EAGAIN, a short read (not all cached) or another size: false, and
+    /// the slow path decides.
+    static func readsWholeFromCache(_ fd: FileDescriptor, _ hash: Hash128, size: Int, into body: UnsafeMutableRawBufferPointer) -> Bool {
+        let n = clinux_pread_nowait(fd.rawValue, body.baseAddress, UInt(body.count), 0)
+        return n == size && Hash128(of: UnsafeRawBufferPointer(rebasing: body[0..<size])) == hash
     }
 
     /// A name in quarantine/ no other quarantined file has.

@@ -228,4 +228,21 @@ import CacheSystem
         let limited = await answer { s.posts(offset: 0, limit: 5, then: $0) }
         #expect(limited.isNow)
     }
+
+    @Test func aLargeImagesListingIsBuiltLaterToo() async throws {
+        let count = CacheService.inlineListLimit + 200
+        let manifest = "[" + (0..<count).map { #"{"url":"img/\#($0).png"}"# }.joined(separator: ",") + "]"
+        let h = try await Harness.start(extra: ["/big-manifest.json": Array(manifest.utf8)],
+                                        feeds: { Harness.feeds($0, images: "/big-manifest.json") })
+        defer { h.close() }
+        let s = h.service
+        let first = await answer { s.images(offset: 0, limit: 3, then: $0) }
+        #expect(!first.isNow, "the manifest is fetched first")
+        let all = await answer { s.images(offset: 0, limit: nil, then: $0) }
+        #expect(!all.isNow, "a page of \(count) rows is built on a worker")
+        #expect(try all.result.get().images.count == count)
+        #expect(try all.result.get().images.last?.row == count - 1)
+        let small = await answer { s.images(offset: 0, limit: 10, then: $0) }
+        #expect(small.isNow)
+    }
 }
