@@ -22,6 +22,8 @@ let package = Package(
         .target(name: "CacheStore", dependencies: ["CacheSystem", "CXXHash", "CLinux"], swiftSettings: strict),
         // HTTP through curl_multi; knows nothing about the store.
         .target(name: "CacheFetch", dependencies: ["CacheSystem", "CCurl"], swiftSettings: strict),
+        // HTTP/1.1 request heads, targets, ranges and response heads; no I/O.
+        .target(name: "CacheHTTP", swiftSettings: strict),
         // JSON, wire types, framing and a blocking client.
         .target(name: "CacheProtocol", dependencies: ["CacheSystem"], swiftSettings: strict),
         // The one service API every front-end calls: feeds, images, objects,
@@ -41,7 +43,7 @@ let package = Package(
         // builds, which every test and sanitizer run uses, keep the run-time
         // ones, so a violation is still caught by the suite.
         .target(name: "CacheDaemon",
-                dependencies: ["CacheSystem", "CacheService", "CacheFetch", "CacheProtocol", "CLinux"],
+                dependencies: ["CacheSystem", "CacheService", "CacheFetch", "CacheProtocol", "CacheHTTP", "CLinux"],
                 swiftSettings: strict + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
         // cachectl's commands and output.
         .target(name: "CacheCLI", dependencies: ["CacheSystem", "CacheProtocol"], swiftSettings: strict),
@@ -57,7 +59,7 @@ let package = Package(
         // Fuzz targets (make fuzz): built with -sanitize=fuzzer they are
         // libFuzzer's entry; in a normal build they replay corpus files.
         .executableTarget(name: "cached-fuzz",
-                          dependencies: ["CacheStore", "CacheProtocol", "CacheService", "CacheDaemon"],
+                          dependencies: ["CacheStore", "CacheProtocol", "CacheService", "CacheDaemon", "CacheHTTP"],
                           swiftSettings: strict),
         // Benchmarks (make bench-store): not tests, no timing assertions.
         .executableTarget(name: "cached-bench",
@@ -68,6 +70,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CacheSystem"], swiftSettings: strict),
         .testTarget(name: "CacheProtocolTests", dependencies: ["CacheProtocol"], swiftSettings: strict),
+        .testTarget(name: "CacheHTTPTests", dependencies: ["CacheHTTP"], swiftSettings: strict),
         .testTarget(name: "CacheSystemTests", dependencies: ["CacheSystem", "CLinux"], swiftSettings: strict),
         .testTarget(name: "CacheFetchTests", dependencies: ["CacheFetch", "CacheSystem", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "CacheServiceTests",

@@ -7,6 +7,10 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <linux/openat2.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <errno.h>
 
 int clinux_peercred(int fd, struct clinux_ucred *out) {
     socklen_t len = sizeof(*out);
@@ -158,4 +162,47 @@ long clinux_copy_file_range(int in, long long *in_off, int out, unsigned long le
 
 int clinux_release_free_memory(void) {
     return malloc_trim(0);
+}
+
+int clinux_tcp_listen(const char *host, int port, int ipv6, int backlog) {
+    struct sockaddr_storage addr;
+    socklen_t len;
+    memset(&addr, 0, sizeof addr);
+    if (ipv6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&addr;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1) { errno = EINVAL; return -1; }
+        len = sizeof *a;
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&addr;
+        a->sin_family = AF_INET;
+        a->sin_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET, host, &a->sin_addr) != 1) { errno = EINVAL; return -1; }
+        len = sizeof *a;
+    }
+    int fd = socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ipv6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&addr, len) != 0 || listen(fd, backlog) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+int clinux_socket_family(int fd) {
+    struct sockaddr_storage addr;
+    socklen_t len = sizeof addr;
+    if (getsockname(fd, (struct sockaddr *)&addr, &len) != 0) return -1;
+    return addr.ss_family;
+}
+
+int clinux_tcp_nodelay(int fd) {
+    int one = 1;
+    return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }

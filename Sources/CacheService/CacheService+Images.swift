@@ -38,6 +38,7 @@ extension CacheService {
             counters.withLock { $0.misses += 1 }
             guard let url = view.resolved(index) else { completion(.failure(unfetchable(index, row.url))); return }
             download(url: url) { [self] result in
+                if case .success(let ref) = result { emit(.rowsCached(rows: [index], object: objectInfo(ref))) }
                 completion(result.map { entry(index, row, $0, view) }.mapError { $0.about("row \(index) \(url)") })
             }
         }
@@ -82,9 +83,13 @@ extension CacheService {
             : .origin(OriginFailure(subject: "row \(index)", url: url, attempts: 0, reason: "refusing to fetch \(url): only http and https URLs are fetched"))
     }
 
+    func objectInfo(_ ref: ObjectRef) -> ObjectInfo {
+        ObjectInfo(hash: ref.hash.hex, size: ref.size, mimeType: ref.type.mimeType, path: store.objectPath(ref.hash))
+    }
+
     func entry(_ index: Int, _ row: Row, _ ref: ObjectRef?, _ view: ManifestView) -> ImageEntry {
         ImageEntry(row: index, url: view.resolved(index) ?? row.url, description: row.description,
-                   object: ref.map { ObjectInfo(hash: $0.hash.hex, size: $0.size, mimeType: $0.type.mimeType, path: store.objectPath($0.hash)) })
+                   object: ref.map(objectInfo))
     }
 
     // MARK: Downloads

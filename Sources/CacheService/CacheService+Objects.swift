@@ -41,6 +41,15 @@ extension CacheService {
         return .later
     }
 
+    /// What the index knows of the object named by `hash`: its size and
+    /// type, without reading it (always now). Nothing is verified: a
+    /// front-end answering a conditional or HEAD request sends no byte of it.
+    public func objectInfo(hash hex: String) -> Result<ObjectInfo, CacheError> {
+        guard let hash = Hash128(hex: hex) else { return .failure(Self.badHash) }
+        guard let ref = store.objectRef(hash) else { return .failure(.notFound("object \(hex) is not in the store")) }
+        return .success(objectInfo(ref))
+    }
+
     private static var badHash: CacheError { .invalid("\"hash\" must be 32 lowercase hex digits") }
 
     /// On a worker: the object's file, verified; a corrupt one is quarantined

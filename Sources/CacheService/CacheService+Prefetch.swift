@@ -38,10 +38,12 @@ extension CacheService {
         let started = Clock.monotonicNanoseconds()
         runPrefetch(scope, force: force, progress: { [self] p in
             for l in prefetches.withLock({ $0[key]?.progress ?? [] }) { l(p) }
+            emit(.progress(p))
         }, completion: { [self] result in
             let waiters = prefetches.withLock { $0.removeValue(forKey: key)?.completions ?? [] }
             logFinished(key, result, seconds: Double(Clock.monotonicNanoseconds() - started) / 1e9)
             onPrefetchFinished?()
+            if case .success = result { emit(.prefetchFinished(succeeded: true)) } else { emit(.prefetchFinished(succeeded: false)) }
             for w in waiters { w(result) }
         })
     }
@@ -131,7 +133,7 @@ extension CacheService {
             let run = ImagesRun(total: rows.count, summary: plan.summary, done: already)
             for url in plan.order {
                 let rowsForURL = plan.rowsByURL[url] ?? []
-                download(url: url) { outcome in
+                download(url: url) { [self] outcome in
                     // The event is posted under the run's lock, so events leave in
                     // the order their counts were taken: never a smaller `done` after a larger.
                     let finished = run.state.withLock { s -> ImagesSummary? in
@@ -139,6 +141,7 @@ extension CacheService {
                         case .success(let ref):
                             s.summary.downloaded += rowsForURL.count
                             s.summary.bytes += ref.size
+                            emit(.rowsCached(rows: rowsForURL, object: objectInfo(ref)))
                         case .failure(let f):
                             s.summary.failed += rowsForURL.count
                             for r in rowsForURL { s.summary.failures.append(RowFailure(row: r, url: url, error: f.reason)) }

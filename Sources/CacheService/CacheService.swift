@@ -33,6 +33,7 @@ public final class CacheService: Sendable {
     /// The running prefetches, by arguments, and who listens to each (CacheService+Prefetch.swift).
     let prefetches = Locked<[String: PrefetchListeners]>([:])
     let prefetchFinished = Locked<(@Sendable () -> Void)?>(nil)
+    let eventObserver = Locked<(@Sendable (ServiceEvent) -> Void)?>(nil)
     /// Set when `shutdown` begins: the access-time thread stops.
     let stopping = Locked(false)
 
@@ -56,6 +57,18 @@ public final class CacheService: Sendable {
     /// Counts a connection opened (`true`) or closed.
     public func noteConnection(opened: Bool) {
         counters.withLock { $0.connections += opened ? 1 : -1 }
+    }
+
+    // MARK: Events
+
+    /// Called with every `ServiceEvent`, on the thread where it happens.
+    public var onEvent: (@Sendable (ServiceEvent) -> Void)? {
+        get { eventObserver.withLock { $0 } }
+        set { eventObserver.withLock { $0 = newValue } }
+    }
+
+    func emit(_ event: ServiceEvent) {
+        eventObserver.withLock { $0 }?(event)
     }
 
     // MARK: Status

@@ -137,3 +137,15 @@ public struct ServiceStatus: Sendable {
     public var storeDirectory: String
     public var logRecords: Int
 }
+
+/// What happens in the service that a front-end may show as it happens
+/// (the HTTP front-end's `/events`). Observers run on worker and fetch
+/// threads and must not block.
+public enum ServiceEvent: Sendable {
+    /// A prefetch's progress (the same as its `progress` callbacks get).
+    case progress(Progress)
+    /// `rows` now show `object` (a download finished).
+    case rowsCached(rows: [Int], object: ObjectInfo)
+    /// A prefetch finished; `succeeded` is false when it failed as a whole.
+    case prefetchFinished(succeeded: Bool)
+}

@@ -78,4 +78,16 @@ long clinux_recv_with_fds(int sock, void *buf, unsigned long len, int *fds, int 
     -1 with errno (EXDEV, ENOSYS, EINVAL where it cannot). */
 long clinux_copy_file_range(int in, long long *in_off, int out, unsigned long len);
 
+/** A non-blocking, close-on-exec TCP socket listening on the literal
+    address `host` (IPv4, or IPv6 when `ipv6`) and `port`, with SO_REUSEADDR
+    (and IPV6_V6ONLY for IPv6); -1 with errno, EINVAL for an address that
+    is not a literal. */
+int clinux_tcp_listen(const char *host, int port, int ipv6, int backlog);
+
+/** The socket's family: AF_UNIX, AF_INET, AF_INET6; -1 with errno. */
+int clinux_socket_family(int fd);
+
+/** TCP_NODELAY on: an answer's last segment is not held back waiting for an ACK. */
+int clinux_tcp_nodelay(int fd);
+
 #endif

@@ -35,72 +35,52 @@ final class Daemon {
             log.error("\(error)")
             return 1
         }
-        guard let (listeners, ownSocket) = listen(manager) else {
+        guard let sockets = openListeners(manager) else {
             service.shutdown()
             return 1
         }
+        let ownSocket = sockets.socketPath
         let dispatcher = Dispatcher(service: service, socketPath: ownSocket ?? "(inherited)")
         let loop: EventLoop
         do {
-            loop = try EventLoop(listeners: listeners, signalFD: signalFD, limits: settings.loopLimits, log: log, observer: service)
+            loop = try EventLoop(listeners: sockets.listeners, signalFD: signalFD, limits: settings.loopLimits, log: log, observer: service)
         } catch {
             log.error("cannot start the event loop: \(error)")
+            sockets.closeAll()
             service.shutdown()
             return 1
         }
         loop.handler = { request, reply in dispatcher.handle(request, reply) }
+        let http = sockets.http.isEmpty ? nil : HTTPFrontEnd(service: service, allowAdmin: settings.httpAllowAdmin)
+        if let http {
+            loop.http = http
+            service.onEvent = { [events = http.events] in events.publish($0) }
+        }
         var running = settings
         loop.onReload = { [unowned loop, self] in self.reload(loop, service, current: &running) }
-        startWatchdog(loop, manager)
+        startWatchdog(loop, manager, http)
         service.start()
-        announceReady(service, manager, socket: ownSocket)
+        announceReady(service, manager, socket: ownSocket, http: sockets.http)
         if settings.prefetchOnStart { prefetchOnStart(service) }
 
         loop.run()
 
         manager.notify("STOPPING=1")
         log.notice("stopping")
+        service.onEvent = nil
         service.shutdown()
-        if let path = ownSocket { try? FileSystem.unlink(path) }
+        for path in sockets.ownPaths { try? FileSystem.unlink(path) }
         log.notice("stopped")
         return 0
-    }
-
-    /// The listening sockets: systemd's, or our own at `settings.socket`
-    /// (returned as the path to remove at exit). Nil after logging why not.
-    private func listen(_ manager: ServiceManager) -> ([FileDescriptor], String?)? {
-        let inherited = manager.inheritedSockets()
-        if !inherited.isEmpty { return (inherited, nil) }
-        let socketDirectory = FileSystem.directoryName(of: settings.socket)
-        do {
-            try FileSystem.makeDirectories(socketDirectory, mode: 0o755)
-        } catch {
-            log.error("cannot listen on \(settings.socket): \(error)")
-            return nil
-        }
-        // Another user who owns or can write the socket's directory could
-        // replace the socket after the bind and answer clients in our name.
-        // The per-user default (/tmp/cached-<uid>) must be this user's own.
-        let isPrivateDefault = socketDirectory == DefaultPaths.privateTempDirectory
-        if let problem = TrustedDirectory.problem(socketDirectory, allowRoot: !isPrivateDefault, allowSticky: !isPrivateDefault, followLink: !isPrivateDefault)
-            ?? TrustedDirectory.ancestorsProblem(of: socketDirectory).map({ "a directory above the socket: \($0)" }) {
-            log.error("refusing to listen on \(settings.socket): \(problem)")
-            return nil
-        }
-        do {
-            return ([try UnixSocket.listen(path: settings.socket, mode: Self.socketMode)], settings.socket)
-        } catch {
-            log.error("cannot listen on \(settings.socket): \(error)")
-            return nil
-        }
     }
 
     /// Owner and group may connect (docs/operations.md, "Access").
     static let socketMode: UInt32 = 0o660
 
-    private func announceReady(_ service: CacheService, _ manager: ServiceManager, socket: String?) {
+    private func announceReady(_ service: CacheService, _ manager: ServiceManager, socket: String?, http: [String]) {
         let s = service.status()
-        log.notice("cached \(cachedVersion) ready: store \(s.storeDirectory), socket \(socket ?? "inherited from systemd"), \(s.posts) posts, \(s.imagesCached)/\(s.images) images cached, \(s.logRecords) log records")
+        let httpText = http.isEmpty ? "" : ", HTTP on \(http.joined(separator: ", "))"
+        log.notice("cached \(cachedVersion) ready: store \(s.storeDirectory), socket \(socket ?? "inherited from systemd")\(httpText), \(s.posts) posts, \(s.imagesCached)/\(s.images) images cached, \(s.logRecords) log records")
         manager.notify("READY=1\nSTATUS=serving \(s.posts) posts, \(s.imagesCached)/\(s.images) images cached")
         service.onPrefetchFinished = { [weak service] in
             guard let s = service?.status() else { return }
@@ -119,10 +99,14 @@ final class Daemon {
 
     /// The watchdog is pinged from the loop itself, at half the interval
     /// (the loop ticks once a second, so intervals under 2 s ping every tick).
-    private func startWatchdog(_ loop: EventLoop, _ manager: ServiceManager) {
-        guard let interval = manager.watchdogInterval else { return }
+    private func startWatchdog(_ loop: EventLoop, _ manager: ServiceManager, _ http: HTTPFrontEnd?) {
+        guard let interval = manager.watchdogInterval else {
+            if let http { loop.onTick = { http.tick() } }
+            return
+        }
         var last: UInt64 = 0
         loop.onTick = {
+            http?.tick()
             let now = Clock.monotonicNanoseconds()
             if now - last >= interval / 2 || interval < 2_000_000_000 {
                 manager.notify("WATCHDOG=1")

@@ -37,15 +37,21 @@ struct ServiceManager {
         return usec * 1000
     }
 
-    /// Sockets passed by systemd socket activation (fd 3 onwards), if they are for us.
-    func inheritedSockets() -> [FileDescriptor] {
+    /// Sockets passed by systemd socket activation (fd 3 onwards), if they
+    /// are for us, each with its name from `$LISTEN_FDNAMES` (a socket
+    /// unit's `FileDescriptorName=`; systemd names an unnamed one after its unit).
+    func inheritedSockets() -> [(fd: FileDescriptor, name: String)] {
         guard let pid = environment["LISTEN_PID"], Int32(pid) == getpid(),
               let countText = environment["LISTEN_FDS"], let count = Int32(countText), count > 0 else { return [] }
+        let names = (environment["LISTEN_FDNAMES"] ?? "").split(separator: ":", omittingEmptySubsequences: false).map(String.init)
         return (0..<count).map { i in
             let fd = FileDescriptor(rawValue: 3 + i, path: "inherited fd \(3 + i)")
             _ = fcntl(fd.rawValue, F_SETFD, FD_CLOEXEC)
             try? fd.setNonBlocking()
-            return fd
+            return (fd, Int(i) < names.count ? names[Int(i)] : "")
         }
     }
+
+    /// The `FileDescriptorName=` of the HTTP socket unit (systemd/cached-http.socket).
+    static let httpSocketName = "http"
 }

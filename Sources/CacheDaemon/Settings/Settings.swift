@@ -22,6 +22,10 @@ public struct Settings: Sendable, Equatable {
     public var maxQueuedBytes: Int64 = 4 << 20
     public var maxJSONDepth = JSONParser.defaultMaxDepth
     public var prefetchOnStart = false
+    /// Where the HTTP front-end listens; empty: it is off (docs/http.md).
+    public var httpListen: [HTTPAddress] = []
+    /// Prefetch, verify, gc and compact over HTTP, as POST.
+    public var httpAllowAdmin = false
     public var logLevel: LogLevel = .info
     /// The configuration file the settings were read from, if any (not a setting).
     public var configFile: String?

@@ -30,6 +30,9 @@ enum AnswerEncoding {
         }
     }
 
+    /// One row as `list_images` gives it, as a JSON object.
+    static func imageJSON(_ e: ImageEntry) -> [UInt8] { imageObject(e).finished() }
+
     private static func imageObject(_ e: ImageEntry) -> JSONObjectWriter {
         var o = JSONObjectWriter()
         o.field("row", e.row)

@@ -20,10 +20,10 @@ extension Connection {
         }
     }
 
-    /// Queues a file's bytes right after the answer just queued.
-    func appendFile(_ fd: FileDescriptor, size: Int64) {
-        if slots.isEmpty { enqueue(.file(fd, size: size)) }
-        else { slots[slots.count - 1].chunks.append(.file(fd, size: size)) }
+    /// Queues `size` bytes of a file from `offset` right after the answer just queued.
+    func appendFile(_ fd: FileDescriptor, offset: Int64, size: Int64) {
+        if slots.isEmpty { enqueue(.file(fd, offset: offset, size: size)) }
+        else { slots[slots.count - 1].chunks.append(.file(fd, offset: offset, size: size)) }
     }
 
     /// Holds a place for the answer to request `slot`, which comes later.

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CacheHTTP
 import CacheProtocol
 import CacheSystem
 
@@ -13,14 +14,15 @@ final class ByteBox {
 /// Output queued on a connection, in order.
 enum ReadyChunk {
     case bytes(ByteBox)
-    case file(FileDescriptor, size: Int64)
+    /// `size` bytes from `offset`; the connection's `readyOffset` counts those sent.
+    case file(FileDescriptor, offset: Int64, size: Int64)
     /// Sent with the first byte of the `.bytes` chunk after it (SCM_RIGHTS).
     case descriptor(FileDescriptor)
 
     func release() {
         switch self {
         case .bytes: break
-        case .file(let fd, _), .descriptor(let fd): fd.close()
+        case .file(let fd, _, _), .descriptor(let fd): fd.close()
         }
     }
 }
@@ -29,7 +31,12 @@ enum ReadyChunk {
 final class Connection {
     let id: UInt64
     let fd: FileDescriptor
+    let framing: Framing
+    /// A JSON-lines connection's input.
     var input = LineBuffer()
+    /// An HTTP connection's input, and the bytes of a request body still to skip.
+    var httpInput = HTTPInput()
+    var bodyToSkip = 0
     /// Chunks ready to send, in order. Byte chunks are coalesced.
     var ready: [ReadyChunk] = []
     var readyOffset: Int64 = 0
@@ -46,14 +53,16 @@ final class Connection {
     var bigSendBuffer = false
     /// Set while the connection waits in the loop's flush queue.
     var flushQueued = false
-    /// The slot of a listing being built on a worker; reading waits for it.
+    /// The slot of a listing being built on a worker (on an HTTP
+    /// connection: of any answer that comes later); reading waits for it.
     var pendingListing: UInt64?
     /// When bytes last moved either way (monotonic ns), for the idle timeout.
     var lastActivity = Clock.monotonicNanoseconds()
 
-    init(id: UInt64, fd: FileDescriptor) {
+    init(id: UInt64, fd: FileDescriptor, framing: Framing = .jsonLines) {
         self.id = id
         self.fd = fd
+        self.framing = framing
     }
 
     func enqueue(_ chunk: OutputChunk) {
@@ -65,9 +74,9 @@ final class Connection {
             } else {
                 ready.append(.bytes(ByteBox(b)))
             }
-        case .file(let fd, let size):
+        case .file(let fd, let offset, let size):
             queuedBytes += Int(size)
-            ready.append(.file(fd, size: size))
+            ready.append(.file(fd, offset: offset, size: size))
         case .descriptor(let fd):
             // Never coalesced: the bytes after it start a chunk of their own.
             queuedBytes += Connection.descriptorCost

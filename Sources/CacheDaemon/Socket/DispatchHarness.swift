@@ -32,7 +32,7 @@ public final class DispatchHarness: Sendable {
         let reply = Reply(mailbox: mailbox, connection: 1, slot: 1, tag: request.tag)
         switch dispatcher.handle(request, reply) {
         case .now(let bytes): return bytes
-        case .nowFile(let header, let fd, _): fd.close(); return header
+        case .nowFile(let header, let fd, _, _): fd.close(); return header
         case .nowPassing(let line, let fd): fd.close(); return line
         case .later: return nil
         }

@@ -59,7 +59,7 @@ final class Dispatcher: Sendable {
         let body: (ObjectBody) -> Answer = { body in
             switch body {
             case .inline(let bytes): return .now(bytes)
-            case let .file(prefix, fd, size): return .nowFile(prefix, fd, size)
+            case let .file(prefix, fd, size): return .nowFile(prefix, fd, length: size)
             }
         }
         let outcome = service.object(hash: hex, prefix: { AnswerEncoding.objectHeader(size: $0, tag: tag) }) { [self] result in

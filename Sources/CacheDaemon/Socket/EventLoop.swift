@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CLinux
+import CacheHTTP
 import CacheProtocol
 import CacheSystem
 
@@ -29,13 +30,43 @@ protocol LoopObserver: Sendable {
     func connection(opened: Bool)
 }
 
+/// How a listener's connections frame their requests.
+enum Framing: Sendable, Equatable {
+    /// JSON lines (docs/protocol.md).
+    case jsonLines
+    /// HTTP/1.1 (docs/http.md).
+    case http
+}
+
+/// A listening socket and the framing of the connections it accepts.
+struct Listener {
+    var fd: FileDescriptor
+    var framing: Framing
+    /// TCP: accepted connections get TCP_NODELAY (an answer's head and its
+    /// file go out in separate sends; Nagle would hold the second back).
+    var tcp = false
+}
+
+/// What the loop needs of the HTTP front-end (`HTTPFrontEnd`).
+protocol HTTPHandling: AnyObject {
+    var limits: HTTPLimits { get }
+    /// Handles one parsed request, as `EventLoop.handler` does a JSON line.
+    func handle(_ request: HTTPRequest, _ reply: Reply) -> Answer
+    /// The whole answer to a head that was refused.
+    func rejected(_ rejection: HTTPRejection) -> [UInt8]
+    /// The whole answer to a connection over `max-connections`.
+    func busy(maxConnections: Int) -> [UInt8]
+    /// Connection `id` closed (an event stream it held ends).
+    func closed(connection id: UInt64)
+}
+
 /// The single thread that owns the listening sockets and every connection.
 final class EventLoop {
     private let epfd: Int32
-    private let listeners: [FileDescriptor]
+    private let listeners: [Listener]
     private let signalFD: Int32
     let mailbox: Mailbox
-    private var connections: [UInt64: Connection] = [:]
+    var connections: [UInt64: Connection] = [:]
     /// Connections with answers made in this turn, sent once its events are handled.
     private var flushQueue: [Connection] = []
     private var nextID: UInt64 = 100
@@ -44,13 +75,15 @@ final class EventLoop {
     /// The thread running `run`: connections, limits and the scratch buffer
     /// are its alone (checked in debug builds).
     private var owner: pthread_t?
-    private let log: Logger
-    private let observer: LoopObserver
+    let log: Logger
+    let observer: LoopObserver
     private var scratch = [UInt8](repeating: 0, count: EventLoop.readSize)
     private var stopping = false
 
     /// Handles one parsed request.
     var handler: (Request, Reply) -> Answer = { _, _ in .now([]) }
+    /// Handles the requests of HTTP connections (EventLoop+HTTP.swift).
+    var http: HTTPHandling?
     /// Called for SIGHUP.
     var onReload: () -> Void = {}
     /// Called about once a second from the loop (the watchdog's heartbeat:
@@ -79,7 +112,7 @@ final class EventLoop {
     private static let signalKey: UInt64 = 2
     private static let listenerBase: UInt64 = 10
 
-    init(listeners: [FileDescriptor], signalFD: Int32, limits: LoopLimits, log: Logger, observer: LoopObserver) throws(SystemError) {
+    init(listeners: [Listener], signalFD: Int32, limits: LoopLimits, log: Logger, observer: LoopObserver) throws(SystemError) {
         epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard epfd >= 0 else { throw SystemError("epoll_create1") }
         self.listeners = listeners
@@ -90,7 +123,7 @@ final class EventLoop {
         mailbox = try Mailbox()
         try add(mailbox.eventFD, EPOLLIN.rawValue, EventLoop.mailboxKey)
         if signalFD >= 0 { try add(signalFD, EPOLLIN.rawValue, EventLoop.signalKey) }
-        for (i, l) in listeners.enumerated() { try add(l.rawValue, EPOLLIN.rawValue, EventLoop.listenerBase + UInt64(i)) }
+        for (i, l) in listeners.enumerated() { try add(l.fd.rawValue, EPOLLIN.rawValue, EventLoop.listenerBase + UInt64(i)) }
     }
 
     deinit { Glibc.close(epfd) }
@@ -100,7 +133,7 @@ final class EventLoop {
     }
 
     /// Traps (debug builds) when called off the loop thread once it runs.
-    @inline(__always) private func assertOnLoopThread() {
+    @inline(__always) func assertOnLoopThread() {
         #if DEBUG
         if let owner { precondition(pthread_equal(owner, pthread_self()) != 0, "event loop state touched off the loop thread") }
         #endif
@@ -171,24 +204,26 @@ final class EventLoop {
         }
     }
 
-    private func acceptAll(_ listener: FileDescriptor) {
+    private func acceptAll(_ listener: Listener) {
         assertOnLoopThread()
         while true {
             let accepted: FileDescriptor?
-            do { accepted = try UnixSocket.accept(listener) } catch {
+            do { accepted = try UnixSocket.accept(listener.fd) } catch {
                 log.warning("accept failed: \(error)")
                 return
             }
             guard let fd = accepted else { return }
             if connections.count >= limits.maxConnections {
-                let line = Response.error(ProtocolError(LimitReached.connections(limits.maxConnections)), tag: nil)
+                let line = listener.framing == .http && http != nil ? http!.busy(maxConnections: limits.maxConnections)
+                    : Response.error(ProtocolError(LimitReached.connections(limits.maxConnections)), tag: nil)
                 _ = line.withUnsafeBytes { try? UnixSocket.send(fd, $0) }
                 fd.close()
                 continue
             }
+            if listener.tcp { _ = clinux_tcp_nodelay(fd.rawValue) }
             let id = nextID
             nextID += 1
-            let c = Connection(id: id, fd: fd)
+            let c = Connection(id: id, fd: fd, framing: listener.framing)
             connections[id] = c
             observer.connection(opened: true)
             if let cred = UnixSocket.peerCredentials(fd) {
@@ -213,20 +248,28 @@ final class EventLoop {
             guard let n else { break }
             if n == 0 { c.readClosed = true; break }
             c.lastActivity = Clock.monotonicNanoseconds()
-            scratch.withUnsafeBytes { c.input.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-            processLines(c)
+            scratch.withUnsafeBytes { raw in
+                let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<n])
+                if c.framing == .http { c.httpInput.append(bytes) } else { c.input.append(bytes) }
+            }
+            process(c)
             // A short read drained the socket: epoll will say when more comes.
             if n < scratch.count { break }
         }
-        processLines(c)
+        process(c)
         queueFlush(c)
+    }
+
+    /// Handles the complete requests buffered on `c`, as its framing says.
+    func process(_ c: Connection) {
+        if c.framing == .http { processHTTP(c) } else { processLines(c) }
     }
 
     /// Answers made while handling one `epoll_wait`'s events are sent after
     /// all of them were handled, as Redis does before it sleeps: a client
     /// woken by its answer does not preempt the loop in the middle of the
     /// batch, and every connection still gets one `send` per turn.
-    private func queueFlush(_ c: Connection) {
+    func queueFlush(_ c: Connection) {
         guard !c.flushQueued else { return }
         c.flushQueued = true
         flushQueue.append(c)
@@ -245,7 +288,7 @@ final class EventLoop {
     /// listing built on a worker is pending: its size is known only once it
     /// is built, so a client cannot have many of them (each possibly
     /// hundreds of MB) held for it at once, past `maxQueuedBytes`.
-    private func isPaused(_ c: Connection) -> Bool {
+    func isPaused(_ c: Connection) -> Bool {
         c.slots.count >= limits.maxPipeline || c.queuedBytes >= limits.maxQueuedBytes || c.pendingListing != nil
     }
 
@@ -278,9 +321,9 @@ final class EventLoop {
                     let reply = Reply(mailbox: mailbox, connection: c.id, slot: slot, tag: request.tag)
                     switch handler(request, reply) {
                     case .now(let bytes): c.answerNow(bytes)
-                    case .nowFile(let header, let fd, let size):
+                    case .nowFile(let header, let fd, let offset, let length):
                         c.answerNow(header)
-                        c.appendFile(fd, size: size)
+                        c.appendFile(fd, offset: offset, size: length)
                     case .nowPassing(let line, let fd):
                         c.answerNow(line, passing: fd)
                     case .later:
@@ -303,7 +346,7 @@ final class EventLoop {
         }
         c.deliver(d, maxQueuedBytes: limits.maxQueuedBytes)
         if d.done && c.pendingListing == d.slot { c.pendingListing = nil }
-        processLines(c)  // reading may have paused on a full pipeline or a pending listing
+        process(c)  // reading may have paused on a full pipeline or a pending listing
         queueFlush(c)
     }
 
@@ -327,30 +370,32 @@ final class EventLoop {
                 c.readyOffset += Int64(sent)
                 c.queuedBytes -= sent
                 if Int(c.readyOffset) == b.count { c.ready.removeFirst(); c.readyOffset = 0 }
-            case .file(let fd, let size):
+            case .file(let fd, let start, let size):
                 if !c.bigSendBuffer {
                     // Objects go out in fewer, larger writes (fewer wakeups of both sides).
                     UnixSocket.setSendBuffer(c.fd, bytes: EventLoop.fileSendBuffer)
                     c.bigSendBuffer = true
                 }
-                var offset = c.readyOffset
+                // `readyOffset` counts the bytes of this chunk already sent.
+                var position = start + c.readyOffset
                 let sent: Int
                 do {
-                    sent = try UnixSocket.sendFile(c.fd, from: fd, offset: &offset, count: Int(min(size - offset, EventLoop.maxSendfile)))
+                    sent = try UnixSocket.sendFile(c.fd, from: fd, offset: &position, count: Int(min(size - c.readyOffset, EventLoop.maxSendfile)))
                 } catch {
                     close(c)
                     return
                 }
-                if sent == 0 && offset < size {
+                if sent == 0 && c.readyOffset < size {
                     // Either the socket is full or the file shrank under us.
-                    if (try? fd.size()) ?? 0 < size { close(c); return }
+                    if (try? fd.size()) ?? 0 < start + size { close(c); return }
                     updateInterest(c)
                     return
                 }
-                c.queuedBytes -= Int(offset - c.readyOffset)
-                c.readyOffset = offset
+                let moved = position - (start + c.readyOffset)
+                c.queuedBytes -= Int(moved)
+                c.readyOffset += moved
                 c.lastActivity = Clock.monotonicNanoseconds()
-                if offset >= size { fd.close(); c.ready.removeFirst(); c.readyOffset = 0 }
+                if c.readyOffset >= size { fd.close(); c.ready.removeFirst(); c.readyOffset = 0 }
             case .descriptor(let fd):
                 // The descriptor goes with the first byte of the line after
                 // it (queued together, never coalesced into earlier bytes);
@@ -382,7 +427,7 @@ final class EventLoop {
                 if sent == box.bytes.count { c.ready.removeFirst(); c.readyOffset = 0 }
             }
         }
-        processLines(c)
+        process(c)
         if c.ready.isEmpty && c.slots.isEmpty && (c.closeAfterFlush || c.readClosed) {
             close(c)
             return
@@ -408,9 +453,10 @@ final class EventLoop {
         c.interest = want
     }
 
-    private func close(_ c: Connection) {
+    func close(_ c: Connection) {
         assertOnLoopThread()
         guard connections.removeValue(forKey: c.id) != nil else { return }
+        if c.framing == .http { http?.closed(connection: c.id) }
         _ = clinux_epoll_del(epfd, c.fd.rawValue)
         c.fd.close()
         for chunk in c.ready { chunk.release() }

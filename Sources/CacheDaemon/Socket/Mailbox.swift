@@ -8,8 +8,8 @@ import CacheSystem
 /// A piece of a response that is ready to go out.
 enum OutputChunk: Sendable {
     case bytes([UInt8])
-    /// `size` bytes of an open file from offset 0, sent with `sendfile`; the loop closes it.
-    case file(FileDescriptor, size: Int64)
+    /// `size` bytes of an open file from `offset`, sent with `sendfile`; the loop closes it.
+    case file(FileDescriptor, offset: Int64 = 0, size: Int64)
     /// A descriptor passed to the client (SCM_RIGHTS) with the first byte of
     /// the `.bytes` chunk that follows it; the loop closes its own copy.
     case descriptor(FileDescriptor)
@@ -17,7 +17,7 @@ enum OutputChunk: Sendable {
     func release() {
         switch self {
         case .bytes: break
-        case .file(let fd, _), .descriptor(let fd): fd.close()
+        case .file(let fd, _, _), .descriptor(let fd): fd.close()
         }
     }
 }
@@ -78,9 +78,9 @@ struct Reply: Sendable {
     let tag: [UInt8]?
 
     /// An intermediate line (a progress event); skipped for a client that
-    /// is not reading what it was already sent.
-    func send(_ line: [UInt8]) {
-        mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.bytes(line)], done: false, droppable: true))
+    /// is not reading what it was already sent, unless not `droppable`.
+    func send(_ line: [UInt8], droppable: Bool = true) {
+        mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.bytes(line)], done: false, droppable: droppable))
     }
 
     /// The final line of the answer.
@@ -88,9 +88,16 @@ struct Reply: Sendable {
         mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.bytes(line)], done: true))
     }
 
-    /// A header line followed by the bytes of a file.
-    func finish(header: [UInt8], file: FileDescriptor, size: Int64) {
-        mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.bytes(header), .file(file, size: size)], done: true))
+    /// A header followed by `size` bytes of a file from `offset`.
+    func finish(header: [UInt8], file: FileDescriptor, offset: Int64 = 0, size: Int64) {
+        mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.bytes(header), .file(file, offset: offset, size: size)], done: true))
+    }
+
+    /// An answer whose file, if it has one, is not sent after all (HEAD,
+    /// 304): the descriptor is closed here.
+    func finish(_ head: [UInt8], closing descriptor: FileDescriptor?) {
+        descriptor?.close()
+        finish(head)
     }
 
     /// The final line, with `descriptor` passed to the client along with its first byte.
@@ -103,8 +110,8 @@ struct Reply: Sendable {
 enum Answer {
     /// The whole answer, now.
     case now([UInt8])
-    /// A header line and a file's bytes, now.
-    case nowFile([UInt8], FileDescriptor, Int64)
+    /// A header and `length` bytes of a file from `offset`, now.
+    case nowFile([UInt8], FileDescriptor, offset: Int64 = 0, length: Int64)
     /// The whole answer line, now, with a descriptor passed along with it.
     case nowPassing([UInt8], FileDescriptor)
     /// The handler keeps the `Reply` and answers later.

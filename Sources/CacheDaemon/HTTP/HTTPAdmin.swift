@@ -1,0 +1,47 @@
+import CacheHTTP
+import CacheProtocol
+import CacheService
+
+/// The mutations over HTTP: only with `http-allow-admin = true`, only as
+/// POST, never from a page of another origin (docs/http.md, "Admin").
+/// Their answers are the socket's answer lines (docs/protocol.md).
+extension HTTPFrontEnd {
+    func admin(_ operation: String, _ request: HTTPRequest, _ reply: Reply) -> Answer {
+        guard allowAdmin else {
+            return .now(fail(.forbidden, .badRequest, "\(operation) is not served over HTTP unless http-allow-admin = true", request))
+        }
+        guard request.method == .post else {
+            return .now(fail(.methodNotAllowed, .badRequest, "\(operation) is a POST", request) { $0.field("Allow", "POST") })
+        }
+        // A browser sends Origin with every POST; a page elsewhere must not
+        // be able to make a visitor's browser run maintenance here.
+        if let origin = request.origin, !Self.sameOrigin(origin, host: request.host) {
+            return .now(fail(.forbidden, .badRequest, "a POST from another origin (\(origin)) is refused", request))
+        }
+        let answer: @Sendable ([UInt8]) -> [UInt8] = { [responses] line in
+            responses.body(.ok, request, type: HTTPResponses.json, line)
+        }
+        switch operation {
+        case "prefetch":
+            guard let scope = PrefetchScope(rawValue: request.query("what") ?? "all") else {
+                return .now(fail(.badRequest, .badRequest, "what is all, posts or images", request))
+            }
+            let force = ["1", "true"].contains(request.query("force") ?? "0")
+            service.prefetch(scope, force: force, progress: { _ in },
+                             then: finishing(reply, request) { answer(AnswerEncoding.prefetch($0, tag: nil)) })
+        case "verify":
+            service.verify { reply.finish(answer(AnswerEncoding.verify($0, tag: nil))) }
+        case "gc":
+            service.collectGarbage(then: finishing(reply, request) { answer(AnswerEncoding.garbage($0, tag: nil)) })
+        default:
+            service.compact(then: finishing(reply, request) { answer(AnswerEncoding.compaction($0, tag: nil)) })
+        }
+        return .later
+    }
+
+    /// True when `origin` is `http://` followed by the request's `Host`.
+    static func sameOrigin(_ origin: String, host: String?) -> Bool {
+        guard let host else { return false }
+        return origin.lowercased() == "http://" + host.lowercased()
+    }
+}

@@ -1,0 +1,221 @@
+import CacheHTTP
+import CacheProtocol
+import CacheService
+import CacheSystem
+
+/// The HTTP front-end: each route a call of the service API, as the
+/// socket's `Dispatcher` is for JSON lines (docs/http.md, "Routes"). Runs on
+/// the loop thread; answers that come later are posted through the `Reply`.
+final class HTTPFrontEnd: HTTPHandling, Sendable {
+    let service: CacheService
+    let limits: HTTPLimits
+    /// Mutations (prefetch, verify, gc, compact) as POST: `http-allow-admin`.
+    let allowAdmin: Bool
+    let responses = HTTPResponses()
+    let events: EventHub
+
+    init(service: CacheService, allowAdmin: Bool, limits: HTTPLimits = HTTPLimits()) {
+        self.service = service
+        self.allowAdmin = allowAdmin
+        self.limits = limits
+        events = EventHub(responses: responses)
+    }
+
+    static let readMethods = "GET, HEAD"
+
+    func handle(_ request: HTTPRequest, _ reply: Reply) -> Answer {
+        let path = request.path
+        switch path.first ?? "" {
+        case "" where path.count == 1:
+            return readOnly(request) { .now(responses.body(.ok, request, type: "text/html; charset=utf-8", IndexPage.html) {
+                $0.field("Cache-Control", "no-cache")
+                $0.field("Content-Security-Policy", "default-src 'none'; connect-src 'self'; img-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'")
+            }) }
+        case "posts" where path.count <= 2:
+            return readOnly(request) { path.count == 1 ? posts(request, reply) : post(path[1], request) }
+        case "images" where path.count <= 2:
+            return readOnly(request) { path.count == 1 ? images(request, reply) : image(path[1], request, reply) }
+        case "objects" where path.count == 2:
+            return readOnly(request) { objectByHash(path[1], request, reply) }
+        case "metrics" where path.count == 1:
+            return readOnly(request) { .now(metrics(request)) }
+        case "healthz" where path.count == 1:
+            return readOnly(request) { .now(responses.body(.ok, request, type: HTTPResponses.json, Array("{\"ok\":true}\n".utf8))) }
+        case "events" where path.count == 1:
+            return readOnly(request) { events.subscribe(request, reply) }
+        case "prefetch" where path.count == 1, "verify" where path.count == 1, "gc" where path.count == 1,
+             "compact" where path.count == 1:
+            return admin(path[0], request, reply)
+        default:
+            return .now(fail(.notFound, .notFound, "no such resource: /\(path.joined(separator: "/"))", request))
+        }
+    }
+
+    /// GET and HEAD only: anything else is 405 with `Allow`.
+    private func readOnly(_ request: HTTPRequest, _ route: () -> Answer) -> Answer {
+        switch request.method {
+        case .get, .head: return route()
+        default:
+            return .now(fail(.methodNotAllowed, .badRequest, "only GET and HEAD are allowed here", request) {
+                $0.field("Allow", Self.readMethods)
+            })
+        }
+    }
+
+    // MARK: Posts and images
+
+    private func posts(_ request: HTTPRequest, _ reply: Reply) -> Answer {
+        let page: (offset: Int, limit: Int?)
+        do throws(CacheError) { page = try paging(request) } catch { return .now(failure(error, request)) }
+        let encode: @Sendable (PostsPage) -> [UInt8] = { [responses] p in
+            responses.body(.ok, request, type: HTTPResponses.json, Self.array(p.posts)) { $0.field("X-Total-Count", p.total) }
+        }
+        return outcome(service.posts(offset: page.offset, limit: page.limit, then: finishing(reply, request, encode)), request, encode)
+    }
+
+    private func post(_ text: String, _ request: HTTPRequest) -> Answer {
+        guard let id = Self.integer(text) else { return .now(fail(.badRequest, .badRequest, "a post id is a decimal integer", request)) }
+        switch service.post(id: id) {
+        case .success(let json): return .now(responses.body(.ok, request, type: HTTPResponses.json, json))
+        case .failure(let e): return .now(failure(e, request))
+        }
+    }
+
+    private func images(_ request: HTTPRequest, _ reply: Reply) -> Answer {
+        let page: (offset: Int, limit: Int?)
+        do throws(CacheError) { page = try paging(request) } catch { return .now(failure(error, request)) }
+        let encode: @Sendable (ImagesPage) -> [UInt8] = { [responses] p in
+            responses.body(.ok, request, type: HTTPResponses.json, Self.array(p.images.map(AnswerEncoding.imageJSON))) {
+                $0.field("X-Total-Count", p.total)
+            }
+        }
+        return outcome(service.images(offset: page.offset, limit: page.limit, then: finishing(reply, request, encode)), request, encode)
+    }
+
+    /// `/images/{row}`: the row's image (downloaded first on a miss unless `?fetch=0`).
+    private func image(_ text: String, _ request: HTTPRequest, _ reply: Reply) -> Answer {
+        guard let row = Self.integer(text).flatMap({ Int(exactly: $0) }), row >= 0 else {
+            return .now(fail(.badRequest, .badRequest, "a row is a decimal integer from 0", request))
+        }
+        let fetch: Bool
+        switch request.query("fetch") {
+        case nil, "1", "true": fetch = true
+        case "0", "false": fetch = false
+        default: return .now(fail(.badRequest, .badRequest, "fetch is 0 or 1", request))
+        }
+        let outcome = service.image(row: row, fetch: fetch) { [self] result in
+            switch result {
+            case .success(let entry): finish(imageAnswer(entry, request, reply), reply)
+            case .failure(let e): reply.finish(failure(e, request))
+            }
+        }
+        switch outcome {
+        case .later: return .later
+        case .now(.success(let entry)): return imageAnswer(entry, request, reply)
+        case .now(.failure(let e)): return .now(failure(e, request))
+        }
+    }
+
+    private func imageAnswer(_ entry: ImageEntry, _ request: HTTPRequest, _ reply: Reply) -> Answer {
+        guard let info = entry.object else { return .now(failure(.notCached(row: entry.row), request)) }
+        return object(info, request, cacheControl: Self.revalidate, reply)
+    }
+
+    /// `/objects/{hash}`: content-addressed, so cacheable for ever.
+    private func objectByHash(_ hash: String, _ request: HTTPRequest, _ reply: Reply) -> Answer {
+        switch service.objectInfo(hash: hash) {
+        case .success(let info): return object(info, request, cacheControl: Self.immutable, reply)
+        case .failure(let e): return .now(failure(e, request))
+        }
+    }
+
+    // MARK: Metrics
+
+    /// What `cachectl metrics` prints: the status answer, through the same formatter.
+    private func metrics(_ request: HTTPRequest) -> [UInt8] {
+        let line = AnswerEncoding.status(service.status(), socket: "", tag: nil)
+        guard let json = try? JSONParser.parse(line.dropLast()) else {
+            return fail(.internalError, .internal, "the status could not be read back", request)
+        }
+        return responses.body(.ok, request, type: MetricsText.contentType, Array(MetricsText.render(json).utf8))
+    }
+
+    // MARK: HTTPHandling
+
+    func rejected(_ rejection: HTTPRejection) -> [UInt8] {
+        responses.rejected(rejection)  // the loop counts it as an error
+    }
+
+    func busy(maxConnections: Int) -> [UInt8] {
+        responses.error(.unavailable, .busy, "too many connections (\(maxConnections)); try again later", nil) {
+            $0.field("Retry-After", 1)
+        }
+    }
+
+    func closed(connection id: UInt64) { events.unsubscribe(connection: id) }
+
+    /// Once a second from the loop: the event streams' keep-alive.
+    func tick() { events.tick() }
+
+    // MARK: Helpers
+
+    /// `offset` and `limit` from the query, as `list_posts` takes them.
+    private func paging(_ request: HTTPRequest) throws(CacheError) -> (offset: Int, limit: Int?) {
+        func number(_ name: String) throws(CacheError) -> Int? {
+            guard let text = request.query(name) else { return nil }
+            guard let v = Self.integer(text).flatMap({ Int(exactly: $0) }), v >= 0 else {
+                throw .invalid("\(name) is a decimal integer from 0")
+            }
+            return v
+        }
+        return (try number("offset") ?? 0, try number("limit"))
+    }
+
+    /// A decimal integer without sign or spaces (at most 18 digits).
+    static func integer(_ text: String) -> Int64? {
+        guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy(ASCII.isDigit) else { return nil }
+        return Int64(text)
+    }
+
+    /// A JSON array of already-encoded values.
+    static func array(_ items: [[UInt8]]) -> [UInt8] {
+        var out: [UInt8] = [UInt8(ascii: "[")]
+        out.reserveCapacity(items.reduce(2) { $0 + $1.count + 1 })
+        for (i, item) in items.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: item)
+        }
+        out.append(UInt8(ascii: "]"))
+        return out
+    }
+
+    func outcome<V>(_ o: Outcome<V>, _ request: HTTPRequest, _ encode: (V) -> [UInt8]) -> Answer {
+        switch o {
+        case .later: return .later
+        case .now(.success(let v)): return .now(encode(v))
+        case .now(.failure(let e)): return .now(failure(e, request))
+        }
+    }
+
+    func finishing<V>(_ reply: Reply, _ request: HTTPRequest, _ encode: @escaping @Sendable (V) -> [UInt8]) -> Completion<V> {
+        { [self] result in
+            switch result {
+            case .success(let v): reply.finish(encode(v))
+            case .failure(let e): reply.finish(failure(e, request))
+            }
+        }
+    }
+
+    /// An error answer, counted as one.
+    func fail(_ status: HTTPStatus, _ code: ErrorCode, _ message: String, _ request: HTTPRequest,
+              extra: (inout HTTPHead) -> Void = { _ in }) -> [UInt8] {
+        service.noteRequests(0, errors: 1)
+        return responses.error(status, code, message, request, extra: extra)
+    }
+
+    /// The answer for a service failure, counted as an error.
+    func failure(_ e: CacheError, _ request: HTTPRequest) -> [UInt8] {
+        service.noteRequests(0, errors: 1)
+        return responses.failure(e, request)
+    }
+}

@@ -1,0 +1,99 @@
+import CacheHTTP
+import CacheService
+
+/// Image and object bytes over HTTP: verified by the service before any
+/// byte is sent, as `read` is; `ETag`, `If-None-Match`, single `Range`s.
+extension HTTPFrontEnd {
+    /// `Cache-Control` of `/objects/{hash}`: its bytes never change.
+    static let immutable = "public, max-age=31536000, immutable"
+    /// `Cache-Control` of `/images/{row}`: a row may name another image
+    /// later, so a client revalidates (and gets 304 while it does not).
+    static let revalidate = "no-cache"
+
+    /// The answer for the object `info` names: 304 for a matching
+    /// `If-None-Match`, 416 for a range past its end, its head alone for
+    /// HEAD (nothing read), else its verified bytes, whole or the range.
+    func object(_ info: ObjectInfo, _ request: HTTPRequest, cacheControl: String, _ reply: Reply) -> Answer {
+        let etag = "\"\(info.hash)\""
+        if HTTPConditional.noneMatch(request.ifNoneMatch, etag: etag) {
+            return .now(responses.notModified(request, etag: etag, cacheControl: cacheControl))
+        }
+        let honourRange = HTTPConditional.rangeApplies(ifRange: request.ifRange, etag: etag)
+        let rangeHeader = honourRange ? request.range : nil
+        if case .unsatisfiable = HTTPRange.resolve(rangeHeader, size: info.size) {
+            return .now(responses.error(.rangeNotSatisfiable, .badRequest, "the range is past the object's \(info.size) bytes", request) {
+                $0.field("Content-Range", "bytes */\(info.size)")
+            })
+        }
+        if request.method == .head {
+            var head = objectHead(info, HTTPRange.resolve(rangeHeader, size: info.size), size: info.size, request, cacheControl)
+            return .now(head.finish())
+        }
+        let outcome = service.object(hash: info.hash, prefix: { _ in [] }) { [self] result in
+            switch result {
+            case .success(let body): finish(objectAnswer(body, info, rangeHeader, request, cacheControl), reply)
+            case .failure(let e): reply.finish(failure(e, request))
+            }
+        }
+        switch outcome {
+        case .later: return .later
+        case .now(.success(let body)): return objectAnswer(body, info, rangeHeader, request, cacheControl)
+        case .now(.failure(let e)): return .now(failure(e, request))
+        }
+    }
+
+    /// The verified `body` as the answer: whole, or the part `rangeHeader` asks for.
+    private func objectAnswer(_ body: ObjectBody, _ info: ObjectInfo, _ rangeHeader: String?, _ request: HTTPRequest,
+                              _ cacheControl: String) -> Answer {
+        let size: Int64
+        switch body {
+        case .inline(let bytes): size = Int64(bytes.count)
+        case .file(_, _, let s): size = s
+        }
+        let range = HTTPRange.resolve(rangeHeader, size: size)
+        var head = objectHead(info, range, size: size, request, cacheControl)
+        switch (body, range) {
+        case (.inline(let bytes), .part(let start, let length)):
+            return .now(head.finish(body: Array(bytes[Int(start)..<Int(start + length)])))
+        case (.inline(let bytes), _):
+            return .now(head.finish(body: bytes))
+        case (.file(_, let fd, _), .part(let start, let length)):
+            return .nowFile(head.finish(), fd, offset: start, length: length)
+        case (.file(_, let fd, let size), _):
+            return .nowFile(head.finish(), fd, offset: 0, length: size)
+        }
+    }
+
+    /// The head of an object's answer, without its ending.
+    private func objectHead(_ info: ObjectInfo, _ range: HTTPRange, size: Int64, _ request: HTTPRequest,
+                            _ cacheControl: String) -> HTTPHead {
+        var h: HTTPHead
+        switch range {
+        case let .part(start, length):
+            h = responses.head(.partialContent, request)
+            h.field("Content-Range", "bytes \(start)-\(start + length - 1)/\(size)")
+            h.field("Content-Length", length)
+        default:
+            h = responses.head(.ok, request)
+            h.field("Content-Length", size)
+        }
+        h.field("Content-Type", info.mimeType)
+        h.field("ETag", "\"\(info.hash)\"")
+        h.field("Accept-Ranges", "bytes")
+        h.field("Cache-Control", cacheControl)
+        // An SVG opened on its own must not run script in this origin.
+        h.field("Content-Security-Policy", "sandbox")
+        h.field("X-Content-Type-Options", "nosniff")
+        return h
+    }
+
+    /// Sends an answer made on a worker through `reply`.
+    func finish(_ answer: Answer, _ reply: Reply) {
+        switch answer {
+        case .now(let bytes): reply.finish(bytes)
+        case let .nowFile(head, fd, offset, length): reply.finish(header: head, file: fd, offset: offset, size: length)
+        case let .nowPassing(bytes, fd): reply.finish(bytes, closing: fd)
+        case .later: break  // the one who said later finishes it
+        }
+    }
+}

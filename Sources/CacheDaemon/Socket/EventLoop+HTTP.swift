@@ -1,0 +1,57 @@
+import CacheHTTP
+import CacheSystem
+
+/// The HTTP connections' side of the loop: request heads parsed from the
+/// input, bodies skipped, each request handed to the HTTP front-end and its
+/// answer queued in request order, as for JSON lines (docs/http.md).
+extension EventLoop {
+    func processHTTP(_ c: Connection) {
+        assertOnLoopThread()
+        guard let http else { close(c); return }
+        var requests = 0, errors = 0
+        defer {
+            if requests > 0 { observer.requests(requests, errors: errors) }
+        }
+        while !c.closeAfterFlush && !isPaused(c) {
+            if c.bodyToSkip > 0 {
+                c.bodyToSkip -= c.httpInput.consume(c.bodyToSkip)
+                if c.bodyToSkip > 0 { return }
+            }
+            let parsed = c.httpInput.withUnread { HTTPParser.parse($0, limits: http.limits) }
+            switch parsed {
+            case .incomplete:
+                return
+            case .rejected(let rejection):
+                requests += 1
+                errors += 1
+                log.debug("connection \(c.id): \(rejection)")
+                c.answerNow(http.rejected(rejection))
+                c.closeAfterFlush = true
+                return
+            case let .request(request, headLength):
+                requests += 1
+                c.httpInput.consume(headLength)
+                c.bodyToSkip = request.contentLength
+                let slot = c.nextSlot
+                c.nextSlot += 1
+                let reply = Reply(mailbox: mailbox, connection: c.id, slot: slot, tag: nil)
+                switch http.handle(request, reply) {
+                case .now(let bytes): c.answerNow(bytes)
+                case let .nowFile(head, fd, offset, length):
+                    c.answerNow(head)
+                    c.appendFile(fd, offset: offset, size: length)
+                case .nowPassing(let bytes, let fd):
+                    fd.close()  // never made for HTTP; nothing to pass a descriptor over
+                    c.answerNow(bytes)
+                case .later:
+                    // Reading waits for it: an answer's size is known only
+                    // once it is made (a listing, an event stream), so one
+                    // connection holds at most one that is being made.
+                    c.awaitAnswer(slot)
+                    c.pendingListing = slot
+                }
+                if !request.keepAlive { c.closeAfterFlush = true }
+            }
+        }
+    }
+}

@@ -1,0 +1,210 @@
+/// What `HTTPParser.parse` found at the front of a connection's input.
+public enum HTTPParse: Sendable, Equatable {
+    /// The head is not complete yet (and within the limits so far).
+    case incomplete
+    /// A complete head of `headLength` bytes (any body follows it).
+    case request(HTTPRequest, headLength: Int)
+    /// A head that is refused; the connection closes after the answer.
+    case rejected(HTTPRejection)
+}
+
+/// The request-head parser: strict where a lax reading could let two
+/// parsers (a proxy in front, this one) disagree on where a request ends,
+/// as RFC 9112 asks of a server. Whitespace before a header's colon,
+/// folded lines, a bare CR, `Transfer-Encoding` and disagreeing
+/// `Content-Length`s are refused, not guessed at.
+public enum HTTPParser {
+    static let cr: UInt8 = 0x0D, lf: UInt8 = 0x0A, sp: UInt8 = 0x20, ht: UInt8 = 0x09, colon: UInt8 = 0x3A
+
+    /// Parses the request head at the start of `bytes`.
+    public static func parse(_ bytes: UnsafeRawBufferPointer, limits: HTTPLimits) -> HTTPParse {
+        var start = 0
+        // RFC 9112, 2.2: empty lines before a request line are ignored.
+        while start < bytes.count && (bytes[start] == cr || bytes[start] == lf) { start += 1 }
+        if start > limits.maxRequestLine { return .rejected(HTTPRejection(.badRequest, "only empty lines where a request line belongs")) }
+        guard let lineEnd = find(lf, in: bytes, from: start) else {
+            if bytes.count - start > limits.maxRequestLine { return .rejected(tooLongLine(limits)) }
+            return .incomplete
+        }
+        let line = trimCR(bytes, start, lineEnd)
+        if line.upperBound - line.lowerBound > limits.maxRequestLine { return .rejected(tooLongLine(limits)) }
+        var request: HTTPRequest
+        do throws(HTTPRejection) { request = try requestLine(bytes, line) } catch { return .rejected(error) }
+
+        var fields = FieldState()
+        var position = lineEnd + 1
+        while true {
+            guard let end = find(lf, in: bytes, from: position) else {
+                if bytes.count > limits.maxHeadBytes { return .rejected(tooLargeHead(limits)) }
+                return .incomplete
+            }
+            if end + 1 > limits.maxHeadBytes { return .rejected(tooLargeHead(limits)) }
+            let field = trimCR(bytes, position, end)
+            position = end + 1
+            if field.isEmpty { break }
+            fields.count += 1
+            if fields.count > limits.maxHeaders {
+                return .rejected(HTTPRejection(.headersTooLarge, "more than \(limits.maxHeaders) header fields"))
+            }
+            do throws(HTTPRejection) { try headerField(bytes, field, into: &request, &fields, limits) } catch { return .rejected(error) }
+        }
+        if request.minorVersion >= 1 && request.host == nil {
+            return .rejected(HTTPRejection(.badRequest, "an HTTP/1.1 request without a Host header"))
+        }
+        if fields.close { request.keepAlive = false }
+        else if fields.keepAlive { request.keepAlive = true }
+        return .request(request, headLength: position)
+    }
+
+    /// What the header fields said so far.
+    struct FieldState {
+        var count = 0
+        var close = false
+        var keepAlive = false
+        var rangeSeen = false
+        var lengthSeen = false
+    }
+
+    private static func tooLongLine(_ limits: HTTPLimits) -> HTTPRejection {
+        HTTPRejection(.uriTooLong, "request line longer than \(limits.maxRequestLine) bytes")
+    }
+
+    private static func tooLargeHead(_ limits: HTTPLimits) -> HTTPRejection {
+        HTTPRejection(.headersTooLarge, "request head longer than \(limits.maxHeadBytes) bytes")
+    }
+
+    static func find(_ byte: UInt8, in bytes: UnsafeRawBufferPointer, from: Int) -> Int? {
+        var i = from
+        while i < bytes.count {
+            if bytes[i] == byte { return i }
+            i += 1
+        }
+        return nil
+    }
+
+    /// The line `start..<lfIndex` without a CR right before the LF.
+    static func trimCR(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ lfIndex: Int) -> Range<Int> {
+        lfIndex > start && bytes[lfIndex - 1] == cr ? start..<(lfIndex - 1) : start..<lfIndex
+    }
+
+    /// `method SP request-target SP HTTP-version`.
+    private static func requestLine(_ bytes: UnsafeRawBufferPointer, _ line: Range<Int>) throws(HTTPRejection) -> HTTPRequest {
+        var parts: [Range<Int>] = []
+        var partStart = line.lowerBound
+        for i in line where bytes[i] == sp {
+            parts.append(partStart..<i)
+            partStart = i + 1
+        }
+        parts.append(partStart..<line.upperBound)
+        guard parts.count == 3, parts.allSatisfy({ !$0.isEmpty }) else {
+            throw HTTPRejection(.badRequest, "a request line is a method, a target and a version, one space apart")
+        }
+        guard parts[0].allSatisfy({ isTokenByte(bytes[$0]) }) else { throw HTTPRejection(.badRequest, "the method is not a token") }
+        let minor = try version(bytes, parts[2])
+        let methodName = text(bytes, parts[0])
+        let method: HTTPRequest.Method
+        switch methodName {
+        case "GET": method = .get
+        case "HEAD": method = .head
+        case "POST": method = .post
+        default: method = .other(methodName)
+        }
+        let target = try HTTPTarget.parse(UnsafeRawBufferPointer(rebasing: bytes[parts[1]]))
+        return HTTPRequest(method: method, path: target.path, query: target.query, minorVersion: minor, keepAlive: minor >= 1)
+    }
+
+    /// `HTTP/1.0` is 0, `HTTP/1.1` (and a later 1.x) is 1; another major version: 505.
+    private static func version(_ bytes: UnsafeRawBufferPointer, _ r: Range<Int>) throws(HTTPRejection) -> Int {
+        let v = Array(bytes[r])
+        guard v.count == 8, v.starts(with: Array("HTTP/".utf8)), isDigit(v[5]), v[6] == UInt8(ascii: "."), isDigit(v[7]) else {
+            throw HTTPRejection(.badRequest, "the version is not HTTP/1.0 or HTTP/1.1")
+        }
+        guard v[5] == UInt8(ascii: "1") else {
+            throw HTTPRejection(.versionNotSupported, "HTTP/\(v[5] - 0x30).\(v[7] - 0x30) is not served: use HTTP/1.1")
+        }
+        return v[7] == UInt8(ascii: "0") ? 0 : 1
+    }
+
+    /// One `name: value` line; the fields the front-end uses are kept.
+    private static func headerField(_ bytes: UnsafeRawBufferPointer, _ line: Range<Int>, into request: inout HTTPRequest,
+                                     _ state: inout FieldState, _ limits: HTTPLimits) throws(HTTPRejection) {
+        let first = bytes[line.lowerBound]
+        if first == sp || first == ht { throw HTTPRejection(.badRequest, "a folded header line (obsolete line folding)") }
+        guard let colon = find(colon, in: UnsafeRawBufferPointer(rebasing: bytes[line]), from: 0).map({ $0 + line.lowerBound }) else {
+            throw HTTPRejection(.badRequest, "a header line without a colon")
+        }
+        let nameRange = line.lowerBound..<colon
+        guard !nameRange.isEmpty, nameRange.allSatisfy({ isTokenByte(bytes[$0]) }) else {
+            throw HTTPRejection(.badRequest, "a header name that is not a token (whitespace before the colon?)")
+        }
+        var vs = colon + 1, ve = line.upperBound
+        while vs < ve && (bytes[vs] == sp || bytes[vs] == ht) { vs += 1 }
+        while ve > vs && (bytes[ve - 1] == sp || bytes[ve - 1] == ht) { ve -= 1 }
+        for i in vs..<ve where !isFieldValueByte(bytes[i]) {
+            throw HTTPRejection(.badRequest, "a control character in the value of a header")
+        }
+        let name = text(bytes, nameRange).lowercased()
+        let value = text(bytes, vs..<ve)
+        switch name {
+        case "host":
+            guard request.host == nil else { throw HTTPRejection(.badRequest, "more than one Host header") }
+            request.host = value
+        case "content-length":
+            guard !value.isEmpty, value.utf8.count <= 18, value.utf8.allSatisfy(isDigit), let n = Int(value) else {
+                throw HTTPRejection(.badRequest, "Content-Length is not a number")
+            }
+            if state.lengthSeen && n != request.contentLength { throw HTTPRejection(.badRequest, "Content-Length headers that disagree") }
+            state.lengthSeen = true
+            if n > limits.maxBody { throw HTTPRejection(.contentTooLarge, "a request body of \(n) bytes; at most \(limits.maxBody) are read") }
+            request.contentLength = n
+        case "transfer-encoding":
+            throw HTTPRejection(.lengthRequired, "Transfer-Encoding in a request is not accepted: send Content-Length")
+        case "connection":
+            for token in value.split(separator: ",") {
+                switch token.trimmingSpaces.lowercased() {
+                case "close": state.close = true
+                case "keep-alive": state.keepAlive = true
+                default: break
+                }
+            }
+        case "if-none-match":
+            request.ifNoneMatch = request.ifNoneMatch.map { $0 + ", " + value } ?? value
+        case "range":
+            // Two Range headers: neither is honoured (the whole is sent).
+            request.range = state.rangeSeen ? nil : value
+            state.rangeSeen = true
+        case "if-range": request.ifRange = value
+        case "origin": request.origin = value
+        default: break
+        }
+    }
+
+    static func text(_ bytes: UnsafeRawBufferPointer, _ r: Range<Int>) -> String {
+        String(decoding: UnsafeRawBufferPointer(rebasing: bytes[r]), as: UTF8.self)
+    }
+
+    static func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }
+
+    /// RFC 9110 `tchar`.
+    static func isTokenByte(_ b: UInt8) -> Bool {
+        switch b {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
+        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+             UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"): return true
+        default: return false
+        }
+    }
+
+    /// Visible characters, spaces, tabs and obs-text; never NUL, CR or another control.
+    static func isFieldValueByte(_ b: UInt8) -> Bool { b == ht || (b >= 0x20 && b != 0x7F) }
+}
+
+extension Substring {
+    var trimmingSpaces: Substring {
+        var s = self
+        while s.first == " " || s.first == "\t" { s = s.dropFirst() }
+        while s.last == " " || s.last == "\t" { s = s.dropLast() }
+        return s
+    }
+}

@@ -1,0 +1,36 @@
+/// The status answer in the Prometheus text exposition format (version
+/// 0.0.4): what `cachectl metrics` prints and the daemon's HTTP `/metrics`
+/// serves (docs/operations.md, "Metrics").
+public enum MetricsText {
+    /// The content type of the text.
+    public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+
+    /// `s` is the status answer (`status`'s JSON object).
+    public static func render(_ s: JSON) -> String {
+        var out = ""
+        func metric(_ name: String, _ type: String, _ help: String, _ value: JSON?) {
+            guard let v = value?.integer else { return }
+            out += "# HELP cached_\(name) \(help)\n# TYPE cached_\(name) \(type)\ncached_\(name) \(v)\n"
+        }
+        metric("posts", "gauge", "Posts stored.", s["posts"])
+        metric("images", "gauge", "Rows of the image manifest.", s["images"])
+        metric("images_cached", "gauge", "Rows whose image is cached.", s["images_cached"])
+        metric("objects", "gauge", "Object files in the store.", s["objects"])
+        metric("object_bytes", "gauge", "Bytes of the object files.", s["bytes"])
+        metric("max_bytes", "gauge", "The max-size cap in bytes (0: none).", s["max_bytes"])
+        metric("uptime_seconds", "gauge", "Seconds since the daemon started.", s["uptime_s"])
+        metric("log_records", "gauge", "Records in the index log.", s["log_records"])
+        metric("connections", "gauge", "Client connections open now.", s["counters"]?["connections"])
+        let counters: [(String, String, String)] = [
+            ("requests", "requests", "Requests answered."), ("hits", "hits", "Images served from the store."),
+            ("misses", "misses", "Images that had to be downloaded on request."), ("downloads", "downloads", "Images downloaded."),
+            ("download_bytes", "download_bytes", "Bytes of images downloaded."),
+            ("coalesced", "coalesced", "Requests that joined a download, feed refresh or prefetch already running."),
+            ("errors", "errors", "Error answers sent."), ("upstream_errors", "upstream_errors", "Failed fetches from the origin."),
+            ("quarantined", "quarantined", "Objects that failed verification."), ("evictions", "evictions", "Objects evicted by max-size."),
+        ]
+        for (name, key, help) in counters { metric(name + "_total", "counter", help, s["counters"]?[key]) }
+        return out
+    }
+
+}
