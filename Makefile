@@ -41,7 +41,9 @@ release: deps
 TEST_FUZZ_SECONDS ?= 20
 # Real web servers the integration tests use as origins (RealOriginTests);
 # make interop adds more (InteropTests), which make test skips.
-TEST_PACKAGES    := nginx-light caddy openssl
+# The HTTP front-end's real clients (HTTPTests, HTTPBrowserTests, HTTPMetricsTests):
+# curl, nginx as a reverse proxy, headless Chromium, promtool and Prometheus.
+TEST_PACKAGES    := nginx-light caddy openssl curl chromium prometheus
 INTEROP_PACKAGES := $(TEST_PACKAGES) apache2 lighttpd squid
 test: deps
 	$(call install_missing,$(TEST_PACKAGES))
@@ -117,7 +119,7 @@ powerloss: deps lazyfs
 # rounds; writes bench/results.md (about 25 minutes). A benchmark: it prints
 # figures and asserts nothing. docs/performance.md says how each is compared.
 BENCH_RUNS ?= 5
-BENCH_PACKAGES := redis-server redis-tools nginx-light aria2 curl time
+BENCH_PACKAGES := redis-server redis-tools nginx-light aria2 curl time wrk
 bench-deps:
 	$(call install_missing,$(BENCH_PACKAGES))
 
