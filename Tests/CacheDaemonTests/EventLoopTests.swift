@@ -130,7 +130,7 @@ private final class LoopHarness: Sendable {
                 return
             }
             do {
-                let loop = try EventLoop(listeners: [listener], signalFD: sfd, limits: limits,
+                let loop = try EventLoop(listeners: [Listener(fd: listener, framing: .jsonLines)], signalFD: sfd, limits: limits,
                                          log: Logger(level: .error, environment: [:]), observer: observer)
                 loop.handler = handler
                 run.update { $0.thread = pthread_self() }
@@ -574,7 +574,7 @@ private func pingLine(length: Int) -> [UInt8] {
             switch request.tag.map({ String(decoding: $0, as: UTF8.self) }) {
             case "1":
                 guard let fd = try? FileDescriptor.open(filePath, O_RDONLY) else { return .now(answer(nil)) }
-                return .nowFile(Response.ok(tag: request.tag) { $0.field("size", size) }, fd, size)
+                return .nowFile(Response.ok(tag: request.tag) { $0.field("size", size) }, fd, length: size)
             case "3": return .later
             default: return .now(answer(request.tag))
             }
