@@ -7,7 +7,7 @@ set -euo pipefail
 bin=${1:?usage: fuzz.sh FUZZ_BINARY SECONDS [TARGET...]}
 seconds=${2:-60}
 shift 2
-targets=${*:-request record feeds config}
+targets=${*:-request record feeds config http}
 here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$here/.build/fuzz-artifacts"
 export SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CacheDaemon
+import CacheHTTP
 import CacheService
 import CacheProtocol
 import CacheStore
@@ -56,6 +57,55 @@ enum FuzzTargets {
                     fuzzFailure("an error answer is not one JSON line: \(answer)")
                 }
             }
+        }
+    }
+
+    /// HTTP input as a connection's bytes: each head parsed where the last
+    /// one (and its body) ended. A head must parse the same alone as with
+    /// what follows it; every answer, to a request or to a refused head,
+    /// must be one well-formed response whose Content-Length is its body's.
+    static func http(_ data: [UInt8]) {
+        runs += 1
+        if runs % 1000 == 0 { harness?.drain() }
+        var offset = 0
+        while offset < data.count {
+            let rest = Array(data[offset...])
+            switch rest.withUnsafeBytes({ HTTPParser.parse($0, limits: HTTPLimits()) }) {
+            case .incomplete:
+                return
+            case .rejected(let r):
+                guard [400, 411, 413, 414, 431, 505].contains(r.status.code) else { fuzzFailure("refused with \(r.status.code)") }
+                if let harness { checkResponse(harness.rejected(r), head: false, file: false) }
+                return
+            case let .request(request, length):
+                guard length > 0, length <= rest.count else { fuzzFailure("a head of \(length) bytes out of \(rest.count)") }
+                let alone = Array(rest[..<length]).withUnsafeBytes { HTTPParser.parse($0, limits: HTTPLimits()) }
+                guard alone == .request(request, headLength: length) else { fuzzFailure("a head parses differently alone: \(rest[..<length])") }
+                for segment in request.path where segment.contains("/") || segment.contains("\0") || segment == ".." || segment == "." {
+                    fuzzFailure("a path segment reached the front-end: \(segment.debugDescription)")
+                }
+                if let (answer, file) = harness?.handle(request) { checkResponse(answer, head: request.method == .head, file: file) }
+                offset += length + request.contentLength
+            }
+        }
+    }
+
+    /// `bytes` is a status line, fields and an empty line, then exactly
+    /// Content-Length bytes (none for HEAD, 304, or when a file follows).
+    static func checkResponse(_ bytes: [UInt8], head: Bool, file: Bool) {
+        let crlf2: [UInt8] = [0x0D, 0x0A, 0x0D, 0x0A]
+        guard bytes.starts(with: Array("HTTP/1.1 ".utf8)),
+              let end = (0...(max(0, bytes.count - 4))).first(where: { Array(bytes[$0..<min(bytes.count, $0 + 4)]) == crlf2 }) else {
+            fuzzFailure("not an HTTP response: \(bytes.prefix(200))")
+        }
+        let headText = String(decoding: bytes[..<end], as: UTF8.self)
+        let body = bytes.count - end - 4
+        let length = headText.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length: ") }
+            .flatMap { Int($0.dropFirst(16)) }
+        if headText.hasPrefix("HTTP/1.1 304") || headText.contains("text/event-stream") { return }
+        guard let length else { fuzzFailure("a response without Content-Length: \(headText)") }
+        if (head || file) ? body != 0 : body != length {
+            fuzzFailure("Content-Length \(length) but \(body) body bytes: \(headText)")
         }
     }
 
@@ -119,7 +169,8 @@ enum FuzzTargets {
         case "record": record(data)
         case "feeds": feeds(data)
         case "config": config(data)
-        default: fuzzFailure("CACHED_FUZZ_TARGET must be request, record, feeds or config, not \(target)")
+        case "http": http(data)
+        default: fuzzFailure("CACHED_FUZZ_TARGET must be request, record, feeds, config or http, not \(target)")
         }
     }
 
