@@ -29,7 +29,7 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
         case "" where path.count == 1:
             return readOnly(request) { .now(responses.body(.ok, request, type: "text/html; charset=utf-8", IndexPage.html) {
                 $0.field("Cache-Control", "no-cache")
-                $0.field("Content-Security-Policy", "default-src 'none'; connect-src 'self'; img-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'")
+                $0.field("Content-Security-Policy", "default-src 'none'; connect-src 'self'; img-src 'self' data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'")
             }) }
         case "posts" where path.count <= 2:
             return readOnly(request) { path.count == 1 ? posts(request, reply) : post(path[1], request) }
