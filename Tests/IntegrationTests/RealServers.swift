@@ -361,6 +361,11 @@ final class Nginx: RealServer {
                       values: ["ORIGIN": "127.0.0.1:\(origin.port)", "VALID": String(seconds)])
     }
 
+    /// A reverse proxy in front of cached's HTTP front-end on the Unix socket `path`.
+    convenience init(proxyingUnixSocket path: String) throws {
+        try self.init(name: "nginx reverse proxy", template: "nginx-http-proxy.conf", files: false, values: ["SOCKET": path])
+    }
+
     private init(name: String, template: String, files: Bool, values: [String: String]) throws {
         try requireInstalled(Self.executable, package: "nginx-light")
         self.name = name
