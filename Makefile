@@ -155,7 +155,7 @@ install: deps
 	bin="$$($(SWIFT) build $(STATIC_BUILD) --show-bin-path)"; \
 	install -D -m 0755 "$$bin/cached" "$(DESTDIR)$(PREFIX)/bin/cached"; \
 	install -D -m 0755 "$$bin/cachectl" "$(DESTDIR)$(PREFIX)/bin/cachectl"
-	for u in cached.service cached.socket cached-prefetch.service cached-prefetch.timer; do \
+	for u in cached.service cached.socket cached-http.socket cached-prefetch.service cached-prefetch.timer; do \
 	  install -d "$(DESTDIR)$(PREFIX)/lib/systemd/system"; \
 	  sed 's#/usr/local/bin#$(PREFIX)/bin#g' systemd/$$u > "$(DESTDIR)$(PREFIX)/lib/systemd/system/$$u"; \
 	  chmod 0644 "$(DESTDIR)$(PREFIX)/lib/systemd/system/$$u"; done
@@ -164,7 +164,7 @@ install: deps
 	gzip -9n < docs/cachectl.1 > "$(DESTDIR)$(PREFIX)/share/man/man1/cachectl.1.gz"
 	install -D -m 0644 completions/cachectl.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/cachectl"
 	install -d "$(DESTDIR)$(PREFIX)/share/doc/cached"
-	install -m 0644 README.md docs/protocol.md docs/storage-format.md docs/operations.md docs/performance.md "$(DESTDIR)$(PREFIX)/share/doc/cached/"
+	install -m 0644 README.md docs/protocol.md docs/http.md docs/storage-format.md docs/operations.md docs/performance.md "$(DESTDIR)$(PREFIX)/share/doc/cached/"
 	install -d "$(DESTDIR)$(SYSCONFDIR)/cached"
 	[ -e "$(DESTDIR)$(SYSCONFDIR)/cached/cached.conf" ] || install -m 0644 Examples/cached.conf "$(DESTDIR)$(SYSCONFDIR)/cached/cached.conf"
 

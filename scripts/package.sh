@@ -37,7 +37,7 @@ cat > "$stage/DEBIAN/prerm" <<'PRERM'
 #!/bin/sh
 set -e
 if [ -d /run/systemd/system ] && [ "$1" = remove ]; then
-    systemctl stop cached-prefetch.timer cached.service cached.socket >/dev/null 2>&1 || true
+    systemctl stop cached-prefetch.timer cached.service cached.socket cached-http.socket >/dev/null 2>&1 || true
 fi
 PRERM
 cat > "$stage/DEBIAN/postrm" <<'POSTRM'

@@ -140,13 +140,13 @@ import CacheSystem
         let analyze = "/usr/bin/systemd-analyze"
         try #require(FileManager.default.isExecutableFile(atPath: analyze), "systemd-analyze is missing: make deps installs systemd")
         let scratch = Scratch()
-        for unit in ["cached.service", "cached.socket", "cached-prefetch.service", "cached-prefetch.timer"] {
+        for unit in ["cached.service", "cached.socket", "cached-http.socket", "cached-prefetch.service", "cached-prefetch.timer"] {
             let text = try String(contentsOfFile: Paths.packageRoot + "/systemd/" + unit, encoding: .utf8)
                 .replacingOccurrences(of: "/usr/local/bin", with: Paths.binDir)
             try text.write(toFile: scratch.path + "/" + unit, atomically: true, encoding: .utf8)
         }
         func run(_ args: [String]) throws -> (Int32, String) { try runProgram(analyze, args, directory: scratch.path) }
-        let (verify, verifyOut) = try run(["verify", "./cached.service", "./cached.socket", "./cached-prefetch.service", "./cached-prefetch.timer"])
+        let (verify, verifyOut) = try run(["verify", "./cached.service", "./cached.socket", "./cached-http.socket", "./cached-prefetch.service", "./cached-prefetch.timer"])
         #expect(verify == 0, "\(verifyOut)")
         #expect(verifyOut.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(verifyOut)")
         let (_, security) = try run(["security", "--offline=true", "./cached.service"])

@@ -25,6 +25,10 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
 
     func handle(_ request: HTTPRequest, _ reply: Reply) -> Answer {
         let path = request.path
+        // `/posts/` and `//x` name nothing (only `/` is an empty path).
+        if path.count > 1 && path.contains("") {
+            return .now(fail(.notFound, .notFound, "no such resource: /\(path.joined(separator: "/"))", request))
+        }
         switch path.first ?? "" {
         case "" where path.count == 1:
             return readOnly(request) { .now(responses.body(.ok, request, type: "text/html; charset=utf-8", IndexPage.html) {

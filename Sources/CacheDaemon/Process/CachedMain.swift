@@ -24,7 +24,8 @@ public enum CachedMain {
                 settings = s
             case .checked(let s):
                 print("configuration OK" + (s.configFile.map { " (\($0))" } ?? " (no configuration file)"))
-                print("store \(s.store), socket \(s.socket), posts-url \(s.postsURL ?? "-"), images-url \(s.imagesURL ?? "-")")
+                print("store \(s.store), socket \(s.socket), posts-url \(s.postsURL ?? "-"), images-url \(s.imagesURL ?? "-")"
+                      + (s.httpListen.isEmpty ? "" : ", http-listen \(s.httpListen.map(\.description).joined(separator: ","))"))
                 exit(0)
             }
         } catch {

@@ -21,8 +21,8 @@ extension Settings {
             if let eq = key.firstIndex(of: "=") {
                 value = String(key[key.index(after: eq)...])
                 key = String(key[..<eq])
-            } else if key == "prefetch-on-start" && (i >= arguments.count || arguments[i].hasPrefix("--")) {
-                value = "true"  // the one flag that may stand alone
+            } else if spec(key)?.value == "[BOOL]" && (i >= arguments.count || arguments[i].hasPrefix("--")) {
+                value = "true"  // a flag that may stand alone (prefetch-on-start, http-allow-admin)
             } else {
                 guard i < arguments.count else { throw SettingsError("--\(key) needs a value") }
                 value = arguments[i]
