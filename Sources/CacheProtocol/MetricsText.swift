@@ -1,6 +1,6 @@
 /// The status answer in the Prometheus text exposition format (version
 /// 0.0.4): what `cachectl metrics` prints and the daemon's HTTP `/metrics`
-/// serves (docs/operations.md, "Metrics").
+/// serves (docs/http.md, "Routes").
 public enum MetricsText {
     /// The content type of the text.
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
