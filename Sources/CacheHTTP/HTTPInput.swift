@@ -3,6 +3,11 @@
 public struct HTTPInput: Sendable {
     private var storage: [UInt8] = []
     private var start = 0
+    /// Unread bytes already searched for the end of a head, and whether a
+    /// line feed was among them: a head dripping in a byte at a time is
+    /// searched once in all, not once per read.
+    private var scanned = 0
+    private var sawLineFeed = false
 
     public init() {}
 
@@ -29,6 +34,33 @@ public struct HTTPInput: Sendable {
     public mutating func consume(_ n: Int) -> Int {
         let taken = min(n, count)
         start += taken
+        scanned = 0
+        sawLineFeed = false
         return taken
+    }
+
+    /// True when parsing the unread bytes can tell more than "incomplete":
+    /// they hold an empty line (the end of a head, or empty lines before
+    /// one), or are already past a limit `HTTPParser` refuses. Only the
+    /// bytes that arrived since the last call are searched.
+    public mutating func mayHoldHead(_ limits: HTTPLimits) -> Bool {
+        let found: Bool = storage.withUnsafeBytes { raw in
+            let b = UnsafeRawBufferPointer(rebasing: raw[start...])
+            var i = scanned
+            while i < b.count {
+                if b[i] == 0x0A {
+                    sawLineFeed = true
+                    if i == 0 || b[i - 1] == 0x0A || (b[i - 1] == 0x0D && (i == 1 || b[i - 2] == 0x0A)) {
+                        scanned = i + 1
+                        return true
+                    }
+                }
+                i += 1
+            }
+            scanned = b.count
+            return false
+        }
+        if found { return true }
+        return count > limits.maxHeadBytes || (!sawLineFeed && count > limits.maxRequestLine)
     }
 }

@@ -92,6 +92,9 @@ public final class Store: Sendable {
         logRecords.withLock { $0 = log.recordCount }
     }
 
+    /// Tries, 10 ms apart, to take a lock this process itself seems to hold.
+    static let ownLockRetries = 200
+
     /// Takes the store's locks and returns the open `lock` file (the holder's
     /// pid written in it); on failure closes the directory.
     ///
@@ -104,8 +107,17 @@ public final class Store: Sendable {
             let pid = text.map { String(decoding: $0, as: UTF8.self) } ?? ""
             return .locked(directory: directory, holderPID: Int32(pid.filter { $0.isNumber }))
         }
-        let free: Bool
+        var free: Bool
         do throws(SystemError) { free = try directoryFD.tryLockExclusive() } catch { directoryFD.close(); throw .io(error) }
+        // Held by this very process: a store it just closed, whose
+        // descriptor a child being spawned this instant still shares until
+        // its exec closes it. That passes within moments; another holder does not.
+        var tries = 0
+        while !free && tries < Self.ownLockRetries && (try? files.read("lock", limit: maxPIDText)).map({ Int32(String(decoding: $0, as: UTF8.self).filter(\.isNumber)) == getpid() }) == true {
+            usleep(10_000)
+            tries += 1
+            do throws(SystemError) { free = try directoryFD.tryLockExclusive() } catch { directoryFD.close(); throw .io(error) }
+        }
         guard free else {
             let text = try? files.read("lock", limit: maxPIDText)
             directoryFD.close()

@@ -17,6 +17,7 @@ extension EventLoop {
                 c.bodyToSkip -= c.httpInput.consume(c.bodyToSkip)
                 if c.bodyToSkip > 0 { return }
             }
+            guard c.httpInput.mayHoldHead(http.limits) else { return }
             let parsed = c.httpInput.withUnread { HTTPParser.parse($0, limits: http.limits) }
             switch parsed {
             case .incomplete:
