@@ -384,8 +384,9 @@ class Bench:
                 types[path], bodies[path] = ctype, body
         os.chmod(static, 0o755)
         servers = {}
-        for name, workers in (("nginx", "1"), ("nginx-auto", "auto")):
-            servers[name] = self.start_static_nginx(name, static, workers, types)
+        for name, workers, extra in (("nginx", "1", ""), ("nginx-auto", "auto", ""),
+                                     ("nginx-ofc", "1", "open_file_cache max=1000; open_file_cache_valid 60s;")):
+            servers[name] = self.start_static_nginx(name, static, workers, types, extra)
         # Refuse to time anything unless every URL answers the same bytes and type everywhere.
         for name, nport in servers.items():
             for path in paths["posts"] + paths["images"]:
@@ -394,7 +395,7 @@ class Bench:
                     raise SystemExit("%s answers %s with other bytes or type than cached (%d, %s, %d bytes)" %
                                      (name, path, status, ctype, len(body)))
         workers = {name: nginx_workers(self.tmp, name) for name in servers}
-        print("  %d posts (%d to %d bytes), %d images (%d to %d bytes), byte-identical from cached and both nginx; "
+        print("  %d posts (%d to %d bytes), %d images (%d to %d bytes), byte-identical from cached and every nginx; "
               "nginx auto has %d workers" % (len(paths["posts"]), min(len(bodies[p]) for p in paths["posts"]),
                                               max(len(bodies[p]) for p in paths["posts"]), rows,
                                               min(len(bodies[p]) for p in paths["images"]),
@@ -438,11 +439,13 @@ class Bench:
                              rate("nginx"), "higher", "(reported)")
                 self.row("http", measure + " (reference)", figure("cached"), "nginx, worker_processes auto (%d)" %
                          len(workers["nginx-auto"]), figure("nginx-auto"), "higher", "(reference: more workers)")
+                self.row("http", measure + " (reference)", figure("cached"), "nginx, 1 worker + open_file_cache",
+                         figure("nginx-ofc"), "higher", "(reference: tuned nginx)")
                 self.row("http", "CPU us per request, %s, %s" % (kind, label), cpu_us("cached"),
                          "nginx's worker, worker_processes 1", cpu_us("nginx"), "lower", "(reported)")
         self.procs.stop(cached)
 
-    def start_static_nginx(self, name, static, workers, types):
+    def start_static_nginx(self, name, static, workers, types, extra=""):
         """nginx serving `static` (/posts/N as application/json, /images/N with
         cached's Content-Type for that row) on a free port; the port."""
         port = free_port()
@@ -455,13 +458,13 @@ class Bench:
             f.write("""
 worker_processes %(workers)s; daemon off; pid %(t)s/nginx.pid; error_log %(t)s/nginx-error.log;
 events { worker_connections 1024; }
-http { access_log off; sendfile on; keepalive_requests 100000;
+http { access_log off; sendfile on; keepalive_requests 100000; %(extra)s
   client_body_temp_path %(t)s/ntmp; proxy_temp_path %(t)s/ntmp; fastcgi_temp_path %(t)s/ntmp;
   uwsgi_temp_path %(t)s/ntmp; scgi_temp_path %(t)s/ntmp;
   server { listen 127.0.0.1:%(p)d; root %(w)s;
     location /posts/ { types {} default_type application/json; }
 %(images)s  } }
-""" % {"workers": workers, "t": tmp, "p": port, "w": static, "images": image_types})
+""" % {"workers": workers, "t": tmp, "p": port, "w": static, "images": image_types, "extra": extra})
         self.procs.start(["nginx", "-c", conf, "-p", tmp])
         if not wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0):
             raise SystemExit("nginx (%s) did not start (see %s/nginx-error.log)" % (name, tmp))
