@@ -347,6 +347,129 @@ class Bench:
         self.procs.stop(p)
         self.procs.stop(origin)
 
+    # 7. HTTP front-end ---------------------------------------------------------
+    def http(self):
+        """`GET /posts/{id}` and `GET /images/{row}` from cached's HTTP
+        front-end against nginx serving the same answer bodies as static
+        files, one wrk for both, the same URL sequence (every post id, every
+        image row, in turn). Images are verified by hashing before they are
+        sent (the daemon's default, not switchable)."""
+        print("== http: GET /posts/{id} and /images/{row} vs nginx serving cached's exact bodies as static files (wrk)", flush=True)
+        www = self.nginx_www()
+        shutil.copytree(os.path.join(ROOT, "Examples", "origin"), os.path.join(www, "origin"), dirs_exist_ok=True)
+        sock = os.path.join(self.tmp, "http.sock")
+        port = free_port()
+        cached = self.start_cached(os.path.join(self.tmp, "store-http"), sock, "--http-listen", "127.0.0.1:%d" % port,
+                                   "--posts-url", self.nginx_url("origin/posts.json"),
+                                   "--images-url", self.nginx_url("origin/images/manifest.json"))
+        self.cachectl(sock, "prefetch")
+        base = "http://127.0.0.1:%d" % port
+        ids = [p["id"] for p in json.loads(http_get(base + "/posts")[2])]
+        rows = len(json.loads(http_get(base + "/images")[2]))
+        if not ids or not rows:
+            raise SystemExit("cached lists %d posts and %d images after the prefetch" % (len(ids), rows))
+        paths = {"posts": ["/posts/%d" % i for i in ids], "images": ["/images/%d" % r for r in range(rows)]}
+        # The static copy: every answer body as cached sends it, under the same path.
+        static = os.path.join(self.tmp, "static")
+        types = {}
+        bodies = {}
+        for kind in paths:
+            os.makedirs(os.path.join(static, kind))
+            for path in paths[kind]:
+                status, ctype, body = http_get(base + path)
+                if status != 200:
+                    raise SystemExit("cached answered %s with %d" % (path, status))
+                with open(static + path, "wb") as f:
+                    f.write(body)
+                types[path], bodies[path] = ctype, body
+        os.chmod(static, 0o755)
+        servers = {}
+        for name, workers, extra in (("nginx", "1", ""), ("nginx-auto", "auto", ""),
+                                     ("nginx-ofc", "1", "open_file_cache max=1000; open_file_cache_valid 60s;")):
+            servers[name] = self.start_static_nginx(name, static, workers, types, extra)
+        # Refuse to time anything unless every URL answers the same bytes and type everywhere.
+        for name, nport in servers.items():
+            for path in paths["posts"] + paths["images"]:
+                status, ctype, body = http_get("http://127.0.0.1:%d%s" % (nport, path))
+                if status != 200 or body != bodies[path] or ctype != types[path]:
+                    raise SystemExit("%s answers %s with other bytes or type than cached (%d, %s, %d bytes)" %
+                                     (name, path, status, ctype, len(body)))
+        workers = {name: nginx_workers(self.tmp, name) for name in servers}
+        print("  %d posts (%d to %d bytes), %d images (%d to %d bytes), byte-identical from cached and every nginx; "
+              "nginx auto has %d workers" % (len(paths["posts"]), min(len(bodies[p]) for p in paths["posts"]),
+                                              max(len(bodies[p]) for p in paths["posts"]), rows,
+                                              min(len(bodies[p]) for p in paths["images"]),
+                                              max(len(bodies[p]) for p in paths["images"]), len(workers["nginx-auto"])),
+              flush=True)
+        seconds = 5 if not self.quick else 1
+        for kind in ("posts", "images"):
+            script = os.path.join(self.tmp, "wrk-%s.lua" % kind)
+            with open(script, "w") as f:
+                f.write(wrk_script(paths[kind]))
+            mean_body = statistics.mean(len(bodies[p]) for p in paths[kind])
+            for c in (16, 64):
+                def side(url, pids):
+                    def run():
+                        before = sum(sum(proc_cpu(p)) for p in pids)
+                        got = wrk(url, script, c, seconds)
+                        got["cpu_s"] = sum(sum(proc_cpu(p)) for p in pids) - before
+                        return got
+                    return run
+                sides = {"cached": side(base, [cached.pid])}
+                for name, nport in servers.items():
+                    sides[name] = side("http://127.0.0.1:%d" % nport, workers[name])
+                got = interleave(sides, self.runs)
+                heads = {n: statistics.median((x["bytes"] - x["requests"] * mean_body) / x["requests"] for x in got[n])
+                         for n in got}
+                print("  %s c=%d: mean head bytes per answer (wrk's Transfer/sec counts them; the MiB/s rows do not): %s" %
+                      (kind, c, ", ".join("%s %.0f" % kv for kv in heads.items())), flush=True)
+                label = "c=%d, wrk -t1, %d %s in turn" % (c, len(paths[kind]), "ids" if kind == "posts" else "rows")
+                rate = lambda side: statistics.median(x["requests"] / x["seconds"] for x in got[side])
+                body_mib = lambda side: statistics.median(x["requests"] * mean_body / x["seconds"] / 1048576 for x in got[side])
+                cpu_us = lambda side: statistics.median(x["cpu_s"] / x["requests"] * 1e6 for x in got[side])
+                if kind == "posts":
+                    measure, figure, goal, least = "GET /posts/{id} req/s, " + label, rate, "at least nginx's (1 worker)", 1.0
+                else:
+                    measure, figure, goal, least = "GET /images/{row} body MiB/s, " + label, body_mib, \
+                        "at least 0.8 x nginx's (1 worker)", 0.8
+                self.row("http", measure, figure("cached"), "nginx static, worker_processes 1", figure("nginx"), "higher",
+                         goal, lambda o, p, least=least: o >= least * p)
+                if kind == "images":
+                    self.row("http", "GET /images/{row} req/s, " + label, rate("cached"), "nginx static, worker_processes 1",
+                             rate("nginx"), "higher", "(reported)")
+                self.row("http", measure + " (reference)", figure("cached"), "nginx, worker_processes auto (%d)" %
+                         len(workers["nginx-auto"]), figure("nginx-auto"), "higher", "(reference: more workers)")
+                self.row("http", measure + " (reference)", figure("cached"), "nginx, 1 worker + open_file_cache",
+                         figure("nginx-ofc"), "higher", "(reference: tuned nginx)")
+                self.row("http", "CPU us per request, %s, %s" % (kind, label), cpu_us("cached"),
+                         "nginx's worker, worker_processes 1", cpu_us("nginx"), "lower", "(reported)")
+        self.procs.stop(cached)
+
+    def start_static_nginx(self, name, static, workers, types, extra=""):
+        """nginx serving `static` (/posts/N as application/json, /images/N with
+        cached's Content-Type for that row) on a free port; the port."""
+        port = free_port()
+        tmp = os.path.join(self.tmp, name)
+        os.makedirs(os.path.join(tmp, "ntmp"))
+        image_types = "".join("    location = %s { types {} default_type %s; }\n" % (p, t)
+                              for p, t in sorted(types.items()) if p.startswith("/images/"))
+        conf = os.path.join(tmp, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write("""
+worker_processes %(workers)s; daemon off; pid %(t)s/nginx.pid; error_log %(t)s/nginx-error.log;
+events { worker_connections 1024; }
+http { access_log off; sendfile on; keepalive_requests 100000; %(extra)s
+  client_body_temp_path %(t)s/ntmp; proxy_temp_path %(t)s/ntmp; fastcgi_temp_path %(t)s/ntmp;
+  uwsgi_temp_path %(t)s/ntmp; scgi_temp_path %(t)s/ntmp;
+  server { listen 127.0.0.1:%(p)d; root %(w)s;
+    location /posts/ { types {} default_type application/json; }
+%(images)s  } }
+""" % {"workers": workers, "t": tmp, "p": port, "w": static, "images": image_types, "extra": extra})
+        self.procs.start(["nginx", "-c", conf, "-p", tmp])
+        if not wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0):
+            raise SystemExit("nginx (%s) did not start (see %s/nginx-error.log)" % (name, tmp))
+        return port
+
     def machine(self):
         cpu = "unknown"
         with open("/proc/cpuinfo") as f:
@@ -370,7 +493,9 @@ class Bench:
                  "Produced by `make bench` (scripts/bench.py) on %s. Medians of %d rounds; in every round each side ran once, "
                  "in an order rotated from round to round, on the same machine. A goal is met only where both sides faced the same "
                  "client and the same payload bytes: for requests, `cached-bench load` against cached and against Redis holding "
-                 "cached's exact answer lines; `redis-benchmark` rows are a reference (another client). How each comparison is made: "
+                 "cached's exact answer lines; for HTTP, one wrk against cached and against nginx (worker_processes 1) serving cached's "
+                 "exact answer bodies as static files; `redis-benchmark` and nginx `worker_processes auto` rows are references. "
+                 "How each comparison is made: "
                  "docs/performance.md." % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), self.runs), "",
                  "Machine: %s, %d cores, %d MiB memory, Linux %s." % (cpu, cores, mem, kernel), "",
                  "Versions: " + "; ".join(versions), "",
@@ -388,7 +513,8 @@ class Bench:
     def run(self):
         try:
             for name, section in (("rate", self.request_rate), ("prefetch", self.prefetch), ("serving", self.serving),
-                                  ("cli", self.cli), ("memory", self.idle_memory), ("scale", self.scale)):
+                                  ("cli", self.cli), ("memory", self.idle_memory), ("scale", self.scale),
+                                  ("http", self.http)):
                 if not self.only or name in self.only:
                     section()
             self.report()
@@ -482,6 +608,64 @@ def redis_benchmark(rsock, c, n, pipeline):
     return {"ops": float(cols[1]), "p99_us": float(cols[6]) * 1000}
 
 
+def http_get(url):
+    """One GET with urllib: status, Content-Type and body."""
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.status, r.headers.get("Content-Type"), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type"), e.read()
+
+
+def nginx_workers(tmp, name):
+    """The pids of the worker processes of the nginx whose files are under tmp/name."""
+    master = int(open(os.path.join(tmp, name, "nginx.pid")).read())
+    return [int(p) for p in sh(["pgrep", "-P", str(master)]).split()]
+
+
+def proc_cpu(pid):
+    """User and system CPU seconds of a process so far (/proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def wrk_script(paths):
+    """A wrk script asking for `paths` in turn (the same sequence for every
+    server) and printing, when done, the exact requests, bytes (heads
+    included), duration and errors on one line."""
+    return """
+local paths = {%s}
+local reqs = {}
+local i = 0
+function init(args)
+  for k, p in ipairs(paths) do reqs[k] = wrk.format("GET", p) end
+end
+function request()
+  i = i %% #reqs + 1
+  return reqs[i]
+end
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("BENCH %%d %%d %%d %%d %%d\\n", summary.requests, summary.bytes, summary.duration,
+    e.connect + e.read + e.write + e.timeout, e.status))
+end
+""" % ", ".join('"%s"' % p for p in paths)
+
+
+def wrk(url, script, connections, seconds):
+    """One wrk run (one thread): requests, bytes, seconds; refused on any error."""
+    out = sh(["wrk", "-t1", "-c%d" % connections, "-d%ds" % seconds, "-s", script, url])
+    line = [x for x in out.splitlines() if x.startswith("BENCH ")][-1].split()
+    requests, nbytes, micros, errors, status = map(int, line[1:])
+    if errors or status:
+        raise SystemExit("wrk against %s: %d socket errors, %d answers not 2xx/3xx" % (url, errors, status))
+    return {"requests": requests, "bytes": nbytes, "seconds": micros / 1e6}
+
+
 def fmt(x):
     if x is None:
         return "-"
@@ -501,7 +685,7 @@ if __name__ == "__main__":
     ap.add_argument("bin")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="smaller runs, for a smoke test")
-    ap.add_argument("--only", action="append", help="run only this section (rate, prefetch, startup, ...); repeatable")
+    ap.add_argument("--only", action="append", help="run only this section (rate, prefetch, serving, cli, memory, scale, http); repeatable")
     ap.add_argument("--output", help="where the table goes (default bench/results.md)")
     a = ap.parse_args()
     Bench(a.bin, a.runs, a.quick, a.only, a.output).run()
