@@ -206,3 +206,15 @@ int clinux_tcp_nodelay(int fd) {
     int one = 1;
     return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
+
+int clinux_socket_is_loopback(int fd) {
+    struct sockaddr_storage addr;
+    socklen_t len = sizeof addr;
+    if (getsockname(fd, (struct sockaddr *)&addr, &len) != 0) return -1;
+    if (addr.ss_family == AF_UNIX) return 1;
+    if (addr.ss_family == AF_INET)
+        return (ntohl(((struct sockaddr_in *)&addr)->sin_addr.s_addr) >> 24) == 127;
+    if (addr.ss_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&addr)->sin6_addr);
+    return 0;
+}

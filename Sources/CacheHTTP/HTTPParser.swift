@@ -19,8 +19,15 @@ public enum HTTPParser {
     /// Parses the request head at the start of `bytes`.
     public static func parse(_ bytes: UnsafeRawBufferPointer, limits: HTTPLimits) -> HTTPParse {
         var start = 0
-        // RFC 9112, 2.2: empty lines before a request line are ignored.
-        while start < bytes.count && (bytes[start] == cr || bytes[start] == lf) { start += 1 }
+        // RFC 9112, 2.2: empty lines (CRLF or LF) before a request line are
+        // ignored; a CR not followed by LF is refused.
+        while start < bytes.count {
+            if bytes[start] == lf { start += 1; continue }
+            guard bytes[start] == cr else { break }
+            guard start + 1 < bytes.count else { return .incomplete }
+            guard bytes[start + 1] == lf else { return .rejected(HTTPRejection(.badRequest, "a bare CR before the request line")) }
+            start += 2
+        }
         if start > limits.maxRequestLine { return .rejected(HTTPRejection(.badRequest, "only empty lines where a request line belongs")) }
         guard let lineEnd = find(lf, in: bytes, from: start) else {
             if bytes.count - start > limits.maxRequestLine { return .rejected(tooLongLine(limits)) }
@@ -29,9 +36,9 @@ public enum HTTPParser {
         let line = trimCR(bytes, start, lineEnd)
         if line.upperBound - line.lowerBound > limits.maxRequestLine { return .rejected(tooLongLine(limits)) }
         var request: HTTPRequest
-        do throws(HTTPRejection) { request = try requestLine(bytes, line) } catch { return .rejected(error) }
-
         var fields = FieldState()
+        do throws(HTTPRejection) { (request, fields.authority) = try requestLine(bytes, line) } catch { return .rejected(error) }
+
         var position = lineEnd + 1
         while true {
             guard let end = find(lf, in: bytes, from: position) else {
@@ -51,6 +58,11 @@ public enum HTTPParser {
         if request.minorVersion >= 1 && request.host == nil {
             return .rejected(HTTPRejection(.badRequest, "an HTTP/1.1 request without a Host header"))
         }
+        if let host = request.host, !isHost(host) {
+            return .rejected(HTTPRejection(.badRequest, "a Host header that is not a host and port"))
+        }
+        // RFC 9112, 3.2.2: an absolute-form target's authority is the host.
+        if let authority = fields.authority { request.host = authority }
         if fields.close { request.keepAlive = false }
         else if fields.keepAlive { request.keepAlive = true }
         return .request(request, headLength: position)
@@ -63,6 +75,17 @@ public enum HTTPParser {
         var keepAlive = false
         var rangeSeen = false
         var lengthSeen = false
+        /// The authority of an absolute-form target.
+        var authority: String?
+    }
+
+    /// `uri-host [":" port]`, loosely: visible ASCII without the bytes that
+    /// would make it a path, a user or a second address.
+    static func isHost(_ s: String) -> Bool {
+        !s.isEmpty && s.utf8.allSatisfy { b in
+            b > 0x20 && b < 0x7F && b != UInt8(ascii: "/") && b != UInt8(ascii: "\\") && b != UInt8(ascii: "@")
+                && b != UInt8(ascii: "?") && b != UInt8(ascii: "#") && b != UInt8(ascii: ",")
+        }
     }
 
     private static func tooLongLine(_ limits: HTTPLimits) -> HTTPRejection {
@@ -88,7 +111,7 @@ public enum HTTPParser {
     }
 
     /// `method SP request-target SP HTTP-version`.
-    private static func requestLine(_ bytes: UnsafeRawBufferPointer, _ line: Range<Int>) throws(HTTPRejection) -> HTTPRequest {
+    private static func requestLine(_ bytes: UnsafeRawBufferPointer, _ line: Range<Int>) throws(HTTPRejection) -> (HTTPRequest, String?) {
         var parts: [Range<Int>] = []
         var partStart = line.lowerBound
         for i in line where bytes[i] == sp {
@@ -110,7 +133,11 @@ public enum HTTPParser {
         default: method = .other(methodName)
         }
         let target = try HTTPTarget.parse(UnsafeRawBufferPointer(rebasing: bytes[parts[1]]))
-        return HTTPRequest(method: method, path: target.path, query: target.query, minorVersion: minor, keepAlive: minor >= 1)
+        if let authority = target.authority, !isHost(authority) {
+            throw HTTPRejection(.badRequest, "an absolute URL whose authority is not a host and port")
+        }
+        return (HTTPRequest(method: method, path: target.path, query: target.query, minorVersion: minor, keepAlive: minor >= 1),
+                target.authority)
     }
 
     /// `HTTP/1.0` is 0, `HTTP/1.1` (and a later 1.x) is 1; another major version: 505.
@@ -175,6 +202,13 @@ public enum HTTPParser {
             state.rangeSeen = true
         case "if-range": request.ifRange = value
         case "origin": request.origin = value
+        case "content-type":
+            request.contentType = value.split(separator: ";").first.map { String($0.trimmingSpaces).lowercased() }
+        case "expect":
+            guard value.lowercased() == "100-continue" else {
+                throw HTTPRejection(.expectationFailed, "Expect: \(value) is not met (only 100-continue is)")
+            }
+            request.expectsContinue = true
         default: break
         }
     }

@@ -25,8 +25,12 @@ public enum HTTPRange: Sendable, Equatable {
         guard let start = number(first) else { return .whole }
         var end = size - 1
         if !last.isEmpty {
-            guard let e = number(last), e >= start else { return .whole }
-            end = min(e, size - 1)
+            // An end of more digits than any size has is past the end: clamped.
+            let huge = last.utf8.count > 18 && last.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+            if !huge {
+                guard let e = number(last), e >= start else { return .whole }
+                end = min(e, size - 1)
+            }
         }
         guard start < size else { return .unsatisfiable }
         return .part(start: start, length: end - start + 1)

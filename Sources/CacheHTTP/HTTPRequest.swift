@@ -25,6 +25,10 @@ public struct HTTPRequest: Sendable, Equatable {
     public var range: String?
     public var ifRange: String?
     public var origin: String?
+    /// The body's media type (`Content-Type`), lowercased, without parameters.
+    public var contentType: String?
+    /// `Expect: 100-continue`: the client waits for `100 Continue` before its body.
+    public var expectsContinue = false
 
     public init(method: Method, path: [String], query: [(name: String, value: String)] = [], minorVersion: Int = 1,
                 keepAlive: Bool = true, contentLength: Int = 0, host: String? = nil, ifNoneMatch: String? = nil,
@@ -52,6 +56,7 @@ public struct HTTPRequest: Sendable, Equatable {
             && a.query.map(\.value) == b.query.map(\.value) && a.minorVersion == b.minorVersion
             && a.keepAlive == b.keepAlive && a.contentLength == b.contentLength && a.host == b.host
             && a.ifNoneMatch == b.ifNoneMatch && a.range == b.range && a.ifRange == b.ifRange && a.origin == b.origin
+            && a.contentType == b.contentType && a.expectsContinue == b.expectsContinue
     }
 }
 

@@ -6,9 +6,12 @@
 public struct HTTPTarget: Sendable, Equatable {
     public var path: [String]
     public var query: [(name: String, value: String)]
+    /// The `host[:port]` of an absolute-form target.
+    public var authority: String?
 
     public static func == (a: HTTPTarget, b: HTTPTarget) -> Bool {
         a.path == b.path && a.query.map(\.name) == b.query.map(\.name) && a.query.map(\.value) == b.query.map(\.value)
+            && a.authority == b.authority
     }
 
     /// Parses an origin-form (`/a/b?q`) or absolute-form (`http://host/a/b?q`) target.
@@ -18,7 +21,8 @@ public struct HTTPTarget: Sendable, Equatable {
             throw HTTPRejection(.badRequest, "a byte that is not visible ASCII in the request target")
         }
         if bytes.contains(UInt8(ascii: "#")) { throw HTTPRejection(.badRequest, "a fragment (#) in the request target") }
-        if bytes.first != UInt8(ascii: "/") { bytes = try stripAuthority(bytes) }
+        var authority: String?
+        if bytes.first != UInt8(ascii: "/") { (bytes, authority) = try stripAuthority(bytes) }
         let q = bytes.firstIndex(of: UInt8(ascii: "?"))
         let pathBytes = bytes[..<(q ?? bytes.count)]
         let queryBytes = q.map { bytes[($0 + 1)...] } ?? []
@@ -41,16 +45,18 @@ public struct HTTPTarget: Sendable, Equatable {
             if let eq { value = try utf8(try decode(pair[(eq + 1)...], plusIsSpace: true)) }
             query.append((name, value))
         }
-        return HTTPTarget(path: segments, query: query)
+        return HTTPTarget(path: segments, query: query, authority: authority)
     }
 
-    /// `http://host[:port]/path` → `/path` (`/` when there is none).
-    private static func stripAuthority(_ bytes: [UInt8]) throws(HTTPRejection) -> [UInt8] {
+    /// `http://host[:port]/path` → `/path` (`/` when there is none) and `host[:port]`.
+    private static func stripAuthority(_ bytes: [UInt8]) throws(HTTPRejection) -> ([UInt8], String) {
         let lower = bytes.map { $0 >= 0x41 && $0 <= 0x5A ? $0 + 0x20 : $0 }
         for scheme in ["http://", "https://"] where lower.starts(with: Array(scheme.utf8)) {
             let rest = bytes[scheme.utf8.count...]
-            guard let slash = rest.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") }) else { return [UInt8(ascii: "/")] }
-            return bytes[slash] == UInt8(ascii: "/") ? Array(bytes[slash...]) : [UInt8(ascii: "/")] + bytes[slash...]
+            let end = rest.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") }) ?? bytes.count
+            let authority = String(decoding: bytes[scheme.utf8.count..<end], as: UTF8.self)
+            guard end < bytes.count else { return ([UInt8(ascii: "/")], authority) }
+            return (bytes[end] == UInt8(ascii: "/") ? Array(bytes[end...]) : [UInt8(ascii: "/")] + bytes[end...], authority)
         }
         throw HTTPRejection(.badRequest, "the request target is neither a path (/...) nor an http URL")
     }

@@ -74,7 +74,7 @@ enum FuzzTargets {
             case .incomplete:
                 return
             case .rejected(let r):
-                guard [400, 411, 413, 414, 431, 505].contains(r.status.code) else { fuzzFailure("refused with \(r.status.code)") }
+                guard [400, 411, 413, 414, 417, 431, 505].contains(r.status.code) else { fuzzFailure("refused with \(r.status.code)") }
                 if let harness { checkResponse(harness.rejected(r), head: false, file: false) }
                 return
             case let .request(request, length):

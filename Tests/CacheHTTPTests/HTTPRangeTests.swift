@@ -21,6 +21,7 @@ import Glibc
         ("bytes=-", .whole),
         ("bytes=", .whole),
         ("bytes=99999999999999999999-", .whole),
+        ("bytes=10-99999999999999999999", .part(start: 10, length: 90)),  // an end past any size: clamped
     ])
     func resolvesAgainstAHundredBytes(_ header: String, _ expected: HTTPRange) {
         #expect(HTTPRange.resolve(header, size: 100) == expected)

@@ -87,6 +87,10 @@ int clinux_tcp_listen(const char *host, int port, int ipv6, int backlog);
 /** The socket's family: AF_UNIX, AF_INET, AF_INET6; -1 with errno. */
 int clinux_socket_family(int fd);
 
+/** 1 when the socket is bound to a loopback address (127.0.0.0/8, ::1,
+    or a Unix socket), 0 when not, -1 with errno. */
+int clinux_socket_is_loopback(int fd);
+
 /** TCP_NODELAY on: an answer's last segment is not held back waiting for an ACK. */
 int clinux_tcp_nodelay(int fd);
 

@@ -29,7 +29,9 @@ final class EventHub: Sendable {
 
     /// Starts a stream on `reply`'s connection; it lasts until the connection closes.
     func subscribe(_ request: HTTPRequest, _ reply: Reply) -> Answer {
-        var h = responses.head(.ok, request)
+        var asked = request
+        if request.minorVersion == 0 { asked.keepAlive = false }  // no framing: the stream ends with the connection
+        var h = responses.head(.ok, asked)
         h.field("Content-Type", "text/event-stream")
         h.field("Cache-Control", "no-cache")
         h.field("X-Accel-Buffering", "no")  // nginx in front: pass each event at once

@@ -13,10 +13,15 @@ extension HTTPFrontEnd {
         guard request.method == .post else {
             return .now(fail(.methodNotAllowed, .badRequest, "\(operation) is a POST", request) { $0.field("Allow", "POST") })
         }
-        // A browser sends Origin with every POST; a page elsewhere must not
-        // be able to make a visitor's browser run maintenance here.
+        // A page elsewhere must not be able to make a visitor's browser run
+        // maintenance here. Browsers send Origin with every POST; older ones
+        // may not with a form's, so a form's body types are refused too (any
+        // other type makes a browser ask first, and nothing here says yes).
         if let origin = request.origin, !Self.sameOrigin(origin, host: request.host) {
             return .now(fail(.forbidden, .badRequest, "a POST from another origin (\(origin)) is refused", request))
+        }
+        if let type = request.contentType, Self.formTypes.contains(type) {
+            return .now(fail(.forbidden, .badRequest, "a POST with a form's body (\(type)) is refused: send no body", request))
         }
         let answer: @Sendable ([UInt8]) -> [UInt8] = { [responses] line in
             responses.body(.ok, request, type: HTTPResponses.json, line)
@@ -38,6 +43,9 @@ extension HTTPFrontEnd {
         }
         return .later
     }
+
+    /// What an HTML form may send without a browser asking the server first.
+    static let formTypes: Set<String> = ["application/x-www-form-urlencoded", "multipart/form-data", "text/plain"]
 
     /// True when `origin` is `http://` followed by the request's `Host`.
     static func sameOrigin(_ origin: String, host: String?) -> Bool {

@@ -13,17 +13,26 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
     let allowAdmin: Bool
     let responses = HTTPResponses()
     let events: EventHub
+    /// Host names besides IP literals and `localhost` that a request over
+    /// TCP may name (`http-allowed-hosts`), lowercased.
+    let allowedHosts: Set<String>
 
-    init(service: CacheService, allowAdmin: Bool, limits: HTTPLimits = HTTPLimits()) {
+    init(service: CacheService, allowAdmin: Bool, allowedHosts: [String] = [], limits: HTTPLimits = HTTPLimits()) {
         self.service = service
         self.allowAdmin = allowAdmin
+        self.allowedHosts = Set(allowedHosts.map { $0.lowercased() })
         self.limits = limits
         events = EventHub(responses: responses)
     }
 
     static let readMethods = "GET, HEAD"
 
-    func handle(_ request: HTTPRequest, _ reply: Reply) -> Answer {
+    func handle(_ request: HTTPRequest, _ reply: Reply, tcp: Bool) -> Answer {
+        // A page elsewhere may rebind a name of its own to this address: over
+        // TCP, only a request for an address, localhost or an allowed name is served.
+        if tcp, let host = request.host, !hostAllowed(host) {
+            return .now(fail(.misdirected, .badRequest, "this server does not answer for the host \"\(host)\" (http-allowed-hosts)", request))
+        }
         let path = request.path
         // `/posts/` and `//x` name nothing (only `/` is an empty path).
         if path.count > 1 && path.contains("") {
@@ -33,7 +42,7 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
         case "" where path.count == 1:
             return readOnly(request) { .now(responses.body(.ok, request, type: "text/html; charset=utf-8", IndexPage.html) {
                 $0.field("Cache-Control", "no-cache")
-                $0.field("Content-Security-Policy", "default-src 'none'; connect-src 'self'; img-src 'self' data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'")
+                $0.field("Content-Security-Policy", "default-src 'none'; connect-src 'self'; img-src 'self' data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
             }) }
         case "posts" where path.count <= 2:
             return readOnly(request) { path.count == 1 ? posts(request, reply) : post(path[1], request) }
@@ -148,6 +157,27 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
 
     func rejected(_ rejection: HTTPRejection) -> [UInt8] {
         responses.rejected(rejection)  // the loop counts it as an error
+    }
+
+    func keepsAlive(_ request: HTTPRequest) -> Bool {
+        // An HTTP/1.0 event stream has no framing: it ends with the connection.
+        request.keepAlive && !(request.minorVersion == 0 && request.path == ["events"])
+    }
+
+    let continueHead = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+
+    func timedOut() -> [UInt8] {
+        responses.error(.requestTimeout, .badRequest, "the request did not arrive in time (http-request-timeout)", nil)
+    }
+
+    /// An IP literal (`127.0.0.1`, `[::1]`), `localhost`, or an allowed name, with any port.
+    func hostAllowed(_ host: String) -> Bool {
+        var name = host.lowercased()
+        if name.hasPrefix("[") { return name.contains("]") }  // an IPv6 literal
+        if let colon = name.lastIndex(of: ":") { name = String(name[..<colon]) }
+        if name == "localhost" || allowedHosts.contains(name) { return true }
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts.allSatisfy { p in !p.isEmpty && p.count <= 3 && p.allSatisfy(\.isNumber) && Int(p)! <= 255 }
     }
 
     func busy(maxConnections: Int) -> [UInt8] {

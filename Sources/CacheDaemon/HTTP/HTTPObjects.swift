@@ -83,7 +83,6 @@ extension HTTPFrontEnd {
         h.field("Cache-Control", cacheControl)
         // An SVG opened on its own must not run script in this origin.
         h.field("Content-Security-Policy", "sandbox")
-        h.field("X-Content-Type-Options", "nosniff")
         return h
     }
 

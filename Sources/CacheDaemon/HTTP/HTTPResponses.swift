@@ -16,6 +16,7 @@ struct HTTPResponses: Sendable {
         var h = HTTPHead(status)
         h.field("Server", Self.server)
         h.field("Date", raw: date.withLock { $0.now() })
+        h.field("X-Content-Type-Options", "nosniff")
         if let request {
             if !request.keepAlive { h.field("Connection", "close") }
             else if request.minorVersion == 0 { h.field("Connection", "keep-alive") }

@@ -51,7 +51,8 @@ final class Daemon {
             return 1
         }
         loop.handler = { request, reply in dispatcher.handle(request, reply) }
-        let http = sockets.http.isEmpty ? nil : HTTPFrontEnd(service: service, allowAdmin: settings.httpAllowAdmin)
+        let http = sockets.http.isEmpty ? nil
+            : HTTPFrontEnd(service: service, allowAdmin: settings.httpAllowAdmin, allowedHosts: settings.httpAllowedHosts)
         if let http {
             loop.http = http
             service.onEvent = { [events = http.events] in events.publish($0) }

@@ -40,6 +40,9 @@ extension Daemon {
         }
         if !inheritedHTTP.isEmpty {
             set.listeners += inheritedHTTP.map { Listener(fd: $0.fd, framing: .http, tcp: Self.isTCP($0.fd)) }
+            for s in inheritedHTTP where clinux_socket_is_loopback(s.fd.rawValue) == 0 {
+                log.warning("systemd passed an HTTP socket on an address that is not loopback: anyone who can reach it can read every post and image (docs/http.md, \"Listening\")")
+            }
             set.http = ["the socket systemd passed"]
             if !settings.httpListen.isEmpty {
                 log.notice("http-listen is not used: systemd passed the HTTP socket (cached-http.socket)")

@@ -12,6 +12,7 @@ extension Settings {
 
     var loopLimits: LoopLimits {
         LoopLimits(maxConnections: maxConnections, maxQueuedBytes: Int(maxQueuedBytes),
-                   idleNanoseconds: UInt64(idleTimeout * 1e9), maxJSONDepth: maxJSONDepth)
+                   idleNanoseconds: UInt64(idleTimeout * 1e9), maxJSONDepth: maxJSONDepth,
+                   maxHTTPConnections: httpMaxConnections, httpRequestNanoseconds: UInt64(httpRequestTimeout * 1e9))
     }
 }

@@ -26,6 +26,12 @@ public struct Settings: Sendable, Equatable {
     public var httpListen: [HTTPAddress] = []
     /// Prefetch, verify, gc and compact over HTTP, as POST.
     public var httpAllowAdmin = false
+    /// Host names a request over TCP may name besides IP literals and localhost.
+    public var httpAllowedHosts: [String] = []
+    /// HTTP connections at once (of `maxConnections`).
+    public var httpMaxConnections = 1024
+    /// Seconds an HTTP request (head and body) may take to arrive; 0: no limit.
+    public var httpRequestTimeout = 30.0
     public var logLevel: LogLevel = .info
     /// The configuration file the settings were read from, if any (not a setting).
     public var configFile: String?

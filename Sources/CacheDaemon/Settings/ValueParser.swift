@@ -106,6 +106,15 @@ enum ValueParser {
         return hosts.joined(separator: ",")
     }
 
+    /// Comma-separated DNS names (letters, digits, `-` and `.`).
+    static func hostNames(_ key: String, _ value: String) throws(SettingsError) -> [String] {
+        let names = value.split(separator: ",").map { $0.trimmed().lowercased() }.filter { !$0.isEmpty }
+        for n in names where !n.utf8.allSatisfy({ ASCII.isLetter($0) || ASCII.isDigit($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") }) {
+            throw SettingsError("\(key) takes host names such as cache.example.org, comma-separated, not \"\(n)\"")
+        }
+        return names
+    }
+
     private static func isVisibleASCII(_ s: String) -> Bool { s.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F } }
 
     /// A file (or directory) this process can read; checked at start so a

@@ -37,6 +37,10 @@ final class Connection {
     /// An HTTP connection's input, and the bytes of a request body still to skip.
     var httpInput = HTTPInput()
     var bodyToSkip = 0
+    /// When the HTTP request now arriving began to (monotonic ns); nil between requests.
+    var requestSince: UInt64?
+    /// Accepted on a TCP listener.
+    let tcp: Bool
     /// Chunks ready to send, in order. Byte chunks are coalesced.
     var ready: [ReadyChunk] = []
     var readyOffset: Int64 = 0
@@ -59,10 +63,11 @@ final class Connection {
     /// When bytes last moved either way (monotonic ns), for the idle timeout.
     var lastActivity = Clock.monotonicNanoseconds()
 
-    init(id: UInt64, fd: FileDescriptor, framing: Framing = .jsonLines) {
+    init(id: UInt64, fd: FileDescriptor, framing: Framing = .jsonLines, tcp: Bool = false) {
         self.id = id
         self.fd = fd
         self.framing = framing
+        self.tcp = tcp
     }
 
     func enqueue(_ chunk: OutputChunk) {

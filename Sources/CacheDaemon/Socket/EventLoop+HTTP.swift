@@ -15,12 +15,13 @@ extension EventLoop {
         while !c.closeAfterFlush && !isPaused(c) {
             if c.bodyToSkip > 0 {
                 c.bodyToSkip -= c.httpInput.consume(c.bodyToSkip)
-                if c.bodyToSkip > 0 { return }
+                if c.bodyToSkip > 0 { waiting(c); return }
             }
-            guard c.httpInput.mayHoldHead(http.limits) else { return }
+            guard c.httpInput.mayHoldHead(http.limits) else { waiting(c); return }
             let parsed = c.httpInput.withUnread { HTTPParser.parse($0, limits: http.limits) }
             switch parsed {
             case .incomplete:
+                waiting(c)
                 return
             case .rejected(let rejection):
                 requests += 1
@@ -33,10 +34,15 @@ extension EventLoop {
                 requests += 1
                 c.httpInput.consume(headLength)
                 c.bodyToSkip = request.contentLength
+                c.requestSince = nil
+                // The client sends its body only after this (answered before
+                // the answer, in order, or it would wait and then send the
+                // body where the next request should start).
+                if request.expectsContinue && request.contentLength > 0 { c.answerNow(http.continueHead) }
                 let slot = c.nextSlot
                 c.nextSlot += 1
                 let reply = Reply(mailbox: mailbox, connection: c.id, slot: slot, tag: nil)
-                switch http.handle(request, reply) {
+                switch http.handle(request, reply, tcp: c.tcp) {
                 case .now(let bytes): c.answerNow(bytes)
                 case let .nowFile(head, fd, offset, length):
                     c.answerNow(head)
@@ -51,8 +57,14 @@ extension EventLoop {
                     c.awaitAnswer(slot)
                     c.pendingListing = slot
                 }
-                if !request.keepAlive { c.closeAfterFlush = true }
+                if !http.keepsAlive(request) { c.closeAfterFlush = true }
             }
         }
+    }
+
+    /// Part of a request (or its body) is here and the rest is awaited:
+    /// the request timeout runs from the first byte.
+    private func waiting(_ c: Connection) {
+        if c.requestSince == nil && (c.httpInput.count > 0 || c.bodyToSkip > 0) { c.requestSince = Clock.monotonicNanoseconds() }
     }
 }

@@ -13,7 +13,8 @@ struct LoopLimits: Sendable, Equatable {
     /// Output bytes (file payloads included) queued on a connection before the
     /// loop stops reading from it.
     var maxQueuedBytes: Int
-    /// Nanoseconds of silence, with nothing pending, before a connection is closed; 0: never.
+    /// Nanoseconds of silence, with nothing pending or with output the
+    /// client does not read, before a connection is closed; 0: never.
     var idleNanoseconds: UInt64
     /// Deepest JSON nesting accepted in a request.
     var maxJSONDepth: Int
@@ -21,6 +22,11 @@ struct LoopLimits: Sendable, Equatable {
     /// reading from it: deep enough for any pipelining client, small enough
     /// that one connection cannot queue unbounded work.
     var maxPipeline = 256
+    /// HTTP connections served at once, of `maxConnections`: HTTP clients
+    /// cannot take every connection from the JSON-lines socket's.
+    var maxHTTPConnections = 1024
+    /// Nanoseconds an HTTP request head (and its body) may take to arrive; 0: no limit.
+    var httpRequestNanoseconds: UInt64 = 30_000_000_000
 }
 
 /// What the loop reports: requests and connections, for the counters.
@@ -50,8 +56,15 @@ struct Listener {
 /// What the loop needs of the HTTP front-end (`HTTPFrontEnd`).
 protocol HTTPHandling: AnyObject {
     var limits: HTTPLimits { get }
-    /// Handles one parsed request, as `EventLoop.handler` does a JSON line.
-    func handle(_ request: HTTPRequest, _ reply: Reply) -> Answer
+    /// Handles one parsed request, as `EventLoop.handler` does a JSON line;
+    /// `tcp` when it came over TCP (where the `Host` is checked).
+    func handle(_ request: HTTPRequest, _ reply: Reply, tcp: Bool) -> Answer
+    /// False when the connection closes after the answer to `request`.
+    func keepsAlive(_ request: HTTPRequest) -> Bool
+    /// `100 Continue`, for a client that waits for it before its body.
+    var continueHead: [UInt8] { get }
+    /// The whole answer to a request that did not arrive in time.
+    func timedOut() -> [UInt8]
     /// The whole answer to a head that was refused.
     func rejected(_ rejection: HTTPRejection) -> [UInt8]
     /// The whole answer to a connection over `max-connections`.
@@ -67,6 +80,8 @@ final class EventLoop {
     private let signalFD: Int32
     let mailbox: Mailbox
     var connections: [UInt64: Connection] = [:]
+    /// How many of `connections` are HTTP ones.
+    private var httpConnections = 0
     /// Connections with answers made in this turn, sent once its events are handled.
     private var flushQueue: [Connection] = []
     private var nextID: UInt64 = 100
@@ -149,6 +164,7 @@ final class EventLoop {
             let now = Clock.monotonicNanoseconds()
             if now - lastSweep >= UInt64(EventLoop.tickMilliseconds) * 1_000_000 {
                 if limits.idleNanoseconds > 0 { closeIdle(now) }
+                if limits.httpRequestNanoseconds > 0 { timeOutRequests(now) }
                 onTick()
                 lastSweep = now
             }
@@ -184,11 +200,27 @@ final class EventLoop {
     }
 
     /// Closes connections silent for longer than the idle timeout with no
-    /// answer pending (a client waiting for a long prefetch is not idle).
+    /// answer pending (a client waiting for a long prefetch is not idle),
+    /// or with output it has not read for that long (an event stream, a
+    /// large answer: the client stopped reading).
     private func closeIdle(_ now: UInt64) {
-        for c in Array(connections.values) where c.slots.isEmpty && now - c.lastActivity > limits.idleNanoseconds {
+        for c in Array(connections.values) where (c.slots.isEmpty || !c.ready.isEmpty) && now - c.lastActivity > limits.idleNanoseconds {
             log.debug("closing connection \(c.id): idle for more than \(limits.idleNanoseconds / 1_000_000_000) s")
             close(c)
+        }
+    }
+
+    /// Answers 408 to HTTP connections whose request has been arriving for
+    /// too long (a head or body sent a byte at a time), and closes them.
+    private func timeOutRequests(_ now: UInt64) {
+        for c in Array(connections.values) where c.framing == .http {
+            guard let since = c.requestSince, now - since > limits.httpRequestNanoseconds, let http else { continue }
+            log.debug("connection \(c.id): the request did not arrive within \(limits.httpRequestNanoseconds / 1_000_000_000) s")
+            c.requestSince = nil
+            c.answerNow(http.timedOut())
+            c.closeAfterFlush = true
+            observer.requests(1, errors: 1)
+            flush(c)
         }
     }
 
@@ -213,8 +245,10 @@ final class EventLoop {
                 return
             }
             guard let fd = accepted else { return }
-            if connections.count >= limits.maxConnections {
-                let line = listener.framing == .http && http != nil ? http!.busy(maxConnections: limits.maxConnections)
+            let httpFull = listener.framing == .http && httpConnections >= limits.maxHTTPConnections
+            if connections.count >= limits.maxConnections || httpFull {
+                let max = httpFull ? limits.maxHTTPConnections : limits.maxConnections
+                let line = listener.framing == .http && http != nil ? http!.busy(maxConnections: max)
                     : Response.error(ProtocolError(LimitReached.connections(limits.maxConnections)), tag: nil)
                 _ = line.withUnsafeBytes { try? UnixSocket.send(fd, $0) }
                 fd.close()
@@ -223,8 +257,9 @@ final class EventLoop {
             if listener.tcp { _ = clinux_tcp_nodelay(fd.rawValue) }
             let id = nextID
             nextID += 1
-            let c = Connection(id: id, fd: fd, framing: listener.framing)
+            let c = Connection(id: id, fd: fd, framing: listener.framing, tcp: listener.tcp)
             connections[id] = c
+            if c.framing == .http { httpConnections += 1 }
             observer.connection(opened: true)
             if let cred = UnixSocket.peerCredentials(fd) {
                 log.debug("connection \(id) from pid \(cred.pid) uid \(cred.uid) gid \(cred.gid)")
@@ -456,7 +491,10 @@ final class EventLoop {
     func close(_ c: Connection) {
         assertOnLoopThread()
         guard connections.removeValue(forKey: c.id) != nil else { return }
-        if c.framing == .http { http?.closed(connection: c.id) }
+        if c.framing == .http {
+            httpConnections -= 1
+            http?.closed(connection: c.id)
+        }
         _ = clinux_epoll_del(epfd, c.fd.rawValue)
         c.fd.close()
         for chunk in c.ready { chunk.release() }
