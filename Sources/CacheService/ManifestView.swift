@@ -6,6 +6,10 @@ import CacheSystem
 /// operation, so a miss resolves the manifest once, not per step.
 struct ManifestView: Sendable {
     var generation: Int
+    /// The settings the base was derived from: a view is current while
+    /// they and the generation are (comparing them costs less than
+    /// deriving the base again, which every image hit would otherwise do).
+    var settings: BaseSettings
     var base: String?
     /// The URL of each row as written in the manifest.
     var written: [String]
@@ -24,8 +28,10 @@ struct ManifestView: Sendable {
         (rowsByURL[url] ?? []).map { (row: $0, url: written[$0]) }
     }
 
-    init(rows: [Row], generation: Int, base: String?) {
+    init(rows: [Row], generation: Int, settings: BaseSettings) {
         self.generation = generation
+        self.settings = settings
+        let base = FeedDecoder.baseURL(imagesURL: settings.imagesURL, imagesBaseURL: settings.imagesBaseURL)
         self.base = base
         var memo: [String: String?] = [:]
         written = []
@@ -43,18 +49,19 @@ struct ManifestView: Sendable {
     }
 }
 
-extension CacheService {
-    /// The base for relative image URLs now.
-    var baseURL: String? {
-        feeds.withLock { FeedDecoder.baseURL(imagesURL: $0.imagesURL, imagesBaseURL: $0.imagesBaseURL) }
-    }
+/// The settings relative image URLs are resolved with.
+struct BaseSettings: Sendable, Equatable {
+    var imagesURL: String?
+    var imagesBaseURL: String?
+}
 
+extension CacheService {
     /// The current view, rebuilt only when the manifest or the base changed.
     func manifestView() -> ManifestView {
         let generation = store.manifestGeneration
-        let base = baseURL
-        if let v = manifestViews.withLock({ $0 }), v.generation == generation, v.base == base { return v }
-        let v = ManifestView(rows: store.rows(offset: 0, limit: Int.max).page, generation: generation, base: base)
+        let settings = feeds.withLock { BaseSettings(imagesURL: $0.imagesURL, imagesBaseURL: $0.imagesBaseURL) }
+        if let v = manifestViews.withLock({ $0 }), v.generation == generation, v.settings == settings { return v }
+        let v = ManifestView(rows: store.rows(offset: 0, limit: Int.max).page, generation: generation, settings: settings)
         manifestViews.withLock { $0 = v }
         return v
     }

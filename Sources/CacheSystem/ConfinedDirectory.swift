@@ -32,6 +32,9 @@ public final class ConfinedDirectory: Sendable {
 
     /// `p` relative to this directory; throws EXDEV for a path outside it.
     func relative(_ p: String) throws(SystemError) -> String {
+        // The store's own paths (`<path>/objects/ab/cd...`) need no splitting:
+        // under `path`, no empty, `.` or `..` component, no trailing slash.
+        if let rel = Self.plainSuffix(p, under: path) { return rel }
         var rel = p
         if p == path { rel = "." }
         else if p.hasPrefix(path + "/") { rel = String(p.dropFirst(path.count + 1)) }
@@ -39,6 +42,32 @@ public final class ConfinedDirectory: Sendable {
         let parts = rel.split(separator: "/")
         if parts.contains("..") { throw SystemError("resolve", p, errno: EXDEV) }
         return parts.isEmpty ? "." : parts.joined(separator: "/")
+    }
+
+    /// `p` after `base` and a slash, when every component of it is a plain
+    /// name (not empty, `.` or `..`); nil otherwise (the general path decides).
+    /// A relative `p` of plain names is itself.
+    static func plainSuffix(_ p: String, under base: String) -> String? {
+        var result: String?
+        p.utf8.withContiguousStorageIfAvailable { pb in
+            base.utf8.withContiguousStorageIfAvailable { bb in
+                let relative = pb.first != UInt8(ascii: "/")
+                let n = relative ? -1 : bb.count
+                if !relative {
+                    guard pb.count > n + 1, pb[n] == UInt8(ascii: "/"), memcmp(pb.baseAddress!, bb.baseAddress!, n) == 0 else { return }
+                } else if pb.isEmpty { return }
+                var componentStart = n + 1
+                for i in (n + 1)...pb.count {
+                    guard i == pb.count || pb[i] == UInt8(ascii: "/") else { continue }
+                    let length = i - componentStart
+                    if length == 0 { return }
+                    if pb[componentStart] == UInt8(ascii: "."), length == 1 || (length == 2 && pb[componentStart + 1] == UInt8(ascii: ".")) { return }
+                    componentStart = i + 1
+                }
+                result = relative ? p : String(decoding: UnsafeBufferPointer(rebasing: pb[(n + 1)...]), as: UTF8.self)
+            }
+        }
+        return result
     }
 
     /// Opens `p` beneath this directory with `flags` (`O_CLOEXEC` added).

@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import Testing
-import CacheSystem
+@testable import CacheSystem
 
 /// Paths resolved beneath an open directory, never through a symbolic link.
 @Suite struct ConfinedDirectoryTests {
@@ -227,5 +227,16 @@ import CacheSystem
         #expect(try l.confined.read("sub/file", limit: 3) == Array("inn".utf8))
         try l.confined.syncDirectory("sub")
         #expect(refusal { try l.confined.syncDirectory("top") }?.errno == ENOTDIR)
+    }
+}
+
+@Suite struct ConfinedPathTests {
+    @Test(arguments: [
+        ("/s/objects/ab/cd", "objects/ab/cd"), ("/s/a", "a"), ("objects/ab", "objects/ab"), ("a", "a"),
+        ("/s", nil), ("/s/", nil), ("/s//a", nil), ("/s/a/", nil), ("/s/./a", nil), ("/s/a/..", nil), ("/s/../x", nil),
+        ("/sx/a", nil), ("/t/a", nil), ("a//b", nil), ("./a", nil), ("a/../b", nil), ("", nil), ("/s/.a/..b", ".a/..b"),
+    ] as [(String, String?)])
+    func plainPathsNeedNoSplitting(_ p: String, _ expected: String?) {
+        #expect(ConfinedDirectory.plainSuffix(p, under: "/s") == expected, "\(p)")
     }
 }

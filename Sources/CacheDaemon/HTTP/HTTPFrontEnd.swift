@@ -116,6 +116,18 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
         case "0", "false": fetch = false
         default: return .now(fail(.badRequest, .badRequest, "fetch is 0 or 1", request))
         }
+        // A hit goes straight to the read, which verifies the file; a file
+        // gone since takes the whole get_image path (a download again).
+        if let entry = service.cachedImage(row: row), let info = entry.object {
+            return object(info, request, cacheControl: Self.revalidate, reply) { [self] in
+                image(row, fetch: fetch, request, reply)
+            }
+        }
+        return image(row, fetch: fetch, request, reply)
+    }
+
+    /// `/images/{row}` through `get_image`: the row's entry (a download on a miss), then its bytes.
+    private func image(_ row: Int, fetch: Bool, _ request: HTTPRequest, _ reply: Reply) -> Answer {
         let outcome = service.image(row: row, fetch: fetch) { [self] result in
             switch result {
             case .success(let entry): finish(imageAnswer(entry, request, reply), reply)

@@ -13,7 +13,10 @@ extension HTTPFrontEnd {
     /// The answer for the object `info` names: 304 for a matching
     /// `If-None-Match`, 416 for a range past its end, its head alone for
     /// HEAD (nothing read), else its verified bytes, whole or the range.
-    func object(_ info: ObjectInfo, _ request: HTTPRequest, cacheControl: String, _ reply: Reply) -> Answer {
+    /// When the object turns out not to be there, `missing` answers instead
+    /// (on a worker then: its answer is sent through `reply`).
+    func object(_ info: ObjectInfo, _ request: HTTPRequest, cacheControl: String, _ reply: Reply,
+                missing: (@Sendable () -> Answer)? = nil) -> Answer {
         let etag = "\"\(info.hash)\""
         if HTTPConditional.noneMatch(request.ifNoneMatch, etag: etag) {
             return .now(responses.notModified(request, etag: etag, cacheControl: cacheControl))
@@ -32,12 +35,14 @@ extension HTTPFrontEnd {
         let outcome = service.object(hash: info.hash, prefix: { _ in [] }) { [self] result in
             switch result {
             case .success(let body): finish(objectAnswer(body, info, rangeHeader, request, cacheControl), reply)
+            case .failure(.notFound) where missing != nil: finish(missing!(), reply)
             case .failure(let e): reply.finish(failure(e, request))
             }
         }
         switch outcome {
         case .later: return .later
         case .now(.success(let body)): return objectAnswer(body, info, rangeHeader, request, cacheControl)
+        case .now(.failure(.notFound)) where missing != nil: return missing!()
         case .now(.failure(let e)): return .now(failure(e, request))
         }
     }
