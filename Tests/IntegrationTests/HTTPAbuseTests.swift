@@ -65,6 +65,27 @@ import CacheProtocol
         #expect(try c.response().status == 200)
     }
 
+    /// A hit is read straight from the index; an object file removed behind
+    /// the daemon's back is downloaded again, and a corrupt one is never sent.
+    @Test func aMissingOrCorruptObjectFileIsFetchedAgainNotServed() throws {
+        let f = try HTTPFixture()
+        let files = f.nginx.files!
+        let (image, path) = try f.daemon.prefetchedImage(row: 2)
+        let original = try files.bytes(try files.imageFiles()[2])
+        try FileManager.default.removeItem(atPath: path)
+        let again = try f.curl([f.base + "/images/2"])
+        #expect(again.heads.hasPrefix("HTTP/1.1 200 ") && again.body == original, "\(again.heads)")
+        #expect(FileManager.default.fileExists(atPath: path), "downloaded again into \(path)")
+        // Flip a byte: the read's verification quarantines it; the bytes sent are the origin's.
+        var bad = original
+        bad[bad.count / 2] ^= 0xFF
+        chmod(path, 0o644)
+        try Data(bad).write(to: URL(fileURLWithPath: path))
+        let repaired = try f.curl([f.base + "/objects/" + (image["hash"]?.string ?? "")])
+        #expect(repaired.body == original || repaired.heads.hasPrefix("HTTP/1.1 404 "), "never the corrupt bytes: \(repaired.heads)")
+        #expect(repaired.body != bad)
+    }
+
     @Test func connectionsOverTheLimitGet503AndIdleOnesAreClosed() throws {
         let f = try HTTPFixture(prefetch: false, arguments: ["--max-connections", "3", "--idle-timeout", "1"])
         // The test's own socket client may hold one; two raw ones fill the rest.
