@@ -26,7 +26,7 @@ import CacheProtocol
         let scratch = Scratch()
         let file = scratch.path + "/metrics.txt"
         try Data(answer.body).write(to: URL(fileURLWithPath: file))
-        let lint = try Self.run("/usr/bin/promtool", ["check", "metrics"], stdin: file)
+        let lint = try runProgram("/usr/bin/promtool", ["check", "metrics"], stdin: file)
         print("[http-metrics] promtool check metrics: exit \(lint.status), output \"\(lint.output)\"")
         #expect(lint.status == 0 && lint.output.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty,
                 "promtool check metrics: exit \(lint.status): \(lint.output)\n\(http)")
@@ -114,21 +114,6 @@ import CacheProtocol
         let r = try cachectl(["prefetch"], socket: daemon.socket)
         try #require(r.status == 0, "cachectl prefetch: \(r.stderr)\n\(daemon.log.suffix(2000))")
         return (nginx, daemon, port)
-    }
-
-    /// Runs a program with stdin from `stdin`; its stdout and stderr together.
-    static func run(_ executable: String, _ arguments: [String], stdin: String) throws -> (status: Int32, output: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: executable)
-        p.arguments = arguments
-        p.standardInput = FileHandle(forReadingAtPath: stdin)
-        let pipe = Pipe()
-        p.standardOutput = pipe
-        p.standardError = pipe
-        try p.run()
-        let out = pipe.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: out, as: UTF8.self))
     }
 }
 

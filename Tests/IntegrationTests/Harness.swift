@@ -316,12 +316,14 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
     finished.wait()
 }
 
-/// Runs a program to completion; its stdout and stderr together.
-func runProgram(_ executable: String, _ arguments: [String], directory: String? = nil) throws -> (status: Int32, output: String) {
+/// Runs a program to completion, its input from the file `stdin` if given;
+/// its stdout and stderr together.
+func runProgram(_ executable: String, _ arguments: [String], directory: String? = nil, stdin: String? = nil) throws -> (status: Int32, output: String) {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: executable)
     p.arguments = arguments
     if let directory { p.currentDirectoryURL = URL(fileURLWithPath: directory) }
+    if let stdin { p.standardInput = FileHandle(forReadingAtPath: stdin) }
     let pipe = Pipe()
     p.standardOutput = pipe
     p.standardError = pipe
