@@ -369,31 +369,13 @@ class Bench:
         if not ids or not rows:
             raise SystemExit("cached lists %d posts and %d images after the prefetch" % (len(ids), rows))
         paths = {"posts": ["/posts/%d" % i for i in ids], "images": ["/images/%d" % r for r in range(rows)]}
-        # The static copy: every answer body as cached sends it, under the same path.
         static = os.path.join(self.tmp, "static")
-        types = {}
-        bodies = {}
-        for kind in paths:
-            os.makedirs(os.path.join(static, kind))
-            for path in paths[kind]:
-                status, ctype, body = http_get(base + path)
-                if status != 200:
-                    raise SystemExit("cached answered %s with %d" % (path, status))
-                with open(static + path, "wb") as f:
-                    f.write(body)
-                types[path], bodies[path] = ctype, body
-        os.chmod(static, 0o755)
+        types, bodies = export_answers(base, paths, static)
         servers = {}
         for name, workers, extra in (("nginx", "1", ""), ("nginx-auto", "auto", ""),
                                      ("nginx-ofc", "1", "open_file_cache max=1000; open_file_cache_valid 60s;")):
             servers[name] = self.start_static_nginx(name, static, workers, types, extra)
-        # Refuse to time anything unless every URL answers the same bytes and type everywhere.
-        for name, nport in servers.items():
-            for path in paths["posts"] + paths["images"]:
-                status, ctype, body = http_get("http://127.0.0.1:%d%s" % (nport, path))
-                if status != 200 or body != bodies[path] or ctype != types[path]:
-                    raise SystemExit("%s answers %s with other bytes or type than cached (%d, %s, %d bytes)" %
-                                     (name, path, status, ctype, len(body)))
+        check_same_answers(servers, paths["posts"] + paths["images"], bodies, types)
         workers = {name: nginx_workers(self.tmp, name) for name in servers}
         print("  %d posts (%d to %d bytes), %d images (%d to %d bytes), byte-identical from cached and every nginx; "
               "nginx auto has %d workers" % (len(paths["posts"]), min(len(bodies[p]) for p in paths["posts"]),
@@ -408,16 +390,9 @@ class Bench:
                 f.write(wrk_script(paths[kind]))
             mean_body = statistics.mean(len(bodies[p]) for p in paths[kind])
             for c in (16, 64):
-                def side(url, pids):
-                    def run():
-                        before = sum(sum(proc_cpu(p)) for p in pids)
-                        got = wrk(url, script, c, seconds)
-                        got["cpu_s"] = sum(sum(proc_cpu(p)) for p in pids) - before
-                        return got
-                    return run
-                sides = {"cached": side(base, [cached.pid])}
+                sides = {"cached": wrk_side(base, [cached.pid], script, c, seconds)}
                 for name, nport in servers.items():
-                    sides[name] = side("http://127.0.0.1:%d" % nport, workers[name])
+                    sides[name] = wrk_side("http://127.0.0.1:%d" % nport, workers[name], script, c, seconds)
                 got = interleave(sides, self.runs)
                 heads = {n: statistics.median((x["bytes"] - x["requests"] * mean_body) / x["requests"] for x in got[n])
                          for n in got}
@@ -443,6 +418,76 @@ class Bench:
                          figure("nginx-ofc"), "higher", "(reference: tuned nginx)")
                 self.row("http", "CPU us per request, %s, %s" % (kind, label), cpu_us("cached"),
                          "nginx's worker, worker_processes 1", cpu_us("nginx"), "lower", "(reported)")
+        self.procs.stop(cached)
+        self.http_large_images()
+
+    def http_large_images(self):
+        """`GET /images/{row}` of objects over cached's 256 KiB inline limit,
+        which take its other path: the file verified by hashing on a worker
+        thread, then `sendfile`. A second origin (random bytes after a PNG
+        signature, distinct per row, written here), a second daemon with its
+        own store prefetched from it, and nginx serving that daemon's answer
+        bodies as static files; otherwise as `http`."""
+        sizes = [1 << 20] * 8 + [8 << 20] * 2
+        print("== http: GET /images/{row} of %d large images (%s) vs nginx serving cached's exact bodies (wrk)" %
+              (len(sizes), " + ".join("%d x %d MiB" % (sizes.count(n), n >> 20) for n in sorted(set(sizes)))), flush=True)
+        www = self.nginx_www()
+        origin = os.path.join(www, "large-origin")
+        os.makedirs(origin)
+        for i, size in enumerate(sizes):
+            with open(os.path.join(origin, "%02d.png" % i), "wb") as f:
+                f.write(b"\x89PNG\r\n\x1a\n" + os.urandom(size - 8))
+        with open(os.path.join(origin, "manifest.json"), "w") as f:
+            json.dump([{"url": "%02d.png" % i, "description": "large image %d" % i} for i in range(len(sizes))], f)
+        sock = os.path.join(self.tmp, "http-large.sock")
+        port = free_port()
+        cached = self.start_cached(os.path.join(self.tmp, "store-http-large"), sock, "--http-listen", "127.0.0.1:%d" % port,
+                                   "--images-url", self.nginx_url("large-origin/manifest.json"))
+        self.cachectl(sock, "prefetch", "images")
+        base = "http://127.0.0.1:%d" % port
+        rows = len(json.loads(http_get(base + "/images")[2]))
+        if rows != len(sizes):
+            raise SystemExit("cached lists %d large images after the prefetch, not %d" % (rows, len(sizes)))
+        paths = {"images": ["/images/%d" % r for r in range(rows)]}
+        static = os.path.join(self.tmp, "static-large")
+        types, bodies = export_answers(base, paths, static)
+        if sorted(len(b) for b in bodies.values()) != sorted(sizes):
+            raise SystemExit("cached's large image bodies are not the origin's sizes")
+        servers = {name: self.start_static_nginx(name, static, workers, types)
+                   for name, workers in (("nginx-large", "1"), ("nginx-large-auto", "auto"))}
+        check_same_answers(servers, paths["images"], bodies, types)
+        workers = {name: nginx_workers(self.tmp, name) for name in servers}
+        print("  %d images (%d to %d bytes), byte-identical from cached and every nginx" %
+              (rows, min(sizes), max(sizes)), flush=True)
+        seconds = 5 if not self.quick else 1
+        script = os.path.join(self.tmp, "wrk-large.lua")
+        with open(script, "w") as f:
+            f.write(wrk_script(paths["images"]))
+        mean_body = statistics.mean(len(bodies[p]) for p in paths["images"])
+        for c in (16, 64):
+            sides = {"cached": wrk_side(base, [cached.pid], script, c, seconds)}
+            for name, nport in servers.items():
+                sides[name] = wrk_side("http://127.0.0.1:%d" % nport, workers[name], script, c, seconds)
+            got = interleave(sides, self.runs)
+            heads = {n: statistics.median((x["bytes"] - x["requests"] * mean_body) / x["requests"] for x in got[n])
+                     for n in got}
+            # Not the heads alone here: the answers still in flight when wrk stops are mostly the 8 MiB ones,
+            # so the completed ones' mix falls a little short of the cycle's mean (a few KB per answer).
+            print("  large images c=%d: wrk's bytes per answer less the cycle's mean body (heads, less the bodies cut off "
+                  "at the end): %s" % (c, ", ".join("%s %.0f" % kv for kv in heads.items())), flush=True)
+            label = "c=%d, wrk -t1, %d large rows in turn (mean %.1f MiB)" % (c, rows, mean_body / 1048576)
+            rate = lambda side: statistics.median(x["requests"] / x["seconds"] for x in got[side])
+            body_mib = lambda side: statistics.median(x["requests"] * mean_body / x["seconds"] / 1048576 for x in got[side])
+            cpu_us = lambda side: statistics.median(x["cpu_s"] / x["requests"] * 1e6 for x in got[side])
+            measure = "GET /images/{row} body MiB/s, " + label
+            self.row("http", measure, body_mib("cached"), "nginx static, worker_processes 1", body_mib("nginx-large"),
+                     "higher", "at least 0.8 x nginx's (1 worker)", lambda o, p: o >= 0.8 * p)
+            self.row("http", "GET /images/{row} req/s, " + label, rate("cached"), "nginx static, worker_processes 1",
+                     rate("nginx-large"), "higher", "(reported)")
+            self.row("http", measure + " (reference)", body_mib("cached"), "nginx, worker_processes auto (%d)" %
+                     len(workers["nginx-large-auto"]), body_mib("nginx-large-auto"), "higher", "(reference: more workers)")
+            self.row("http", "CPU us per request, large images, " + label, cpu_us("cached"),
+                     "nginx's worker, worker_processes 1", cpu_us("nginx-large"), "lower", "(reported)")
         self.procs.stop(cached)
 
     def start_static_nginx(self, name, static, workers, types, extra=""):
@@ -617,6 +662,45 @@ def http_get(url):
             return r.status, r.headers.get("Content-Type"), r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.headers.get("Content-Type"), e.read()
+
+
+def export_answers(base, paths, static):
+    """The static copy: every answer body cached (at `base`) sends for the
+    `paths` of each kind, written under `static` at the same path; the
+    Content-Type and the body of each path."""
+    types, bodies = {}, {}
+    for kind in paths:
+        os.makedirs(os.path.join(static, kind))
+        for path in paths[kind]:
+            status, ctype, body = http_get(base + path)
+            if status != 200:
+                raise SystemExit("cached answered %s with %d" % (path, status))
+            with open(static + path, "wb") as f:
+                f.write(body)
+            types[path], bodies[path] = ctype, body
+    os.chmod(static, 0o755)
+    return types, bodies
+
+
+def check_same_answers(servers, paths, bodies, types):
+    """Refuses to time anything unless every URL answers the same bytes and type everywhere."""
+    for name, nport in servers.items():
+        for path in paths:
+            status, ctype, body = http_get("http://127.0.0.1:%d%s" % (nport, path))
+            if status != 200 or body != bodies[path] or ctype != types[path]:
+                raise SystemExit("%s answers %s with other bytes or type than cached (%d, %s, %d bytes)" %
+                                 (name, path, status, ctype, len(body)))
+
+
+def wrk_side(url, pids, script, connections, seconds):
+    """One side of a rotated HTTP comparison: a function running wrk against
+    `url` and adding the CPU seconds the server's processes `pids` used."""
+    def run():
+        before = sum(sum(proc_cpu(p)) for p in pids)
+        got = wrk(url, script, connections, seconds)
+        got["cpu_s"] = sum(sum(proc_cpu(p)) for p in pids) - before
+        return got
+    return run
 
 
 def nginx_workers(tmp, name):
