@@ -77,7 +77,7 @@ extension Store {
     /// is returned whole: the answer line and its payload, ready to send.
     public func readVerifiedIfCached(_ hash: Hash128, upTo limit: Int, header: (Int) -> [UInt8]) -> [UInt8]? {
         guard let ref = state.withLock({ $0.objects[hash] }), ref.size <= limit else { return nil }
-        guard let fd = try? files.open(objectPath(hash), O_RDONLY) else { return nil }
+        guard let fd = try? files.open(Self.objectRelativePath(hash), O_RDONLY) else { return nil }
         defer { fd.close() }
         let size = Int(ref.size)
         let head = header(size)

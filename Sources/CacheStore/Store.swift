@@ -253,8 +253,26 @@ public final class Store: Sendable {
 
     /// The absolute path of an object's file: `objects/ab/<30 hex>`.
     public func objectPath(_ hash: Hash128) -> String {
-        let hex = hash.hex
-        return "\(objectsDirectory)/\(hex.prefix(2))/\(hex.dropFirst(2))"
+        directory + "/" + Self.objectRelativePath(hash)
+    }
+
+    /// `objects/ab/cdef...` (docs/storage-format.md, "Object names"), built
+    /// in one buffer: every read of an object names it.
+    static func objectRelativePath(_ hash: Hash128) -> String {
+        String(unsafeUninitializedCapacity: 41) { out in
+            let prefix = "objects/".utf8
+            var i = 0
+            for b in prefix { out[i] = b; i += 1 }
+            let digits = ASCII.lowercaseHexDigits
+            for n in 0..<32 {
+                let word = n < 16 ? hash.high : hash.low
+                let shift = UInt64(15 - n % 16) * 4
+                out[i] = digits[Int((word >> shift) & 0xf)]
+                i += 1
+                if n == 1 { out[i] = UInt8(ascii: "/"); i += 1 }
+            }
+            return i
+        }
     }
 
     /// Notes that an object was served (for eviction order). The time reaches

@@ -52,3 +52,15 @@ import Testing
         #expect(ImageType.jpeg.mimeType == "image/jpeg")
     }
 }
+
+@Suite struct ObjectNameTests {
+    @Test func anObjectsPathIsItsHashSplitAfterTwoDigits() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            let hash = Hash128(high: generator.next(), low: generator.next())
+            let hex = hash.hex
+            #expect(Store.objectRelativePath(hash) == "objects/\(hex.prefix(2))/\(hex.dropFirst(2))")
+        }
+        #expect(Store.objectRelativePath(Hash128(high: 0, low: 1)) == "objects/00/000000000000000000000000000001")
+    }
+}

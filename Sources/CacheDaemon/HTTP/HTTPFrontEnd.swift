@@ -184,12 +184,26 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
 
     /// An IP literal (`127.0.0.1`, `[::1]`), `localhost`, or an allowed name, with any port.
     func hostAllowed(_ host: String) -> Bool {
-        var name = host.lowercased()
-        if name.hasPrefix("[") { return name.contains("]") }  // an IPv6 literal
-        if let colon = name.lastIndex(of: ":") { name = String(name[..<colon]) }
-        if name == "localhost" || allowedHosts.contains(name) { return true }
-        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts.allSatisfy { p in !p.isEmpty && p.count <= 3 && p.allSatisfy(\.isNumber) && Int(p)! <= 255 }
+        var bytes = Array(host.utf8)
+        if bytes.first == UInt8(ascii: "[") { return bytes.contains(UInt8(ascii: "]")) }  // an IPv6 literal
+        if let colon = bytes.lastIndex(of: UInt8(ascii: ":")) { bytes.removeSubrange(colon...) }
+        if Self.isIPv4(bytes) { return true }
+        let name = String(decoding: bytes, as: UTF8.self).lowercased()
+        return name == "localhost" || allowedHosts.contains(name)
+    }
+
+    /// Four decimal numbers of at most 255, dot-separated.
+    static func isIPv4(_ b: [UInt8]) -> Bool {
+        var parts = 0, digits = 0, value = 0
+        for c in b + [UInt8(ascii: ".")] {
+            if c == UInt8(ascii: ".") {
+                guard digits > 0, value <= 255 else { return false }
+                parts += 1; digits = 0; value = 0
+            } else if ASCII.isDigit(c), digits < 3 {
+                digits += 1; value = value * 10 + Int(c - 0x30)
+            } else { return false }
+        }
+        return parts == 4
     }
 
     func busy(maxConnections: Int) -> [UInt8] {
