@@ -9,6 +9,9 @@ let package = Package(
     products: [
         .executable(name: "cached", targets: ["cached"]),
         .executable(name: "cachectl", targets: ["cachectl"]),
+        // The Swift client library another package depends on
+        // (`.product(name: "CachedClient", package: "cached")`): no daemon in it.
+        .library(name: "CachedClient", targets: ["CachedClient"]),
     ],
     targets: [
         // C shims over what Swift cannot call or Glibc does not export.
@@ -45,8 +48,11 @@ let package = Package(
         .target(name: "CacheDaemon",
                 dependencies: ["CacheSystem", "CacheService", "CacheFetch", "CacheProtocol", "CacheHTTP", "CLinux"],
                 swiftSettings: strict + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
-        // cachectl's commands and output.
-        .target(name: "CacheCLI", dependencies: ["CacheSystem", "CacheProtocol"], swiftSettings: strict),
+        // The async Swift client (posts as Codable, images, prefetch as a
+        // stream), one pipelined connection shared by concurrent tasks.
+        .target(name: "CachedClient", dependencies: ["CacheProtocol", "CacheSystem"], swiftSettings: strict),
+        // cachectl's commands and output, on CachedClient.
+        .target(name: "CacheCLI", dependencies: ["CacheSystem", "CacheProtocol", "CachedClient"], swiftSettings: strict),
 
         .executableTarget(name: "cached", dependencies: ["CacheDaemon"], swiftSettings: strict),
         // cachectl runs once per call in scripts: linked fully statically in
@@ -71,6 +77,7 @@ let package = Package(
         .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CacheSystem"], swiftSettings: strict),
         .testTarget(name: "CacheProtocolTests", dependencies: ["CacheProtocol"], swiftSettings: strict),
         .testTarget(name: "CacheHTTPTests", dependencies: ["CacheHTTP"], swiftSettings: strict),
+        .testTarget(name: "CachedClientTests", dependencies: ["CachedClient", "CacheProtocol"], swiftSettings: strict),
         .testTarget(name: "CacheSystemTests", dependencies: ["CacheSystem", "CLinux"], swiftSettings: strict),
         .testTarget(name: "CacheFetchTests", dependencies: ["CacheFetch", "CacheSystem", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "CacheServiceTests",
@@ -78,7 +85,7 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "CacheDaemonTests", dependencies: ["CacheDaemon", "CacheProtocol", "CacheFetch"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["CacheProtocol", "CacheSystem", "CacheStore"],
+                    dependencies: ["CacheProtocol", "CacheSystem", "CacheStore", "CachedClient"],
                     swiftSettings: strict),
     ]
 )

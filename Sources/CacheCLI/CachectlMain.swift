@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CacheProtocol
 import CacheSystem
+import CachedClient
 
 /// Exit statuses of cachectl, documented in `--help` and docs/operations.md.
 public enum ExitCode: Int32, Sendable {
@@ -38,7 +39,7 @@ struct CLIError: Error {
 
 /// The `cachectl` executable.
 public enum CachectlMain {
-    public static func run() -> Never {
+    public static func run() async -> Never {
         let env = Environment.current()
         do {
             let invocation = try Invocation.parse(Array(CommandLine.arguments.dropFirst()), environment: env)
@@ -46,17 +47,16 @@ public enum CachectlMain {
                 print(Invocation.usage)
                 exit(0)
             }
-            try Commands(invocation: invocation).run()
+            try await Commands(invocation: invocation).run()
             exit(ExitCode.ok.rawValue)
         } catch let e as CLIError {
             Output.error("cachectl: \(e.message)\n")
             exit(e.code.rawValue)
-        } catch let e as ClientError {
-            let code: ExitCode = switch e {
-            case .notRunning, .timedOut: .notRunning
-            default: .failure
-            }
-            Output.error("cachectl: \(e)\n")
+        } catch let e as CachedError {
+            // The daemon's error answers are CLIErrors by now: these are the
+            // transport's (not running, timed out, closed, untrusted, malformed).
+            let code: ExitCode = e.isNotRunning ? .notRunning : .failure
+            Output.error("cachectl: \(e.message)\n")
             exit(code.rawValue)
         } catch {
             Output.error("cachectl: \(error)\n")

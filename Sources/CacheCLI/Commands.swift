@@ -3,31 +3,33 @@ import Glibc
 #endif
 import CacheProtocol
 import CacheSystem
+import CachedClient
 
-/// Runs one cachectl command against the daemon and prints the result.
+/// Runs one cachectl command against the daemon, through `CachedClient`
+/// (the one Swift client), and prints the result.
 struct Commands {
     let invocation: Invocation
 
     private var json: Bool { invocation.json }
 
-    func run() throws {
+    func run() async throws {
         let words = invocation.command
         switch (words.first, words.count) {
         case ("get", _):
-            try get(Array(words.dropFirst()))
+            try await get(Array(words.dropFirst()))
         case ("prefetch", 1), ("prefetch", 2):
             let what = words.count == 2 ? words[1] : "all"
             guard PrefetchTarget(rawValue: what) != nil else {
                 throw CLIError(code: .usage, message: "prefetch takes all, posts or images, not \"\(what)\"")
             }
-            try prefetch(what)
-        case ("status", 1): try simple("status", Format.status)
-        case ("verify", 1): try simple("verify", mayTakeLong: true, Format.verify)
-        case ("gc", 1): try simple("gc", mayTakeLong: true, Format.gc)
-        case ("compact", 1): try simple("compact", mayTakeLong: true, Format.compact)
-        case ("ping", 1): try simple("ping") { Format.ping($0, socket: invocation.socket) }
+            try await prefetch(what)
+        case ("status", 1): try await simple("status", Format.status)
+        case ("verify", 1): try await simple("verify", mayTakeLong: true, Format.verify)
+        case ("gc", 1): try await simple("gc", mayTakeLong: true, Format.gc)
+        case ("compact", 1): try await simple("compact", mayTakeLong: true, Format.compact)
+        case ("ping", 1): try await simple("ping") { Format.ping($0, socket: invocation.socket) }
         case ("metrics", 1):
-            let answer = try call(try connect(), "status")
+            let answer = try await call(connect(), "status")
             print(Format.metrics(answer), terminator: "")
         default:
             throw CLIError(code: .usage, message: "unknown command \"\(words.joined(separator: " "))\" (see cachectl --help)")
@@ -44,15 +46,15 @@ struct Commands {
     /// manifest, `prefetch`, `verify`, `gc`, `compact`) is never cut while
     /// the daemon is alive: after each timeout of silence cachectl pings the
     /// daemon on a second connection and gives up only if that goes unanswered.
-    private func connect(mayTakeLong: Bool = false) throws -> Client {
+    private func connect(mayTakeLong: Bool = false) -> CachedClient {
         let seconds = invocation.timeout
         let timeout: ClientTimeout = seconds == 0 ? .none : mayTakeLong ? .whileAlive(seconds: seconds) : .answer(seconds: seconds)
-        return try Client(socketPath: invocation.socket, timeout: timeout, checkingDirectory: true)
+        return CachedClient(socketPath: invocation.socket, timeout: timeout)
     }
 
     /// Sends one request; an error answer becomes a CLIError with the matching exit status.
-    private func call(_ client: Client, _ op: String, _ fields: [(String, JSON)] = []) throws -> JSON {
-        let answer = try client.call(op, fields)
+    private func call(_ client: CachedClient, _ op: String, _ fields: [(String, JSON)] = []) async throws -> JSON {
+        let answer = try await client.answer(op, fields)
         try check(answer)
         return answer
     }
@@ -72,35 +74,35 @@ struct Commands {
         }
     }
 
-    private func simple(_ op: String, mayTakeLong: Bool = false, _ format: (JSON) -> String) throws {
-        let answer = try call(try connect(mayTakeLong: mayTakeLong), op)
+    private func simple(_ op: String, mayTakeLong: Bool = false, _ format: (JSON) -> String) async throws {
+        let answer = try await call(connect(mayTakeLong: mayTakeLong), op)
         if json { printJSON(answer) } else { print(format(answer)) }
     }
 
     /// What `get` takes, for its usage errors.
     static let getSubjects = "post ID | posts | image ROW [-o FILE] | images"
 
-    private func get(_ args: [String]) throws {
+    private func get(_ args: [String]) async throws {
         guard let subject = args.first else {
             throw CLIError(code: .usage, message: "get needs what to get: \(Self.getSubjects) (see cachectl --help)")
         }
         switch (subject, args.count) {
         case ("post", 2):
             guard let id = Int64(args[1]) else { throw CLIError(code: .usage, message: "post id must be an integer, not \"\(args[1])\"") }
-            let answer = try call(try connect(), "get_post", [("id", .number(String(id)))])
+            let answer = try await call(connect(), "get_post", [("id", .number(String(id)))])
             if json { printJSON(answer) } else { print(Format.post(answer["post"] ?? .null)) }
         case ("posts", 1):
-            let answer = try call(try connect(), "list_posts")
+            let answer = try await call(connect(), "list_posts")
             if json { printJSON(answer) } else { print(Format.postList(answer), terminator: "") }
         case ("image", 2):
             guard let row = Int(args[1]), row >= 0 else { throw CLIError(code: .usage, message: "row must be a non-negative integer, not \"\(args[1])\"") }
             // A file that cannot be written fails before anything is downloaded.
             if let output = invocation.output, output != "-" { try Self.checkWritable(output) }
-            let client = try connect(mayTakeLong: true)
-            let answer = try call(client, "get_image", [("row", .number(String(row)))])
+            let client = connect(mayTakeLong: true)
+            let answer = try await call(client, "get_image", [("row", .number(String(row)))])
             let image = answer["image"] ?? .null
             if let output = invocation.output {
-                try save(image, client: client, to: output)
+                try await save(image, client: client, to: output)
                 if json && output != "-" { printJSON(answer) }
             } else if json {
                 printJSON(answer)
@@ -108,7 +110,7 @@ struct Commands {
                 print(Format.image(image))
             }
         case ("images", 1):
-            let answer = try call(try connect(mayTakeLong: true), "list_images")
+            let answer = try await call(connect(mayTakeLong: true), "list_images")
             if json { printJSON(answer) } else { print(Format.imageList(answer), terminator: "") }
         default:
             throw CLIError(code: .usage, message: "get expects \(Self.getSubjects), not \"\(Format.visible(args.joined(separator: " ")))\"")
@@ -136,29 +138,28 @@ struct Commands {
     /// stdout: the daemon passes a descriptor of the verified file (`open`),
     /// copied with `copy_file_range`. A daemon without `open` (older than
     /// it) answers `bad_request`; then the bytes come over the socket (`read`).
-    private func save(_ image: JSON, client: Client, to path: String) throws {
+    private func save(_ image: JSON, client: CachedClient, to path: String) async throws {
         guard let hash = image["hash"]?.string else { throw CLIError(code: .failure, message: "the daemon gave no hash for this row") }
-        let opened = try client.open(hash: hash)
-        if opened.answer["error"]?["code"]?.string == "bad_request" {
-            return try saveRead(hash, image, client: client, to: path)
+        let (answer, file) = try await client.open(hash: hash)
+        if answer["error"]?["code"]?.string == "bad_request" {
+            return try await saveRead(hash, image, client: client, to: path)
         }
-        try check(opened.answer)
-        guard let file = opened.file, let size = opened.size else { throw CLIError(code: .failure, message: "malformed open answer") }
+        try check(answer)
+        guard let file, let size = answer["size"]?.integer, size >= 0 else { throw CLIError(code: .failure, message: "malformed open answer") }
         defer { file.close() }
         try write(to: path, image, size: size) { out in try Self.copy(file, size: size, to: out, naming: path) }
     }
 
     /// `save` through `read`: the bytes after the answer line.
-    private func saveRead(_ hash: String, _ image: JSON, client: Client, to path: String) throws {
-        try client.send(Request.line(op: "read", [("hash", .string(hash))]))
-        let header = try client.readJSON()
-        try check(header)
-        guard let size = header["size"]?.integer, size >= 0 else { throw CLIError(code: .failure, message: "malformed read answer") }
-        try write(to: path, image, size: size) { out in
-            try client.readBytes(Int(size)) { chunk in
-                do throws(SystemError) { try Array(chunk).withBytes { (raw) throws(SystemError) in try out.writeAll(raw) } }
-                catch { throw Self.cannotWrite(path, errno: error.errno) }
-            }
+    private func saveRead(_ hash: String, _ image: JSON, client: CachedClient, to path: String) async throws {
+        let bytes: [UInt8]
+        do { bytes = try await client.read(hash: hash) } catch {
+            try check(.object([("ok", .bool(false)), ("error", .object([("code", .string(error.code.rawValue)), ("message", .string(error.message))]))]))
+            return
+        }
+        try write(to: path, image, size: Int64(bytes.count)) { out in
+            do throws(SystemError) { try bytes.withBytes { (raw) throws(SystemError) in try out.writeAll(raw) } }
+            catch { throw Self.cannotWrite(path, errno: error.errno) }
         }
     }
 
@@ -229,18 +230,14 @@ struct Commands {
         }
     }
 
-    private func prefetch(_ what: String) throws {
-        let client = try connect(mayTakeLong: true)
+    private func prefetch(_ what: String) async throws {
+        let client = connect(mayTakeLong: true)
         let bar = isatty(2) != 0 && !json ? ProgressBar() : nil
         var fields: [(String, JSON)] = [("what", .string(what)), ("progress", .bool(bar != nil))]
         if invocation.force { fields.append(("force", .bool(true))) }
-        try client.send(Request.line(op: "prefetch", fields))
-        var answer: JSON
-        while true {
-            answer = try client.readJSON()
-            guard answer["event"]?.string == "progress" else { break }
-            bar?.update(phase: answer["phase"]?.string ?? "", done: Int(answer["done"]?.integer ?? 0),
-                        total: Int(answer["total"]?.integer ?? 0), bytes: answer["bytes"]?.integer ?? 0)
+        let answer = try await client.prefetchLines(fields) { event in
+            bar?.update(phase: event["phase"]?.string ?? "", done: Int(event["done"]?.integer ?? 0),
+                        total: Int(event["total"]?.integer ?? 0), bytes: event["bytes"]?.integer ?? 0)
         }
         bar?.finish()
         try check(answer)
@@ -256,14 +253,19 @@ struct Commands {
     }
 }
 
-/// A one-line progress bar on stderr, redrawn in place.
-final class ProgressBar {
-    private var lastDraw: UInt64 = 0
+/// A one-line progress bar on stderr, redrawn in place (called from the
+/// client's reader thread, one event after another).
+final class ProgressBar: Sendable {
+    private let lastDraw = Locked<UInt64>(0)
 
     func update(phase: String, done: Int, total: Int, bytes: Int64) {
         let now = Clock.monotonicNanoseconds()
-        guard done == total || now - lastDraw > 50_000_000 else { return }
-        lastDraw = now
+        let draw = lastDraw.withLock { last -> Bool in
+            guard done == total || now - last > 50_000_000 else { return false }
+            last = now
+            return true
+        }
+        guard draw else { return }
         let width = 30
         let filled = total > 0 ? min(width, done * width / total) : 0
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)

@@ -16,6 +16,9 @@ public enum LockRank: Int32, Sendable, Comparable {
     case prefetchTally = 30
     /// Store: the in-memory index.
     case storeState = 40
+    /// CachedClient: held while a request is written to the shared
+    /// connection (the queue of its answers is a leaf lock taken inside).
+    case clientWriter = 50
     /// Everything else: nothing may be taken while one of these is held.
     case leaf = 100
 

@@ -1,2 +1,2 @@
 import CacheCLI
-CachectlMain.run()
+await CachectlMain.run()

@@ -1,0 +1,218 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CacheProtocol
+import CacheSystem
+
+/// A client of the `cached` daemon over its socket (docs/protocol.md).
+///
+/// One connection is shared by every task that calls it: concurrent calls
+/// are pipelined and their answers matched in order. A call whose task is
+/// cancelled returns `CachedError` `.cancelled` at once; its answer is still
+/// read off the connection and dropped, so the others stay in step. After
+/// the daemon restarts, the next call connects again.
+///
+/// ```swift
+/// let cached = CachedClient()
+/// let post = try await cached.post(id: 1)
+/// for row in try await cached.images() where row.isCached { print(row.row, row.description ?? "") }
+/// let png = try await cached.imageData(row: 0)
+/// ```
+public final class CachedClient: Sendable {
+    /// The socket this client talks to.
+    public let socketPath: String
+    private let pipeline: Pipeline
+
+    /// A client of the daemon at `socketPath`: by default the one cachectl
+    /// uses (`CACHED_SOCKET`, else the user's daemon, else the system's).
+    /// A socket in a directory another user can write is refused
+    /// (`unavailable`): they could have put their own in its place.
+    ///
+    /// - Parameter timeout: seconds the daemon may stay silent; while an
+    ///   answer is awaited the client checks it is alive on a second
+    ///   connection after each such silence, so long operations (a
+    ///   prefetch) are never cut while it is. 0: no limit.
+    public convenience init(socketPath: String? = nil, timeout: Double = 10) {
+        self.init(socketPath: socketPath, timeout: timeout == 0 ? .none : .whileAlive(seconds: timeout))
+    }
+
+    /// With the wire client's own timeout kinds (cachectl's `--timeout`).
+    package init(socketPath: String?, timeout: ClientTimeout, checkingDirectory: Bool = true) {
+        let path = socketPath ?? DefaultPaths.clientSocket(environment: Environment.current)
+        self.socketPath = path
+        pipeline = Pipeline(socketPath: path, timeout: timeout, checkingDirectory: checkingDirectory)
+    }
+
+    // MARK: Operations
+
+    /// The daemon's version and protocol version (`ping`).
+    public func ping() async throws(CachedError) -> (version: String, protocolVersion: Int) {
+        let a = try await call("ping")
+        return (a["version"]?.string ?? "", Int(a["protocol"]?.integer ?? 0))
+    }
+
+    /// What the daemon holds and its counters.
+    public func status() async throws(CachedError) -> Status {
+        try decode(Status.self, try await call("status"))
+    }
+
+    /// Post `id`, as stored.
+    public func post(id: Int) async throws(CachedError) -> Post {
+        try decode(Post.self, try await call("get_post", [("id", .number(String(id)))])["post"])
+    }
+
+    /// Posts in ascending id order from `offset`, at most `limit` (all by default).
+    public func posts(offset: Int = 0, limit: Int? = nil) async throws(CachedError) -> [Post] {
+        try decode([Post].self, try await call("list_posts", paging(offset, limit))["posts"])
+    }
+
+    /// Row `row` of the manifest; downloads its image first when it is not
+    /// cached, unless `fetch` is false (then a row not cached is `notCached`).
+    public func image(row: Int, fetch: Bool = true) async throws(CachedError) -> ImageRow {
+        try decode(ImageRow.self, try await call("get_image", [("row", .number(String(row))), ("fetch", .bool(fetch))])["image"])
+    }
+
+    /// The manifest's rows from `offset`, at most `limit` (all by default).
+    public func images(offset: Int = 0, limit: Int? = nil) async throws(CachedError) -> [ImageRow] {
+        try decode([ImageRow].self, try await call("list_images", paging(offset, limit))["images"])
+    }
+
+    /// The verified bytes of the object named by `hash` (`read`).
+    public func read(hash: String) async throws(CachedError) -> [UInt8] {
+        let answer = try await send(Request.line(op: "read", [("hash", .string(hash))]), .bytes)
+        guard case .bytes(_, let bytes) = answer else { throw CachedError(answer: answer.json) ?? CachedError(.malformed, "no bytes") }
+        return bytes
+    }
+
+    /// Row `row`'s image bytes, verified (downloaded first if not cached).
+    public func imageData(row: Int) async throws(CachedError) -> [UInt8] {
+        let entry = try await image(row: row)
+        guard let hash = entry.hash else { throw CachedError(.notCached, "row \(row) is not cached") }
+        return try await read(hash: hash)
+    }
+
+    /// Row `row`'s image as a read-only descriptor the daemon verified
+    /// (`open`; downloaded first if not cached). Close it when done.
+    public func openImage(row: Int) async throws(CachedError) -> ImageFile {
+        let entry = try await image(row: row)
+        guard let hash = entry.hash else { throw CachedError(.notCached, "row \(row) is not cached") }
+        let answer = try await send(Request.line(op: "open", [("hash", .string(hash))]), .descriptor)
+        guard case let .descriptor(json, fd?) = answer else { throw CachedError(answer: answer.json) ?? CachedError(.malformed, "no descriptor") }
+        return ImageFile(descriptor: fd.rawValue, size: json["size"]?.integer ?? 0, row: entry)
+    }
+
+    /// Refreshes the feeds in `scope` and downloads every image not cached
+    /// (every image with `force`): progress events as they come, then the
+    /// summary, last. Ending the iteration early stops listening, not the
+    /// prefetch (which the daemon finishes for every client).
+    public func prefetch(_ scope: PrefetchScope = .all, force: Bool = false) -> AsyncThrowingStream<PrefetchEvent, any Error> {
+        AsyncThrowingStream { continuation in
+            let line = Request.line(op: "prefetch", [("what", .string(scope.rawValue)), ("force", .bool(force)), ("progress", .bool(true))])
+            let waiter = Waiter(.events, onEvent: { event in
+                if let p = try? JSONTreeDecoder.decode(PrefetchProgress.self, from: event) { continuation.yield(.progress(p)) }
+            }) { result in
+                switch result.flatMap(Self.checked) {
+                case .success(let json):
+                    do {
+                        continuation.yield(.finished(try JSONTreeDecoder.decode(PrefetchSummary.self, from: json)))
+                        continuation.finish()
+                    } catch { continuation.finish(throwing: CachedError(.malformed, "a prefetch summary: \(error)")) }
+                case .failure(let e): continuation.finish(throwing: e)
+                }
+            }
+            continuation.onTermination = { _ in waiter.finish(.failure(CachedError(.cancelled, "the prefetch's stream was ended"))) }
+            pipeline.submit(line, waiter)
+        }
+    }
+
+    /// Re-hashes every object; corrupt ones are quarantined and downloaded again.
+    public func verify() async throws(CachedError) -> VerifyReport {
+        try decode(VerifyReport.self, try await call("verify"))
+    }
+
+    /// Removes files no record refers to: how many, and the bytes freed.
+    public func collectGarbage() async throws(CachedError) -> (removed: Int, freedBytes: Int64) {
+        let a = try await call("gc")
+        return (Int(a["removed"]?.integer ?? 0), a["freed_bytes"]?.integer ?? 0)
+    }
+
+    /// Rewrites the index log with only live records: its records before and after.
+    public func compact() async throws(CachedError) -> (before: Int, after: Int) {
+        let a = try await call("compact")
+        return (Int(a["records_before"]?.integer ?? 0), Int(a["records_after"]?.integer ?? 0))
+    }
+
+    // MARK: The wire
+
+    /// One request's answer line, an error answer thrown (for cachectl's `--json`, which prints it).
+    package func call(_ op: String, _ fields: [(String, JSON)] = []) async throws(CachedError) -> JSON {
+        let answer = try await send(Request.line(op: op, fields), .line)
+        return try Self.checked(answer).get()
+    }
+
+    /// The answer as it came, an error answer included.
+    package func answer(_ op: String, _ fields: [(String, JSON)] = []) async throws(CachedError) -> JSON {
+        try await send(Request.line(op: op, fields), .line).json
+    }
+
+    /// `open` of `hash`: the answer line, and the descriptor with an ok one.
+    package func open(hash: String) async throws(CachedError) -> (JSON, FileDescriptor?) {
+        guard case let .descriptor(json, fd) = try await send(Request.line(op: "open", [("hash", .string(hash))]), .descriptor) else {
+            throw CachedError(.malformed, "an open answer of another shape")
+        }
+        return (json, fd)
+    }
+
+    /// `prefetch` with progress: `progress` gets each event line; the answer line is returned.
+    package func prefetchLines(_ fields: [(String, JSON)], progress: @escaping @Sendable (JSON) -> Void) async throws(CachedError) -> JSON {
+        try await send(Request.line(op: "prefetch", fields), .events, onEvent: progress).json
+    }
+
+    private func send(_ line: [UInt8], _ shape: AnswerShape, onEvent: @escaping @Sendable (JSON) -> Void = { _ in }) async throws(CachedError) -> WireAnswer {
+        let box = Locked<Waiter?>(nil)
+        let result: Result<WireAnswer, CachedError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Result<WireAnswer, CachedError>, Never>) in
+                let waiter = Waiter(shape, onEvent: onEvent) { c.resume(returning: $0) }
+                box.withLock { $0 = waiter }
+                if Task.isCancelled { waiter.finish(.failure(CachedError(.cancelled, "the task was cancelled"))) }
+                pipeline.submit(line, waiter)
+            }
+        } onCancel: {
+            box.withLock { $0 }?.finish(.failure(CachedError(.cancelled, "the task was cancelled")))
+        }
+        return try result.get()
+    }
+
+    private static func checked(_ answer: WireAnswer) -> Result<JSON, CachedError> {
+        if let e = CachedError(answer: answer.json) {
+            answer.discard()
+            return .failure(e)
+        }
+        return .success(answer.json)
+    }
+
+    private func decode<T: Decodable>(_ type: T.Type, _ json: JSON?) throws(CachedError) -> T {
+        guard let json else { throw CachedError(.malformed, "an answer without the \(T.self) asked for") }
+        do { return try JSONTreeDecoder.decode(type, from: json) } catch {
+            throw CachedError(.malformed, "cannot read \(T.self) from \(String(decoding: json.encoded.prefix(200), as: UTF8.self)): \(error)")
+        }
+    }
+
+    private func paging(_ offset: Int, _ limit: Int?) -> [(String, JSON)] {
+        [("offset", .number(String(offset)))] + (limit.map { [("limit", .number(String($0)))] } ?? [])
+    }
+}
+
+/// The process environment without Foundation.
+enum Environment {
+    static var current: [String: String] {
+        var out: [String: String] = [:]
+        var p = environ
+        while let entry = p.pointee {
+            let s = String(cString: entry)
+            if let eq = s.firstIndex(of: "=") { out[String(s[..<eq])] = String(s[s.index(after: eq)...]) }
+            p += 1
+        }
+        return out
+    }
+}

@@ -1,0 +1,155 @@
+/// A post, as the feed gave it and the daemon stored it (docs/protocol.md,
+/// "Feeds"): `id` always; `userId` (as `userID`), `title` and `body` when
+/// the feed had them; every other member in `extra`.
+public struct Post: Codable, Sendable, Equatable, Identifiable {
+    public var id: Int
+    public var userID: Int?
+    public var title: String?
+    public var body: String?
+    /// The members of the stored object that the properties above do not name.
+    public var extra: [String: JSONValue]
+
+    public init(id: Int, userID: Int? = nil, title: String? = nil, body: String? = nil, extra: [String: JSONValue] = [:]) {
+        self.id = id
+        self.userID = userID
+        self.title = title
+        self.body = body
+        self.extra = extra
+    }
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case id
+        case userID = "userId"
+        case title, body
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(Int.self, forKey: .id)
+        userID = try c.decodeIfPresent(Int.self, forKey: .userID)
+        title = try c.decodeIfPresent(String.self, forKey: .title)
+        body = try c.decodeIfPresent(String.self, forKey: .body)
+        let all = try decoder.container(keyedBy: AnyKey.self)
+        let named = Set(CodingKeys.allCases.map(\.rawValue))
+        var extra: [String: JSONValue] = [:]
+        for key in all.allKeys where !named.contains(key.stringValue) {
+            extra[key.stringValue] = try all.decode(JSONValue.self, forKey: key)
+        }
+        self.extra = extra
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var all = encoder.container(keyedBy: AnyKey.self)
+        for (k, v) in extra { try all.encode(v, forKey: AnyKey(stringValue: k)) }
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encodeIfPresent(userID, forKey: .userID)
+        try c.encodeIfPresent(title, forKey: .title)
+        try c.encodeIfPresent(body, forKey: .body)
+    }
+}
+
+/// One row of the image manifest, and its cached object if there is one.
+public struct ImageRow: Codable, Sendable, Equatable, Identifiable {
+    public var row: Int
+    /// The absolute URL the image is fetched from (as written when it cannot be fetched).
+    public var url: String
+    public var description: String?
+    /// The object's hash (32 lowercase hex digits); nil when the row is not cached.
+    public var hash: String?
+    public var size: Int64?
+    /// The image's MIME type, from its bytes' signature.
+    public var type: String?
+    /// The object file's absolute path (read-only; `openImage(row:)` hands out a verified descriptor instead).
+    public var path: String?
+
+    public var id: Int { row }
+    /// True when the image's bytes are in the store.
+    public var isCached: Bool { hash != nil }
+}
+
+/// What the daemon holds and its counters (`status`).
+public struct Status: Codable, Sendable, Equatable {
+    public var posts: Int
+    public var images: Int
+    public var imagesCached: Int
+    public var objects: Int
+    public var bytes: Int64
+    public var maxBytes: Int64
+    public var uptimeSeconds: Int64
+    public var version: String
+    public var store: String
+    public var socket: String
+    public var logRecords: Int
+    /// `hits`, `misses`, `downloads`, `download_bytes`, `coalesced`, `errors`,
+    /// `requests`, `connections`, `upstream_errors`, `quarantined`, `evictions`.
+    public var counters: [String: Int64]
+
+    enum CodingKeys: String, CodingKey {
+        case posts, images, objects, bytes, version, store, socket, counters
+        case imagesCached = "images_cached", maxBytes = "max_bytes", uptimeSeconds = "uptime_s", logRecords = "log_records"
+    }
+}
+
+/// What a prefetch refreshes.
+public enum PrefetchScope: String, Sendable, CaseIterable {
+    case all, posts, images
+}
+
+/// How far a prefetch phase (`posts`, `images`) has come.
+public struct PrefetchProgress: Codable, Sendable, Equatable {
+    public var phase: String
+    public var done: Int
+    public var total: Int
+    public var bytes: Int64
+}
+
+/// What a prefetch did: the parts it was asked for.
+public struct PrefetchSummary: Codable, Sendable, Equatable {
+    public struct Posts: Codable, Sendable, Equatable {
+        public var fetched: Int, unchanged: Int, removed: Int, invalid: Int
+    }
+    public struct Images: Codable, Sendable, Equatable {
+        public var downloaded: Int, cached: Int, failed: Int
+        public var bytes: Int64
+    }
+    /// A row that could not be cached.
+    public struct Failure: Codable, Sendable, Equatable {
+        public var row: Int
+        public var url: String
+        public var error: String
+    }
+    public var posts: Posts?
+    public var images: Images?
+    public var failures: [Failure]
+}
+
+/// One item of `prefetch`'s stream: progress, then the summary last.
+public enum PrefetchEvent: Sendable, Equatable {
+    case progress(PrefetchProgress)
+    case finished(PrefetchSummary)
+}
+
+/// What `verify` found.
+public struct VerifyReport: Codable, Sendable, Equatable {
+    public var checked: Int
+    /// Hashes of the objects that failed verification (quarantined).
+    public var corrupt: [String]
+    /// Of those, how many were downloaded again.
+    public var repaired: Int
+}
+
+/// A cached image opened read-only by the daemon, verified through this
+/// very descriptor (`open`, docs/protocol.md). Read it from offset 0
+/// (`pread`, `read`, `mmap`); the caller closes it (`close()`).
+public struct ImageFile: Sendable {
+    /// The open file descriptor.
+    public let descriptor: Int32
+    public let size: Int64
+    public let row: ImageRow
+
+    /// Closes the descriptor.
+    public func close() {
+        _ = closeDescriptor(descriptor)
+    }
+}

@@ -1,0 +1,224 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CacheProtocol
+import CacheSystem
+
+func closeDescriptor(_ fd: Int32) -> Int32 { Glibc.close(fd) }
+
+/// What a request's answer is made of on the wire.
+enum AnswerShape: Sendable {
+    /// One line.
+    case line
+    /// A `read` header line and, when it is ok, `size` raw bytes.
+    case bytes
+    /// An `open` line and, when it is ok, the descriptor passed with it.
+    case descriptor
+    /// Progress event lines (passed to the waiter as they come), then the answer line.
+    case events
+}
+
+/// A complete answer, as read.
+enum WireAnswer: Sendable {
+    case line(JSON)
+    case bytes(JSON, [UInt8])
+    case descriptor(JSON, FileDescriptor?)
+
+    var json: JSON {
+        switch self {
+        case .line(let j), .bytes(let j, _), .descriptor(let j, _): j
+        }
+    }
+
+    /// Closes a descriptor nobody will take.
+    func discard() {
+        if case .descriptor(_, let fd?) = self { fd.close() }
+    }
+}
+
+/// One request waiting for its answer. `finish` runs exactly once: with the
+/// answer, a failure, or `cancelled` when the caller stops waiting (the
+/// answer is then still read off the connection, and dropped).
+final class Waiter: Sendable {
+    let shape: AnswerShape
+    private let done = Locked(false)
+    private let onAnswer: @Sendable (Result<WireAnswer, CachedError>) -> Void
+    private let onEvent: @Sendable (JSON) -> Void
+
+    init(_ shape: AnswerShape, onEvent: @escaping @Sendable (JSON) -> Void = { _ in },
+         _ onAnswer: @escaping @Sendable (Result<WireAnswer, CachedError>) -> Void) {
+        self.shape = shape
+        self.onEvent = onEvent
+        self.onAnswer = onAnswer
+    }
+
+    func event(_ line: JSON) {
+        if !done.withLock({ $0 }) { onEvent(line) }
+    }
+
+    func finish(_ result: Result<WireAnswer, CachedError>) {
+        let first = done.withLock { d -> Bool in
+            defer { d = true }
+            return !d
+        }
+        if first { onAnswer(result) } else if case .success(let a) = result { a.discard() }
+    }
+}
+
+/// One connection's requests in flight, in the order they were sent.
+final class Link: @unchecked Sendable {
+    // Safe: `client` is sent on only under the pipeline's `sending` lock and
+    // read from only by this link's one reader thread (sending and reading
+    // touch disjoint state of `Client`: its descriptor, and its buffers);
+    // `queue` and `readerRunning` are touched only under the pipeline's `state` lock.
+    let client: Client
+    var queue: [Waiter] = []
+    var readerRunning = false
+    var broken = false
+
+    init(_ client: Client) { self.client = client }
+}
+
+/// One connection to the daemon shared by every caller: requests are
+/// written in turn, answers read in the same order by one reader thread per
+/// connection (the daemon answers each connection's requests in order), so
+/// concurrent callers pipeline. A connection found closed while idle (the
+/// daemon restarted) is replaced before the next request; one that breaks
+/// with requests in flight fails them (`unavailable`: they may have run).
+final class Pipeline: Sendable {
+    let socketPath: String
+    let timeout: ClientTimeout
+    let checkingDirectory: Bool
+    /// Held while a request is written (and a connection made): requests
+    /// leave whole and in the order of the queue.
+    private let sending = Locked((), rank: .clientWriter)
+    private let state = Locked<Link?>(nil)
+
+    init(socketPath: String, timeout: ClientTimeout, checkingDirectory: Bool) {
+        self.socketPath = socketPath
+        self.timeout = timeout
+        self.checkingDirectory = checkingDirectory
+    }
+
+    deinit {
+        state.withLock { $0 }?.client.shutdownWrite()
+    }
+
+    /// Sends `line` and calls `waiter.finish` when its answer is read.
+    func submit(_ line: [UInt8], _ waiter: Waiter) {
+        sending.withLock { _ in
+            let link: Link
+            do throws(CachedError) { link = try currentLink() } catch {
+                waiter.finish(.failure(error))
+                return
+            }
+            let startReader = state.withLock { _ -> Bool in
+                link.queue.append(waiter)
+                defer { link.readerRunning = true }
+                return !link.readerRunning
+            }
+            do throws(ClientError) { try link.client.send(line) } catch {
+                // Part of the line may have gone: nothing after it can be
+                // trusted. The reader (started below if need be) finds the
+                // end of the stream and fails everything queued.
+                breakLink(link)
+            }
+            if startReader { startReading(link) }
+        }
+    }
+
+    /// The connection to send on: the current one unless it broke or the
+    /// daemon closed it while nothing was in flight; else a new one.
+    private func currentLink() throws(CachedError) -> Link {
+        if let link = state.withLock({ $0 }) {
+            let idle = state.withLock { _ in link.queue.isEmpty && !link.broken }
+            if idle && Self.isOpen(link.client.descriptor) { return link }
+            if !idle && !link.broken { return link }
+            state.withLock { if $0 === link { $0 = nil } }
+        }
+        let client: Client
+        do throws(ClientError) {
+            client = try Client(socketPath: socketPath, timeout: timeout, checkingDirectory: checkingDirectory)
+        } catch { throw CachedError(error) }
+        let link = Link(client)
+        state.withLock { $0 = link }
+        return link
+    }
+
+    /// False when the peer closed the connection (or it failed): nothing is
+    /// in flight on it, so nothing may be waiting to be read either.
+    private static func isOpen(_ fd: FileDescriptor) -> Bool {
+        var byte: UInt8 = 0
+        let n = recv(fd.rawValue, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
+    }
+
+    private func breakLink(_ link: Link) {
+        state.withLock { current in
+            link.broken = true
+            if current === link { current = nil }
+        }
+        _ = Glibc.shutdown(link.client.descriptor.rawValue, Int32(SHUT_RDWR))
+    }
+
+    private func startReading(_ link: Link) {
+        Threads.start(name: "cached-client") { [self] in read(link) }
+    }
+
+    /// The reader: answers in queue order until the queue is empty (it
+    /// starts again with the next request) or the connection fails.
+    private func read(_ link: Link) {
+        while true {
+            guard let waiter = state.withLock({ _ -> Waiter? in
+                if let w = link.queue.first { return w }
+                link.readerRunning = false
+                return nil
+            }) else { return }
+            do throws(ClientError) {
+                let answer = try readAnswer(waiter, from: link.client)
+                state.withLock { _ in _ = link.queue.removeFirst() }
+                waiter.finish(.success(answer))
+            } catch {
+                let failed = state.withLock { current -> [Waiter] in
+                    let all = link.queue
+                    link.queue = []
+                    link.readerRunning = false
+                    link.broken = true
+                    if current === link { current = nil }
+                    return all
+                }
+                let reason = CachedError(error)
+                for w in failed { w.finish(.failure(reason)) }
+                return
+            }
+        }
+    }
+
+    private func readAnswer(_ waiter: Waiter, from client: Client) throws(ClientError) -> WireAnswer {
+        switch waiter.shape {
+        case .line:
+            return .line(try client.readJSON())
+        case .descriptor:
+            let open = try client.readOpenAnswer()
+            return .descriptor(open.answer, open.file)
+        case .bytes:
+            let header = try client.readJSON()
+            guard header["ok"]?.bool == true else { return .line(header) }
+            guard let size = header["size"]?.integer, size >= 0, size <= Int64(Int32.max) * 16 else {
+                throw .malformed("a read answer without a size: \(String(decoding: header.encoded.prefix(200), as: UTF8.self))")
+            }
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(Int(size))
+            do { try client.readBytes(Int(size)) { bytes.append(contentsOf: $0) } } catch let e as ClientError { throw e } catch {
+                throw .malformed("\(error)")
+            }
+            return .bytes(header, bytes)
+        case .events:
+            while true {
+                let line = try client.readJSON()
+                guard line["event"]?.string == "progress" else { return .line(line) }
+                waiter.event(line)
+            }
+        }
+    }
+}

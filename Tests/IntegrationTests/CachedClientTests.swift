@@ -1,0 +1,122 @@
+import Foundation
+import Testing
+import CacheProtocol
+import CachedClient
+
+/// The Swift library against the real daemon, its origin a real nginx:
+/// every operation, pipelining from concurrent tasks over one connection,
+/// cancellation that leaves the connection in step, and a daemon restart.
+@Suite(.serialized) struct CachedClientTests {
+    static func daemon(_ origin: Nginx, _ scratch: Scratch = Scratch(), arguments: [String] = []) throws -> Daemon {
+        try Daemon(origin: nil, arguments: ["--posts-url", origin.postsURL, "--images-url", origin.manifestURL] + arguments, scratch: scratch)
+    }
+
+    @Test func everyOperationAnswersWithTypedValues() async throws {
+        let nginx = try Nginx()
+        let d = try Self.daemon(nginx)
+        let cached = CachedClient(socketPath: d.socket)
+        #expect(try await cached.ping().protocolVersion == 1)
+        var progress = 0
+        var summary: PrefetchSummary?
+        for try await event in cached.prefetch() {
+            switch event {
+            case .progress: progress += 1
+            case .finished(let s): summary = s
+            }
+        }
+        #expect(progress >= 2 && summary?.posts?.fetched == 100 && summary?.images?.downloaded == 16, "\(String(describing: summary))")
+        let feed = try JSONParser.parse(try nginx.files!.bytes("posts.json")).array ?? []
+        let post = try await cached.post(id: 3)
+        #expect(post.id == 3 && post.userID == feed[2]["userId"]?.int && post.title == feed[2]["title"]?.string && post.extra.isEmpty)
+        let posts = try await cached.posts()
+        #expect(posts.map(\.id) == Array(1...100))
+        #expect(try await cached.posts(offset: 98).map(\.id) == [99, 100])
+        let rows = try await cached.images()
+        #expect(rows.count == 16 && rows.allSatisfy(\.isCached))
+        let file = try nginx.files!.bytes(try nginx.files!.imageFiles()[4])
+        #expect(try await cached.imageData(row: 4) == file)
+        let opened = try await cached.openImage(row: 4)
+        defer { opened.close() }
+        var buffer = [UInt8](repeating: 0, count: Int(opened.size))
+        #expect(pread(opened.descriptor, &buffer, buffer.count, 0) == file.count && buffer == file)
+        #expect(write(opened.descriptor, "x", 1) == -1, "the descriptor is read-only")
+        let status = try await cached.status()
+        #expect(status.posts == 100 && status.imagesCached == 16 && status.socket == d.socket)
+        #expect(try await cached.verify().corrupt.isEmpty)
+        _ = try await cached.collectGarbage()
+        #expect(try await cached.compact().after > 0)
+    }
+
+    @Test func errorsCarryTheProtocolsCodes() async throws {
+        let nginx = try Nginx()
+        let d = try Self.daemon(nginx)
+        let cached = CachedClient(socketPath: d.socket)
+        await #expect(throws: CachedError.self) { try await cached.post(id: 5) }
+        do { _ = try await cached.post(id: 5) } catch { #expect(error.code == .notFound, "\(error)") }
+        do { _ = try await cached.image(row: 0, fetch: false) } catch { #expect(error.code == .notCached, "\(error)") }
+        do { _ = try await cached.read(hash: "nothex") } catch { #expect(error.code == .badRequest, "\(error)") }
+        let nobody = CachedClient(socketPath: d.scratch.path + "/nothing.sock")
+        do { _ = try await nobody.ping() } catch { #expect(error.code == .unavailable, "\(error)") }
+        #expect(try await cached.ping().protocolVersion == 1, "an error answer leaves the connection usable")
+    }
+
+    /// 400 requests from 50 tasks at once over the one connection: each
+    /// gets its own answer (the daemon counts one connection).
+    @Test func concurrentTasksPipelineOverOneConnection() async throws {
+        let nginx = try Nginx()
+        let d = try Self.daemon(nginx)
+        let cached = CachedClient(socketPath: d.socket)
+        for try await _ in cached.prefetch(.posts) {}
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for t in 0..<50 {
+                group.addTask {
+                    for i in 0..<8 {
+                        let id = (t * 8 + i) % 100 + 1
+                        let post = try await cached.post(id: id)
+                        guard post.id == id else { throw HarnessError("asked for \(id), got \(post.id)") }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let counters = try await cached.status().counters
+        #expect(counters["connections"] == 1, "\(counters)")
+    }
+
+    /// A task cancelled while its answer is awaited (a download from a slow
+    /// origin) returns at once; the answer is read and dropped, and the
+    /// next answers still match their requests.
+    @Test func cancellingAWaitingTaskKeepsTheConnectionInStep() async throws {
+        let slow = try Origin(delay: 1.5)
+        let d = try Daemon(origin: slow)
+        let cached = CachedClient(socketPath: d.socket, timeout: 30)
+        _ = try d.call("prefetch", [("what", .string("posts"))])
+        let waiting = Task { try await cached.image(row: 2) }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let started = Date()
+        waiting.cancel()
+        do { _ = try await waiting.value; Issue.record("the cancelled task returned an answer") }
+        catch let e as CachedError { #expect(e.code == .cancelled, "\(e)") }
+        #expect(Date().timeIntervalSince(started) < 1.0, "cancellation does not wait for the answer")
+        // Pipelined behind the cancelled request: these must get their own answers.
+        async let a = cached.post(id: 10)
+        async let b = cached.post(id: 11)
+        let (pa, pb) = try await (a, b)
+        #expect(pa.id == 10 && pb.id == 11)
+        #expect(try await cached.image(row: 2).isCached, "the cancelled download went on in the daemon")
+    }
+
+    @Test func theClientConnectsAgainAfterTheDaemonRestarts() async throws {
+        let nginx = try Nginx()
+        let scratch = Scratch()
+        var d = try Self.daemon(nginx, scratch)
+        let cached = CachedClient(socketPath: d.socket)
+        for try await _ in cached.prefetch(.posts) {}
+        #expect(try await cached.post(id: 1).id == 1)
+        #expect(d.stop() == 0)
+        do { _ = try await cached.post(id: 1); Issue.record("no daemon, yet an answer") } catch { #expect(error.code == .unavailable) }
+        d = try Self.daemon(nginx, scratch)
+        #expect(try await cached.post(id: 2).id == 2, "the next call after the restart connects again")
+        _ = d
+    }
+}

@@ -1,0 +1,307 @@
+"""A client of the cached daemon over its Unix socket (docs/protocol.md).
+
+Standard library only, Python 3.9+::
+
+    from cached_client import Client
+    with Client() as cached:
+        print(cached.post(1)["title"])
+        rows = cached.images()
+        open("row0.png", "wb").write(cached.image_data(0))
+
+Every call sends one request line and reads its answer on one connection;
+errors the daemon answers with raise ``CachedError`` (``.code``, ``.message``).
+"""
+
+from __future__ import annotations
+
+import array
+import io
+import json
+import os
+import select
+import socket
+import stat
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional
+
+__all__ = ["Client", "CachedError", "default_socket"]
+__version__ = "0.1.0"
+
+#: The codes of the daemon's error answers (docs/protocol.md, "Errors"),
+#: and the client's own: ``unavailable`` (no daemon, or the connection broke)
+#: and ``malformed`` (an answer this client cannot read).
+ERROR_CODES = ("bad_request", "not_found", "not_cached", "upstream", "too_large", "busy", "internal",
+               "unavailable", "malformed")
+
+
+class CachedError(Exception):
+    """A request that failed: ``code`` is one of ``ERROR_CODES``."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{message} ({code})")
+        self.code = code
+        self.message = message
+
+
+def default_socket(environ: Optional[Dict[str, str]] = None) -> str:
+    """The socket cachectl uses: ``CACHED_SOCKET``; else the user's daemon's
+    if it exists; else the system daemon's if that exists; else the user's."""
+    env = os.environ if environ is None else environ
+    if env.get("CACHED_SOCKET"):
+        return env["CACHED_SOCKET"]
+    if env.get("RUNTIME_DIRECTORY"):
+        mine = env["RUNTIME_DIRECTORY"].split(":")[0] + "/cached.sock"
+    elif os.getuid() == 0:
+        mine = "/run/cached/cached.sock"
+    elif env.get("XDG_RUNTIME_DIR"):
+        mine = env["XDG_RUNTIME_DIR"] + "/cached.sock"
+    else:
+        mine = f"/tmp/cached-{os.getuid()}/cached.sock"
+    system = "/run/cached/cached.sock"
+    if not os.path.exists(mine) and os.path.exists(system):
+        return system
+    return mine
+
+
+def _check_directory(path: str) -> None:
+    """Refuses a socket whose directory, or one above it, its group or other
+    users may write (unless it is root's and sticky, as /tmp is): they could
+    have put their own socket in the daemon's place."""
+    directory = os.path.dirname(os.path.abspath(path))
+    while True:
+        try:
+            st = os.stat(directory)
+        except OSError:
+            return  # connecting says why
+        writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if writable and not (st.st_uid == 0 and st.st_mode & stat.S_ISVTX):
+            raise CachedError("unavailable", f"refusing to connect to cached at {path}: {directory} "
+                                             f"(mode {oct(st.st_mode & 0o7777)}) can be written by other users, who "
+                                             "could replace the socket (chmod go-w it)")
+        if directory == "/":
+            return
+        directory = os.path.dirname(directory)
+
+
+class Client:
+    """A connection to the daemon at ``socket_path`` (by default the one
+    cachectl uses), opened on first use; a context manager.
+
+    ``timeout`` (seconds) bounds each wait for the daemon; ``None`` waits as
+    long as it takes. A prefetch or a download may rightly take long: give
+    those calls a generous timeout or none.
+
+    A connection the daemon closed while idle (it restarted) is replaced
+    before the next request; one that breaks during a call raises
+    ``unavailable`` (the request may or may not have run). One ``Client``
+    serves one thread at a time: give each thread its own.
+    """
+
+    def __init__(self, socket_path: Optional[str] = None, timeout: Optional[float] = 60.0) -> None:
+        self.socket_path = socket_path or default_socket()
+        self.timeout = timeout
+        self._sock: Optional[socket.socket] = None
+        self._buffer = bytearray()
+        self._fds: List[int] = []
+
+    # -- connection -----------------------------------------------------
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the connection (the next call opens a new one)."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+        self._buffer.clear()
+
+    def _connect(self) -> socket.socket:
+        if self._sock is not None and not self._buffer and not self._alive(self._sock):
+            self.close()  # the daemon closed it while idle (it restarted): connect again
+        if self._sock is None:
+            _check_directory(self.socket_path)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(self.timeout)
+            try:
+                s.connect(self.socket_path)
+            except OSError as e:
+                s.close()
+                raise CachedError("unavailable", f"cannot connect to cached at {self.socket_path}: {e.strerror or e} "
+                                                 "(is the daemon running? set CACHED_SOCKET)") from None
+            self._sock = s
+        return self._sock
+
+    @staticmethod
+    def _alive(sock: socket.socket) -> bool:
+        """False when the peer has closed the connection (nothing is in flight on it)."""
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+            if not readable:
+                return True
+            return bool(sock.recv(1, socket.MSG_PEEK))  # b"": the end of the stream
+        except OSError:
+            return False
+
+    def _fail(self, why: str) -> CachedError:
+        self.close()
+        return CachedError("unavailable", f"the connection to cached at {self.socket_path} {why}")
+
+    def _fill(self) -> None:
+        sock = self._connect()
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 65536, 8)
+        except socket.timeout:
+            raise self._fail(f"gave no answer within {self.timeout} s") from None
+        except OSError as e:
+            raise self._fail(f"failed: {e}") from None
+        self._fds.extend(fds)
+        if not data:
+            raise self._fail("was closed before the answer")
+        self._buffer += data
+
+    def _line(self) -> Dict[str, Any]:
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                raw = bytes(self._buffer[:end])
+                del self._buffer[: end + 1]
+                try:
+                    value = json.loads(raw)
+                except ValueError:
+                    self.close()
+                    raise CachedError("malformed", f"an answer that is not JSON: {raw[:200]!r}") from None
+                if not isinstance(value, dict):
+                    self.close()
+                    raise CachedError("malformed", f"an answer that is not an object: {raw[:200]!r}")
+                return value
+            self._fill()
+
+    def _bytes(self, count: int) -> bytes:
+        while len(self._buffer) < count:
+            self._fill()
+        out = bytes(self._buffer[:count])
+        del self._buffer[:count]
+        return out
+
+    def _send(self, op: str, **fields: Any) -> None:
+        line = json.dumps({"op": op, **{k: v for k, v in fields.items() if v is not None}}, separators=(",", ":")) + "\n"
+        try:
+            self._connect().sendall(line.encode())
+        except CachedError:
+            raise
+        except OSError as e:
+            raise self._fail(f"failed while sending: {e}") from None
+
+    @staticmethod
+    def _checked(answer: Dict[str, Any]) -> Dict[str, Any]:
+        if answer.get("ok") is not True:
+            error = answer.get("error") or {}
+            raise CachedError(str(error.get("code", "internal")), str(error.get("message", "the daemon gave no reason")))
+        return answer
+
+    def call(self, op: str, **fields: Any) -> Dict[str, Any]:
+        """Sends one request and returns its answer line (an error raises)."""
+        self._send(op, **fields)
+        return self._checked(self._line())
+
+    # -- operations -----------------------------------------------------
+
+    def ping(self) -> Dict[str, Any]:
+        """``{"version": ..., "protocol": ...}``."""
+        a = self.call("ping")
+        return {"version": a.get("version"), "protocol": a.get("protocol")}
+
+    def status(self) -> Dict[str, Any]:
+        """What the store holds and the counters (the ``status`` answer)."""
+        a = self.call("status")
+        a.pop("ok", None)
+        return a
+
+    def post(self, id: int) -> Dict[str, Any]:
+        """Post ``id`` as stored (every field the feed gave)."""
+        return self.call("get_post", id=id)["post"]
+
+    def posts(self, offset: int = 0, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """Posts in ascending id order from ``offset``, at most ``limit``."""
+        return self.call("list_posts", offset=offset, limit=limit)["posts"]
+
+    def image(self, row: int, fetch: bool = True) -> Dict[str, Any]:
+        """Row ``row`` (``row``, ``url``, ``description``, ``hash``, ``size``,
+        ``type``, ``path``); downloads the image first unless ``fetch`` is false."""
+        return self.call("get_image", row=row, fetch=fetch)["image"]
+
+    def images(self, offset: int = 0, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """The manifest's rows, each as ``image`` returns it (``hash`` None when not cached)."""
+        return self.call("list_images", offset=offset, limit=limit)["images"]
+
+    def read(self, hash: str) -> bytes:
+        """The verified bytes of the object named by ``hash``."""
+        self._send("read", hash=hash)
+        header = self._checked(self._line())
+        size = header.get("size")
+        if not isinstance(size, int) or size < 0:
+            self.close()
+            raise CachedError("malformed", f"a read answer without a size: {header}")
+        return self._bytes(size)
+
+    def image_data(self, row: int) -> bytes:
+        """Row ``row``'s image bytes, verified (downloaded first if need be)."""
+        entry = self.image(row)
+        if not entry.get("hash"):
+            raise CachedError("not_cached", f"row {row} is not cached")
+        return self.read(entry["hash"])
+
+    def open_image(self, row: int) -> BinaryIO:
+        """Row ``row``'s image as a read-only binary file the daemon opened
+        and verified, passed over the socket (``open``); close it when done."""
+        entry = self.image(row)
+        if not entry.get("hash"):
+            raise CachedError("not_cached", f"row {row} is not cached")
+        for fd in self._fds:  # none belong to an answer still to come
+            os.close(fd)
+        self._fds = []
+        self._send("open", hash=entry["hash"])
+        self._checked(self._line())
+        if not self._fds:
+            self.close()
+            raise CachedError("malformed", "an open answer came without a file descriptor")
+        fd = self._fds.pop(0)
+        for extra in self._fds:
+            os.close(extra)
+        self._fds = []
+        return io.open(fd, "rb", closefd=True)
+
+    def prefetch(self, what: str = "all", force: bool = False) -> Iterator[Dict[str, Any]]:
+        """Refreshes the feeds and downloads what is not cached: yields each
+        progress event (``{"event": "progress", "phase", "done", "total",
+        "bytes"}``), then the summary (``posts``, ``images``, ``failures``) last.
+        The request is sent when iteration starts; leaving it early closes
+        the connection (the daemon still finishes the prefetch)."""
+        self._send("prefetch", what=what, force=force, progress=True)
+        finished = False
+        try:
+            while True:
+                line = self._line()
+                if line.get("event") == "progress":
+                    yield line
+                    continue
+                finished = True
+                summary = self._checked(line)
+                summary.pop("ok", None)
+                yield summary
+                return
+        finally:
+            if not finished:
+                self.close()  # the rest of its answer would be read as another's
+
+    def verify(self) -> Dict[str, Any]:
+        """Re-hashes every object: ``checked``, ``corrupt``, ``repaired``."""
+        a = self.call("verify")
+        a.pop("ok", None)
+        return a

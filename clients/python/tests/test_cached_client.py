@@ -1,0 +1,127 @@
+"""cached_client against the real daemon (the built binary, nginx as origin)."""
+
+import json
+import os
+import socket
+import stat
+import tempfile
+
+import pytest
+
+from cached_client import CachedError, Client, default_socket
+
+
+def origin_file(origin, relative):
+    with open(os.path.join(origin["root"], relative), "rb") as f:
+        return f.read()
+
+
+def manifest(origin):
+    return json.loads(origin_file(origin, "images/manifest.json"))
+
+
+def test_ping_and_status(daemon):
+    with Client(daemon.socket) as c:
+        assert c.ping()["protocol"] == 1
+        s = c.status()
+        assert s["posts"] == 0 and s["socket"] == daemon.socket and "ok" not in s
+
+
+def test_posts_are_the_stored_dicts_in_ascending_order(daemon, origin):
+    with Client(daemon.socket) as c:
+        events = list(c.prefetch("posts"))
+        assert events[-1]["posts"]["fetched"] == 100
+        assert all(e["event"] == "progress" for e in events[:-1])
+        feed = json.loads(origin_file(origin, "posts.json"))
+        assert c.post(7) == next(p for p in feed if p["id"] == 7)
+        posts = c.posts()
+        assert [p["id"] for p in posts] == sorted(p["id"] for p in feed)
+        assert [p["id"] for p in c.posts(offset=10, limit=5)] == [11, 12, 13, 14, 15]
+
+
+def test_images_read_image_data_and_open_image(daemon, origin):
+    rows = manifest(origin)
+    with Client(daemon.socket) as c:
+        listed = c.images()
+        assert len(listed) == len(rows) and all(r["hash"] is None for r in listed)
+        with pytest.raises(CachedError) as e:
+            c.image(3, fetch=False)
+        assert e.value.code == "not_cached"
+        expected = origin_file(origin, "images/" + rows[3]["url"])
+        assert c.image_data(3) == expected
+        row = c.image(3)
+        assert row["hash"] and row["type"] == "image/png" and row["size"] == len(expected)
+        assert c.read(row["hash"]) == expected
+        with c.open_image(3) as f:
+            assert f.read() == expected
+            mode = os.fstat(f.fileno()).st_mode
+            assert stat.S_ISREG(mode)
+            with pytest.raises(OSError):
+                os.write(f.fileno(), b"x")  # read-only
+        # The connection is still in step after all of it.
+        assert c.ping()["protocol"] == 1
+
+
+def test_prefetch_yields_progress_then_the_summary(daemon, origin):
+    with Client(daemon.socket, timeout=None) as c:
+        events = list(c.prefetch())
+        summary = events[-1]
+        assert summary["images"]["downloaded"] + summary["images"]["cached"] == len(manifest(origin))
+        phases = {e["phase"] for e in events[:-1]}
+        assert phases == {"posts", "images"}
+        done = [e["done"] for e in events[:-1] if e["phase"] == "images"]
+        assert done == sorted(done) and done[-1] == len(manifest(origin))
+        assert c.verify()["corrupt"] == []
+
+
+def test_leaving_a_prefetch_early_keeps_the_client_usable(daemon):
+    with Client(daemon.socket, timeout=None) as c:
+        for event in c.prefetch(force=True):
+            break  # stop listening after the first event
+        assert c.ping()["protocol"] == 1
+
+
+def test_errors_carry_the_daemons_code(daemon):
+    with Client(daemon.socket) as c:
+        for call, code in [(lambda: c.post(123456), "not_found"), (lambda: c.image(999), "not_found"),
+                           (lambda: c.read("zz"), "bad_request"), (lambda: c.call("nonsense"), "bad_request")]:
+            with pytest.raises(CachedError) as e:
+                call()
+            assert e.value.code == code and e.value.message
+        assert c.ping()["protocol"] == 1
+
+
+def test_no_daemon_is_unavailable_and_a_restart_is_survived(daemon):
+    c = Client(daemon.socket)
+    assert c.ping()
+    daemon.restart()
+    assert c.ping()["protocol"] == 1  # the idle connection was closed: it connects again
+    daemon.stop()
+    with pytest.raises(CachedError) as e:
+        c.ping()
+    assert e.value.code == "unavailable"
+    daemon.start()
+    assert c.ping()["protocol"] == 1
+    c.close()
+    with pytest.raises(CachedError) as e:
+        Client("/nonexistent/cached.sock").ping()
+    assert e.value.code == "unavailable" and "cannot connect" in e.value.message
+
+
+def test_a_socket_in_a_directory_others_can_write_is_refused():
+    directory = tempfile.mkdtemp()
+    os.chmod(directory, 0o777)
+    try:
+        with pytest.raises(CachedError) as e:
+            Client(os.path.join(directory, "cached.sock")).ping()
+        assert e.value.code == "unavailable" and "refusing" in e.value.message
+    finally:
+        os.rmdir(directory)
+
+
+def test_the_default_socket_follows_cachectl():
+    assert default_socket({"CACHED_SOCKET": "/x/y.sock"}) == "/x/y.sock"
+    if os.getuid() == 0:
+        assert default_socket({}) == "/run/cached/cached.sock"
+    else:
+        assert default_socket({"XDG_RUNTIME_DIR": "/run/user/5"}).startswith("/")
