@@ -43,14 +43,41 @@ TEST_FUZZ_SECONDS ?= 20
 # make interop adds more (InteropTests), which make test skips.
 # The HTTP front-end's real clients (HTTPTests, HTTPBrowserTests, HTTPMetricsTests):
 # curl, nginx as a reverse proxy, headless Chromium, promtool and Prometheus.
-TEST_PACKAGES    := nginx-light caddy openssl curl chromium prometheus
+TEST_PACKAGES    := nginx-light caddy openssl curl chromium prometheus \
+                    python3-pytest python3-venv python3-setuptools python3-wheel
 INTEROP_PACKAGES := $(TEST_PACKAGES) apache2 lighttpd squid
 test: deps
 	$(call install_missing,$(TEST_PACKAGES))
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	$(SWIFT) test --skip-build --skip InteropTests $(BUILD_FLAGS)
+	$(MAKE) --no-print-directory clients
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 	$(MAKE) --no-print-directory check-docs check-package
+
+# The client libraries against the real daemon (built first): the Python
+# module's pytest suite from the tree and once more installed with pip into
+# a fresh venv, and Examples/SwiftClient (a package depending on this one
+# by path) built and run against the demo origin.
+PYTHON ?= /usr/bin/python3
+.PHONY: clients python-client example-swift
+clients: python-client example-swift
+
+python-client: deps
+	$(call install_missing,$(TEST_PACKAGES))
+	$(SWIFT) build $(BUILD_FLAGS)
+	CACHED_BIN_DIR="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" $(PYTHON) -m pytest -q -p no:cacheprovider clients/python/tests
+	rm -rf .build/pyvenv clients/python/build clients/python/*.egg-info
+	$(PYTHON) -m venv --system-site-packages .build/pyvenv
+	.build/pyvenv/bin/pip install -q --no-build-isolation --no-index clients/python 2>&1 | grep -v BetaConfiguration | grep -v 'warnings.warn' || true
+	rm -rf clients/python/build clients/python/*.egg-info
+	cd .build && CACHED_CLIENT_INSTALLED=1 CACHED_BIN_DIR="$$(cd .. && $(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" \
+	  pyvenv/bin/python -c 'import cached_client, sys; sys.exit(0 if "pyvenv" in cached_client.__file__ else "not the installed module")'
+	CACHED_CLIENT_INSTALLED=1 CACHED_BIN_DIR="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" \
+	  .build/pyvenv/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
+
+example-swift: deps
+	$(SWIFT) build $(BUILD_FLAGS)
+	scripts/example-swift.sh "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
 
 # The unit and integration suites under AddressSanitizer and ThreadSanitizer,
 # each in its own build directory (the daemon the integration tests start is

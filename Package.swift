@@ -50,9 +50,13 @@ let package = Package(
                 swiftSettings: strict + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
         // The async Swift client (posts as Codable, images, prefetch as a
         // stream), one pipelined connection shared by concurrent tasks.
-        .target(name: "CachedClient", dependencies: ["CacheProtocol", "CacheSystem"], swiftSettings: strict),
-        // cachectl's commands and output, on CachedClient.
-        .target(name: "CacheCLI", dependencies: ["CacheSystem", "CacheProtocol", "CachedClient"], swiftSettings: strict),
+        .target(name: "CachedClient", dependencies: ["CachedClientCore", "CacheProtocol", "CacheSystem"], swiftSettings: strict),
+        // Its connection code without `async` (pipelining, answer order,
+        // reconnecting, the error type): what cachectl links, so that it
+        // does not carry Swift's concurrency runtime.
+        .target(name: "CachedClientCore", dependencies: ["CacheProtocol", "CacheSystem"], swiftSettings: strict),
+        // cachectl's commands and output, on the client's connection code.
+        .target(name: "CacheCLI", dependencies: ["CacheSystem", "CacheProtocol", "CachedClientCore"], swiftSettings: strict),
 
         .executableTarget(name: "cached", dependencies: ["CacheDaemon"], swiftSettings: strict),
         // cachectl runs once per call in scripts: linked fully statically in

@@ -3,7 +3,7 @@ import Glibc
 #endif
 import CacheProtocol
 import CacheSystem
-import CachedClient
+import CachedClientCore
 
 /// Exit statuses of cachectl, documented in `--help` and docs/operations.md.
 public enum ExitCode: Int32, Sendable {
@@ -39,7 +39,7 @@ struct CLIError: Error {
 
 /// The `cachectl` executable.
 public enum CachectlMain {
-    public static func run() async -> Never {
+    public static func run() -> Never {
         let env = Environment.current()
         do {
             let invocation = try Invocation.parse(Array(CommandLine.arguments.dropFirst()), environment: env)
@@ -47,7 +47,7 @@ public enum CachectlMain {
                 print(Invocation.usage)
                 exit(0)
             }
-            try await Commands(invocation: invocation).run()
+            try Commands(invocation: invocation).run()
             exit(ExitCode.ok.rawValue)
         } catch let e as CLIError {
             Output.error("cachectl: \(e.message)\n")

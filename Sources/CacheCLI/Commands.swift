@@ -3,33 +3,33 @@ import Glibc
 #endif
 import CacheProtocol
 import CacheSystem
-import CachedClient
+import CachedClientCore
 
-/// Runs one cachectl command against the daemon, through `CachedClient`
-/// (the one Swift client), and prints the result.
+/// Runs one cachectl command against the daemon, through the one Swift client's
+/// connection code (`BlockingClient`), and prints the result.
 struct Commands {
     let invocation: Invocation
 
     private var json: Bool { invocation.json }
 
-    func run() async throws {
+    func run() throws {
         let words = invocation.command
         switch (words.first, words.count) {
         case ("get", _):
-            try await get(Array(words.dropFirst()))
+            try get(Array(words.dropFirst()))
         case ("prefetch", 1), ("prefetch", 2):
             let what = words.count == 2 ? words[1] : "all"
             guard PrefetchTarget(rawValue: what) != nil else {
                 throw CLIError(code: .usage, message: "prefetch takes all, posts or images, not \"\(what)\"")
             }
-            try await prefetch(what)
-        case ("status", 1): try await simple("status", Format.status)
-        case ("verify", 1): try await simple("verify", mayTakeLong: true, Format.verify)
-        case ("gc", 1): try await simple("gc", mayTakeLong: true, Format.gc)
-        case ("compact", 1): try await simple("compact", mayTakeLong: true, Format.compact)
-        case ("ping", 1): try await simple("ping") { Format.ping($0, socket: invocation.socket) }
+            try prefetch(what)
+        case ("status", 1): try simple("status", Format.status)
+        case ("verify", 1): try simple("verify", mayTakeLong: true, Format.verify)
+        case ("gc", 1): try simple("gc", mayTakeLong: true, Format.gc)
+        case ("compact", 1): try simple("compact", mayTakeLong: true, Format.compact)
+        case ("ping", 1): try simple("ping") { Format.ping($0, socket: invocation.socket) }
         case ("metrics", 1):
-            let answer = try await call(connect(), "status")
+            let answer = try call(connect(), "status")
             print(Format.metrics(answer), terminator: "")
         default:
             throw CLIError(code: .usage, message: "unknown command \"\(words.joined(separator: " "))\" (see cachectl --help)")
@@ -46,15 +46,15 @@ struct Commands {
     /// manifest, `prefetch`, `verify`, `gc`, `compact`) is never cut while
     /// the daemon is alive: after each timeout of silence cachectl pings the
     /// daemon on a second connection and gives up only if that goes unanswered.
-    private func connect(mayTakeLong: Bool = false) -> CachedClient {
+    private func connect(mayTakeLong: Bool = false) -> BlockingClient {
         let seconds = invocation.timeout
         let timeout: ClientTimeout = seconds == 0 ? .none : mayTakeLong ? .whileAlive(seconds: seconds) : .answer(seconds: seconds)
-        return CachedClient(socketPath: invocation.socket, timeout: timeout)
+        return BlockingClient(socketPath: invocation.socket, timeout: timeout)
     }
 
     /// Sends one request; an error answer becomes a CLIError with the matching exit status.
-    private func call(_ client: CachedClient, _ op: String, _ fields: [(String, JSON)] = []) async throws -> JSON {
-        let answer = try await client.answer(op, fields)
+    private func call(_ client: BlockingClient, _ op: String, _ fields: [(String, JSON)] = []) throws -> JSON {
+        let answer = try client.answer(op, fields)
         try check(answer)
         return answer
     }
@@ -74,35 +74,35 @@ struct Commands {
         }
     }
 
-    private func simple(_ op: String, mayTakeLong: Bool = false, _ format: (JSON) -> String) async throws {
-        let answer = try await call(connect(mayTakeLong: mayTakeLong), op)
+    private func simple(_ op: String, mayTakeLong: Bool = false, _ format: (JSON) -> String) throws {
+        let answer = try call(connect(mayTakeLong: mayTakeLong), op)
         if json { printJSON(answer) } else { print(format(answer)) }
     }
 
     /// What `get` takes, for its usage errors.
     static let getSubjects = "post ID | posts | image ROW [-o FILE] | images"
 
-    private func get(_ args: [String]) async throws {
+    private func get(_ args: [String]) throws {
         guard let subject = args.first else {
             throw CLIError(code: .usage, message: "get needs what to get: \(Self.getSubjects) (see cachectl --help)")
         }
         switch (subject, args.count) {
         case ("post", 2):
             guard let id = Int64(args[1]) else { throw CLIError(code: .usage, message: "post id must be an integer, not \"\(args[1])\"") }
-            let answer = try await call(connect(), "get_post", [("id", .number(String(id)))])
+            let answer = try call(connect(), "get_post", [("id", .number(String(id)))])
             if json { printJSON(answer) } else { print(Format.post(answer["post"] ?? .null)) }
         case ("posts", 1):
-            let answer = try await call(connect(), "list_posts")
+            let answer = try call(connect(), "list_posts")
             if json { printJSON(answer) } else { print(Format.postList(answer), terminator: "") }
         case ("image", 2):
             guard let row = Int(args[1]), row >= 0 else { throw CLIError(code: .usage, message: "row must be a non-negative integer, not \"\(args[1])\"") }
             // A file that cannot be written fails before anything is downloaded.
             if let output = invocation.output, output != "-" { try Self.checkWritable(output) }
             let client = connect(mayTakeLong: true)
-            let answer = try await call(client, "get_image", [("row", .number(String(row)))])
+            let answer = try call(client, "get_image", [("row", .number(String(row)))])
             let image = answer["image"] ?? .null
             if let output = invocation.output {
-                try await save(image, client: client, to: output)
+                try save(image, client: client, to: output)
                 if json && output != "-" { printJSON(answer) }
             } else if json {
                 printJSON(answer)
@@ -110,7 +110,7 @@ struct Commands {
                 print(Format.image(image))
             }
         case ("images", 1):
-            let answer = try await call(connect(mayTakeLong: true), "list_images")
+            let answer = try call(connect(mayTakeLong: true), "list_images")
             if json { printJSON(answer) } else { print(Format.imageList(answer), terminator: "") }
         default:
             throw CLIError(code: .usage, message: "get expects \(Self.getSubjects), not \"\(Format.visible(args.joined(separator: " ")))\"")
@@ -138,11 +138,11 @@ struct Commands {
     /// stdout: the daemon passes a descriptor of the verified file (`open`),
     /// copied with `copy_file_range`. A daemon without `open` (older than
     /// it) answers `bad_request`; then the bytes come over the socket (`read`).
-    private func save(_ image: JSON, client: CachedClient, to path: String) async throws {
+    private func save(_ image: JSON, client: BlockingClient, to path: String) throws {
         guard let hash = image["hash"]?.string else { throw CLIError(code: .failure, message: "the daemon gave no hash for this row") }
-        let (answer, file) = try await client.open(hash: hash)
+        let (answer, file) = try client.open(hash: hash)
         if answer["error"]?["code"]?.string == "bad_request" {
-            return try await saveRead(hash, image, client: client, to: path)
+            return try saveRead(hash, image, client: client, to: path)
         }
         try check(answer)
         guard let file, let size = answer["size"]?.integer, size >= 0 else { throw CLIError(code: .failure, message: "malformed open answer") }
@@ -151,12 +151,9 @@ struct Commands {
     }
 
     /// `save` through `read`: the bytes after the answer line.
-    private func saveRead(_ hash: String, _ image: JSON, client: CachedClient, to path: String) async throws {
-        let bytes: [UInt8]
-        do { bytes = try await client.read(hash: hash) } catch {
-            try check(.object([("ok", .bool(false)), ("error", .object([("code", .string(error.code.rawValue)), ("message", .string(error.message))]))]))
-            return
-        }
+    private func saveRead(_ hash: String, _ image: JSON, client: BlockingClient, to path: String) throws {
+        let (header, bytes) = try client.read(hash: hash)
+        try check(header)
         try write(to: path, image, size: Int64(bytes.count)) { out in
             do throws(SystemError) { try bytes.withBytes { (raw) throws(SystemError) in try out.writeAll(raw) } }
             catch { throw Self.cannotWrite(path, errno: error.errno) }
@@ -230,12 +227,12 @@ struct Commands {
         }
     }
 
-    private func prefetch(_ what: String) async throws {
+    private func prefetch(_ what: String) throws {
         let client = connect(mayTakeLong: true)
         let bar = isatty(2) != 0 && !json ? ProgressBar() : nil
         var fields: [(String, JSON)] = [("what", .string(what)), ("progress", .bool(bar != nil))]
         if invocation.force { fields.append(("force", .bool(true))) }
-        let answer = try await client.prefetchLines(fields) { event in
+        let answer = try client.prefetch(fields) { event in
             bar?.update(phase: event["phase"]?.string ?? "", done: Int(event["done"]?.integer ?? 0),
                         total: Int(event["total"]?.integer ?? 0), bytes: event["bytes"]?.integer ?? 0)
         }

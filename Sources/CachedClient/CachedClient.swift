@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CacheProtocol
 import CacheSystem
+@_exported import CachedClientCore
 
 /// A client of the `cached` daemon over its socket (docs/protocol.md).
 ///
@@ -36,7 +37,7 @@ public final class CachedClient: Sendable {
         self.init(socketPath: socketPath, timeout: timeout == 0 ? .none : .whileAlive(seconds: timeout))
     }
 
-    /// With the wire client's own timeout kinds (cachectl's `--timeout`).
+    /// With the wire client's own timeout kinds.
     package init(socketPath: String?, timeout: ClientTimeout, checkingDirectory: Bool = true) {
         let path = socketPath ?? DefaultPaths.clientSocket(environment: Environment.current)
         self.socketPath = path
@@ -144,28 +145,10 @@ public final class CachedClient: Sendable {
 
     // MARK: The wire
 
-    /// One request's answer line, an error answer thrown (for cachectl's `--json`, which prints it).
+    /// One request's answer line, an error answer thrown.
     package func call(_ op: String, _ fields: [(String, JSON)] = []) async throws(CachedError) -> JSON {
         let answer = try await send(Request.line(op: op, fields), .line)
         return try Self.checked(answer).get()
-    }
-
-    /// The answer as it came, an error answer included.
-    package func answer(_ op: String, _ fields: [(String, JSON)] = []) async throws(CachedError) -> JSON {
-        try await send(Request.line(op: op, fields), .line).json
-    }
-
-    /// `open` of `hash`: the answer line, and the descriptor with an ok one.
-    package func open(hash: String) async throws(CachedError) -> (JSON, FileDescriptor?) {
-        guard case let .descriptor(json, fd) = try await send(Request.line(op: "open", [("hash", .string(hash))]), .descriptor) else {
-            throw CachedError(.malformed, "an open answer of another shape")
-        }
-        return (json, fd)
-    }
-
-    /// `prefetch` with progress: `progress` gets each event line; the answer line is returned.
-    package func prefetchLines(_ fields: [(String, JSON)], progress: @escaping @Sendable (JSON) -> Void) async throws(CachedError) -> JSON {
-        try await send(Request.line(op: "prefetch", fields), .events, onEvent: progress).json
     }
 
     private func send(_ line: [UInt8], _ shape: AnswerShape, onEvent: @escaping @Sendable (JSON) -> Void = { _ in }) async throws(CachedError) -> WireAnswer {

@@ -1,2 +1,2 @@
 import CacheCLI
-await CachectlMain.run()
+CachectlMain.run()

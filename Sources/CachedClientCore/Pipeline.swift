@@ -4,10 +4,11 @@ import Glibc
 import CacheProtocol
 import CacheSystem
 
-func closeDescriptor(_ fd: Int32) -> Int32 { Glibc.close(fd) }
+/// `close(2)`, for a descriptor handed to a library user.
+package func closeDescriptor(_ fd: Int32) -> Int32 { Glibc.close(fd) }
 
 /// What a request's answer is made of on the wire.
-enum AnswerShape: Sendable {
+package enum AnswerShape: Sendable {
     /// One line.
     case line
     /// A `read` header line and, when it is ok, `size` raw bytes.
@@ -19,19 +20,19 @@ enum AnswerShape: Sendable {
 }
 
 /// A complete answer, as read.
-enum WireAnswer: Sendable {
+package enum WireAnswer: Sendable {
     case line(JSON)
     case bytes(JSON, [UInt8])
     case descriptor(JSON, FileDescriptor?)
 
-    var json: JSON {
+    package var json: JSON {
         switch self {
         case .line(let j), .bytes(let j, _), .descriptor(let j, _): j
         }
     }
 
     /// Closes a descriptor nobody will take.
-    func discard() {
+    package func discard() {
         if case .descriptor(_, let fd?) = self { fd.close() }
     }
 }
@@ -39,13 +40,13 @@ enum WireAnswer: Sendable {
 /// One request waiting for its answer. `finish` runs exactly once: with the
 /// answer, a failure, or `cancelled` when the caller stops waiting (the
 /// answer is then still read off the connection, and dropped).
-final class Waiter: Sendable {
+package final class Waiter: Sendable {
     let shape: AnswerShape
     private let done = Locked(false)
     private let onAnswer: @Sendable (Result<WireAnswer, CachedError>) -> Void
     private let onEvent: @Sendable (JSON) -> Void
 
-    init(_ shape: AnswerShape, onEvent: @escaping @Sendable (JSON) -> Void = { _ in },
+    package init(_ shape: AnswerShape, onEvent: @escaping @Sendable (JSON) -> Void = { _ in },
          _ onAnswer: @escaping @Sendable (Result<WireAnswer, CachedError>) -> Void) {
         self.shape = shape
         self.onEvent = onEvent
@@ -56,7 +57,7 @@ final class Waiter: Sendable {
         if !done.withLock({ $0 }) { onEvent(line) }
     }
 
-    func finish(_ result: Result<WireAnswer, CachedError>) {
+    package func finish(_ result: Result<WireAnswer, CachedError>) {
         let first = done.withLock { d -> Bool in
             defer { d = true }
             return !d
@@ -85,7 +86,7 @@ final class Link: @unchecked Sendable {
 /// concurrent callers pipeline. A connection found closed while idle (the
 /// daemon restarted) is replaced before the next request; one that breaks
 /// with requests in flight fails them (`unavailable`: they may have run).
-final class Pipeline: Sendable {
+package final class Pipeline: Sendable {
     let socketPath: String
     let timeout: ClientTimeout
     let checkingDirectory: Bool
@@ -94,23 +95,22 @@ final class Pipeline: Sendable {
     private let sending = Locked((), rank: .clientWriter)
     private let state = Locked<Link?>(nil)
 
-    init(socketPath: String, timeout: ClientTimeout, checkingDirectory: Bool) {
+    package init(socketPath: String, timeout: ClientTimeout, checkingDirectory: Bool) {
         self.socketPath = socketPath
         self.timeout = timeout
         self.checkingDirectory = checkingDirectory
     }
 
-    deinit {
-        state.withLock { $0 }?.client.shutdownWrite()
-    }
-
-    /// Sends `line` and calls `waiter.finish` when its answer is read.
-    func submit(_ line: [UInt8], _ waiter: Waiter) {
-        sending.withLock { _ in
+    /// Sends `line` and calls `waiter.finish` when its answer is read: by
+    /// the connection's reader thread, started if none runs; or, `inline`
+    /// and with none running, by the calling thread itself before this
+    /// returns (a blocking caller spares the thread).
+    package func submit(_ line: [UInt8], _ waiter: Waiter, inline: Bool = false) {
+        let reader: Link? = sending.withLock { _ in
             let link: Link
             do throws(CachedError) { link = try currentLink() } catch {
                 waiter.finish(.failure(error))
-                return
+                return nil
             }
             let startReader = state.withLock { _ -> Bool in
                 link.queue.append(waiter)
@@ -123,8 +123,10 @@ final class Pipeline: Sendable {
                 // end of the stream and fails everything queued.
                 breakLink(link)
             }
-            if startReader { startReading(link) }
+            return startReader ? link : nil
         }
+        guard let reader else { return }
+        if inline { read(reader) } else { startReading(reader) }
     }
 
     /// The connection to send on: the current one unless it broke or the

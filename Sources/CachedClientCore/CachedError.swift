@@ -36,7 +36,7 @@ public struct CachedError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { "\(message) (\(code.rawValue))" }
 
-    init(_ e: ClientError) {
+    package init(_ e: ClientError) {
         switch e {
         case .timedOut: self.init(.timedOut, e.description)
         case .malformed: self.init(.malformed, e.description)
@@ -49,7 +49,7 @@ public struct CachedError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The error of an `{"ok":false,...}` answer, or nil for an ok one.
-    init?(answer: JSON) {
+    package init?(answer: JSON) {
         guard answer["ok"]?.bool != true else { return nil }
         let code = answer["error"]?["code"]?.string ?? "internal"
         self.init(Code(rawValue: code).flatMap { [.unavailable, .timedOut, .malformed, .cancelled].contains($0) ? nil : $0 } ?? .internal,

@@ -1,0 +1,50 @@
+import CacheProtocol
+import CacheSystem
+
+/// The same connection code as `CachedClient`, waited on by the calling
+/// thread: cachectl's, one call per process. Without `async` in this
+/// module, cachectl does not link or start Swift's concurrency runtime,
+/// whose start-up cost a one-shot command more than its call (measured:
+/// 1.96 against 1.70 ms per `cachectl ping` with it linked, 7 ms when a
+/// task ran). The caller's thread reads the answer itself.
+package final class BlockingClient: Sendable {
+    package let socketPath: String
+    private let pipeline: Pipeline
+
+    package init(socketPath: String, timeout: ClientTimeout, checkingDirectory: Bool = true) {
+        self.socketPath = socketPath
+        pipeline = Pipeline(socketPath: socketPath, timeout: timeout, checkingDirectory: checkingDirectory)
+    }
+
+    /// The answer as it came, an error answer included.
+    package func answer(_ op: String, _ fields: [(String, JSON)] = []) throws(CachedError) -> JSON {
+        try call(Request.line(op: op, fields), .line).json
+    }
+
+    /// `open` of `hash`: the answer line, and the descriptor with an ok one.
+    package func open(hash: String) throws(CachedError) -> (JSON, FileDescriptor?) {
+        guard case let .descriptor(json, fd) = try call(Request.line(op: "open", [("hash", .string(hash))]), .descriptor) else {
+            throw CachedError(.malformed, "an open answer of another shape")
+        }
+        return (json, fd)
+    }
+
+    /// `read` of `hash`: the header line, and the bytes with an ok one.
+    package func read(hash: String) throws(CachedError) -> (JSON, [UInt8]) {
+        switch try call(Request.line(op: "read", [("hash", .string(hash))]), .bytes) {
+        case let .bytes(json, bytes): return (json, bytes)
+        case let other: return (other.json, [])
+        }
+    }
+
+    /// `prefetch`: `progress` gets each event line; the answer line is returned.
+    package func prefetch(_ fields: [(String, JSON)], progress: @escaping @Sendable (JSON) -> Void) throws(CachedError) -> JSON {
+        try call(Request.line(op: "prefetch", fields), .events, onEvent: progress).json
+    }
+
+    private func call(_ line: [UInt8], _ shape: AnswerShape, onEvent: @escaping @Sendable (JSON) -> Void = { _ in }) throws(CachedError) -> WireAnswer {
+        let result = Monitor<Result<WireAnswer, CachedError>?>(nil)
+        pipeline.submit(line, Waiter(shape, onEvent: onEvent) { r in result.update { $0 = r } }, inline: true)
+        return try result.wait { $0 }.get()
+    }
+}
