@@ -52,7 +52,7 @@ test: deps
 	$(SWIFT) test --skip-build --skip InteropTests $(BUILD_FLAGS)
 	$(MAKE) --no-print-directory clients
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
-	$(MAKE) --no-print-directory check-docs check-package
+	$(MAKE) --no-print-directory check-docs check-package check-install
 
 # The client libraries against the real daemon (built first): the Python
 # module's pytest suite from the tree and once more installed with pip into
@@ -190,8 +190,10 @@ install: deps
 	gzip -9n < docs/cached.8 > "$(DESTDIR)$(PREFIX)/share/man/man8/cached.8.gz"
 	gzip -9n < docs/cachectl.1 > "$(DESTDIR)$(PREFIX)/share/man/man1/cachectl.1.gz"
 	install -D -m 0644 completions/cachectl.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/cachectl"
-	install -d "$(DESTDIR)$(PREFIX)/share/doc/cached"
-	install -m 0644 README.md docs/protocol.md docs/http.md docs/storage-format.md docs/operations.md docs/performance.md "$(DESTDIR)$(PREFIX)/share/doc/cached/"
+	install -d "$(DESTDIR)$(PREFIX)/share/doc/cached" "$(DESTDIR)$(PREFIX)/share/lintian/overrides"
+	install -m 0644 README.md docs/protocol.md docs/http.md docs/storage-format.md docs/operations.md docs/performance.md packaging/copyright "$(DESTDIR)$(PREFIX)/share/doc/cached/"
+	gzip -9n < packaging/changelog > "$(DESTDIR)$(PREFIX)/share/doc/cached/changelog.gz"
+	install -m 0644 packaging/lintian-overrides "$(DESTDIR)$(PREFIX)/share/lintian/overrides/cached"
 	install -d "$(DESTDIR)$(SYSCONFDIR)/cached"
 	[ -e "$(DESTDIR)$(SYSCONFDIR)/cached/cached.conf" ] || install -m 0644 Examples/cached.conf "$(DESTDIR)$(SYSCONFDIR)/cached/cached.conf"
 
@@ -216,6 +218,16 @@ check-package: deb
 	diff -u .build/install-files.txt .build/deb-files.txt
 	dpkg-deb -I dist/cached_$(VERSION)_$$(dpkg --print-architecture).deb | grep -q "Package: cached"
 	@echo "check-package: the .deb holds the $$(wc -l < .build/install-files.txt) files make install installs"
+	$(call install_missing,lintian)
+	lintian --fail-on error,warning dist/cached_$(VERSION)_$$(dpkg --print-architecture).deb
+	@echo "check-package: lintian reports no error and no warning"
+
+# The whole life of the package on this machine's dpkg, as root (make test
+# runs it): install, use, upgrade from the previous build, remove, purge;
+# the machine left as it was (scripts/check-install.sh).
+.PHONY: check-install
+check-install: deb
+	scripts/check-install.sh dist
 
 clean:
 	$(SWIFT) package clean

@@ -122,6 +122,11 @@ public final class CachedClient: Sendable {
                 }
             }
             continuation.onTermination = { _ in waiter.finish(.failure(CachedError(.cancelled, "the prefetch's stream was ended"))) }
+            // Asked for in a task already cancelled: nothing is sent.
+            if Task.isCancelled {
+                waiter.finish(.failure(CachedError(.cancelled, "the task was cancelled")))
+                return
+            }
             pipeline.submit(line, waiter)
         }
     }
@@ -157,7 +162,12 @@ public final class CachedClient: Sendable {
             await withCheckedContinuation { (c: CheckedContinuation<Result<WireAnswer, CachedError>, Never>) in
                 let waiter = Waiter(shape, onEvent: onEvent) { c.resume(returning: $0) }
                 box.withLock { $0 = waiter }
-                if Task.isCancelled { waiter.finish(.failure(CachedError(.cancelled, "the task was cancelled"))) }
+                // A task cancelled before its call began sends nothing (a
+                // cancelled gc or prefetch must not run).
+                if Task.isCancelled {
+                    waiter.finish(.failure(CachedError(.cancelled, "the task was cancelled")))
+                    return
+                }
                 pipeline.submit(line, waiter)
             }
         } onCancel: {

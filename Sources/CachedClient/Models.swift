@@ -1,6 +1,7 @@
 /// A post, as the feed gave it and the daemon stored it (docs/protocol.md,
 /// "Feeds"): `id` always; `userId` (as `userID`), `title` and `body` when
-/// the feed had them; every other member in `extra`.
+/// the feed had them with those types; every other member, and those three
+/// when of another type (the feed may send any), in `extra`.
 public struct Post: Codable, Sendable, Equatable, Identifiable {
     public var id: Int
     public var userID: Int?
@@ -26,14 +27,20 @@ public struct Post: Codable, Sendable, Equatable, Identifiable {
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         id = try c.decode(Int.self, forKey: .id)
-        userID = try c.decodeIfPresent(Int.self, forKey: .userID)
-        title = try c.decodeIfPresent(String.self, forKey: .title)
-        body = try c.decodeIfPresent(String.self, forKey: .body)
+        userID = try? c.decodeIfPresent(Int.self, forKey: .userID)
+        title = try? c.decodeIfPresent(String.self, forKey: .title)
+        body = try? c.decodeIfPresent(String.self, forKey: .body)
         let all = try decoder.container(keyedBy: AnyKey.self)
-        let named = Set(CodingKeys.allCases.map(\.rawValue))
+        var typed: Set<String> = [CodingKeys.id.rawValue]
+        if userID != nil { typed.insert(CodingKeys.userID.rawValue) }
+        if title != nil { typed.insert(CodingKeys.title.rawValue) }
+        if body != nil { typed.insert(CodingKeys.body.rawValue) }
         var extra: [String: JSONValue] = [:]
-        for key in all.allKeys where !named.contains(key.stringValue) {
-            extra[key.stringValue] = try all.decode(JSONValue.self, forKey: key)
+        for key in all.allKeys where !typed.contains(key.stringValue) {
+            let value = try all.decode(JSONValue.self, forKey: key)
+            // A named member that is null is simply absent.
+            if value == .null && CodingKeys(rawValue: key.stringValue) != nil { continue }
+            extra[key.stringValue] = value
         }
         self.extra = extra
     }

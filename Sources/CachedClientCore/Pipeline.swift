@@ -107,16 +107,29 @@ package final class Pipeline: Sendable {
     /// returns (a blocking caller spares the thread).
     package func submit(_ line: [UInt8], _ waiter: Waiter, inline: Bool = false) {
         let reader: Link? = sending.withLock { _ in
-            let link: Link
-            do throws(CachedError) { link = try currentLink() } catch {
+            var target: Link
+            do throws(CachedError) { target = try currentLink() } catch {
                 waiter.finish(.failure(error))
                 return nil
             }
-            let startReader = state.withLock { _ -> Bool in
-                link.queue.append(waiter)
-                defer { link.readerRunning = true }
-                return !link.readerRunning
+            // Appended only to a link still current and whole (its reader
+            // may have failed it since `currentLink`): else to a new one.
+            var startReader = false
+            while true {
+                let appended = state.withLock { current -> Bool in
+                    guard !target.broken, current === target else { return false }
+                    target.queue.append(waiter)
+                    startReader = !target.readerRunning
+                    target.readerRunning = true
+                    return true
+                }
+                if appended { break }
+                do throws(CachedError) { target = try currentLink() } catch {
+                    waiter.finish(.failure(error))
+                    return nil
+                }
             }
+            let link = target
             do throws(ClientError) { try link.client.send(line) } catch {
                 // Part of the line may have gone: nothing after it can be
                 // trusted. The reader (started below if need be) finds the
@@ -189,6 +202,9 @@ package final class Pipeline: Sendable {
                     if current === link { current = nil }
                     return all
                 }
+                // Nothing more may be read or sent on it: a late answer to
+                // a failed request must never reach a later one.
+                _ = Glibc.shutdown(link.client.descriptor.rawValue, Int32(SHUT_RDWR))
                 let reason = CachedError(error)
                 for w in failed { w.finish(.failure(reason)) }
                 return
@@ -218,7 +234,9 @@ package final class Pipeline: Sendable {
         case .events:
             while true {
                 let line = try client.readJSON()
-                guard line["event"]?.string == "progress" else { return .line(line) }
+                // Any event line (progress, or a kind a later daemon adds)
+                // comes before the answer; only a line without one ends it.
+                guard line["event"] != nil else { return .line(line) }
                 waiter.event(line)
             }
         }

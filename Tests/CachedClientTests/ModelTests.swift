@@ -14,6 +14,10 @@ import CacheProtocol
         #expect(p.extra == ["tags": .array([.string("x")]), "score": .number(1.5), "draft": .bool(false)])
         let bare = try decode(Post.self, #"{"id":1}"#)
         #expect(bare.userID == nil && bare.title == nil && bare.body == nil && bare.extra.isEmpty)
+        // The feed may send them of any type (docs/protocol.md, "Feeds"): kept in extra.
+        let odd = try decode(Post.self, #"{"id":2,"userId":"7","title":null,"body":["x"]}"#)
+        #expect(odd.userID == nil && odd.title == nil && odd.body == nil)
+        #expect(odd.extra == ["userId": .string("7"), "body": .array([.string("x")])])
         #expect(throws: (any Error).self) { try decode(Post.self, #"{"title":"no id"}"#) }
         #expect(throws: (any Error).self) { try decode(Post.self, #"{"id":"1"}"#) }
     }

@@ -106,6 +106,29 @@ import CachedClient
         #expect(try await cached.image(row: 2).isCached, "the cancelled download went on in the daemon")
     }
 
+    /// A task cancelled before its call begins sends nothing: a cancelled
+    /// prefetch does not run.
+    @Test func aTaskCancelledBeforeItsCallSendsNothing() async throws {
+        let nginx = try Nginx()
+        let d = try Self.daemon(nginx)
+        let cached = CachedClient(socketPath: d.socket)
+        let task = Task {
+            while !Task.isCancelled { await Task.yield() }
+            for try await _ in cached.prefetch(.posts) {}
+        }
+        task.cancel()
+        _ = try? await task.value
+        let never = Task { () async throws(CachedError) -> Int in
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await cached.compact().after
+        }
+        do { _ = try await never.value; Issue.record("a cancelled compact answered") }
+        catch let e as CachedError { #expect(e.code == .cancelled) }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        #expect(try await cached.status().posts == 0, "the cancelled prefetch did not run")
+        #expect(!d.log.contains("compacted"), "the cancelled compact did not run")
+    }
+
     @Test func theClientConnectsAgainAfterTheDaemonRestarts() async throws {
         let nginx = try Nginx()
         let scratch = Scratch()

@@ -63,10 +63,34 @@ def default_socket(environ: Optional[Dict[str, str]] = None) -> str:
 
 
 def _check_directory(path: str) -> None:
-    """Refuses a socket whose directory, or one above it, its group or other
-    users may write (unless it is root's and sticky, as /tmp is): they could
-    have put their own socket in the daemon's place."""
+    """Refuses a socket whose directory another user could change, as
+    cachectl does: they could have put their own socket in the daemon's place.
+
+    The per-user default directory (``/tmp/cached-<uid>``, which anyone could
+    have created first) must be a real directory (not a link) owned by the
+    caller that neither group nor others can write. Any other directory, and
+    every directory above it, must not be writable by group or others unless
+    it is root's and sticky (``/tmp``).
+    """
     directory = os.path.dirname(os.path.abspath(path))
+    private = f"/tmp/cached-{os.getuid()}"
+    try:
+        same_as_private = os.path.samefile(directory, private) if os.path.exists(private) else directory == private
+    except OSError:
+        same_as_private = False
+    if directory == private or same_as_private:
+        try:
+            st = os.lstat(private)
+        except OSError:
+            return  # connecting says why
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            raise CachedError("unavailable", f"refusing to connect to cached at {path}: {private} is not a real directory")
+        if st.st_uid != os.getuid():
+            raise CachedError("unavailable", f"refusing to connect to cached at {path}: {private} is owned by uid {st.st_uid}, "
+                                             f"not by uid {os.getuid()}")
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise CachedError("unavailable", f"refusing to connect to cached at {path}: {private} can be written by other users")
+        return
     while True:
         try:
             st = os.stat(directory)
@@ -102,6 +126,10 @@ class Client:
         self._sock: Optional[socket.socket] = None
         self._buffer = bytearray()
         self._fds: List[int] = []
+        # A prefetch whose answer is still being read: another call first
+        # abandons it (its connection is closed), or its lines would be read
+        # as that call's answer.
+        self._streaming = False
 
     # -- connection -----------------------------------------------------
 
@@ -113,6 +141,7 @@ class Client:
 
     def close(self) -> None:
         """Closes the connection (the next call opens a new one)."""
+        self._streaming = False
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -141,11 +170,12 @@ class Client:
     def _alive(sock: socket.socket) -> bool:
         """False when the peer has closed the connection (nothing is in flight on it)."""
         try:
-            readable, _, _ = select.select([sock], [], [], 0)
-            if not readable:
+            poller = select.poll()
+            poller.register(sock, select.POLLIN)
+            if not poller.poll(0):
                 return True
             return bool(sock.recv(1, socket.MSG_PEEK))  # b"": the end of the stream
-        except OSError:
+        except (OSError, ValueError):
             return False
 
     def _fail(self, why: str) -> CachedError:
@@ -153,13 +183,19 @@ class Client:
         return CachedError("unavailable", f"the connection to cached at {self.socket_path} {why}")
 
     def _fill(self) -> None:
-        sock = self._connect()
+        # The connection the request went out on, never a new one: an
+        # answer is read where its request was sent.
+        sock = self._sock
+        if sock is None:
+            raise CachedError("unavailable", f"the connection to cached at {self.socket_path} was closed")
         try:
             data, fds, _, _ = socket.recv_fds(sock, 65536, 8)
         except socket.timeout:
             raise self._fail(f"gave no answer within {self.timeout} s") from None
         except OSError as e:
             raise self._fail(f"failed: {e}") from None
+        for fd in fds:
+            os.set_inheritable(fd, False)
         self._fds.extend(fds)
         if not data:
             raise self._fail("was closed before the answer")
@@ -190,6 +226,8 @@ class Client:
         return out
 
     def _send(self, op: str, **fields: Any) -> None:
+        if self._streaming:
+            self.close()  # a prefetch still being read is abandoned
         line = json.dumps({"op": op, **{k: v for k, v in fields.items() if v is not None}}, separators=(",", ":")) + "\n"
         try:
             self._connect().sendall(line.encode())
@@ -201,8 +239,12 @@ class Client:
     @staticmethod
     def _checked(answer: Dict[str, Any]) -> Dict[str, Any]:
         if answer.get("ok") is not True:
-            error = answer.get("error") or {}
-            raise CachedError(str(error.get("code", "internal")), str(error.get("message", "the daemon gave no reason")))
+            error = answer.get("error")
+            error = error if isinstance(error, dict) else {}
+            code = str(error.get("code", "internal"))
+            if code not in ERROR_CODES[:7]:
+                code = "internal"  # the client's own codes never come from the daemon
+            raise CachedError(code, str(error.get("message", "the daemon gave no reason")))
         return answer
 
     def call(self, op: str, **fields: Any) -> Dict[str, Any]:
@@ -284,20 +326,25 @@ class Client:
         The request is sent when iteration starts; leaving it early closes
         the connection (the daemon still finishes the prefetch)."""
         self._send("prefetch", what=what, force=force, progress=True)
+        self._streaming = True
+        sock = self._sock
         finished = False
         try:
             while True:
+                if self._sock is not sock or not self._streaming:
+                    raise CachedError("unavailable", "the prefetch was abandoned: another call was made on this client")
                 line = self._line()
-                if line.get("event") == "progress":
+                if "event" in line:
                     yield line
                     continue
                 finished = True
+                self._streaming = False
                 summary = self._checked(line)
                 summary.pop("ok", None)
                 yield summary
                 return
         finally:
-            if not finished:
+            if not finished and self._sock is sock:
                 self.close()  # the rest of its answer would be read as another's
 
     def verify(self) -> Dict[str, Any]:

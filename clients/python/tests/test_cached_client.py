@@ -125,3 +125,40 @@ def test_the_default_socket_follows_cachectl():
         assert default_socket({}) == "/run/cached/cached.sock"
     else:
         assert default_socket({"XDG_RUNTIME_DIR": "/run/user/5"}).startswith("/")
+
+
+def test_another_call_while_a_prefetch_is_read_abandons_it_and_stays_in_step(daemon):
+    with Client(daemon.socket, timeout=None) as c:
+        stream = c.prefetch("posts", force=True)
+        first = next(stream)
+        assert first["event"] == "progress"
+        assert c.status()["socket"] == daemon.socket  # its own answer, not a progress line
+        with pytest.raises(CachedError) as e:
+            next(stream)
+        assert e.value.code == "unavailable"
+        assert c.ping()["protocol"] == 1
+
+
+def test_a_private_directory_owned_by_another_user_is_refused(tmp_path):
+    private = f"/tmp/cached-{os.getuid()}"
+    if os.path.lexists(private):
+        pytest.skip(f"{private} exists already; not touching it")
+    os.mkdir(private, 0o755)
+    try:
+        os.chown(private, 65534, 65534) if os.getuid() == 0 else None
+        if os.getuid() != 0:
+            pytest.skip("needs root to give the directory to another user")
+        with pytest.raises(CachedError) as e:
+            Client(private + "/cached.sock").ping()
+        assert e.value.code == "unavailable" and "owned by uid 65534" in e.value.message
+    finally:
+        os.rmdir(private)
+
+
+def test_the_daemon_cannot_send_the_clients_own_codes():
+    with pytest.raises(CachedError) as e:
+        Client._checked({"ok": False, "error": {"code": "unavailable", "message": "forged"}})
+    assert e.value.code == "internal"
+    with pytest.raises(CachedError) as e:
+        Client._checked({"ok": False, "error": "not an object"})
+    assert e.value.code == "internal"
