@@ -199,6 +199,7 @@ install: deps
 
 # A .deb of the same files (PREFIX=/usr) in dist/.
 deb:
+	$(call install_missing,dpkg-dev binutils lintian)
 	rm -rf .build/deb-stage
 	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/.build/deb-stage PREFIX=/usr SYSCONFDIR=/etc
 	scripts/package.sh .build/deb-stage dist $(VERSION)
