@@ -39,7 +39,7 @@ public final class CachedClient: Sendable {
 
     /// With the wire client's own timeout kinds.
     package init(socketPath: String?, timeout: ClientTimeout, checkingDirectory: Bool = true) {
-        let path = socketPath ?? DefaultPaths.clientSocket(environment: Environment.current)
+        let path = socketPath ?? DefaultPaths.clientSocket(environment: Environment.current())
         self.socketPath = path
         pipeline = Pipeline(socketPath: path, timeout: timeout, checkingDirectory: checkingDirectory)
     }
@@ -193,19 +193,5 @@ public final class CachedClient: Sendable {
 
     private func paging(_ offset: Int, _ limit: Int?) -> [(String, JSON)] {
         [("offset", .number(String(offset)))] + (limit.map { [("limit", .number(String($0)))] } ?? [])
-    }
-}
-
-/// The process environment without Foundation.
-enum Environment {
-    static var current: [String: String] {
-        var out: [String: String] = [:]
-        var p = environ
-        while let entry = p.pointee {
-            let s = String(cString: entry)
-            if let eq = s.firstIndex(of: "=") { out[String(s[..<eq])] = String(s[s.index(after: eq)...]) }
-            p += 1
-        }
-        return out
     }
 }
