@@ -385,15 +385,9 @@ class Bench:
               flush=True)
         seconds = 5 if not self.quick else 1
         for kind in ("posts", "images"):
-            script = os.path.join(self.tmp, "wrk-%s.lua" % kind)
-            with open(script, "w") as f:
-                f.write(wrk_script(paths[kind]))
-            mean_body = statistics.mean(len(bodies[p]) for p in paths[kind])
+            script, mean_body = self.wrk_cycle(kind, paths[kind], bodies)
             for c in (16, 64):
-                sides = {"cached": wrk_side(base, [cached.pid], script, c, seconds)}
-                for name, nport in servers.items():
-                    sides[name] = wrk_side("http://127.0.0.1:%d" % nport, workers[name], script, c, seconds)
-                got = interleave(sides, self.runs)
+                got = self.wrk_rounds(base, cached.pid, servers, workers, script, c, seconds)
                 heads = {n: statistics.median((x["bytes"] - x["requests"] * mean_body) / x["requests"] for x in got[n])
                          for n in got}
                 print("  %s c=%d: mean head bytes per answer (wrk's Transfer/sec counts them; the MiB/s rows do not): %s" %
@@ -420,6 +414,20 @@ class Bench:
                          "nginx's worker, worker_processes 1", cpu_us("nginx"), "lower", "(reported)")
         self.procs.stop(cached)
         self.http_large_images()
+
+    def wrk_cycle(self, name, paths, bodies):
+        """The wrk script cycling through `paths`, and the mean body of the cycle."""
+        script = os.path.join(self.tmp, "wrk-%s.lua" % name)
+        with open(script, "w") as f:
+            f.write(wrk_script(paths))
+        return script, statistics.mean(len(bodies[p]) for p in paths)
+
+    def wrk_rounds(self, base, pid, servers, workers, script, c, seconds):
+        """cached and every nginx under the same wrk script and concurrency, in rotated rounds."""
+        sides = {"cached": wrk_side(base, [pid], script, c, seconds)}
+        for name, nport in servers.items():
+            sides[name] = wrk_side("http://127.0.0.1:%d" % nport, workers[name], script, c, seconds)
+        return interleave(sides, self.runs)
 
     def http_large_images(self):
         """`GET /images/{row}` of objects over cached's 256 KiB inline limit,
@@ -460,15 +468,9 @@ class Bench:
         print("  %d images (%d to %d bytes), byte-identical from cached and every nginx" %
               (rows, min(sizes), max(sizes)), flush=True)
         seconds = 5 if not self.quick else 1
-        script = os.path.join(self.tmp, "wrk-large.lua")
-        with open(script, "w") as f:
-            f.write(wrk_script(paths["images"]))
-        mean_body = statistics.mean(len(bodies[p]) for p in paths["images"])
+        script, mean_body = self.wrk_cycle("large", paths["images"], bodies)
         for c in (16, 64):
-            sides = {"cached": wrk_side(base, [cached.pid], script, c, seconds)}
-            for name, nport in servers.items():
-                sides[name] = wrk_side("http://127.0.0.1:%d" % nport, workers[name], script, c, seconds)
-            got = interleave(sides, self.runs)
+            got = self.wrk_rounds(base, cached.pid, servers, workers, script, c, seconds)
             heads = {n: statistics.median((x["bytes"] - x["requests"] * mean_body) / x["requests"] for x in got[n])
                      for n in got}
             # Not the heads alone here: the answers still in flight when wrk stops are mostly the 8 MiB ones,

@@ -61,10 +61,6 @@ public enum HTTPConditional {
     /// `etag` (strong comparison; a date never matches, the front-end sends none).
     public static func rangeApplies(ifRange: String?, etag: String) -> Bool {
         guard let ifRange else { return true }
-        return ifRange.trimmingCharacters == etag
+        return ifRange[...].trimmingSpaces == etag[...]
     }
-}
-
-extension String {
-    var trimmingCharacters: String { String(self[...].trimmingSpaces) }
 }

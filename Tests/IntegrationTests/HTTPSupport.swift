@@ -150,3 +150,50 @@ final class RawHTTP {
 func httpGet(_ path: String, method: String = "GET", _ extra: [String] = []) -> String {
     "\(method) \(path) HTTP/1.1\r\nHost: localhost\r\n" + extra.map { $0 + "\r\n" }.joined() + "\r\n"
 }
+
+
+/// A GET over HTTP/1.0 (the server closes the connection after the answer),
+/// bounded by a 15 s receive timeout.
+enum SimpleHTTP {
+    struct Answer {
+        var status: Int
+        var headers: [String: String]
+        var body: [UInt8]
+        var text: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    static func get(port: Int, path: String) throws -> Answer {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw HarnessError("socket failed") }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 15, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard rc == 0 else { throw HarnessError("cannot connect to 127.0.0.1:\(port): \(String(cString: strerror(errno)))") }
+        let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1:\(port)\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 { throw HarnessError("GET \(path): \(String(cString: strerror(errno))) after \(response.count) bytes") }
+            if n == 0 { break }
+            response += buffer[0..<n]
+        }
+        guard let split = response.firstRange(of: Array("\r\n\r\n".utf8)) else { throw HarnessError("GET \(path): no HTTP head in \(response.count) bytes") }
+        let head = String(decoding: response[..<split.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
+        let statusLine = head.first?.split(separator: " ") ?? []
+        guard statusLine.count >= 2, let status = Int(statusLine[1]) else { throw HarnessError("GET \(path): status line \(head.first ?? "")") }
+        var headers: [String: String] = [:]
+        for line in head.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return Answer(status: status, headers: headers, body: Array(response[split.upperBound...]))
+    }
+}

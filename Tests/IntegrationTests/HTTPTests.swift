@@ -168,6 +168,30 @@ import CacheProtocol
         #expect(!log.contains("upstream prematurely closed") && !log.contains("[error]"), "\(log.suffix(2000))")
     }
 
+    /// docs/http.md, "Headers": what every answer, the page and objects carry.
+    @Test func everyAnswerCarriesTheDocumentedHeaders() throws {
+        let f = try HTTPFixture()
+        let hash = try f.daemon.call("get_image", [("row", num(1))])["image"]?["hash"]?.string ?? ""
+        let c = try RawHTTP(path: f.httpSocket)
+        try c.send(httpGet("/") + httpGet("/posts/1") + httpGet("/nothing") + httpGet("/objects/" + hash)
+                   + httpGet("/images/1", ["If-None-Match: \"\(hash)\""]))
+        let page = try c.response(), post = try c.response(), missing = try c.response(), object = try c.response()
+        let notModified = try c.response()
+        for r in [page, post, missing, object, notModified] {
+            #expect(r.header("x-content-type-options") == "nosniff" && r.header("server")?.hasPrefix("cached/") == true
+                    && r.header("date")?.hasSuffix(" GMT") == true, "\(r.status) \(r.headers)")
+        }
+        #expect(page.header("content-type") == "text/html; charset=utf-8")
+        #expect(page.header("content-security-policy")?.contains("frame-ancestors 'none'") == true, "\(page.headers)")
+        #expect(object.header("content-security-policy") == "sandbox" && object.header("accept-ranges") == "bytes")
+        #expect(notModified.status == 304 && notModified.header("etag") == "\"\(hash)\"" && notModified.header("cache-control") == "no-cache")
+        // HTTP/1.0 gets the stream unchunked, and Connection: close.
+        let old = try RawHTTP(path: f.httpSocket)
+        try old.send("GET /events HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        let stream = try old.response(head: true)
+        #expect(stream.header("connection") == "close" && stream.header("transfer-encoding") == nil, "\(stream.headers)")
+    }
+
     @Test func eventsStreamAPrefetchAsItRuns() throws {
         let f = try HTTPFixture(prefetch: false)
         _ = try cachectl(["prefetch", "posts"], socket: f.daemon.socket)

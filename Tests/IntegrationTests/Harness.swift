@@ -149,28 +149,9 @@ final class Origin {
         Array(try Data(contentsOf: URL(fileURLWithPath: root + "/" + relative)))
     }
 
-    /// A minimal HTTP/1.0 GET over a TCP socket.
+    /// A minimal HTTP/1.0 GET over a TCP socket: the body.
     private func httpGet(_ path: String) throws -> [UInt8] {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw HarnessError("socket failed") }
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard rc == 0 else { throw HarnessError("cannot connect to the origin") }
-        let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
-        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n <= 0 { break }
-            response += buffer[0..<n]
-        }
-        guard let split = response.firstRange(of: Array("\r\n\r\n".utf8)) else { throw HarnessError("bad HTTP answer") }
-        return Array(response[split.upperBound...])
+        try SimpleHTTP.get(port: port, path: path).body
     }
 }
 

@@ -47,8 +47,6 @@ final class EventHub: Sendable {
         subscribers.withLock { _ = $0.removeValue(forKey: id) }
     }
 
-    var count: Int { subscribers.withLock { $0.count } }
-
     /// Sends `event` to every subscriber (from any thread).
     func publish(_ event: ServiceEvent) {
         switch event {

@@ -176,7 +176,10 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
         request.keepAlive && !(request.minorVersion == 0 && request.path == ["events"])
     }
 
-    let continueHead = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+    let continueHead: [UInt8] = {
+        var h = HTTPHead(.continue100)
+        return h.finish()
+    }()
 
     func timedOut() -> [UInt8] {
         responses.error(.requestTimeout, .badRequest, "the request did not arrive in time (http-request-timeout)", nil)

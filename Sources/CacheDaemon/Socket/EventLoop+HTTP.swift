@@ -67,4 +67,18 @@ extension EventLoop {
     private func waiting(_ c: Connection) {
         if c.requestSince == nil && (c.httpInput.count > 0 || c.bodyToSkip > 0) { c.requestSince = Clock.monotonicNanoseconds() }
     }
+
+    /// Answers 408 to HTTP connections whose request has been arriving for
+    /// too long (a head or body sent a byte at a time), and closes them.
+    func timeOutRequests(_ now: UInt64) {
+        for c in Array(connections.values) where c.framing == .http {
+            guard let since = c.requestSince, now - since > limits.httpRequestNanoseconds, let http else { continue }
+            log.debug("connection \(c.id): the request did not arrive within \(limits.httpRequestNanoseconds / 1_000_000_000) s")
+            c.requestSince = nil
+            c.answerNow(http.timedOut())
+            c.closeAfterFlush = true
+            observer.requests(1, errors: 1)
+            flush(c)
+        }
+    }
 }

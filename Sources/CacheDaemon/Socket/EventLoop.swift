@@ -6,73 +6,6 @@ import CacheHTTP
 import CacheProtocol
 import CacheSystem
 
-/// Limits of the event loop (from the settings: `Settings.loopLimits`).
-struct LoopLimits: Sendable, Equatable {
-    /// Connections served at once; one more gets `busy` and is closed.
-    var maxConnections: Int
-    /// Output bytes (file payloads included) queued on a connection before the
-    /// loop stops reading from it.
-    var maxQueuedBytes: Int
-    /// Nanoseconds of silence, with nothing pending or with output the
-    /// client does not read, before a connection is closed; 0: never.
-    var idleNanoseconds: UInt64
-    /// Deepest JSON nesting accepted in a request.
-    var maxJSONDepth: Int
-    /// Requests a connection may have unanswered before the loop stops
-    /// reading from it: deep enough for any pipelining client, small enough
-    /// that one connection cannot queue unbounded work.
-    var maxPipeline = 256
-    /// HTTP connections served at once, of `maxConnections`: HTTP clients
-    /// cannot take every connection from the JSON-lines socket's.
-    var maxHTTPConnections = 1024
-    /// Nanoseconds an HTTP request head (and its body) may take to arrive; 0: no limit.
-    var httpRequestNanoseconds: UInt64 = 30_000_000_000
-}
-
-/// What the loop reports: requests and connections, for the counters.
-protocol LoopObserver: Sendable {
-    /// `count` requests were parsed, `errors` of them answered with an error by the loop itself.
-    func requests(_ count: Int, errors: Int)
-    func connection(opened: Bool)
-}
-
-/// How a listener's connections frame their requests.
-enum Framing: Sendable, Equatable {
-    /// JSON lines (docs/protocol.md).
-    case jsonLines
-    /// HTTP/1.1 (docs/http.md).
-    case http
-}
-
-/// A listening socket and the framing of the connections it accepts.
-struct Listener {
-    var fd: FileDescriptor
-    var framing: Framing
-    /// TCP: accepted connections get TCP_NODELAY (an answer's head and its
-    /// file go out in separate sends; Nagle would hold the second back).
-    var tcp = false
-}
-
-/// What the loop needs of the HTTP front-end (`HTTPFrontEnd`).
-protocol HTTPHandling: AnyObject {
-    var limits: HTTPLimits { get }
-    /// Handles one parsed request, as `EventLoop.handler` does a JSON line;
-    /// `tcp` when it came over TCP (where the `Host` is checked).
-    func handle(_ request: HTTPRequest, _ reply: Reply, tcp: Bool) -> Answer
-    /// False when the connection closes after the answer to `request`.
-    func keepsAlive(_ request: HTTPRequest) -> Bool
-    /// `100 Continue`, for a client that waits for it before its body.
-    var continueHead: [UInt8] { get }
-    /// The whole answer to a request that did not arrive in time.
-    func timedOut() -> [UInt8]
-    /// The whole answer to a head that was refused.
-    func rejected(_ rejection: HTTPRejection) -> [UInt8]
-    /// The whole answer to a connection over `max-connections`.
-    func busy(maxConnections: Int) -> [UInt8]
-    /// Connection `id` closed (an event stream it held ends).
-    func closed(connection id: UInt64)
-}
-
 /// The single thread that owns the listening sockets and every connection.
 final class EventLoop {
     private let epfd: Int32
@@ -207,20 +140,6 @@ final class EventLoop {
         for c in Array(connections.values) where (c.slots.isEmpty || !c.ready.isEmpty) && now - c.lastActivity > limits.idleNanoseconds {
             log.debug("closing connection \(c.id): idle for more than \(limits.idleNanoseconds / 1_000_000_000) s")
             close(c)
-        }
-    }
-
-    /// Answers 408 to HTTP connections whose request has been arriving for
-    /// too long (a head or body sent a byte at a time), and closes them.
-    private func timeOutRequests(_ now: UInt64) {
-        for c in Array(connections.values) where c.framing == .http {
-            guard let since = c.requestSince, now - since > limits.httpRequestNanoseconds, let http else { continue }
-            log.debug("connection \(c.id): the request did not arrive within \(limits.httpRequestNanoseconds / 1_000_000_000) s")
-            c.requestSince = nil
-            c.answerNow(http.timedOut())
-            c.closeAfterFlush = true
-            observer.requests(1, errors: 1)
-            flush(c)
         }
     }
 
@@ -385,7 +304,7 @@ final class EventLoop {
         queueFlush(c)
     }
 
-    private func flush(_ c: Connection) {
+    func flush(_ c: Connection) {
         assertOnLoopThread()
         guard connections[c.id] != nil else { return }
         while let chunk = c.ready.first {
