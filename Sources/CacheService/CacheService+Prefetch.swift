@@ -12,8 +12,11 @@ struct PrefetchListeners {
 extension CacheService {
     /// Called after every prefetch (the daemon refreshes its STATUS= line).
     public var onPrefetchFinished: (@Sendable () -> Void)? {
-        get { prefetchFinished.withLock { $0 } }
-        set { prefetchFinished.withLock { $0 = newValue } }
+        get {
+            guard let handler = prefetchFinished.withLock({ $0 }) else { return nil }
+            return { handler(()) }
+        }
+        set { prefetchFinished.withLock { $0 = newValue.map { body in Handler { _ in body() } } } }
     }
 
     /// Refreshes the feeds in `scope` and downloads every image not cached

@@ -32,8 +32,9 @@ public final class CacheService: Sendable {
     let manifestViews = Locked<ManifestView?>(nil)
     /// The running prefetches, by arguments, and who listens to each (CacheService+Prefetch.swift).
     let prefetches = Locked<[String: PrefetchListeners]>([:])
-    let prefetchFinished = Locked<(@Sendable () -> Void)?>(nil)
-    let eventObserver = Locked<(@Sendable (ServiceEvent) -> Void)?>(nil)
+    /// Closures behind a lock are kept in a `Handler` (Handler.swift says why).
+    let prefetchFinished = Locked<Handler<Void>?>(nil)
+    let eventObserver = Locked<Handler<ServiceEvent>?>(nil)
     /// Set when `shutdown` begins: the access-time thread stops.
     let stopping = Locked(false)
 
@@ -63,8 +64,11 @@ public final class CacheService: Sendable {
 
     /// Called with every `ServiceEvent`, on the thread where it happens.
     public var onEvent: (@Sendable (ServiceEvent) -> Void)? {
-        get { eventObserver.withLock { $0 } }
-        set { eventObserver.withLock { $0 = newValue } }
+        get {
+            guard let handler = eventObserver.withLock({ $0 }) else { return nil }
+            return { handler($0) }
+        }
+        set { eventObserver.withLock { $0 = newValue.map(Handler.init) } }
     }
 
     func emit(_ event: ServiceEvent) {

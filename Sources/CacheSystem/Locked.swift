@@ -4,6 +4,12 @@
 /// ThreadSanitizer cannot see (it reports false races), and without
 /// Foundation, which the daemon does not link. `rank` places it in the lock
 /// order (`LockRank`), checked in debug builds.
+///
+/// State must not be a closure, an optional closure or a tuple holding one:
+/// `withLock` passes the state `inout` through generic code, and a function
+/// value crossing that boundary is rewrapped in reabstraction thunks on
+/// every access until calling it overflows the stack. Keep a closure in a
+/// `Handler` (a class) instead; debug builds trap on such a state at `init`.
 public final class Locked<State> {
     private var state: State
     private let mutex = PosixMutex()
@@ -12,6 +18,21 @@ public final class Locked<State> {
     public init(_ state: State, rank: LockRank = .leaf) {
         self.state = state
         self.rank = rank
+        #if DEBUG
+        precondition(!Self.isFunctionShaped(State.self), "Locked<\(State.self)>: keep a closure behind a lock in a Handler (Handler.swift)")
+        #endif
+    }
+
+    /// True for the state types whose values `withLock` would rewrap on
+    /// each access: a function type, an optional one, or a tuple with a
+    /// function among its elements (types whose name, less any `Optional<>`,
+    /// is parenthesised and has an arrow). Structs, classes, arrays and
+    /// dictionaries of closures keep one representation and are fine.
+    static func isFunctionShaped(_ type: Any.Type) -> Bool {
+        var name = Substring(String(describing: type))
+        while name.hasPrefix("Optional<") && name.hasSuffix(">") { name = name.dropFirst(9).dropLast() }
+        if name.hasPrefix("@Sendable ") { name = name.dropFirst(10) }
+        return name.hasPrefix("(") && name.contains("->")
     }
 
     /// Runs `body` with exclusive access to the state.
