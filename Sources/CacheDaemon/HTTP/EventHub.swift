@@ -4,10 +4,12 @@ import CacheService
 import CacheSystem
 
 /// `/events`: the service's events as server-sent events (docs/http.md,
-/// "Events") to every connection that asked. Each event is one droppable
-/// delivery per subscriber: a client that does not read loses events
-/// (never more than `max-queued-bytes` waits for it), and the page
-/// re-reads `/images` when a prefetch ends, so nothing stays missing.
+/// "Events") to every connection that asked. Each event is framed once and
+/// posted as a droppable delivery to each subscriber, which the mailbox
+/// coalesces or drops before it queues it (Mailbox.swift): a client that
+/// does not read loses events (never more than `max-queued-bytes` waits for
+/// it), and the page re-reads `/images` when a prefetch ends, so nothing
+/// stays missing.
 final class EventHub: Sendable {
     private struct Subscriber {
         var reply: Reply
@@ -67,7 +69,8 @@ final class EventHub: Sendable {
                 send(name: "row", data: o.finished())
             }
         case .prefetchFinished(let succeeded):
-            send(name: "done", data: Array("{\"ok\":\(succeeded)}".utf8))
+            // Never dropped: it is what tells a page to read `/images` again.
+            send(name: "done", data: Array("{\"ok\":\(succeeded)}".utf8), droppable: false)
         }
     }
 
@@ -81,13 +84,15 @@ final class EventHub: Sendable {
         if due { broadcast(Array(": keep-alive\n\n".utf8)) }
     }
 
-    private func send(name: String, data: [UInt8]) {
-        broadcast(Array("event: \(name)\ndata: ".utf8) + data + Array("\n\n".utf8))
+    private func send(name: String, data: [UInt8], droppable: Bool = true) {
+        broadcast(Array("event: \(name)\ndata: ".utf8) + data + Array("\n\n".utf8), droppable: droppable)
     }
 
-    private func broadcast(_ event: [UInt8]) {
+    private func broadcast(_ event: [UInt8], droppable: Bool = true) {
         let all = subscribers.withLock { Array($0.values) }
-        for s in all { s.reply.send(Self.frame(event, chunked: s.chunked)) }
+        guard !all.isEmpty else { return }
+        let chunked = Self.frame(event, chunked: true)
+        for s in all { s.reply.send(s.chunked ? chunked : event, droppable: droppable) }
     }
 
     /// `bytes` as one chunk of a chunked body, or as they are.

@@ -13,6 +13,7 @@ extension Settings {
     var loopLimits: LoopLimits {
         LoopLimits(maxConnections: maxConnections, maxQueuedBytes: Int(maxQueuedBytes),
                    idleNanoseconds: UInt64(idleTimeout * 1e9), maxJSONDepth: maxJSONDepth,
+                   maxQueuedBytesTotal: Int(maxQueuedBytesTotal),
                    maxHTTPConnections: httpMaxConnections, httpRequestNanoseconds: UInt64(httpRequestTimeout * 1e9))
     }
 }

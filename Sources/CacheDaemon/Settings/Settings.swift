@@ -20,6 +20,7 @@ public struct Settings: Sendable, Equatable {
     public var maxConnections = 4096
     public var idleTimeout = 300.0
     public var maxQueuedBytes: Int64 = 4 << 20
+    public var maxQueuedBytesTotal: Int64 = 256 << 20
     public var maxJSONDepth = JSONParser.defaultMaxDepth
     public var prefetchOnStart = false
     /// Where the HTTP front-end listens; empty: it is off (docs/http.md).

@@ -12,6 +12,7 @@ extension Connection {
 
     /// Queues a complete answer line that carries `descriptor` with its first byte.
     func answerNow(_ bytes: [UInt8], passing descriptor: FileDescriptor) {
+        descriptors += 1
         if slots.isEmpty {
             enqueue(.descriptor(descriptor))
             enqueue(.bytes(bytes))
@@ -22,6 +23,7 @@ extension Connection {
 
     /// Queues `size` bytes of a file from `offset` right after the answer just queued.
     func appendFile(_ fd: FileDescriptor, offset: Int64, size: Int64) {
+        descriptors += 1
         if slots.isEmpty { enqueue(.file(fd, offset: offset, size: size)) }
         else { slots[slots.count - 1].chunks.append(.file(fd, offset: offset, size: size)) }
     }
@@ -34,7 +36,8 @@ extension Connection {
     /// Puts a delivery in its slot and moves every complete answer at the
     /// head to the output queue. False when the slot is unknown (its chunks
     /// are released) or a droppable delivery was dropped because the client
-    /// already has `maxQueuedBytes` waiting.
+    /// already has `maxQueuedBytes` waiting or every connection together
+    /// holds as much as they may (`totals`).
     @discardableResult
     func deliver(_ d: Delivery, maxQueuedBytes: Int) -> Bool {
         guard let index = slots.firstIndex(where: { $0.id == d.slot }) else {
@@ -46,8 +49,10 @@ extension Connection {
                 if case .bytes(let b) = chunk { return n + b.count }
                 return n
             }
-            if queuedBytes + waiting >= maxQueuedBytes { return false }
+            if queuedBytes + waiting >= maxQueuedBytes || totals.full { return false }  // (dropped, not queued)
         }
+        descriptors += d.chunks.descriptorCount
+        if d.slot == pendingListing { reservedBytes = 0 }  // its real bytes count from here
         guard index == 0 else {
             slots[index].chunks.append(contentsOf: d.chunks)
             if d.done { slots[index].done = true }

@@ -44,7 +44,22 @@ final class Connection {
     /// Chunks ready to send, in order. Byte chunks are coalesced.
     var ready: [ReadyChunk] = []
     var readyOffset: Int64 = 0
+    /// What `ready` counts against `max-queued-bytes`: its bytes, its files'
+    /// sizes and `descriptorCost` per descriptor to pass.
     var queuedBytes = 0
+    /// The bytes of `ready`'s byte chunks: memory, counted in `totals`.
+    var heldBytes = 0 { didSet { totals.bytes += heldBytes - oldValue; totals.check() } }
+    /// Descriptors held in `ready` and `slots` (files to send, descriptors
+    /// to pass), counted in `totals`.
+    var descriptors = 0 { didSet { totals.descriptors += descriptors - oldValue; totals.check() } }
+    /// What the totals count for a listing being built on a worker (its
+    /// size is known only once it is built): `max-queued-bytes` from the
+    /// request until the first part of its answer arrives.
+    var reservedBytes = 0 { didSet { totals.bytes += reservedBytes - oldValue; totals.check() } }
+    /// True while anything is queued or awaited for this connection.
+    var holdsAnswers: Bool { heldBytes > 0 || descriptors > 0 || reservedBytes > 0 || !slots.isEmpty }
+    /// What all connections hold together (EventLoop+Limits.swift).
+    let totals: OutputTotals
     /// Answers not yet complete, in request order; the first one's parts go straight to `ready`.
     var slots: [(id: UInt64, chunks: [OutputChunk], done: Bool)] = []
     var nextSlot: UInt64 = 0
@@ -62,9 +77,12 @@ final class Connection {
     var pendingListing: UInt64?
     /// When bytes last moved either way (monotonic ns), for the idle timeout.
     var lastActivity = Clock.monotonicNanoseconds()
+    /// When it was accepted (monotonic ns).
+    let opened = Clock.monotonicNanoseconds()
 
-    init(id: UInt64, fd: FileDescriptor, framing: Framing = .jsonLines, tcp: Bool = false) {
+    init(id: UInt64, fd: FileDescriptor, totals: OutputTotals, framing: Framing = .jsonLines, tcp: Bool = false) {
         self.id = id
+        self.totals = totals
         self.fd = fd
         self.framing = framing
         self.tcp = tcp
@@ -74,6 +92,7 @@ final class Connection {
         switch chunk {
         case .bytes(let b):
             queuedBytes += b.count
+            heldBytes += b.count
             if b.count <= Connection.coalesceAnswer, case .bytes(let last)? = ready.last, last.bytes.count <= Connection.coalesceLimit {
                 last.bytes.append(contentsOf: b)  // coalesce small answers: one send for many
             } else {
@@ -99,4 +118,27 @@ final class Connection {
     /// is under 64 KiB: many small answers go out in one `send`.
     static let coalesceAnswer = 4096
     static let coalesceLimit = 65536
+
+    /// Lets go of everything queued (the connection is closing): its
+    /// descriptors are closed and the totals no longer count them.
+    func releaseAll() {
+        for chunk in ready { chunk.release() }
+        for s in slots { for chunk in s.chunks { chunk.release() } }
+        ready = []
+        slots = []
+        heldBytes = 0
+        descriptors = 0
+        reservedBytes = 0
+        queuedBytes = 0
+    }
+}
+
+extension Sequence<OutputChunk> {
+    /// How many of the chunks hold a descriptor.
+    var descriptorCount: Int {
+        reduce(0) { n, chunk in
+            if case .bytes = chunk { return n }
+            return n + 1
+        }
+    }
 }

@@ -60,6 +60,6 @@ public final class DispatchHarness: Sendable {
 
     /// Drops answers that arrived later (the harness has no connection).
     public func drain() {
-        for d in mailbox.drain() { for c in d.chunks { c.release() } }
+        for d in mailbox.drain().deliveries { for c in d.chunks { c.release() } }
     }
 }

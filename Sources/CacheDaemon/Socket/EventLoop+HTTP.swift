@@ -56,6 +56,7 @@ extension EventLoop {
                     // connection holds at most one that is being made.
                     c.awaitAnswer(slot)
                     c.pendingListing = slot
+                    c.reservedBytes = limits.maxQueuedBytes
                 }
                 if !http.keepsAlive(request) { c.closeAfterFlush = true }
             }

@@ -8,8 +8,8 @@ import CacheSystem
 
 /// The single thread that owns the listening sockets and every connection.
 final class EventLoop {
-    private let epfd: Int32
-    private let listeners: [Listener]
+    let epfd: Int32
+    let listeners: [Listener]
     private let signalFD: Int32
     let mailbox: Mailbox
     var connections: [UInt64: Connection] = [:]
@@ -19,7 +19,26 @@ final class EventLoop {
     private var flushQueue: [Connection] = []
     private var nextID: UInt64 = 100
     /// Changed only on the loop thread (SIGHUP reloads run there).
-    var limits: LoopLimits { didSet { assertOnLoopThread() } }
+    var limits: LoopLimits {
+        didSet {
+            assertOnLoopThread()
+            totals.maxBytes = limits.maxQueuedBytesTotal
+            totals.check()
+        }
+    }
+    /// What all connections' queued answers hold (EventLoop+Limits.swift).
+    let totals: OutputTotals
+    /// Queued descriptors one connection may hold before its reading pauses.
+    let descriptorsPerConnection: Int
+    /// Closed to accept (and refuse) a connection when descriptors run out.
+    var spareDescriptor: Int32
+    /// Listeners paused until the next tick after running out of descriptors.
+    var pausedListeners = Set<Int>()
+    var logThrottle = LogThrottle()
+    /// Bytes of answers let go of since the heap was last trimmed.
+    var freedBytes = 0
+    /// Droppable deliveries the mailbox dropped (progress, `/events`).
+    var droppedEvents = 0
     /// The thread running `run`: connections, limits and the scratch buffer
     /// are its alone (checked in debug builds).
     private var owner: pthread_t?
@@ -58,7 +77,7 @@ final class EventLoop {
 
     private static let mailboxKey: UInt64 = 1
     private static let signalKey: UInt64 = 2
-    private static let listenerBase: UInt64 = 10
+    static let listenerBase: UInt64 = 10
 
     init(listeners: [Listener], signalFD: Int32, limits: LoopLimits, log: Logger, observer: LoopObserver) throws(SystemError) {
         epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
@@ -68,13 +87,20 @@ final class EventLoop {
         self.limits = limits
         self.log = log
         self.observer = observer
+        let budget = EventLoop.descriptorBudget()
+        totals = OutputTotals(maxBytes: limits.maxQueuedBytesTotal, maxDescriptors: budget.total)
+        descriptorsPerConnection = budget.perConnection
+        spareDescriptor = EventLoop.openSpare()
         mailbox = try Mailbox()
         try add(mailbox.eventFD, EPOLLIN.rawValue, EventLoop.mailboxKey)
         if signalFD >= 0 { try add(signalFD, EPOLLIN.rawValue, EventLoop.signalKey) }
         for (i, l) in listeners.enumerated() { try add(l.fd.rawValue, EPOLLIN.rawValue, EventLoop.listenerBase + UInt64(i)) }
     }
 
-    deinit { Glibc.close(epfd) }
+    deinit {
+        Glibc.close(epfd)
+        if spareDescriptor >= 0 { Glibc.close(spareDescriptor) }
+    }
 
     private func add(_ fd: Int32, _ events: UInt32, _ key: UInt64) throws(SystemError) {
         guard clinux_epoll_add(epfd, fd, events, key) == 0 else { throw SystemError("epoll_ctl") }
@@ -98,6 +124,12 @@ final class EventLoop {
             if now - lastSweep >= UInt64(EventLoop.tickMilliseconds) * 1_000_000 {
                 if limits.idleNanoseconds > 0 { closeIdle(now) }
                 if limits.httpRequestNanoseconds > 0 { timeOutRequests(now) }
+                resumeListeners()
+                shedStalled(now)
+                if freedBytes >= Memory.largeBody {
+                    Memory.returnFreePages()
+                    freedBytes = 0
+                }
                 onTick()
                 lastSweep = now
             }
@@ -111,15 +143,22 @@ final class EventLoop {
                 let key = keys[i]
                 switch key {
                 case EventLoop.mailboxKey:
-                    for d in mailbox.drain() { deliver(d) }
+                    let (deliveries, dropped) = mailbox.drain()
+                    droppedEvents += dropped
+                    for d in deliveries { deliver(d) }
                 case EventLoop.signalKey:
                     handleSignals()
                 case EventLoop.listenerBase..<EventLoop.listenerBase + UInt64(listeners.count):
-                    acceptAll(listeners[Int(key - EventLoop.listenerBase)])
+                    acceptAll(Int(key - EventLoop.listenerBase))
                 default:
                     guard let c = connections[key] else { continue }
                     let ev = events[i]
                     if ev & EPOLLOUT.rawValue != 0 { flush(c) }
+                    // An HTTP client that hung up while its answer was
+                    // awaited (an event stream, a listing) is gone, as
+                    // nginx takes it (499): its connection and what it
+                    // holds are let go of now, not at the next write.
+                    if ev & EPOLLRDHUP.rawValue != 0 && c.framing == .http && isPaused(c) { close(c); continue }
                     if ev & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue | EPOLLRDHUP.rawValue) != 0 {
                         readFrom(c)
                     }
@@ -128,6 +167,7 @@ final class EventLoop {
                 }
             }
             flushQueued()
+            resumeConnections()
         }
         for c in Array(connections.values) { close(c) }
     }
@@ -155,15 +195,17 @@ final class EventLoop {
         }
     }
 
-    private func acceptAll(_ listener: Listener) {
+    private func acceptAll(_ index: Int) {
         assertOnLoopThread()
+        let listener = listeners[index]
         while true {
             let accepted: FileDescriptor?
             do { accepted = try UnixSocket.accept(listener.fd) } catch {
-                log.warning("accept failed: \(error)")
+                acceptFailed(index, error)
                 return
             }
             guard let fd = accepted else { return }
+            if listener.framing == .http && httpConnections >= limits.maxHTTPConnections { evictSilentHTTP() }
             let httpFull = listener.framing == .http && httpConnections >= limits.maxHTTPConnections
             if connections.count >= limits.maxConnections || httpFull {
                 let max = httpFull ? limits.maxHTTPConnections : limits.maxConnections
@@ -176,9 +218,12 @@ final class EventLoop {
             if listener.tcp { _ = clinux_tcp_nodelay(fd.rawValue) }
             let id = nextID
             nextID += 1
-            let c = Connection(id: id, fd: fd, framing: listener.framing, tcp: listener.tcp)
+            let c = Connection(id: id, fd: fd, totals: totals, framing: listener.framing, tcp: listener.tcp)
             connections[id] = c
-            if c.framing == .http { httpConnections += 1 }
+            if c.framing == .http {
+                httpConnections += 1
+                c.requestSince = c.lastActivity  // the request timeout runs from accept (slowloris)
+            }
             observer.connection(opened: true)
             if let cred = UnixSocket.peerCredentials(fd) {
                 log.debug("connection \(id) from pid \(cred.pid) uid \(cred.uid) gid \(cred.gid)")
@@ -244,6 +289,7 @@ final class EventLoop {
     /// hundreds of MB) held for it at once, past `maxQueuedBytes`.
     func isPaused(_ c: Connection) -> Bool {
         c.slots.count >= limits.maxPipeline || c.queuedBytes >= limits.maxQueuedBytes || c.pendingListing != nil
+            || c.descriptors >= descriptorsPerConnection || totals.pauses(holdingAnswers: c.holdsAnswers)
     }
 
     private func processLines(_ c: Connection) {
@@ -283,7 +329,9 @@ final class EventLoop {
                     case .later:
                         c.awaitAnswer(slot)
                         switch request.command {
-                        case .listPosts, .listImages: c.pendingListing = slot
+                        case .listPosts, .listImages:
+                            c.pendingListing = slot
+                            c.reservedBytes = limits.maxQueuedBytes
                         default: break
                         }
                     }
@@ -323,7 +371,12 @@ final class EventLoop {
                 c.lastActivity = Clock.monotonicNanoseconds()
                 c.readyOffset += Int64(sent)
                 c.queuedBytes -= sent
-                if Int(c.readyOffset) == b.count { c.ready.removeFirst(); c.readyOffset = 0 }
+                c.heldBytes -= sent
+                if Int(c.readyOffset) == b.count {
+                    if b.count >= Memory.largeBody { freedBytes += b.count }
+                    c.ready.removeFirst()
+                    c.readyOffset = 0
+                }
             case .file(let fd, let start, let size):
                 if !c.bigSendBuffer {
                     // Objects go out in fewer, larger writes (fewer wakeups of both sides).
@@ -349,7 +402,12 @@ final class EventLoop {
                 c.queuedBytes -= Int(moved)
                 c.readyOffset += moved
                 c.lastActivity = Clock.monotonicNanoseconds()
-                if c.readyOffset >= size { fd.close(); c.ready.removeFirst(); c.readyOffset = 0 }
+                if c.readyOffset >= size {
+                    fd.close()
+                    c.descriptors -= 1
+                    c.ready.removeFirst()
+                    c.readyOffset = 0
+                }
             case .descriptor(let fd):
                 // The descriptor goes with the first byte of the line after
                 // it (queued together, never coalesced into earlier bytes);
@@ -358,6 +416,7 @@ final class EventLoop {
                 // (Never alone: both are queued in one call; dropped if so.)
                 guard c.ready.count > 1, case .bytes(let box) = c.ready[1] else {
                     fd.close()
+                    c.descriptors -= 1
                     c.ready.removeFirst()
                     c.queuedBytes -= Connection.descriptorCost
                     continue
@@ -374,9 +433,11 @@ final class EventLoop {
                 }
                 if sent == 0 { updateInterest(c); return }
                 fd.close()
+                c.descriptors -= 1
                 c.ready.removeFirst()
                 c.lastActivity = Clock.monotonicNanoseconds()
                 c.queuedBytes -= Connection.descriptorCost + sent
+                c.heldBytes -= sent
                 c.readyOffset = Int64(sent)
                 if sent == box.bytes.count { c.ready.removeFirst(); c.readyOffset = 0 }
             }
@@ -393,9 +454,11 @@ final class EventLoop {
         // The end of the client's input (EPOLLRDHUP) is asked for only while
         // reading: it is level-triggered, so a half-close seen while reading
         // is paused would wake the loop on every turn until the pause ends.
-        // EPOLLHUP and EPOLLERR are always reported.
+        // EPOLLHUP and EPOLLERR are always reported. An HTTP connection
+        // asks for it while paused too: its hang-up closes it at once.
         var want: UInt32 = 0
         if !c.readClosed && !c.closeAfterFlush && !isPaused(c) { want |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
+        else if c.framing == .http && !c.readClosed { want |= EPOLLRDHUP.rawValue }
         if !c.ready.isEmpty { want |= EPOLLOUT.rawValue }
         guard !c.registered || want != c.interest else { return }
         if !c.registered {
@@ -416,10 +479,8 @@ final class EventLoop {
         }
         _ = clinux_epoll_del(epfd, c.fd.rawValue)
         c.fd.close()
-        for chunk in c.ready { chunk.release() }
-        for s in c.slots { for chunk in s.chunks { chunk.release() } }
-        c.ready = []
-        c.slots = []
+        freedBytes += c.heldBytes
+        c.releaseAll()
         observer.connection(opened: false)
     }
 }

@@ -13,6 +13,9 @@ struct LoopLimits: Sendable, Equatable {
     var idleNanoseconds: UInt64
     /// Deepest JSON nesting accepted in a request.
     var maxJSONDepth: Int
+    /// Bytes of answers queued on all connections together before every
+    /// connection's reading pauses and those that stopped reading are shed.
+    var maxQueuedBytesTotal = 256 << 20
     /// Requests a connection may have unanswered before the loop stops
     /// reading from it: deep enough for any pipelining client, small enough
     /// that one connection cannot queue unbounded work.

@@ -1,0 +1,165 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
+import CacheProtocol
+import CacheSystem
+
+/// What every connection's queued answers hold together: the bytes of
+/// answers in memory (and those reserved for listings being built) and the
+/// descriptors waiting to be sent or passed. Owned by the loop thread; each
+/// `Connection` adds and removes its own.
+///
+/// At a bound (`full`) the connections that hold answers stop being read,
+/// while a connection holding nothing may still send a request (a new
+/// client is answered); at twice a bound (`overflowing`) every connection
+/// waits. Both are released at three quarters of the bound, so reading
+/// does not flap on and off around it.
+final class OutputTotals {
+    /// Bytes of `.bytes` chunks queued on all connections, and reserved.
+    var bytes = 0
+    /// Descriptors (files to send, descriptors to pass) held for all connections.
+    var descriptors = 0
+
+    var maxBytes: Int
+    var maxDescriptors: Int
+    private(set) var full = false
+    private(set) var overflowing = false
+    /// Set when `full` or `overflowing` ends: the loop resumes the connections it paused.
+    var resumeDue = false
+
+    init(maxBytes: Int, maxDescriptors: Int) {
+        self.maxBytes = maxBytes
+        self.maxDescriptors = maxDescriptors
+    }
+
+    /// Updates the states after a change of either total.
+    func check() {
+        let over = bytes >= maxBytes || descriptors >= maxDescriptors
+        if over { full = true }
+        if bytes >= 2 * maxBytes || descriptors >= 2 * maxDescriptors { overflowing = true }
+        if overflowing && !over {
+            overflowing = false
+            resumeDue = true
+        }
+        if full && bytes <= maxBytes / 4 * 3 && descriptors <= maxDescriptors / 4 * 3 {
+            full = false
+            resumeDue = true
+        }
+    }
+
+    /// Whether a connection that holds answers (or, when overflowing, any) waits.
+    func pauses(holdingAnswers: Bool) -> Bool {
+        overflowing || (full && holdingAnswers)
+    }
+}
+
+/// The loop's defences of what the whole process has (issue 22): the
+/// descriptor limit at `accept`, and memory and descriptors held by
+/// answers queued for clients that do not read them.
+extension EventLoop {
+    /// A connection stalled this long while the totals are full may be shed.
+    static let stalledNanoseconds: UInt64 = 1_000_000_000
+
+    /// The most queued descriptors per connection and in total, from the
+    /// process's real limit on open files: a quarter of it for answers (at
+    /// least 32), the rest for connections, the store and curl.
+    static func descriptorBudget() -> (perConnection: Int, total: Int) {
+        var limit = rlimit()
+        let soft = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 ? Int(min(limit.rlim_cur, 1 << 24)) : 1024
+        let total = max(32, soft / 4)
+        return (min(64, max(8, total / 8)), total)
+    }
+
+    /// `accept` failed with `error`. Out of descriptors (`EMFILE`,
+    /// `ENFILE`): the spare descriptor is given up to take the waiting
+    /// connection and tell it `busy`, and the listener is paused until the
+    /// next tick, so a level-triggered listener cannot spin the loop.
+    func acceptFailed(_ listener: Int, _ error: SystemError) {
+        if let held = logThrottle.admit("accept") {
+            log.warning("accept failed: \(error)\(LogThrottle.suffix(held))")
+        }
+        guard error.errno == EMFILE || error.errno == ENFILE else { return }
+        if spareDescriptor >= 0 {
+            Glibc.close(spareDescriptor)
+            spareDescriptor = -1
+            if let fd = try? UnixSocket.accept(listeners[listener].fd) {
+                let line = listeners[listener].framing == .http && http != nil ? http!.busy(maxConnections: limits.maxHTTPConnections)
+                    : Response.error(ProtocolError(LimitReached.connections(limits.maxConnections)), tag: nil)
+                _ = line.withUnsafeBytes { try? UnixSocket.send(fd, $0) }
+                fd.close()
+            }
+            spareDescriptor = EventLoop.openSpare()
+        }
+        pauseListener(listener)
+    }
+
+    /// A descriptor kept open to be closed when the process runs out.
+    static func openSpare() -> Int32 {
+        open("/dev/null", O_RDONLY | O_CLOEXEC)
+    }
+
+    private func pauseListener(_ i: Int) {
+        guard !pausedListeners.contains(i) else { return }
+        pausedListeners.insert(i)
+        _ = clinux_epoll_mod(epfd, listeners[i].fd.rawValue, 0, EventLoop.listenerBase + UInt64(i))
+    }
+
+    /// Once a tick: paused listeners listen again.
+    func resumeListeners() {
+        for i in pausedListeners {
+            _ = clinux_epoll_mod(epfd, listeners[i].fd.rawValue, EPOLLIN.rawValue, EventLoop.listenerBase + UInt64(i))
+        }
+        pausedListeners.removeAll()
+    }
+
+    /// Once the totals are below their bounds again, the connections read
+    /// again: first those that hold nothing (new and well-behaved clients),
+    /// then the rest, which would otherwise take the room again first.
+    func resumeConnections() {
+        guard totals.resumeDue else { return }
+        totals.resumeDue = false
+        let all = Array(connections.values)
+        for c in all where !c.holdsAnswers { process(c); queueFlush(c) }
+        for c in all where c.holdsAnswers { process(c); queueFlush(c) }
+    }
+
+    /// Once a tick while the totals are full: closes the connections that
+    /// hold the most unsent output and have sent nothing for a second
+    /// (clients that stopped reading), until the totals are under three
+    /// quarters of their bounds. Connections that read keep their answers.
+    func shedStalled(_ now: UInt64) {
+        guard totals.full else { return }
+        let stalled = connections.values
+            .filter { $0.holdsAnswers && now - $0.lastActivity >= EventLoop.stalledNanoseconds }
+            .sorted { $0.heldBytes + $0.descriptors * Connection.descriptorCost > $1.heldBytes + $1.descriptors * Connection.descriptorCost }
+        var shed = 0, bytes = 0, descriptors = 0
+        for c in stalled {
+            guard totals.bytes > totals.maxBytes / 4 * 3 || totals.descriptors > totals.maxDescriptors / 4 * 3 else { break }
+            shed += 1
+            bytes += c.heldBytes
+            descriptors += c.descriptors
+            close(c)
+        }
+        if shed > 0, let held = logThrottle.admit("shed") {
+            log.warning("closed \(shed) connections that stopped reading, holding \(bytes) bytes and \(descriptors) descriptors of answers (max-queued-bytes-total \(totals.maxBytes), \(totals.maxDescriptors) queued descriptors at most)\(LogThrottle.suffix(held))")
+        }
+    }
+
+    /// HTTP is at `http-max-connections` and one more arrives: the oldest
+    /// connection that has not completed a request in its first second is
+    /// closed to make room (1,024 connections that never send a byte locked
+    /// HTTP out for `idle-timeout`; a real client sends its request at once).
+    func evictSilentHTTP() {
+        let now = Clock.monotonicNanoseconds()
+        var oldest: Connection?
+        for c in connections.values where c.framing == .http && c.nextSlot == 0 && now - c.opened >= EventLoop.stalledNanoseconds {
+            if oldest == nil || c.opened < oldest!.opened { oldest = c }
+        }
+        guard let oldest else { return }
+        if let held = logThrottle.admit("evict") {
+            log.info("HTTP connections at http-max-connections \(limits.maxHTTPConnections): closing connection \(oldest.id), open for \((now - oldest.opened) / 1_000_000) ms without a request\(LogThrottle.suffix(held))")
+        }
+        close(oldest)
+    }
+}
