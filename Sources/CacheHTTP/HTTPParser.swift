@@ -59,7 +59,7 @@ public enum HTTPParser {
             return .rejected(HTTPRejection(.badRequest, "an HTTP/1.1 request without a Host header"))
         }
         if let host = request.host, !isHost(host) {
-            return .rejected(HTTPRejection(.badRequest, "a Host header that is not a host and port"))
+            return .rejected(HTTPRejection(.badRequest, "a Host header that is not a host and an optional port (1 to 65535)"))
         }
         // RFC 9112, 3.2.2: an absolute-form target's authority is the host.
         if let authority = fields.authority { request.host = authority }
@@ -75,18 +75,13 @@ public enum HTTPParser {
         var keepAlive = false
         var rangeSeen = false
         var lengthSeen = false
+        var contentTypeSeen = false
         /// The authority of an absolute-form target.
         var authority: String?
     }
 
-    /// `uri-host [":" port]`, loosely: visible ASCII without the bytes that
-    /// would make it a path, a user or a second address.
-    static func isHost(_ s: String) -> Bool {
-        !s.isEmpty && s.utf8.allSatisfy { b in
-            b > 0x20 && b < 0x7F && b != UInt8(ascii: "/") && b != UInt8(ascii: "\\") && b != UInt8(ascii: "@")
-                && b != UInt8(ascii: "?") && b != UInt8(ascii: "#") && b != UInt8(ascii: ",")
-        }
-    }
+    /// `uri-host [":" port]`, as `HTTPAuthority` reads it.
+    static func isHost(_ s: String) -> Bool { HTTPAuthority(s) != nil }
 
     private static func tooLongLine(_ limits: HTTPLimits) -> HTTPRejection {
         HTTPRejection(.uriTooLong, "request line longer than \(limits.maxRequestLine) bytes")
@@ -200,17 +195,30 @@ public enum HTTPParser {
             // Two Range headers: neither is honoured (the whole is sent).
             request.range = state.rangeSeen ? nil : value
             state.rangeSeen = true
-        case "if-range": request.ifRange = value
-        case "origin": request.origin = value
+        case "if-range": request.ifRange = try single("If-Range", request.ifRange, value)
+        case "origin": request.origin = try single("Origin", request.origin, value)
         case "content-type":
+            guard !state.contentTypeSeen else { throw HTTPRejection(.badRequest, "more than one Content-Type header") }
+            state.contentTypeSeen = true
             request.contentType = value.split(separator: ";").first.map { String($0.trimmingSpaces).lowercased() }
         case "expect":
+            guard !request.expectsContinue else { throw HTTPRejection(.badRequest, "more than one Expect header") }
             guard value.lowercased() == "100-continue" else {
                 throw HTTPRejection(.expectationFailed, "Expect: \(value) is not met (only 100-continue is)")
             }
             request.expectsContinue = true
+        // Lists: repeated lines are one list (RFC 9110, 5.3).
+        case "x-forwarded-proto": request.forwardedProto = request.forwardedProto.map { $0 + ", " + value } ?? value
+        case "forwarded": request.forwarded = request.forwarded.map { $0 + ", " + value } ?? value
         default: break
         }
+    }
+
+    /// `value`, unless the field (named `name`) was already given: a second
+    /// value of a field that takes one is refused, not chosen between.
+    private static func single(_ name: String, _ previous: String?, _ value: String) throws(HTTPRejection) -> String {
+        guard previous == nil else { throw HTTPRejection(.badRequest, "more than one \(name) header") }
+        return value
     }
 
     static func text(_ bytes: UnsafeRawBufferPointer, _ r: Range<Int>) -> String {

@@ -2,6 +2,7 @@
 /// (RFC 9110, 14.2): single byte ranges only. A header that cannot be
 /// parsed, another unit, or several ranges is ignored (the whole is sent),
 /// as the RFC allows; a range that starts past the end is unsatisfiable.
+/// Numbers of any length are read, saturating at `Int64.max`.
 public enum HTTPRange: Sendable, Equatable {
     case whole
     /// `length` bytes from `start`.
@@ -25,20 +26,25 @@ public enum HTTPRange: Sendable, Equatable {
         guard let start = number(first) else { return .whole }
         var end = size - 1
         if !last.isEmpty {
-            // An end of more digits than any size has is past the end: clamped.
-            let huge = last.utf8.count > 18 && last.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
-            if !huge {
-                guard let e = number(last), e >= start else { return .whole }
-                end = min(e, size - 1)
-            }
+            guard let e = number(last), e >= start else { return .whole }
+            end = min(e, size - 1)
         }
         guard start < size else { return .unsatisfiable }
         return .part(start: start, length: end - start + 1)
     }
 
-    private static func number(_ s: Substring) -> Int64? {
-        guard !s.isEmpty, s.utf8.count <= 18, s.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-        return Int64(s)
+    /// Decimal digits, any number of them; a value past `Int64.max`
+    /// saturates there (it is past the end of any representation).
+    static func number(_ s: Substring) -> Int64? {
+        guard !s.isEmpty else { return nil }
+        var value: Int64 = 0
+        for b in s.utf8 {
+            guard b >= 0x30 && b <= 0x39 else { return nil }
+            let (times, o1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, o2) = times.addingReportingOverflow(Int64(b - 0x30))
+            value = o1 || o2 ? .max : sum
+        }
+        return value
     }
 }
 

@@ -29,6 +29,11 @@ public struct HTTPRequest: Sendable, Equatable {
     public var contentType: String?
     /// `Expect: 100-continue`: the client waits for `100 Continue` before its body.
     public var expectsContinue = false
+    /// `X-Forwarded-Proto`, repeated lines joined with `, ` (read only when
+    /// the front-end is told to trust its proxy).
+    public var forwardedProto: String?
+    /// `Forwarded` (RFC 7239), repeated lines joined with `, `.
+    public var forwarded: String?
 
     public init(method: Method, path: [String], query: [(name: String, value: String)] = [], minorVersion: Int = 1,
                 keepAlive: Bool = true, contentLength: Int = 0, host: String? = nil, ifNoneMatch: String? = nil,
@@ -57,6 +62,7 @@ public struct HTTPRequest: Sendable, Equatable {
             && a.keepAlive == b.keepAlive && a.contentLength == b.contentLength && a.host == b.host
             && a.ifNoneMatch == b.ifNoneMatch && a.range == b.range && a.ifRange == b.ifRange && a.origin == b.origin
             && a.contentType == b.contentType && a.expectsContinue == b.expectsContinue
+            && a.forwardedProto == b.forwardedProto && a.forwarded == b.forwarded
     }
 }
 

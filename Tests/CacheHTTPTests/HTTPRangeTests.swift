@@ -20,7 +20,12 @@ import Glibc
         ("bytes=a-b", .whole),
         ("bytes=-", .whole),
         ("bytes=", .whole),
-        ("bytes=99999999999999999999-", .whole),
+        // Numbers of any length saturate: past any size, not unreadable.
+        ("bytes=99999999999999999999-", .unsatisfiable),
+        ("bytes=9223372036854775807-", .unsatisfiable),
+        ("bytes=99999999999999999999-99999999999999999999", .unsatisfiable),
+        ("bytes=-99999999999999999999", .part(start: 0, length: 100)),
+        ("bytes=0000000000000000000000005-0000000000000000000000009", .part(start: 5, length: 5)),
         ("bytes=10-99999999999999999999", .part(start: 10, length: 90)),  // an end past any size: clamped
     ])
     func resolvesAgainstAHundredBytes(_ header: String, _ expected: HTTPRange) {

@@ -269,6 +269,17 @@ func writeConfig(_ template: String, to path: String, _ values: [String: String]
 
 var runningAsRoot: Bool { getuid() == 0 }
 
+/// A self-signed certificate for 127.0.0.1 and its key, made by openssl in `directory`.
+func selfSignedCertificate(in directory: String) throws -> (certificate: String, key: String) {
+    try requireInstalled("/usr/bin/openssl", package: "openssl")
+    let certificate = directory + "/cert.pem", key = directory + "/key.pem"
+    let r = try runProgram("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                                                "-subj", "/CN=127.0.0.1", "-days", "1", "-keyout", key, "-out", certificate])
+    guard r.status == 0 else { throw HarnessError("openssl req: \(r.output)") }
+    chmod(key, 0o644)
+    return (certificate, key)
+}
+
 /// A private copy of Examples/origin (posts.json, images/) that a server
 /// serves and a test may edit. Every file is dated an hour ago, so that
 /// Last-Modified is in the past and one-second resolution cannot hide an
@@ -361,15 +372,24 @@ final class Nginx: RealServer {
                       values: ["ORIGIN": "127.0.0.1:\(origin.port)", "VALID": String(seconds)])
     }
 
-    /// A reverse proxy in front of cached's HTTP front-end on the Unix socket `path`.
-    convenience init(proxyingUnixSocket path: String) throws {
-        try self.init(name: "nginx reverse proxy", template: "nginx-http-proxy.conf", files: false, values: ["SOCKET": path])
+    /// A reverse proxy in front of cached's HTTP front-end on the Unix socket
+    /// `path`; with `tls`, over HTTPS with a self-signed certificate for 127.0.0.1.
+    convenience init(proxyingUnixSocket path: String, tls: Bool = false) throws {
+        try self.init(name: "nginx reverse proxy", template: "nginx-http-proxy.conf", files: false,
+                      values: ["SOCKET": path, "SSL": "", "CERTIFICATE": ""], tls: tls)
     }
 
-    private init(name: String, template: String, files: Bool, values: [String: String]) throws {
+    /// With `tls`, a certificate for 127.0.0.1 fills the template's SSL and CERTIFICATE.
+    private init(name: String, template: String, files: Bool, values: [String: String], tls: Bool = false) throws {
         try requireInstalled(Self.executable, package: "nginx-light")
         self.name = name
         let dir = scratch.path
+        var values = values
+        if tls {
+            let (certificate, key) = try selfSignedCertificate(in: dir)
+            values["SSL"] = " ssl"
+            values["CERTIFICATE"] = "ssl_certificate \(certificate); ssl_certificate_key \(key);"
+        }
         self.files = files ? try OriginFiles(at: dir + "/root") : nil
         for t in ["body", "proxy", "fastcgi", "uwsgi", "scgi"] {
             try FileManager.default.createDirectory(atPath: "\(dir)/tmp/\(t)", withIntermediateDirectories: true)

@@ -17,8 +17,8 @@ extension HTTPFrontEnd {
         // maintenance here. Browsers send Origin with every POST; older ones
         // may not with a form's, so a form's body types are refused too (any
         // other type makes a browser ask first, and nothing here says yes).
-        if let origin = request.origin, !Self.sameOrigin(origin, host: request.host) {
-            return .now(fail(.forbidden, .badRequest, "a POST from another origin (\(origin)) is refused", request))
+        if let origin = request.origin, let why = hosts.originRefusal(origin, request) {
+            return .now(fail(.forbidden, .badRequest, why, request))
         }
         if let type = request.contentType, Self.formTypes.contains(type) {
             return .now(fail(.forbidden, .badRequest, "a POST with a form's body (\(type)) is refused: send no body", request))
@@ -33,7 +33,7 @@ extension HTTPFrontEnd {
             }
             let force = ["1", "true"].contains(request.query("force") ?? "0")
             service.prefetch(scope, force: force, progress: { _ in },
-                             then: finishing(reply, request) { answer(AnswerEncoding.prefetch($0, tag: nil)) })
+                             then: finishing(reply, request) { [self] in answer(AnswerEncoding.prefetch(shown($0), tag: nil)) })
         case "verify":
             service.verify { reply.finish(answer(AnswerEncoding.verify($0, tag: nil))) }
         case "gc":
@@ -46,10 +46,4 @@ extension HTTPFrontEnd {
 
     /// What an HTML form may send without a browser asking the server first.
     static let formTypes: Set<String> = ["application/x-www-form-urlencoded", "multipart/form-data", "text/plain"]
-
-    /// True when `origin` is `http://` followed by the request's `Host`.
-    static func sameOrigin(_ origin: String, host: String?) -> Bool {
-        guard let host else { return false }
-        return origin.lowercased() == "http://" + host.lowercased()
-    }
 }

@@ -13,25 +13,29 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
     let allowAdmin: Bool
     let responses = HTTPResponses()
     let events: EventHub
-    /// Host names besides IP literals and `localhost` that a request over
-    /// TCP may name (`http-allowed-hosts`), lowercased.
-    let allowedHosts: Set<String>
+    /// The Host check and the admin routes' Origin check.
+    let hosts: HTTPHostPolicy
+    /// Store paths in `/images` rows and error messages (`http-show-paths`).
+    let showPaths: Bool
 
-    init(service: CacheService, allowAdmin: Bool, allowedHosts: [String] = [], limits: HTTPLimits = HTTPLimits()) {
+    init(service: CacheService, allowAdmin: Bool, hosts: HTTPHostPolicy = HTTPHostPolicy(), showPaths: Bool = false,
+         limits: HTTPLimits = HTTPLimits()) {
         self.service = service
         self.allowAdmin = allowAdmin
-        self.allowedHosts = Set(allowedHosts.map { $0.lowercased() })
+        self.hosts = hosts
+        self.showPaths = showPaths
         self.limits = limits
         events = EventHub(responses: responses)
     }
 
     static let readMethods = "GET, HEAD"
 
-    func handle(_ request: HTTPRequest, _ reply: Reply, tcp: Bool) -> Answer {
-        // A page elsewhere may rebind a name of its own to this address: over
-        // TCP, only a request for an address, localhost or an allowed name is served.
-        if tcp, let host = request.host, !hostAllowed(host) {
-            return .now(fail(.misdirected, .badRequest, "this server does not answer for the host \"\(host)\" (http-allowed-hosts)", request))
+    func handle(_ request: HTTPRequest, _ reply: Reply, tcp _: Bool) -> Answer {
+        // A page elsewhere may rebind a name of its own to this address, and a
+        // proxy in front passes it on: on every listener, only a request for
+        // an address, localhost or an allowed name is served.
+        if let why = hosts.refusal(host: request.host) {
+            return .now(fail(.misdirected, .badRequest, why, request))
         }
         let path = request.path
         // `/posts/` and `//x` name nothing (only `/` is an empty path).
@@ -97,8 +101,8 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
     private func images(_ request: HTTPRequest, _ reply: Reply) -> Answer {
         let page: (offset: Int, limit: Int?)
         do throws(CacheError) { page = try paging(request) } catch { return .now(failure(error, request)) }
-        let encode: @Sendable (ImagesPage) -> [UInt8] = { [responses] p in
-            responses.body(.ok, request, type: HTTPResponses.json, Self.array(p.images.map(AnswerEncoding.imageJSON))) {
+        let encode: @Sendable (ImagesPage) -> [UInt8] = { [responses, showPaths] p in
+            responses.body(.ok, request, type: HTTPResponses.json, Self.array(p.images.map { Self.imageJSON($0, showPaths: showPaths) })) {
                 $0.field("X-Total-Count", p.total)
             }
         }
@@ -185,30 +189,6 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
         responses.error(.requestTimeout, .badRequest, "the request did not arrive in time (http-request-timeout)", nil)
     }
 
-    /// An IP literal (`127.0.0.1`, `[::1]`), `localhost`, or an allowed name, with any port.
-    func hostAllowed(_ host: String) -> Bool {
-        var bytes = Array(host.utf8)
-        if bytes.first == UInt8(ascii: "[") { return bytes.contains(UInt8(ascii: "]")) }  // an IPv6 literal
-        if let colon = bytes.lastIndex(of: UInt8(ascii: ":")) { bytes.removeSubrange(colon...) }
-        if Self.isIPv4(bytes) { return true }
-        let name = String(decoding: bytes, as: UTF8.self).lowercased()
-        return name == "localhost" || allowedHosts.contains(name)
-    }
-
-    /// Four decimal numbers of at most 255, dot-separated.
-    static func isIPv4(_ b: [UInt8]) -> Bool {
-        var parts = 0, digits = 0, value = 0
-        for c in b + [UInt8(ascii: ".")] {
-            if c == UInt8(ascii: ".") {
-                guard digits > 0, value <= 255 else { return false }
-                parts += 1; digits = 0; value = 0
-            } else if ASCII.isDigit(c), digits < 3 {
-                digits += 1; value = value * 10 + Int(c - 0x30)
-            } else { return false }
-        }
-        return parts == 4
-    }
-
     func busy(maxConnections: Int) -> [UInt8] {
         responses.error(.unavailable, .busy, "too many connections (\(maxConnections)); try again later", nil) {
             $0.field("Retry-After", 1)
@@ -276,9 +256,11 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
         return responses.error(status, code, message, request, extra: extra)
     }
 
-    /// The answer for a service failure, counted as an error.
+    /// The answer for a service failure, counted as an error; without the
+    /// paths in its message unless `showPaths`.
     func failure(_ e: CacheError, _ request: HTTPRequest) -> [UInt8] {
         service.noteRequests(0, errors: 1)
-        return responses.failure(e, request)
+        let code = ProtocolError.code(e)
+        return responses.error(HTTPResponses.status(code), code, shown(e.description), request)
     }
 }

@@ -52,7 +52,9 @@ final class Daemon {
         }
         loop.handler = { request, reply in dispatcher.handle(request, reply) }
         let http = sockets.http.isEmpty ? nil
-            : HTTPFrontEnd(service: service, allowAdmin: settings.httpAllowAdmin, allowedHosts: settings.httpAllowedHosts)
+            : HTTPFrontEnd(service: service, allowAdmin: settings.httpAllowAdmin,
+                           hosts: HTTPHostPolicy(allowedHosts: settings.httpAllowedHosts, trustForwarded: settings.httpTrustForwarded),
+                           showPaths: settings.httpShowPaths)
         if let http {
             loop.http = http
             service.onEvent = { [events = http.events] in events.publish($0) }

@@ -27,8 +27,12 @@ public struct Settings: Sendable, Equatable {
     public var httpListen: [HTTPAddress] = []
     /// Prefetch, verify, gc and compact over HTTP, as POST.
     public var httpAllowAdmin = false
-    /// Host names a request over TCP may name besides IP literals and localhost.
+    /// Host names an HTTP request may name besides IP literals and localhost.
     public var httpAllowedHosts: [String] = []
+    /// Take the client's scheme from `X-Forwarded-Proto`/`Forwarded` (a proxy's).
+    public var httpTrustForwarded = false
+    /// Store paths in HTTP answers (`/images`, error messages).
+    public var httpShowPaths = false
     /// HTTP connections at once (of `maxConnections`).
     public var httpMaxConnections = 1024
     /// Seconds an HTTP request (head and body) may take to arrive; 0: no limit.
