@@ -190,6 +190,11 @@ public final class Client {
                 got = try chunk.withMutableBytes { (raw) throws(SystemError) in try UnixSocket.receive(fd, into: raw, maxDescriptors: 8) }
             } catch { throw .io(error) }
             descriptors += got.descriptors
+            if descriptors.count > ProtocolLimits.maxPendingDescriptors {
+                for d in descriptors { d.close() }
+                descriptors = []
+                throw .malformed("more than \(ProtocolLimits.maxPendingDescriptors) descriptors passed ahead of their open answers")
+            }
             if got.truncated {
                 throw .malformed("descriptors passed with an answer were dropped (too many in one message, or this process is at its open-file limit)")
             }

@@ -21,4 +21,9 @@ public enum ProtocolLimits {
     /// refused before a byte of it is read. `open` passes a descriptor
     /// instead, for any size.
     public static let maxReadBytes: Int64 = 1 << 30
+
+    /// The most descriptors held before their `open` answers are read: one
+    /// per successful `open`, and a connection has at most 256 requests
+    /// unanswered (docs/protocol.md, "Limits"). The rest are closed.
+    public static let maxPendingDescriptors = 256
 }

@@ -20,6 +20,8 @@ request line on every connection the way MODE says, until killed:
   devzero       get_image names an object; open answers size 3,000,000,000
                 and passes a descriptor of /dev/zero with it
   shortfile     as devzero, but the descriptor is a regular file of 10 bytes
+  fd-flood      every answer is a valid line sent one byte per message, each
+                byte with 8 descriptors of /dev/null (344 in all)
   trickle       every answer is a valid line sent one byte every INTERVAL
                 seconds (default 0.5)
 
@@ -101,6 +103,14 @@ def answer(mode: str, op: str, conn: socket.socket, interval: float) -> bool:
         return True
     if mode == "array":
         conn.sendall(b"[1,2,3]\n")
+        return True
+    if mode == "fd-flood":
+        null = os.open("/dev/null", os.O_RDONLY)
+        try:
+            for byte in line({"ok": True, "version": "0.0.0", "protocol": 1}):
+                socket.send_fds(conn, [bytes([byte])], [null] * 8)
+        finally:
+            os.close(null)
         return True
     if mode == "trickle":
         for byte in line({"ok": True, "version": "0.0.0", "protocol": 1, "pad": "x" * 60}):

@@ -73,6 +73,14 @@ import CachedClient
         }
     }
 
+    @Test func descriptorsPassedWithoutOpenAnswersAreBounded() throws {
+        let bad = try BadDaemon("fd-flood")
+        let r = try measuredCachectl(["--socket", bad.socket, "ping"])
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr == "cachectl: malformed answer from cached: more than \(ProtocolLimits.maxPendingDescriptors) " +
+                "descriptors passed ahead of their open answers\n", "\(r.stderr)")
+    }
+
     @Test func aTricklingDaemonMeetsTheTotalDeadline() throws {
         let bad = try BadDaemon("trickle")
         let r = try measuredCachectl(["--socket", bad.socket, "--timeout", "2", "ping"], limit: 30)
@@ -92,6 +100,7 @@ import CachedClient
             ("deep", .malformed, "nested deeper than \(ProtocolLimits.maxAnswerDepth)"),
             ("array", .malformed, "not a JSON object"),
             ("devzero", .malformed, "not a regular file"),
+            ("fd-flood", .malformed, "descriptors passed ahead of their open answers"),
         ]
         for c in cases {
             let bad = try BadDaemon(c.mode)

@@ -41,6 +41,9 @@ ERROR_CODES = ("bad_request", "not_found", "not_cached", "upstream", "too_large"
 MAX_ANSWER_LINE = (64 << 20) + 65536
 #: The largest ``read`` payload taken into memory; ``open_image`` has no limit.
 MAX_READ_BYTES = 1 << 30
+#: The most descriptors held before their answers are read (one per ``open``;
+#: a connection has at most 256 requests unanswered).
+MAX_PENDING_DESCRIPTORS = 256
 
 
 class CachedError(Exception):
@@ -220,6 +223,8 @@ class Client:
         for fd in fds:
             os.set_inheritable(fd, False)
         self._fds.extend(fds)
+        if len(self._fds) > MAX_PENDING_DESCRIPTORS:
+            raise self._malformed(f"more than {MAX_PENDING_DESCRIPTORS} descriptors passed ahead of their open answers")
         if not data:
             raise self._fail("was closed before the answer")
         self._buffer += data

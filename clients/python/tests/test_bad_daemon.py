@@ -121,3 +121,9 @@ def test_a_trickling_daemon_meets_the_total_deadline(bad):
     outcome, _, seconds = run(bad("trickle"), "c.ping()", timeout=2.0, limit=30)
     assert outcome["code"] == "unavailable" and "within 2.0 s" in outcome["message"], outcome
     assert seconds < 10, seconds  # a 2 s deadline with slack for a loaded machine; the whole answer takes 45 s
+
+
+def test_descriptors_passed_without_open_answers_are_bounded(bad):
+    outcome, _, _ = run(bad("fd-flood"), "c.ping()")
+    assert outcome["code"] == "malformed", outcome
+    assert f"more than {cached_client.MAX_PENDING_DESCRIPTORS} descriptors" in outcome["message"], outcome
