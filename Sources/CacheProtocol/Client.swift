@@ -182,7 +182,7 @@ public final class Client {
         while true {
             // recvmsg, not recv: descriptors passed with `open` answers
             // would otherwise be closed by the kernel unseen.
-            if let deadline, !Self.waitReadable(fd, until: deadline) {
+            if let deadline, !deadline.waitReadable(fd) {
                 throw .timedOut(socket: socketPath, seconds: deadline.seconds)
             }
             let got: UnixSocket.Received
@@ -223,18 +223,6 @@ public final class Client {
             return true
         } catch {
             return false
-        }
-    }
-
-    /// Waits until `fd` has something to read (or has failed or closed),
-    /// false when `deadline` passes first.
-    private static func waitReadable(_ fd: FileDescriptor, until deadline: Deadline) -> Bool {
-        while true {
-            guard let ms = deadline.remainingMilliseconds else { return false }
-            var p = pollfd(fd: fd.rawValue, events: Int16(POLLIN), revents: 0)
-            let rc = poll(&p, 1, ms)
-            if rc > 0 { return true }
-            if rc < 0 && errno != EINTR { return true }  // the receive reports it
         }
     }
 

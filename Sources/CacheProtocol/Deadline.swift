@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CacheSystem
 
 /// A point in time `seconds` after it was made (on the monotonic clock):
@@ -20,5 +23,16 @@ public struct Deadline: Sendable, Equatable {
         let now = Clock.monotonicNanoseconds()
         guard now < nanoseconds else { return nil }
         return Int32(min((nanoseconds - now + 999_999) / 1_000_000, UInt64(Int32.max)))
+    }
+
+    /// Waits until `fd` has something to read (or has failed or closed:
+    /// the receive then says how); false when this deadline passes first.
+    public func waitReadable(_ fd: FileDescriptor) -> Bool {
+        while true {
+            guard let ms = remainingMilliseconds else { return false }
+            var p = pollfd(fd: fd.rawValue, events: Int16(POLLIN), revents: 0)
+            let rc = poll(&p, 1, ms)
+            if rc > 0 || (rc < 0 && errno != EINTR) { return true }
+        }
     }
 }

@@ -113,7 +113,7 @@ def answer(mode: str, op: str, conn: socket.socket, interval: float) -> bool:
             os.close(null)
         return True
     if mode == "trickle":
-        for byte in line({"ok": True, "version": "0.0.0", "protocol": 1, "pad": "x" * 60}):
+        for byte in line({"ok": True, "version": "0.0.0", "protocol": 1, "pad": "x" * 120}):
             conn.sendall(bytes([byte]))
             time.sleep(interval)
         return True

@@ -120,7 +120,7 @@ def test_a_passed_descriptor_must_be_a_regular_file_of_the_announced_size(bad, m
 def test_a_trickling_daemon_meets_the_total_deadline(bad):
     outcome, _, seconds = run(bad("trickle"), "c.ping()", timeout=2.0, limit=30)
     assert outcome["code"] == "unavailable" and "within 2.0 s" in outcome["message"], outcome
-    assert seconds < 10, seconds  # a 2 s deadline with slack for a loaded machine; the whole answer takes 45 s
+    assert seconds < 10, seconds  # a 2 s deadline with slack for a loaded machine; the whole answer takes 86 s
 
 
 def test_descriptors_passed_without_open_answers_are_bounded(bad):
