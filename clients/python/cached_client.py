@@ -381,7 +381,10 @@ class Client:
             return f"announced without a size ({size!r})"
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            return f"not a regular file (mode {oct(st.st_mode)})"
+            kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a pipe"),
+                     (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+            kind = next((name for test, name in kinds if test(st.st_mode)), f"mode {oct(st.st_mode)}")
+            return f"not a regular file ({kind})"
         if st.st_size != size:
             return f"a file of {st.st_size} bytes, not the {size} announced"
         return None

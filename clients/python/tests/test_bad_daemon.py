@@ -109,7 +109,7 @@ def test_an_answer_that_is_not_an_object_is_malformed(bad):
     assert outcome == {"code": "malformed", "message": "an answer that is not a JSON object: b'[1,2,3]'"}, outcome
 
 
-@pytest.mark.parametrize("mode,why", [("devzero", "not a regular file"),
+@pytest.mark.parametrize("mode,why", [("devzero", "not a regular file (a character device)"),
                                       ("shortfile", "a file of 10 bytes, not the 3000000000 announced")])
 def test_a_passed_descriptor_must_be_a_regular_file_of_the_announced_size(bad, mode, why):
     outcome, rss, _ = run(bad(mode), "c.open_image(0).read()")
