@@ -38,9 +38,12 @@ public enum ClientError: Error, CustomStringConvertible, Sendable {
 
 /// How long a `Client` waits for the daemon before `ClientError.timedOut`.
 ///
-/// A timeout is a limit on the daemon's silence, not on how long an
-/// operation may take: each wait (connecting, sending, each read of answer
-/// bytes) gets the full time again.
+/// A timeout is a limit on the daemon's silence: each wait (connecting,
+/// sending, each read of answer bytes) gets the full time again. A quick
+/// call also needs a limit on the whole answer, or a daemon that trickles a
+/// byte per wait holds it forever: `Client.deadline`, which cachectl and the
+/// client libraries set for every `.answer` call and the calls the daemon
+/// answers at once.
 public enum ClientTimeout: Sendable, Equatable {
     /// Wait as long as it takes (the default: tests and benchmarks).
     case none
@@ -57,7 +60,7 @@ public enum ClientTimeout: Sendable, Equatable {
     case whileAlive(seconds: Double)
 
     /// The limit on one wait, nil for none (zero or beyond what `timeval` holds).
-    var seconds: Double? {
+    public var seconds: Double? {
         switch self {
         case .none: nil
         case .answer(let s), .whileAlive(let s): s > 0 && s < Double(Int32.max) ? s : nil
@@ -78,7 +81,11 @@ public final class Client {
     /// How long each wait for the daemon may last.
     public let timeout: ClientTimeout
     private let fd: FileDescriptor
-    private var buffer = LineBuffer(limit: 1 << 30)
+    private var buffer = LineBuffer(limit: ProtocolLimits.maxAnswerLine)
+    /// When set, every wait for answer bytes ends by then, however the
+    /// daemon trickles them (`ClientError.timedOut`): the total deadline of
+    /// a quick call. Each wait is still limited by `timeout` as well.
+    public var deadline: Deadline?
     /// Descriptors received (SCM_RIGHTS) and not yet matched to an `open`
     /// answer, in the order they came: the daemon passes one with the first
     /// byte of each successful `open` line, so the oldest belongs to the
@@ -175,16 +182,25 @@ public final class Client {
         while true {
             // recvmsg, not recv: descriptors passed with `open` answers
             // would otherwise be closed by the kernel unseen.
+            if let deadline, !deadline.waitReadable(fd) {
+                throw .timedOut(socket: socketPath, seconds: deadline.seconds)
+            }
             let got: UnixSocket.Received
             do {
                 got = try chunk.withMutableBytes { (raw) throws(SystemError) in try UnixSocket.receive(fd, into: raw, maxDescriptors: 8) }
             } catch { throw .io(error) }
             descriptors += got.descriptors
+            if descriptors.count > ProtocolLimits.maxPendingDescriptors {
+                for d in descriptors { d.close() }
+                descriptors = []
+                throw .malformed("more than \(ProtocolLimits.maxPendingDescriptors) descriptors passed ahead of their open answers")
+            }
             if got.truncated {
                 throw .malformed("descriptors passed with an answer were dropped (too many in one message, or this process is at its open-file limit)")
             }
             let n = got.count
             if let n, n > 0 {
+                buffer.makeRoom(for: n)
                 chunk.withUnsafeBytes { buffer.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
                 return
             }
@@ -201,6 +217,7 @@ public final class Client {
     private func daemonAnswersPing(within seconds: Double) -> Bool {
         do {
             let probe = try Client(socketPath: socketPath, timeout: .answer(seconds: seconds))
+            probe.deadline = Deadline(seconds: seconds)
             try probe.send(Request.line(op: "ping", []))
             _ = try probe.readLine()
             return true
@@ -214,17 +231,24 @@ public final class Client {
         while true {
             switch buffer.nextLine() {
             case .line(let l): return Array(l)
-            case .incomplete, .tooLong: try fill()
+            case .incomplete: try fill()
+            case .tooLong: throw .malformed("an answer line longer than \(buffer.limit) bytes")
             }
         }
     }
 
-    /// Reads one line and parses it as JSON.
+    /// Reads one line and parses it as a JSON object, at most
+    /// `ProtocolLimits.maxAnswerDepth` deep.
     public func readJSON() throws(ClientError) -> JSON {
         let line = try readLine()
-        do { return try JSONParser.parse(line) } catch {
+        let value: JSON
+        do { value = try JSONParser.parse(line, maxDepth: ProtocolLimits.maxAnswerDepth) } catch {
             throw .malformed("\(error): \(String(decoding: line.prefix(200), as: UTF8.self))")
         }
+        guard case .object = value else {
+            throw .malformed("an answer that is not a JSON object: \(String(decoding: line.prefix(200), as: UTF8.self))")
+        }
+        return value
     }
 
     /// Reads exactly `count` raw bytes, handing them to `sink` in chunks.
@@ -280,6 +304,10 @@ public final class Client {
         guard let size = answer["size"]?.integer, size >= 0 else {
             file.close()
             throw .malformed("an open answer without a size: \(String(decoding: answer.encoded, as: UTF8.self))")
+        }
+        if let problem = PassedFile.problem(file, size: size) {
+            file.close()
+            throw .malformed("the descriptor passed with an open answer is \(problem)")
         }
         return OpenAnswer(answer: answer, file: file, size: size)
     }

@@ -28,6 +28,24 @@ public struct LineBuffer: Sendable {
         storage.append(contentsOf: bytes)
     }
 
+    /// Makes room for `count` more bytes, for a reader that buffers lines up
+    /// to a large `limit` (a client's answer lines): capacity doubles until
+    /// doubling would pass half of what a line at the limit needs, then goes
+    /// straight there, so a line near the limit is never copied into a
+    /// buffer twice its size (peak memory about the limit, not twice it).
+    public mutating func makeRoom(for count: Int) {
+        if start > 0 && start == storage.count {
+            storage.removeAll(keepingCapacity: true)
+            start = 0
+            scanned = 0
+        }
+        let needed = storage.count + count
+        guard needed > storage.capacity else { return }
+        let ceiling = start + limit + count + 1
+        let doubled = 2 * storage.capacity
+        storage.reserveCapacity(max(needed, doubled > ceiling / 2 ? ceiling : doubled))
+    }
+
     public mutating func append(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { append($0) }
     }

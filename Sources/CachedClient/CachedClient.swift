@@ -32,7 +32,9 @@ public final class CachedClient: Sendable {
     /// - Parameter timeout: seconds the daemon may stay silent; while an
     ///   answer is awaited the client checks it is alive on a second
     ///   connection after each such silence, so long operations (a
-    ///   prefetch) are never cut while it is. 0: no limit.
+    ///   prefetch) are never cut while it is. The calls the daemon answers
+    ///   at once (`ping`, `status`, `post`, `posts`) must have their whole
+    ///   answer within it. 0: no limit.
     public convenience init(socketPath: String? = nil, timeout: Double = 10) {
         self.init(socketPath: socketPath, timeout: timeout == 0 ? .none : .whileAlive(seconds: timeout))
     }
@@ -48,23 +50,23 @@ public final class CachedClient: Sendable {
 
     /// The daemon's version and protocol version (`ping`).
     public func ping() async throws(CachedError) -> (version: String, protocolVersion: Int) {
-        let a = try await call("ping")
+        let a = try await call("ping", quick: true)
         return (a["version"]?.string ?? "", Int(a["protocol"]?.integer ?? 0))
     }
 
     /// What the daemon holds and its counters.
     public func status() async throws(CachedError) -> Status {
-        try decode(Status.self, try await call("status"))
+        try decode(Status.self, try await call("status", quick: true))
     }
 
     /// Post `id`, as stored.
     public func post(id: Int) async throws(CachedError) -> Post {
-        try decode(Post.self, try await call("get_post", [("id", .number(String(id)))])["post"])
+        try decode(Post.self, try await call("get_post", [("id", .number(String(id)))], quick: true)["post"])
     }
 
     /// Posts in ascending id order from `offset`, at most `limit` (all by default).
     public func posts(offset: Int = 0, limit: Int? = nil) async throws(CachedError) -> [Post] {
-        try decode([Post].self, try await call("list_posts", paging(offset, limit))["posts"])
+        try decode([Post].self, try await call("list_posts", paging(offset, limit), quick: true)["posts"])
     }
 
     /// Row `row` of the manifest; downloads its image first when it is not
@@ -150,17 +152,20 @@ public final class CachedClient: Sendable {
 
     // MARK: The wire
 
-    /// One request's answer line, an error answer thrown.
-    package func call(_ op: String, _ fields: [(String, JSON)] = []) async throws(CachedError) -> JSON {
-        let answer = try await send(Request.line(op: op, fields), .line)
+    /// One request's answer line, an error answer thrown. `quick`: the
+    /// daemon answers it at once (from memory), so the whole answer must
+    /// come within the timeout, however it trickles.
+    package func call(_ op: String, _ fields: [(String, JSON)] = [], quick: Bool = false) async throws(CachedError) -> JSON {
+        let answer = try await send(Request.line(op: op, fields), .line, quick: quick)
         return try Self.checked(answer).get()
     }
 
-    private func send(_ line: [UInt8], _ shape: AnswerShape, onEvent: @escaping @Sendable (JSON) -> Void = { _ in }) async throws(CachedError) -> WireAnswer {
+    private func send(_ line: [UInt8], _ shape: AnswerShape, quick: Bool = false,
+                      onEvent: @escaping @Sendable (JSON) -> Void = { _ in }) async throws(CachedError) -> WireAnswer {
         let box = Locked<Waiter?>(nil)
         let result: Result<WireAnswer, CachedError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Result<WireAnswer, CachedError>, Never>) in
-                let waiter = Waiter(shape, onEvent: onEvent) { c.resume(returning: $0) }
+                let waiter = Waiter(shape, quick: quick, onEvent: onEvent) { c.resume(returning: $0) }
                 box.withLock { $0 = waiter }
                 // A task cancelled before its call began sends nothing (a
                 // cancelled gc or prefetch must not run).

@@ -42,13 +42,18 @@ package enum WireAnswer: Sendable {
 /// answer is then still read off the connection, and dropped).
 package final class Waiter: Sendable {
     let shape: AnswerShape
+    /// A quick call (one the daemon answers at once): its whole answer must
+    /// arrive within the pipeline's timeout, counted from `created`.
+    let quick: Bool
+    let created = Clock.monotonicNanoseconds()
     private let done = Locked(false)
     private let onAnswer: @Sendable (Result<WireAnswer, CachedError>) -> Void
     private let onEvent: @Sendable (JSON) -> Void
 
-    package init(_ shape: AnswerShape, onEvent: @escaping @Sendable (JSON) -> Void = { _ in },
+    package init(_ shape: AnswerShape, quick: Bool = false, onEvent: @escaping @Sendable (JSON) -> Void = { _ in },
          _ onAnswer: @escaping @Sendable (Result<WireAnswer, CachedError>) -> Void) {
         self.shape = shape
+        self.quick = quick
         self.onEvent = onEvent
         self.onAnswer = onAnswer
     }
@@ -212,33 +217,62 @@ package final class Pipeline: Sendable {
         }
     }
 
+    /// The total deadline of `waiter`'s answer: for a quick call, and for
+    /// every call under `.answer` (cachectl's quick commands).
+    private func deadline(of waiter: Waiter) -> Deadline? {
+        guard let seconds = timeout.seconds else { return nil }
+        if case .answer = timeout { return Deadline(seconds: seconds, from: waiter.created) }
+        return waiter.quick ? Deadline(seconds: seconds, from: waiter.created) : nil
+    }
+
     private func readAnswer(_ waiter: Waiter, from client: Client) throws(ClientError) -> WireAnswer {
+        client.deadline = deadline(of: waiter)
         switch waiter.shape {
         case .line:
-            return .line(try client.readJSON())
+            return .line(try Self.checked(client.readJSON()))
         case .descriptor:
             let open = try client.readOpenAnswer()
-            return .descriptor(open.answer, open.file)
+            return .descriptor(try Self.checked(open.answer), open.file)
         case .bytes:
-            let header = try client.readJSON()
+            let header = try Self.checked(client.readJSON())
             guard header["ok"]?.bool == true else { return .line(header) }
-            guard let size = header["size"]?.integer, size >= 0, size <= Int64(Int32.max) * 16 else {
-                throw .malformed("a read answer without a size: \(String(decoding: header.encoded.prefix(200), as: UTF8.self))")
-            }
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(Int(size))
-            do { try client.readBytes(Int(size)) { bytes.append(contentsOf: $0) } } catch let e as ClientError { throw e } catch {
-                throw .malformed("\(error)")
-            }
-            return .bytes(header, bytes)
+            return .bytes(header, try Self.payload(of: header, from: client))
         case .events:
             while true {
                 let line = try client.readJSON()
                 // Any event line (progress, or a kind a later daemon adds)
                 // comes before the answer; only a line without one ends it.
-                guard line["event"] != nil else { return .line(line) }
+                guard line["event"] != nil else { return .line(try Self.checked(line)) }
                 waiter.event(line)
             }
         }
+    }
+
+    /// `answer` when it is an answer line as docs/protocol.md says: a
+    /// boolean `ok` and, when false, an `error` with a string `code`.
+    private static func checked(_ answer: JSON) throws(ClientError) -> JSON {
+        switch answer["ok"]?.bool {
+        case true?: return answer
+        case false? where answer["error"]?["code"]?.string != nil: return answer
+        case false?: throw .malformed("an error answer without error.code: \(String(decoding: answer.encoded.prefix(200), as: UTF8.self))")
+        case nil: throw .malformed("an answer without a boolean ok: \(String(decoding: answer.encoded.prefix(200), as: UTF8.self))")
+        }
+    }
+
+    /// The bytes after an ok `read` line: at most `ProtocolLimits.maxReadBytes`,
+    /// memory growing with the bytes that arrive, not with the size declared.
+    private static func payload(of header: JSON, from client: Client) throws(ClientError) -> [UInt8] {
+        guard let size = header["size"]?.integer, size >= 0 else {
+            throw .malformed("a read answer without a size: \(String(decoding: header.encoded.prefix(200), as: UTF8.self))")
+        }
+        guard size <= ProtocolLimits.maxReadBytes else {
+            throw .malformed("a read answer of \(size) bytes, more than the \(ProtocolLimits.maxReadBytes) this client reads into memory")
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(min(size, 1 << 20)))
+        do { try client.readBytes(Int(size)) { bytes.append(contentsOf: $0) } } catch let e as ClientError { throw e } catch {
+            throw .malformed("\(error)")
+        }
+        return bytes
     }
 }

@@ -21,6 +21,7 @@ import os
 import select
 import socket
 import stat
+import time
 from typing import Any, BinaryIO, Dict, Iterator, List, Optional
 
 __all__ = ["Client", "CachedError", "default_socket"]
@@ -31,6 +32,18 @@ __version__ = "0.1.0"
 #: and ``malformed`` (an answer this client cannot read).
 ERROR_CODES = ("bad_request", "not_found", "not_cached", "upstream", "too_large", "busy", "internal",
                "unavailable", "malformed")
+
+#: What this client accepts from the daemon (docs/protocol.md, "Client
+#: libraries"; the Swift client's ``ProtocolLimits``): past them an answer is
+#: ``malformed``, so a misbehaving daemon cannot make it allocate without bound.
+#: The longest answer line, without its newline: a feed at the default
+#: ``max-object-size`` (64 MiB) listed whole, plus a tag as long as a request line.
+MAX_ANSWER_LINE = (64 << 20) + 65536
+#: The largest ``read`` payload taken into memory; ``open_image`` has no limit.
+MAX_READ_BYTES = 1 << 30
+#: The most descriptors held before their answers are read (one per ``open``;
+#: a connection has at most 256 requests unanswered).
+MAX_PENDING_DESCRIPTORS = 256
 
 
 class CachedError(Exception):
@@ -111,8 +124,10 @@ class Client:
     cachectl uses), opened on first use; a context manager.
 
     ``timeout`` (seconds) bounds each wait for the daemon; ``None`` waits as
-    long as it takes. A prefetch or a download may rightly take long: give
-    those calls a generous timeout or none.
+    long as it takes. The calls the daemon answers at once (``ping``,
+    ``status``, ``post``, ``posts``) must have their whole answer within it,
+    however slowly it comes. A prefetch or a download may rightly take long:
+    give those calls a generous timeout or none.
 
     A connection the daemon closed while idle (it restarted) is replaced
     before the next request; one that breaks during a call raises
@@ -125,6 +140,9 @@ class Client:
         self.timeout = timeout
         self._sock: Optional[socket.socket] = None
         self._buffer = bytearray()
+        # How much of _buffer holds no newline: each receive is searched
+        # only in the bytes it added, not from the start again.
+        self._scanned = 0
         self._fds: List[int] = []
         # A prefetch whose answer is still being read: another call first
         # abandons it (its connection is closed), or its lines would be read
@@ -149,6 +167,7 @@ class Client:
             os.close(fd)
         self._fds = []
         self._buffer.clear()
+        self._scanned = 0
 
     def _connect(self) -> socket.socket:
         if self._sock is not None and not self._buffer and not self._alive(self._sock):
@@ -182,12 +201,19 @@ class Client:
         self.close()
         return CachedError("unavailable", f"the connection to cached at {self.socket_path} {why}")
 
-    def _fill(self) -> None:
+    def _fill(self, deadline: Optional[float] = None) -> None:
         # The connection the request went out on, never a new one: an
         # answer is read where its request was sent.
         sock = self._sock
         if sock is None:
             raise CachedError("unavailable", f"the connection to cached at {self.socket_path} was closed")
+        wait = self.timeout
+        if deadline is not None:  # a quick call: its whole answer by then
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._fail(f"gave no answer within {self.timeout} s")
+            wait = left if wait is None else min(wait, left)
+        sock.settimeout(wait)
         try:
             data, fds, _, _ = socket.recv_fds(sock, 65536, 8)
         except socket.timeout:
@@ -197,32 +223,46 @@ class Client:
         for fd in fds:
             os.set_inheritable(fd, False)
         self._fds.extend(fds)
+        if len(self._fds) > MAX_PENDING_DESCRIPTORS:
+            raise self._malformed(f"more than {MAX_PENDING_DESCRIPTORS} descriptors passed ahead of their open answers")
         if not data:
             raise self._fail("was closed before the answer")
         self._buffer += data
 
-    def _line(self) -> Dict[str, Any]:
+    def _malformed(self, why: str) -> CachedError:
+        self.close()  # nothing after it on this connection can be trusted
+        return CachedError("malformed", why)
+
+    def _line(self, deadline: Optional[float] = None) -> Dict[str, Any]:
         while True:
-            end = self._buffer.find(b"\n")
+            end = self._buffer.find(b"\n", self._scanned)
             if end >= 0:
-                raw = bytes(self._buffer[:end])
-                del self._buffer[: end + 1]
-                try:
-                    value = json.loads(raw)
-                except ValueError:
-                    self.close()
-                    raise CachedError("malformed", f"an answer that is not JSON: {raw[:200]!r}") from None
-                if not isinstance(value, dict):
-                    self.close()
-                    raise CachedError("malformed", f"an answer that is not an object: {raw[:200]!r}")
-                return value
-            self._fill()
+                break
+            self._scanned = len(self._buffer)
+            if self._scanned > MAX_ANSWER_LINE:
+                raise self._malformed(f"an answer line longer than {MAX_ANSWER_LINE} bytes")
+            self._fill(deadline)
+        if end > MAX_ANSWER_LINE:
+            raise self._malformed(f"an answer line longer than {MAX_ANSWER_LINE} bytes")
+        raw = bytes(self._buffer[:end])
+        del self._buffer[: end + 1]
+        self._scanned = 0
+        try:
+            value = json.loads(raw)
+        except RecursionError:
+            raise self._malformed(f"an answer nested too deeply to read: {raw[:200]!r}") from None
+        except ValueError:
+            raise self._malformed(f"an answer that is not JSON: {raw[:200]!r}") from None
+        if not isinstance(value, dict):
+            raise self._malformed(f"an answer that is not a JSON object: {raw[:200]!r}")
+        return value
 
     def _bytes(self, count: int) -> bytes:
         while len(self._buffer) < count:
             self._fill()
         out = bytes(self._buffer[:count])
         del self._buffer[:count]
+        self._scanned = 0
         return out
 
     def _send(self, op: str, **fields: Any) -> None:
@@ -238,40 +278,50 @@ class Client:
 
     @staticmethod
     def _checked(answer: Dict[str, Any]) -> Dict[str, Any]:
-        if answer.get("ok") is not True:
-            error = answer.get("error")
-            error = error if isinstance(error, dict) else {}
-            code = str(error.get("code", "internal"))
-            if code not in ERROR_CODES[:7]:
-                code = "internal"  # the client's own codes never come from the daemon
-            raise CachedError(code, str(error.get("message", "the daemon gave no reason")))
-        return answer
+        ok = answer.get("ok")
+        if ok is True:
+            return answer
+        error = answer.get("error")
+        if ok is not False or not isinstance(error, dict) or not isinstance(error.get("code"), str):
+            # The line was whole: the connection is still in step.
+            raise CachedError("malformed", f"an answer without a boolean ok and an error code: {json.dumps(answer)[:200]}")
+        code = error["code"]
+        if code not in ERROR_CODES[:7]:
+            code = "internal"  # the client's own codes never come from the daemon
+        raise CachedError(code, str(error.get("message", "the daemon gave no reason")))
 
     def call(self, op: str, **fields: Any) -> Dict[str, Any]:
         """Sends one request and returns its answer line (an error raises)."""
         self._send(op, **fields)
         return self._checked(self._line())
 
+    def _quick(self, op: str, **fields: Any) -> Dict[str, Any]:
+        """``call`` for what the daemon answers at once (from memory): the
+        whole answer must come within ``timeout``, however it trickles."""
+        self._send(op, **fields)
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        return self._checked(self._line(deadline))
+
     # -- operations -----------------------------------------------------
 
     def ping(self) -> Dict[str, Any]:
         """``{"version": ..., "protocol": ...}``."""
-        a = self.call("ping")
+        a = self._quick("ping")
         return {"version": a.get("version"), "protocol": a.get("protocol")}
 
     def status(self) -> Dict[str, Any]:
         """What the store holds and the counters (the ``status`` answer)."""
-        a = self.call("status")
+        a = self._quick("status")
         a.pop("ok", None)
         return a
 
     def post(self, id: int) -> Dict[str, Any]:
         """Post ``id`` as stored (every field the feed gave)."""
-        return self.call("get_post", id=id)["post"]
+        return self._quick("get_post", id=id)["post"]
 
     def posts(self, offset: int = 0, limit: Optional[int] = None) -> List[Dict[str, Any]]:
         """Posts in ascending id order from ``offset``, at most ``limit``."""
-        return self.call("list_posts", offset=offset, limit=limit)["posts"]
+        return self._quick("list_posts", offset=offset, limit=limit)["posts"]
 
     def image(self, row: int, fetch: bool = True) -> Dict[str, Any]:
         """Row ``row`` (``row``, ``url``, ``description``, ``hash``, ``size``,
@@ -287,9 +337,10 @@ class Client:
         self._send("read", hash=hash)
         header = self._checked(self._line())
         size = header.get("size")
-        if not isinstance(size, int) or size < 0:
-            self.close()
-            raise CachedError("malformed", f"a read answer without a size: {header}")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise self._malformed(f"a read answer without a size: {header}")
+        if size > MAX_READ_BYTES:
+            raise self._malformed(f"a read answer of {size} bytes, more than the {MAX_READ_BYTES} this client reads into memory")
         return self._bytes(size)
 
     def image_data(self, row: int) -> bytes:
@@ -309,15 +360,34 @@ class Client:
             os.close(fd)
         self._fds = []
         self._send("open", hash=entry["hash"])
-        self._checked(self._line())
+        answer = self._checked(self._line())
         if not self._fds:
-            self.close()
-            raise CachedError("malformed", "an open answer came without a file descriptor")
+            raise self._malformed("an open answer came without a file descriptor")
         fd = self._fds.pop(0)
         for extra in self._fds:
             os.close(extra)
         self._fds = []
+        problem = self._passed_file_problem(fd, answer.get("size"))
+        if problem:
+            os.close(fd)
+            raise self._malformed(f"the descriptor passed with an open answer is {problem}")
         return io.open(fd, "rb", closefd=True)
+
+    @staticmethod
+    def _passed_file_problem(fd: int, size: Any) -> Optional[str]:
+        """None when ``fd`` is a regular file of ``size`` bytes, else what is
+        wrong (a passed ``/dev/zero`` or pipe would never end)."""
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            return f"announced without a size ({size!r})"
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a pipe"),
+                     (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+            kind = next((name for test, name in kinds if test(st.st_mode)), f"mode {oct(st.st_mode)}")
+            return f"not a regular file ({kind})"
+        if st.st_size != size:
+            return f"a file of {st.st_size} bytes, not the {size} announced"
+        return None
 
     def prefetch(self, what: str = "all", force: bool = False) -> Iterator[Dict[str, Any]]:
         """Refreshes the feeds and downloads what is not cached: yields each

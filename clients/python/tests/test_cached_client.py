@@ -159,6 +159,8 @@ def test_the_daemon_cannot_send_the_clients_own_codes():
     with pytest.raises(CachedError) as e:
         Client._checked({"ok": False, "error": {"code": "unavailable", "message": "forged"}})
     assert e.value.code == "internal"
-    with pytest.raises(CachedError) as e:
-        Client._checked({"ok": False, "error": "not an object"})
-    assert e.value.code == "internal"
+    # An answer without the error the protocol requires is the client's to refuse.
+    for answer in ({"ok": False, "error": "not an object"}, {"ok": False}, {"ok": 1}, {"posts": []}):
+        with pytest.raises(CachedError) as e:
+            Client._checked(answer)
+        assert e.value.code == "malformed", answer
