@@ -50,9 +50,20 @@ test: deps
 	$(call install_missing,$(TEST_PACKAGES))
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	$(SWIFT) test --skip-build --skip InteropTests $(BUILD_FLAGS)
+	$(PYTHON) scripts/soak.py "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
 	$(MAKE) --no-print-directory clients
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 	$(MAKE) --no-print-directory check-docs check-package check-install
+
+# The daemon at scale with HTTP on (scripts/soak.py): make test runs a short
+# one (10,000 rows, 50 /events subscribers, 200 pipelining connections, one
+# round); this runs a long one on the release build, RSS and descriptors
+# checked before and after each part.
+SOAK_ARGS ?= --rows 20000 --posts 20000 --subscribers 1001 --pipeliners 600 --rounds 3
+.PHONY: soak
+soak: release
+	$(call install_missing,nginx-light curl)
+	$(PYTHON) scripts/soak.py "$$($(SWIFT) build -c release $(BUILD_FLAGS) --show-bin-path)" $(SOAK_ARGS)
 
 # The client libraries against the real daemon (built first): the Python
 # module's pytest suite from the tree and once more installed with pip into

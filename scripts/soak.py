@@ -191,7 +191,8 @@ def pipeliners(d, count, depth):
 
 
 def soak_prefetch(bin_dir, tmp, origin, a):
-    d = Daemon(bin_dir, tmp, "prefetch", origin, ["--max-queued-bytes-total", "64M"])
+    extra = ["--http-max-connections", str(a.subscribers + a.pipeliners + 64)]
+    d = Daemon(bin_dir, tmp, "prefetch", origin, extra + (["--max-queued-bytes-total", a.total] if a.total else []))
     try:
         r = d.ctl("prefetch")
         check("a first prefetch of %d rows with HTTP on" % a.rows, r.returncode == 0 and d.alive(), r.stdout.strip()[-200:] + r.stderr[-300:])
@@ -305,6 +306,7 @@ def main():
     ap.add_argument("--pipeliners", type=int, default=200)
     ap.add_argument("--depth", type=int, default=64, help="listings each pipeliner sends")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--total", default="64M", help="max-queued-bytes-total ('' for a daemon without it)")
     ap.add_argument("--only", choices=["prefetch", "descriptors", "silent"], help="run one part")
     a = ap.parse_args()
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]

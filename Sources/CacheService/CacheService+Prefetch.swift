@@ -134,30 +134,47 @@ extension CacheService {
             progress(Progress(phase: "images", done: already, total: rows.count, bytes: 0))
             if plan.pending == 0 { completion(.success(plan.summary)); return }
             let run = ImagesRun(total: rows.count, summary: plan.summary, done: already)
-            for url in plan.order {
-                let rowsForURL = plan.rowsByURL[url] ?? []
-                download(url: url) { [self] outcome in
-                    // The event is posted under the run's lock, so events leave in
-                    // the order their counts were taken: never a smaller `done` after a larger.
-                    let finished = run.state.withLock { s -> ImagesSummary? in
-                        switch outcome {
-                        case .success(let ref):
-                            s.summary.downloaded += rowsForURL.count
-                            s.summary.bytes += ref.size
-                            emit(.rowsCached(rows: rowsForURL, object: objectInfo(ref)))
-                        case .failure(let f):
-                            s.summary.failed += rowsForURL.count
-                            for r in rowsForURL { s.summary.failures.append(RowFailure(row: r, url: url, error: f.reason)) }
-                        }
-                        s.done += rowsForURL.count
-                        progress(Progress(phase: "images", done: s.done, total: run.total, bytes: s.summary.bytes))
-                        return s.done == run.total ? s.summary : nil
-                    }
-                    if var done = finished {
-                        done.failures.sort { $0.row < $1.row }
-                        completion(.success(done))
-                    }
+            let waiting = Locked(plan.order[...])
+            // At most `prefetchWindow` downloads at once: each holds a temp
+            // file until a worker commits it, and a 10,000-row manifest
+            // handed to curl whole held thousands (EMFILE under a low limit).
+            @Sendable func next() {
+                guard let url = waiting.withLock({ $0.popFirst() }) else { return }
+                downloadRow(url, rows: plan.rowsByURL[url] ?? [], run: run, progress: progress, completion: completion) { [pool] in
+                    pool.submit { next() }  // not on the completing stack: failures can complete at once
                 }
+            }
+            for _ in 0..<min(Self.prefetchWindow, plan.order.count) { next() }
+        }
+    }
+
+    /// Downloads in flight at once in an images prefetch (curl runs
+    /// `concurrency` of them; the rest wait their turn with no file open).
+    static let prefetchWindow = 64
+
+    private func downloadRow(_ url: String, rows rowsForURL: [Int], run: ImagesRun, progress: @escaping @Sendable (Progress) -> Void,
+                             completion: @escaping Completion<ImagesSummary>, then ended: @escaping @Sendable () -> Void) {
+        download(url: url) { [self] outcome in
+            defer { ended() }
+            // The event is posted under the run's lock, so events leave in
+            // the order their counts were taken: never a smaller `done` after a larger.
+            let finished = run.state.withLock { s -> ImagesSummary? in
+                switch outcome {
+                case .success(let ref):
+                    s.summary.downloaded += rowsForURL.count
+                    s.summary.bytes += ref.size
+                    emit(.rowsCached(rows: rowsForURL, object: objectInfo(ref)))
+                case .failure(let f):
+                    s.summary.failed += rowsForURL.count
+                    for r in rowsForURL { s.summary.failures.append(RowFailure(row: r, url: url, error: f.reason)) }
+                }
+                s.done += rowsForURL.count
+                progress(Progress(phase: "images", done: s.done, total: run.total, bytes: s.summary.bytes))
+                return s.done == run.total ? s.summary : nil
+            }
+            if var done = finished {
+                done.failures.sort { $0.row < $1.row }
+                completion(.success(done))
             }
         }
     }

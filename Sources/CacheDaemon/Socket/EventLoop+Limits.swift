@@ -127,11 +127,13 @@ extension EventLoop {
     /// Once a tick while the totals are full: closes the connections that
     /// hold the most unsent output and have sent nothing for a second
     /// (clients that stopped reading), until the totals are under three
-    /// quarters of their bounds. Connections that read keep their answers.
+    /// quarters of their bounds. Connections that read keep their answers,
+    /// and one only waiting for its answer (a long prefetch, an event
+    /// stream with nothing queued) is not stalled.
     func shedStalled(_ now: UInt64) {
         guard totals.full else { return }
         let stalled = connections.values
-            .filter { $0.holdsAnswers && now - $0.lastActivity >= EventLoop.stalledNanoseconds }
+            .filter { ($0.heldBytes > 0 || $0.descriptors > 0) && now - $0.lastActivity >= EventLoop.stalledNanoseconds }
             .sorted { $0.heldBytes + $0.descriptors * Connection.descriptorCost > $1.heldBytes + $1.descriptors * Connection.descriptorCost }
         var shed = 0, bytes = 0, descriptors = 0
         for c in stalled {
