@@ -102,6 +102,16 @@ import CacheSystem
         #expect(try FileSystem.list(dir.path + "/tmp").isEmpty, "its temp files were its own")
     }
 
+    /// The refusal quoted in docs/storage-format.md is the one the store makes.
+    @Test func theDocumentedRefusalIsTheStoresOwn() throws {
+        var docs = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { docs.deleteLastPathComponent() }
+        let text = try String(contentsOf: docs.appendingPathComponent("docs/storage-format.md"), encoding: .utf8)
+        let found = ".bashrc, Documents/, notes.txt, objects/photo.jpg, posts/2024-01.md and more"
+        let error = StoreError.notAStore(directory: "DIR", found: found, logWithoutHeader: false)
+        #expect(text.contains("`cannot open the store: \(error)`"), "\(error)")
+    }
+
     /// A half-created store holds no data: with post or object files beside
     /// it, a log without the header does not make a directory a store.
     @Test func aLogWithoutItsHeaderBesideFilesIsRefused() throws {
