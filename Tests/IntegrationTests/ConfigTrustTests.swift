@@ -75,6 +75,21 @@ import CacheProtocol
         #expect(r.output.contains("refusing to read the configuration file: a directory above \(conf): \(open) can be written by every user"), "\(r)")
     }
 
+    /// SIGHUP rereads the file under the same rule: a file made writable by
+    /// others is not reloaded, and the running configuration stays.
+    @Test func sighupRefusesAFileOthersCanWriteAndKeepsTheRunningOne() throws {
+        let scratch = Scratch()
+        let conf = try Self.writeConfig(scratch)
+        let daemon = try Daemon(origin: nil, arguments: ["--config", conf], scratch: scratch)
+        try "posts-url = http://127.0.0.1:9/other.json\n".write(toFile: conf, atomically: false, encoding: .utf8)
+        #expect(chmod(conf, 0o666) == 0)
+        kill(daemon.pid, SIGHUP)
+        #expect(waitUntil(10) { daemon.log.contains("configuration not reloaded") }, "\(daemon.log)")
+        #expect(daemon.log.contains("refusing to read the configuration file: \(conf) can be written by every user (mode 666)"), "\(daemon.log)")
+        #expect(!daemon.log.contains("other.json"), "the file's new settings were not taken")
+        #expect(try daemon.call("ping")["ok"] == .bool(true))
+    }
+
     /// A link at the configuration path is refused, never followed (as before).
     @Test func aConfigPathThatIsALinkIsRefused() throws {
         let scratch = Scratch()
