@@ -67,36 +67,40 @@ extension Store {
             try append(unreferenced.sorted().map { .objectRemoved(hash: $0) }, &w)
             state.withLock { $0.removeObjects(unreferenced) }
         }
+        do throws(SystemError) { return try removeUnreferencedObjectFiles(keep: keep) } catch { throw .io(error) }
+    }
+
+    /// Deletes the regular files in `objects/` named as objects (a fan-out
+    /// directory of 2 hex digits, a file of the other 30) whose hash is not
+    /// in `keep`; every other entry is left alone and noted (`ignored`).
+    private func removeUnreferencedObjectFiles(keep: Set<Hash128>) throws(SystemError) -> (Int, Int64) {
         var removed = 0
         var freed: Int64 = 0
-        do throws(SystemError) {
-            for fan in try files.list(objectsDirectory) {
-                let dir = "\(objectsDirectory)/\(fan)"
-                guard let st = try files.status(dir), st.isDirectory else {
-                    try files.unlink(dir); removed += 1; continue
-                }
-                var changed = false
-                for name in try files.list(dir) {
-                    let path = "\(dir)/\(name)"
-                    guard let h = Hash128(hex: fan + name) else {
-                        // Not an object name: nothing of ours, nothing a commit places.
-                        freed += (try files.status(path))?.size ?? 0
-                        try files.unlink(path)
-                        removed += 1
-                        changed = true
-                        continue
-                    }
-                    if keep.contains(h) { continue }
-                    let size = (try files.status(path))?.size ?? 0
-                    // A commit that began after `pending` was read may be placing this file.
-                    guard try unlinkObjectFile(h) else { continue }
-                    freed += size
-                    removed += 1
-                    changed = true
-                }
-                if changed { try files.syncDirectory(dir) }
+        for fan in try files.list(objectsDirectory) {
+            let dir = "\(objectsDirectory)/\(fan)"
+            guard let st = try files.status(dir) else { continue }
+            guard st.isDirectory, StoreNames.isFanOut(fan) else {
+                ignored.note(dir, IgnoredEntries.kind(st))
+                continue
             }
-        } catch { throw .io(error) }
+            var changed = false
+            for name in try files.list(dir) {
+                let path = "\(dir)/\(name)"
+                guard let h = StoreNames.objectHash(fanOut: fan, name: name) else {
+                    if let st = try files.status(path) { ignored.note(path, IgnoredEntries.kind(st)) }
+                    continue
+                }
+                if keep.contains(h) { continue }
+                guard let st = try files.status(path) else { continue }
+                guard st.isRegular else { ignored.note(path, IgnoredEntries.kind(st)); continue }
+                // A commit that began after `keep` was read may be placing this file.
+                guard try unlinkObjectFile(h) else { continue }
+                freed += st.size
+                removed += 1
+                changed = true
+            }
+            if changed { try files.syncDirectory(dir) }
+        }
         return (removed, freed)
     }
 

@@ -150,7 +150,9 @@ extension Store {
 
     /// Brings `posts/` in line with the index: rewrites files whose bytes
     /// differ (a crash between writing a file and its log record) and removes
-    /// files of posts the index does not hold. Returns how many were fixed.
+    /// files of posts the index does not hold. Only regular files named
+    /// `<id>.json` are the store's: anything else is left alone and noted
+    /// (`ignored`). Returns how many were fixed.
     @discardableResult
     public func reconcilePostFiles() -> Int {
         postFiles.withLock { _ in
@@ -159,8 +161,15 @@ extension Store {
             let names = (try? files.list(postsDirectory)) ?? []
             var seen = Set<Int64>()
             for name in names {
-                guard name.hasSuffix(".json"), let id = Int64(name.dropLast(5)), let json = posts[id] else {
-                    try? files.unlink("\(postsDirectory)/\(name)"); fixed += 1; continue
+                let path = "\(postsDirectory)/\(name)"
+                guard let st = try? files.status(path) else { continue }
+                guard let id = StoreNames.postID(fileName: name), st.isRegular else {
+                    ignored.note(path, IgnoredEntries.kind(st))
+                    if let id = StoreNames.postID(fileName: name) { seen.insert(id) }  // not replaced either
+                    continue
+                }
+                guard let json = posts[id] else {
+                    try? files.unlink(path); fixed += 1; continue
                 }
                 seen.insert(id)
                 if (try? files.read(postPath(id))) != json {

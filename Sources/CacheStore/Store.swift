@@ -33,6 +33,9 @@ public final class Store: Sendable {
     /// Fan-out directories whose entry in objects/ this process has fsynced.
     let durableFanouts = Locked<Set<String>>([])
 
+    /// Entries of the store it did not make, reported once each when met.
+    let ignored: IgnoredEntries
+
     /// What recovery cut from the log at open, if anything.
     public let recovery: LogRecovery?
 
@@ -47,8 +50,9 @@ public final class Store: Sendable {
     public var tempDirectory: String { directory + "/tmp" }
     var quarantineDirectory: String { directory + "/quarantine" }
 
-    /// Opens the store: takes the lock, creates the layout, empties `tmp/`,
-    /// replays the log (cutting a damaged tail aside).
+    /// Opens the store: takes the lock, refuses a directory that holds files
+    /// but no store (`StoreError.notAStore`), replays the log (cutting a
+    /// damaged tail aside), creates the layout, empties `tmp/` of temp files.
     public init(_ configuration: StoreConfiguration) throws(StoreError) {
         self.configuration = configuration
         do throws(SystemError) {
@@ -62,7 +66,13 @@ public final class Store: Sendable {
         if let problem = StoreTrust.problem(directory) { throw .untrusted(problem) }
         do throws(SystemError) { files = try ConfinedDirectory(opening: directory) } catch { throw .io(error) }
         directoryFD = files.descriptor
-        lockFD = try Store.lock(files, directory: directory)
+        try Store.lockDirectory(files, directory: directory)
+        // Under the directory's lock (a daemon creating this store holds it)
+        // and before anything is created: a directory that is not a store is
+        // refused as it is.
+        try Store.refuseUnlessStore(files, directory: directory)
+        lockFD = try Store.lockFile(files, directory: directory)
+        ignored = IgnoredEntries(report: configuration.onIgnoredEntry)
 
         var replayed = StoreState()
         let log: IndexLog
@@ -77,7 +87,7 @@ public final class Store: Sendable {
             directoryFD.close()
             throw StoreError(opening: error)
         }
-        do throws(SystemError) { try Store.prepareLayout(files) } catch {
+        do throws(SystemError) { try Store.prepareLayout(files, ignored) } catch {
             log.close()
             lockFD.close()
             directoryFD.close()
@@ -95,18 +105,10 @@ public final class Store: Sendable {
     /// Tries, 10 ms apart, to take a lock this process itself seems to hold.
     static let ownLockRetries = 200
 
-    /// Takes the store's locks and returns the open `lock` file (the holder's
-    /// pid written in it); on failure closes the directory.
-    ///
-    /// The lock is taken on the store directory itself, which cannot be
-    /// deleted or replaced while it holds the store; `lock` only names the
-    /// holder (and keeps 0.1.0 daemons, which lock that file, out).
-    private static func lock(_ files: ConfinedDirectory, directory: String) throws(StoreError) -> FileDescriptor {
+    /// Takes the lock on the store directory itself, which cannot be deleted
+    /// or replaced while it holds the store; on failure closes the directory.
+    private static func lockDirectory(_ files: ConfinedDirectory, directory: String) throws(StoreError) {
         let directoryFD = files.descriptor
-        func holder(_ text: [UInt8]?) -> StoreError {
-            let pid = text.map { String(decoding: $0, as: UTF8.self) } ?? ""
-            return .locked(directory: directory, holderPID: Int32(pid.filter { $0.isNumber }))
-        }
         var free: Bool
         do throws(SystemError) { free = try directoryFD.tryLockExclusive() } catch { directoryFD.close(); throw .io(error) }
         // Held by this very process: a store it just closed, whose
@@ -121,8 +123,31 @@ public final class Store: Sendable {
         guard free else {
             let text = try? files.read("lock", limit: maxPIDText)
             directoryFD.close()
-            throw holder(text)
+            throw holder(text, directory)
         }
+    }
+
+    /// The error naming the holder whose pid `text` (read from `lock`) gives.
+    private static func holder(_ text: [UInt8]?, _ directory: String) -> StoreError {
+        let pid = text.map { String(decoding: $0, as: UTF8.self) } ?? ""
+        return .locked(directory: directory, holderPID: Int32(pid.filter { $0.isNumber }))
+    }
+
+    /// Throws `notAStore` (closing the directory) when the directory holds
+    /// files but no store (`StoreIdentity`).
+    private static func refuseUnlessStore(_ files: ConfinedDirectory, directory: String) throws(StoreError) {
+        let finding: StoreIdentity.Finding?
+        do throws(SystemError) { finding = try StoreIdentity.judge(files) } catch { files.descriptor.close(); throw .io(error) }
+        guard let finding else { return }
+        files.descriptor.close()
+        throw .notAStore(directory: directory, found: finding.summary, logWithoutHeader: finding.logWithoutHeader)
+    }
+
+    /// Opens (creating) `lock`, flocks it and writes this process's pid in
+    /// it: it names the holder, and keeps 0.1.0 daemons, which lock that
+    /// file, out. On failure closes the directory.
+    private static func lockFile(_ files: ConfinedDirectory, directory: String) throws(StoreError) -> FileDescriptor {
+        let directoryFD = files.descriptor
         let lockFD: FileDescriptor
         do throws(SystemError) { lockFD = try files.open("lock", O_RDWR | O_CREAT, mode: 0o600) }
         catch { directoryFD.close(); throw .io(error) }
@@ -142,7 +167,7 @@ public final class Store: Sendable {
             let text = try? lockFD.readToEnd(limit: maxPIDText)
             lockFD.close()
             directoryFD.close()
-            throw holder(text)
+            throw holder(text, directory)
         }
         return lockFD
     }
@@ -150,17 +175,24 @@ public final class Store: Sendable {
     /// A pid and its newline fit in 32 bytes with room to spare.
     static let maxPIDText = 32
 
-    /// Creates the subdirectories (durably, when one was missing) and empties `tmp/`.
-    private static func prepareLayout(_ files: ConfinedDirectory) throws(SystemError) {
+    /// Creates the subdirectories (durably, when one was missing) and empties
+    /// `tmp/` of the store's temp files; anything else there is left and noted.
+    private static func prepareLayout(_ files: ConfinedDirectory, _ ignored: IgnoredEntries) throws(SystemError) {
         var created = false
-        for sub in ["posts", "objects", "tmp", "quarantine"] {
+        for sub in StoreNames.subdirectories {
             if try files.makeDirectory(sub, mode: 0o700) { created = true }
         }
         // A subdirectory made now (a new store, or one someone deleted)
         // must be durable before anything is committed into it.
         if created { try files.descriptor.sync() }
         for name in try files.list("tmp") {
-            try files.unlink("tmp/" + name)
+            let path = "tmp/" + name
+            guard let st = try files.status(path) else { continue }
+            guard st.isRegular, StoreNames.isTempName(name) else {
+                ignored.note(files.path + "/" + path, IgnoredEntries.kind(st))
+                continue
+            }
+            try files.unlink(path)
         }
     }
 

@@ -22,6 +22,12 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     /// The store directory, one of its parents or one of its own files could
     /// be changed by another user, or is a symbolic link: it is not opened.
     case untrusted(String)
+    /// The directory holds files but no store: no `index.log` beginning with
+    /// the log's header, and more than a store being created holds
+    /// (`StoreIdentity`). `found` names the first unexpected entries;
+    /// `logWithoutHeader` says an `index.log` without the header is there.
+    /// Nothing in it was created, emptied or changed.
+    case notAStore(directory: String, found: String, logWithoutHeader: Bool)
     /// `index.log` was written by a newer cached: its header names a newer
     /// format version, or a record that passed its checksum holds a type or
     /// field value this version does not know (what was found, for example
@@ -73,6 +79,10 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
             return "object \(hash) is not in the store"
         case .untrusted(let why):
             return "refusing to use the store: \(why)"
+        case let .notAStore(dir, found, logWithoutHeader):
+            let log = logWithoutHeader ? "its index.log does not begin with the store's header" : "it holds no index.log"
+            return "refusing to use \(dir) as the store: it is not empty and not a store cached made (\(log)); found \(found); "
+                + "nothing in it was changed: point --store at a new or empty directory, or at an existing store"
         case .writesStopped(let why):
             return "store writes stopped: \(why); nothing more is written until cached is restarted"
         }

@@ -79,6 +79,11 @@ public struct StoreConfiguration: Sendable {
     /// Called once, on the writing thread, when writes stop because the log
     /// or lock was removed or replaced (the daemon logs it as an error).
     public var onWritesStopped: (@Sendable (String) -> Void)?
+    /// Called once for each entry in `tmp/`, `posts/` or `objects/` that
+    /// start-up cleanup or gc leaves alone because the store did not make it
+    /// (a name not of the store's forms, a link, a directory), with a line
+    /// naming it; bounded (`IgnoredEntries.limit`). The daemon logs it.
+    public var onIgnoredEntry: (@Sendable (String) -> Void)?
 
     public init(directory: String, maxBytes: Int64 = 0) {
         self.directory = directory

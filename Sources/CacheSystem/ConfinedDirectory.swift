@@ -187,8 +187,9 @@ public final class ConfinedDirectory: Sendable {
         try fd.sync()
     }
 
-    /// The names in directory `p`, without `.` and `..`.
-    public func list(_ p: String) throws(SystemError) -> [String] {
+    /// The names in directory `p`, without `.` and `..`: at most `limit` of
+    /// them (in the directory's order), so a huge directory costs no more.
+    public func list(_ p: String, limit: Int = Int.max) throws(SystemError) -> [String] {
         let fd = try open(p, O_RDONLY | O_DIRECTORY)
         guard let dir = fdopendir(fd.rawValue) else {
             let e = SystemError("opendir", p)
@@ -197,7 +198,7 @@ public final class ConfinedDirectory: Sendable {
         }
         defer { closedir(dir) }
         var names: [String] = []
-        while let entry = readdir(dir) {
+        while names.count < limit, let entry = readdir(dir) {
             let name = withUnsafePointer(to: entry.pointee.d_name) { ptr in
                 ptr.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
             }

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CacheSystem
 
 /// The configuration file: `key = value` lines with the setting names of the
@@ -6,6 +9,9 @@ import CacheSystem
 public enum ConfigFile {
     /// The file read when no `--config` is given, if it exists.
     public static let defaultPath = "/etc/cached/cached.conf"
+    /// Read as an empty file: a character device every user may write, which
+    /// only root can replace.
+    static let nullDevice = "/dev/null"
     /// The largest file accepted.
     public static let maxSize = 1 << 20
 
@@ -54,10 +60,26 @@ public enum ConfigFile {
     }
 
     /// Reads a file (at most `maxSize` bytes); nil when it does not exist.
+    /// A file another user owns or can write, or could replace through a
+    /// directory above it, is refused naming the fix (`TrustedFile`): its
+    /// settings would be that user's, in a daemon that may run as root. A
+    /// symbolic link at `path` is refused, never followed. `/dev/null` is an
+    /// empty configuration.
     public static func read(_ path: String) throws(SettingsError) -> String? {
+        // `--config /dev/null`: no settings from a file (and not the default one).
+        if path == nullDevice { return "" }
         do {
-            guard try FileSystem.status(path) != nil else { return nil }
-            let bytes = try FileSystem.read(path, limit: maxSize + 1)
+            guard let st = try FileSystem.status(path) else { return nil }
+            if st.isSymbolicLink {
+                throw SettingsError("refusing to read the configuration file: \(path) is a symbolic link; name the file itself")
+            }
+            // O_NONBLOCK: a FIFO planted at the path must not hang the start.
+            let fd = try FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+            defer { fd.close() }
+            if let problem = TrustedFile.problem(fd, path: path) {
+                throw SettingsError("refusing to read the configuration file: \(problem)")
+            }
+            let bytes = try fd.readToEnd(limit: maxSize + 1)
             guard bytes.count <= maxSize else { throw SettingsError("\(path): larger than \(maxSize) bytes") }
             guard let text = String(validating: bytes, as: UTF8.self) else { throw SettingsError("\(path): not valid UTF-8") }
             return text
