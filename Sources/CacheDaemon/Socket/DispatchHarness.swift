@@ -47,7 +47,7 @@ public final class DispatchHarness: Sendable {
     public func handle(_ request: CacheHTTP.HTTPRequest) -> (bytes: [UInt8], file: Bool)? {
         let reply = Reply(mailbox: mailbox, connection: 1, slot: 1, tag: nil)
         defer { http.closed(connection: 1) }
-        switch http.handle(request, reply, tcp: true) {
+        switch http.handle(request, reply) {
         case .now(let bytes): return (bytes, false)
         case .nowFile(let head, let fd, _, _): fd.close(); return (head, true)
         case .nowPassing(let bytes, let fd): fd.close(); return (bytes, false)

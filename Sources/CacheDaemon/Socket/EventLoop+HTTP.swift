@@ -42,7 +42,7 @@ extension EventLoop {
                 let slot = c.nextSlot
                 c.nextSlot += 1
                 let reply = Reply(mailbox: mailbox, connection: c.id, slot: slot, tag: nil)
-                switch http.handle(request, reply, tcp: c.tcp) {
+                switch http.handle(request, reply) {
                 case .now(let bytes): c.answerNow(bytes)
                 case let .nowFile(head, fd, offset, length):
                     c.answerNow(head)

@@ -54,9 +54,9 @@ struct Listener {
 /// What the loop needs of the HTTP front-end (`HTTPFrontEnd`).
 protocol HTTPHandling: AnyObject {
     var limits: HTTPLimits { get }
-    /// Handles one parsed request, as `EventLoop.handler` does a JSON line;
-    /// `tcp` when it came over TCP (where the `Host` is checked).
-    func handle(_ request: HTTPRequest, _ reply: Reply, tcp: Bool) -> Answer
+    /// Handles one parsed request, as `EventLoop.handler` does a JSON line
+    /// (the `Host` is checked on every listener: `HTTPHostPolicy`).
+    func handle(_ request: HTTPRequest, _ reply: Reply) -> Answer
     /// False when the connection closes after the answer to `request`.
     func keepsAlive(_ request: HTTPRequest) -> Bool
     /// `100 Continue`, for a client that waits for it before its body.
