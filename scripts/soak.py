@@ -83,7 +83,7 @@ def write_origin(www, rows, posts):
     with open(www + "/manifest.json", "w") as f:
         json.dump([{"url": "img/%d.png" % i} for i in range(rows)], f)
     with open(www + "/posts.json", "w") as f:
-        json.dump([{"userId": i % 10, "id": i, "title": "post %d" % i, "body": "soak body " * 20} for i in range(1, posts + 1)], f)
+        json.dump([{"userId": i % 10, "id": i, "title": "post %d" % i, "body": "soak body " * 100} for i in range(1, posts + 1)], f)
 
 
 class Daemon:
@@ -235,8 +235,25 @@ def soak_prefetch(bin_dir, tmp, origin, a):
         # beyond it at most once, and what the prefetch itself holds.
         check("peak resident memory bounded", peak.peak <= base_rss + 64 + 400, "%.0f MiB at peak, %.0f MiB before" % (peak.peak, base_rss))
         print("figures: rss %.0f -> peak %.0f -> %.0f MiB, fds %d -> %d" % (base_rss, peak.peak, after_rss, base_fds, after_fds))
+        half_closed_spin(d)
     finally:
         d.stop()
+
+
+def half_closed_spin(d):
+    """An HTTP/1.0 listing larger than the socket buffers, the client's side
+    shut for writing and never read: the loop must not spin on it."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", d.port))
+    s.sendall(b"GET /posts HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+    s.shutdown(socket.SHUT_WR)
+    time.sleep(1)
+    cpu0 = cpu_seconds(d.p.pid)
+    time.sleep(2)
+    cpu = cpu_seconds(d.p.pid) - cpu0
+    check("a half-closed connection with a large answer unread does not spin the loop", cpu < 1.0, "%.2f s of CPU in 2 s" % cpu)
+    s.close()
 
 
 def soak_descriptors(bin_dir, tmp, origin, a):

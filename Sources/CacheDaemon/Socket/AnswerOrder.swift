@@ -6,6 +6,7 @@ import CacheSystem
 extension Connection {
     /// Queues a complete answer behind any answers still pending.
     func answerNow(_ bytes: [UInt8]) {
+        heldBytes += bytes.count
         if slots.isEmpty { enqueue(.bytes(bytes)) }
         else { slots.append((Connection.immediateSlot, [.bytes(bytes)], true)) }
     }
@@ -13,6 +14,7 @@ extension Connection {
     /// Queues a complete answer line that carries `descriptor` with its first byte.
     func answerNow(_ bytes: [UInt8], passing descriptor: FileDescriptor) {
         descriptors += 1
+        heldBytes += bytes.count
         if slots.isEmpty {
             enqueue(.descriptor(descriptor))
             enqueue(.bytes(bytes))
@@ -52,6 +54,7 @@ extension Connection {
             if queuedBytes + waiting >= maxQueuedBytes || totals.full { return false }  // (dropped, not queued)
         }
         descriptors += d.chunks.descriptorCount
+        heldBytes += d.byteCount
         if d.slot == pendingListing { reservedBytes = 0 }  // its real bytes count from here
         guard index == 0 else {
             slots[index].chunks.append(contentsOf: d.chunks)

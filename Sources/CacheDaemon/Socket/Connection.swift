@@ -47,7 +47,9 @@ final class Connection {
     /// What `ready` counts against `max-queued-bytes`: its bytes, its files'
     /// sizes and `descriptorCost` per descriptor to pass.
     var queuedBytes = 0
-    /// The bytes of `ready`'s byte chunks: memory, counted in `totals`.
+    /// The bytes of the byte chunks in `ready` and in `slots` (counted as
+    /// they enter the connection, wherever they wait): memory, counted in
+    /// `totals` and against `max-queued-bytes`.
     var heldBytes = 0 { didSet { totals.bytes += heldBytes - oldValue; totals.check() } }
     /// Descriptors held in `ready` and `slots` (files to send, descriptors
     /// to pass), counted in `totals`.
@@ -92,7 +94,6 @@ final class Connection {
         switch chunk {
         case .bytes(let b):
             queuedBytes += b.count
-            heldBytes += b.count
             if b.count <= Connection.coalesceAnswer, case .bytes(let last)? = ready.last, last.bytes.count <= Connection.coalesceLimit {
                 last.bytes.append(contentsOf: b)  // coalesce small answers: one send for many
             } else {

@@ -56,7 +56,9 @@ extension EventLoop {
                     // connection holds at most one that is being made.
                     c.awaitAnswer(slot)
                     c.pendingListing = slot
-                    c.reservedBytes = limits.maxQueuedBytes
+                    // Only a listing's size is unknown until it is made; an
+                    // object, a download or an event stream reserves nothing.
+                    if request.path == ["posts"] || request.path == ["images"] { c.reservedBytes = limits.maxQueuedBytes }
                 }
                 if !http.keepsAlive(request) { c.closeAfterFlush = true }
             }
@@ -73,7 +75,9 @@ extension EventLoop {
     /// too long (a head or body sent a byte at a time), and closes them.
     func timeOutRequests(_ now: UInt64) {
         for c in Array(connections.values) where c.framing == .http {
-            guard let since = c.requestSince, now - since > limits.httpRequestNanoseconds, let http else { continue }
+            // A connection the loop stopped reading is not late: its client
+            // may have sent the whole request, which waits in the kernel.
+            guard let since = c.requestSince, now - since > limits.httpRequestNanoseconds, !isPaused(c), let http else { continue }
             log.debug("connection \(c.id): the request did not arrive within \(limits.httpRequestNanoseconds / 1_000_000_000) s")
             c.requestSince = nil
             c.answerNow(http.timedOut())

@@ -125,7 +125,7 @@ extension EventLoop {
     }
 
     /// Once a tick while the totals are full: closes the connections that
-    /// hold the most unsent output and have sent nothing for a second
+    /// hold the most output and have sent none of what is ready for a second
     /// (clients that stopped reading), until the totals are under three
     /// quarters of their bounds. Connections that read keep their answers,
     /// and one only waiting for its answer (a long prefetch, an event
@@ -133,7 +133,7 @@ extension EventLoop {
     func shedStalled(_ now: UInt64) {
         guard totals.full else { return }
         let stalled = connections.values
-            .filter { ($0.heldBytes > 0 || $0.descriptors > 0) && now - $0.lastActivity >= EventLoop.stalledNanoseconds }
+            .filter { !$0.ready.isEmpty && now - $0.lastActivity >= EventLoop.stalledNanoseconds }
             .sorted { $0.heldBytes + $0.descriptors * Connection.descriptorCost > $1.heldBytes + $1.descriptors * Connection.descriptorCost }
         var shed = 0, bytes = 0, descriptors = 0
         for c in stalled {

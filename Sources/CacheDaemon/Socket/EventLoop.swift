@@ -125,6 +125,7 @@ final class EventLoop {
                 if limits.idleNanoseconds > 0 { closeIdle(now) }
                 if limits.httpRequestNanoseconds > 0 { timeOutRequests(now) }
                 resumeListeners()
+                if spareDescriptor < 0 { spareDescriptor = EventLoop.openSpare() }
                 shedStalled(now)
                 if freedBytes >= Memory.largeBody {
                     Memory.returnFreePages()
@@ -153,12 +154,15 @@ final class EventLoop {
                 default:
                     guard let c = connections[key] else { continue }
                     let ev = events[i]
-                    if ev & EPOLLOUT.rawValue != 0 { flush(c) }
+                    if ev & EPOLLOUT.rawValue != 0 {
+                        flush(c)
+                        guard connections[key] != nil else { continue }  // closed: its descriptor number may be reused already
+                    }
                     // An HTTP client that hung up while its answer was
                     // awaited (an event stream, a listing) is gone, as
                     // nginx takes it (499): its connection and what it
                     // holds are let go of now, not at the next write.
-                    if ev & EPOLLRDHUP.rawValue != 0 && c.framing == .http && isPaused(c) { close(c); continue }
+                    if ev & EPOLLRDHUP.rawValue != 0 && c.framing == .http && isPaused(c) && !c.closeAfterFlush { close(c); continue }
                     if ev & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue | EPOLLRDHUP.rawValue) != 0 {
                         readFrom(c)
                     }
@@ -167,7 +171,10 @@ final class EventLoop {
                 }
             }
             flushQueued()
-            resumeConnections()
+            if totals.resumeDue {
+                resumeConnections()
+                flushQueued()
+            }
         }
         for c in Array(connections.values) { close(c) }
     }
@@ -288,7 +295,8 @@ final class EventLoop {
     /// is built, so a client cannot have many of them (each possibly
     /// hundreds of MB) held for it at once, past `maxQueuedBytes`.
     func isPaused(_ c: Connection) -> Bool {
-        c.slots.count >= limits.maxPipeline || c.queuedBytes >= limits.maxQueuedBytes || c.pendingListing != nil
+        c.slots.count >= limits.maxPipeline || c.queuedBytes >= limits.maxQueuedBytes || c.heldBytes >= limits.maxQueuedBytes
+            || c.pendingListing != nil
             || c.descriptors >= descriptorsPerConnection || totals.pauses(holdingAnswers: c.holdsAnswers)
     }
 
@@ -458,7 +466,7 @@ final class EventLoop {
         // asks for it while paused too: its hang-up closes it at once.
         var want: UInt32 = 0
         if !c.readClosed && !c.closeAfterFlush && !isPaused(c) { want |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
-        else if c.framing == .http && !c.readClosed { want |= EPOLLRDHUP.rawValue }
+        else if c.framing == .http && !c.readClosed && !c.closeAfterFlush { want |= EPOLLRDHUP.rawValue }
         if !c.ready.isEmpty { want |= EPOLLOUT.rawValue }
         guard !c.registered || want != c.interest else { return }
         if !c.registered {
