@@ -8,19 +8,7 @@ extension HTTPFrontEnd {
     /// One row as `/images` gives it: `list_images`'s, without `path`
     /// unless `showPaths`.
     static func imageJSON(_ e: ImageEntry, showPaths: Bool) -> [UInt8] {
-        if showPaths { return AnswerEncoding.imageJSON(e) }
-        var o = JSONObjectWriter()
-        o.field("row", e.row)
-        o.field("url", e.url)
-        o.field("description", e.description)
-        if let ref = e.object {
-            o.field("hash", ref.hash)
-            o.field("size", ref.size)
-            o.field("type", ref.mimeType)
-        } else {
-            for k: StaticString in ["hash", "size", "type"] { o.field(k, object: nil) }
-        }
-        return o.finished()
+        AnswerEncoding.imageJSON(e, withPath: showPaths)
     }
 
     /// `message` as an HTTP answer may carry it.

@@ -30,10 +30,11 @@ enum AnswerEncoding {
         }
     }
 
-    /// One row as `list_images` gives it, as a JSON object.
-    static func imageJSON(_ e: ImageEntry) -> [UInt8] { imageObject(e).finished() }
+    /// One row as `list_images` gives it, as a JSON object (without its
+    /// store `path` when not `withPath`: HTTP's `/images`).
+    static func imageJSON(_ e: ImageEntry, withPath: Bool = true) -> [UInt8] { imageObject(e, withPath: withPath).finished() }
 
-    private static func imageObject(_ e: ImageEntry) -> JSONObjectWriter {
+    private static func imageObject(_ e: ImageEntry, withPath: Bool = true) -> JSONObjectWriter {
         var o = JSONObjectWriter()
         o.field("row", e.row)
         o.field("url", e.url)
@@ -42,9 +43,9 @@ enum AnswerEncoding {
             o.field("hash", ref.hash)
             o.field("size", ref.size)
             o.field("type", ref.mimeType)
-            o.field("path", ref.path)
+            if withPath { o.field("path", ref.path) }
         } else {
-            for k: StaticString in ["hash", "size", "type", "path"] { o.field(k, object: nil) }
+            for k: StaticString in withPath ? ["hash", "size", "type", "path"] : ["hash", "size", "type"] { o.field(k, object: nil) }
         }
         return o
     }
