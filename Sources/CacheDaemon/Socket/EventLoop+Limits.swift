@@ -42,11 +42,14 @@ final class OutputTotals {
             overflowing = false
             resumeDue = true
         }
-        if full && bytes <= maxBytes / 4 * 3 && descriptors <= maxDescriptors / 4 * 3 {
+        if full && hasRoom {
             full = false
             resumeDue = true
         }
     }
+
+    /// At most three quarters of each bound: where reading resumes and shedding stops.
+    var hasRoom: Bool { bytes <= maxBytes / 4 * 3 && descriptors <= maxDescriptors / 4 * 3 }
 
     /// Whether a connection that holds answers (or, when overflowing, any) waits.
     func pauses(holdingAnswers: Bool) -> Bool {
@@ -84,10 +87,7 @@ extension EventLoop {
             Glibc.close(spareDescriptor)
             spareDescriptor = -1
             if let fd = try? UnixSocket.accept(listeners[listener].fd) {
-                let line = listeners[listener].framing == .http && http != nil ? http!.busy(maxConnections: limits.maxHTTPConnections)
-                    : Response.error(ProtocolError(LimitReached.connections(limits.maxConnections)), tag: nil)
-                _ = line.withUnsafeBytes { try? UnixSocket.send(fd, $0) }
-                fd.close()
+                refuseBusy(fd, listeners[listener], max: connections.count)
             }
             spareDescriptor = EventLoop.openSpare()
         }
@@ -137,7 +137,7 @@ extension EventLoop {
             .sorted { $0.heldBytes + $0.descriptors * Connection.descriptorCost > $1.heldBytes + $1.descriptors * Connection.descriptorCost }
         var shed = 0, bytes = 0, descriptors = 0
         for c in stalled {
-            guard totals.bytes > totals.maxBytes / 4 * 3 || totals.descriptors > totals.maxDescriptors / 4 * 3 else { break }
+            guard !totals.hasRoom else { break }
             shed += 1
             bytes += c.heldBytes
             descriptors += c.descriptors

@@ -215,11 +215,7 @@ final class EventLoop {
             if listener.framing == .http && httpConnections >= limits.maxHTTPConnections { evictSilentHTTP() }
             let httpFull = listener.framing == .http && httpConnections >= limits.maxHTTPConnections
             if connections.count >= limits.maxConnections || httpFull {
-                let max = httpFull ? limits.maxHTTPConnections : limits.maxConnections
-                let line = listener.framing == .http && http != nil ? http!.busy(maxConnections: max)
-                    : Response.error(ProtocolError(LimitReached.connections(limits.maxConnections)), tag: nil)
-                _ = line.withUnsafeBytes { try? UnixSocket.send(fd, $0) }
-                fd.close()
+                refuseBusy(fd, listener, max: httpFull ? limits.maxHTTPConnections : limits.maxConnections)
                 continue
             }
             if listener.tcp { _ = clinux_tcp_nodelay(fd.rawValue) }
@@ -237,6 +233,15 @@ final class EventLoop {
             }
             updateInterest(c)
         }
+    }
+
+    /// Tells a connection over a limit `busy` in its listener's framing (at
+    /// most `max` connections), without waiting, and closes it.
+    func refuseBusy(_ fd: FileDescriptor, _ listener: Listener, max: Int) {
+        let line = listener.framing == .http && http != nil ? http!.busy(maxConnections: max)
+            : Response.error(ProtocolError(LimitReached.connections(max)), tag: nil)
+        _ = line.withUnsafeBytes { try? UnixSocket.send(fd, $0) }
+        fd.close()
     }
 
     private func readFrom(_ c: Connection) {
@@ -358,124 +363,6 @@ final class EventLoop {
         if d.done && c.pendingListing == d.slot { c.pendingListing = nil }
         process(c)  // reading may have paused on a full pipeline or a pending listing
         queueFlush(c)
-    }
-
-    func flush(_ c: Connection) {
-        assertOnLoopThread()
-        guard connections[c.id] != nil else { return }
-        while let chunk = c.ready.first {
-            switch chunk {
-            case .bytes(let box):
-                let b = box.bytes
-                let start = Int(c.readyOffset)
-                let sent: Int
-                do {
-                    sent = try b.withBytes { (raw) throws(SystemError) in try UnixSocket.send(c.fd, UnsafeRawBufferPointer(rebasing: raw[start...])) }
-                } catch {
-                    close(c)  // the client went away mid-answer
-                    return
-                }
-                if sent == 0 { updateInterest(c); return }
-                c.lastActivity = Clock.monotonicNanoseconds()
-                c.readyOffset += Int64(sent)
-                c.queuedBytes -= sent
-                c.heldBytes -= sent
-                if Int(c.readyOffset) == b.count {
-                    if b.count >= Memory.largeBody { freedBytes += b.count }
-                    c.ready.removeFirst()
-                    c.readyOffset = 0
-                }
-            case .file(let fd, let start, let size):
-                if !c.bigSendBuffer {
-                    // Objects go out in fewer, larger writes (fewer wakeups of both sides).
-                    UnixSocket.setSendBuffer(c.fd, bytes: EventLoop.fileSendBuffer)
-                    c.bigSendBuffer = true
-                }
-                // `readyOffset` counts the bytes of this chunk already sent.
-                var position = start + c.readyOffset
-                let sent: Int
-                do {
-                    sent = try UnixSocket.sendFile(c.fd, from: fd, offset: &position, count: Int(min(size - c.readyOffset, EventLoop.maxSendfile)))
-                } catch {
-                    close(c)
-                    return
-                }
-                if sent == 0 && c.readyOffset < size {
-                    // Either the socket is full or the file shrank under us.
-                    if (try? fd.size()) ?? 0 < start + size { close(c); return }
-                    updateInterest(c)
-                    return
-                }
-                let moved = position - (start + c.readyOffset)
-                c.queuedBytes -= Int(moved)
-                c.readyOffset += moved
-                c.lastActivity = Clock.monotonicNanoseconds()
-                if c.readyOffset >= size {
-                    fd.close()
-                    c.descriptors -= 1
-                    c.ready.removeFirst()
-                    c.readyOffset = 0
-                }
-            case .descriptor(let fd):
-                // The descriptor goes with the first byte of the line after
-                // it (queued together, never coalesced into earlier bytes);
-                // once anything was sent it is gone, and the rest of the line
-                // is an ordinary bytes chunk.
-                // (Never alone: both are queued in one call; dropped if so.)
-                guard c.ready.count > 1, case .bytes(let box) = c.ready[1] else {
-                    fd.close()
-                    c.descriptors -= 1
-                    c.ready.removeFirst()
-                    c.queuedBytes -= Connection.descriptorCost
-                    continue
-                }
-                let sent: Int
-                do {
-                    sent = try box.bytes.withBytes { (raw) throws(SystemError) in try UnixSocket.send(c.fd, raw, passing: fd) }
-                } catch {
-                    // The client went away, or ETOOMANYREFS: this user has more
-                    // descriptors in flight than its RLIMIT_NOFILE (docs/protocol.md, "Limits").
-                    if error.errno == ETOOMANYREFS { log.warning("connection \(c.id): cannot pass a descriptor: \(error); closing it") }
-                    close(c)
-                    return
-                }
-                if sent == 0 { updateInterest(c); return }
-                fd.close()
-                c.descriptors -= 1
-                c.ready.removeFirst()
-                c.lastActivity = Clock.monotonicNanoseconds()
-                c.queuedBytes -= Connection.descriptorCost + sent
-                c.heldBytes -= sent
-                c.readyOffset = Int64(sent)
-                if sent == box.bytes.count { c.ready.removeFirst(); c.readyOffset = 0 }
-            }
-        }
-        process(c)
-        if c.ready.isEmpty && c.slots.isEmpty && (c.closeAfterFlush || c.readClosed) {
-            close(c)
-            return
-        }
-        updateInterest(c)
-    }
-
-    private func updateInterest(_ c: Connection) {
-        // The end of the client's input (EPOLLRDHUP) is asked for only while
-        // reading: it is level-triggered, so a half-close seen while reading
-        // is paused would wake the loop on every turn until the pause ends.
-        // EPOLLHUP and EPOLLERR are always reported. An HTTP connection
-        // asks for it while paused too: its hang-up closes it at once.
-        var want: UInt32 = 0
-        if !c.readClosed && !c.closeAfterFlush && !isPaused(c) { want |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
-        else if c.framing == .http && !c.readClosed && !c.closeAfterFlush { want |= EPOLLRDHUP.rawValue }
-        if !c.ready.isEmpty { want |= EPOLLOUT.rawValue }
-        guard !c.registered || want != c.interest else { return }
-        if !c.registered {
-            _ = clinux_epoll_add(epfd, c.fd.rawValue, want, c.id)
-            c.registered = true
-        } else {
-            _ = clinux_epoll_mod(epfd, c.fd.rawValue, want, c.id)
-        }
-        c.interest = want
     }
 
     func close(_ c: Connection) {

@@ -47,8 +47,9 @@ struct Delivery: Sendable {
 final class Mailbox: Sendable {
     private struct Queue {
         var items: [Delivery] = []
-        /// Where the droppable delivery still open to coalescing of each answer is in `items`.
-        var open: [AnswerKey: Int] = [:]
+        /// Where the droppable delivery still open to coalescing of each
+        /// answer is in `items`, and the bytes it holds.
+        var open: [AnswerKey: (index: Int, bytes: Int)] = [:]
         var droppableBytes = 0
         var dropped = 0
     }
@@ -80,17 +81,18 @@ final class Mailbox: Sendable {
         let wasEmpty = queue.withLock { q -> Bool? in
             let key = AnswerKey(connection: d.connection, slot: d.slot)
             guard d.droppable else {
-                q.open[key] = nil  // what follows must not be merged ahead of this
+                if !q.open.isEmpty { q.open[key] = nil }  // what follows must not be merged ahead of this
                 q.items.append(d)
                 return q.items.count == 1
             }
             let size = d.byteCount
             guard q.droppableBytes + size <= Mailbox.maxDroppableBytes else { q.dropped += 1; return nil }
-            if let i = q.open[key] {
-                guard q.items[i].byteCount + size <= Mailbox.maxCoalescedBytes else { q.dropped += 1; return nil }
+            if let (i, held) = q.open[key] {
+                guard held + size <= Mailbox.maxCoalescedBytes else { q.dropped += 1; return nil }
                 q.items[i].chunks.append(contentsOf: d.chunks)
+                q.open[key] = (i, held + size)
             } else {
-                q.open[key] = q.items.count
+                q.open[key] = (q.items.count, size)
                 q.items.append(d)
             }
             q.droppableBytes += size
