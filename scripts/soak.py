@@ -260,7 +260,9 @@ def soak_descriptors(bin_dir, tmp, origin, a):
     nofile = 256
     d = Daemon(bin_dir, tmp, "emfile", origin, [], nofile=nofile)
     try:
-        d.ctl("prefetch", "images")
+        r = d.ctl("prefetch", "images")
+        check("a prefetch of %d rows under a limit of %d descriptors" % (a.rows, nofile), r.returncode == 0 and "0 failed" in r.stdout,
+              (r.stdout + r.stderr).strip()[-200:])
         if not d.alive():
             check("the daemon survives the prefetch of %d rows" % a.rows, False, open(d.log).read()[-300:])
             return
@@ -307,6 +309,44 @@ def soak_descriptors(bin_dir, tmp, origin, a):
             print("log tail:", open(d.log).read()[-1500:])
 
 
+def soak_accept(bin_dir, tmp, origin, a):
+    """Connections past what the descriptor limit holds: accept fails with
+    EMFILE; the daemon answers busy, does not spin and does not flood its log."""
+    nofile = 64
+    d = Daemon(bin_dir, tmp, "accept", origin, [], nofile=nofile)
+    try:
+        conns = []
+        for _ in range(nofile + 40):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(d.sock)  # the kernel's backlog takes it whether or not the daemon can
+            conns.append(s)
+        time.sleep(1.5)
+        cpu0, log0 = cpu_seconds(d.p.pid), d.log_bytes()
+        time.sleep(3)
+        cpu, grown = cpu_seconds(d.p.pid) - cpu0, d.log_bytes() - log0
+        busy = 0
+        for s in conns:
+            s.setblocking(False)
+            try:
+                if b'"busy"' in s.recv(4096):
+                    busy += 1
+            except (BlockingIOError, OSError):
+                pass
+        check("connections past the descriptor limit are told busy", busy > 0, "%d of %d" % (busy, len(conns)))
+        check("accept out of descriptors does not spin the loop", cpu < 1.0, "%.2f s of CPU in 3 s" % cpu)
+        check("accept out of descriptors does not flood the log", grown < 16384, "%d bytes in 3 s" % grown)
+        for s in conns:
+            s.close()
+        try:
+            r = d.ctl("ping", timeout=10)
+        except subprocess.TimeoutExpired:
+            r = subprocess.CompletedProcess([], 124, "", "no answer in 10 s")
+        check("a client is answered once they leave", r.returncode == 0, r.stderr.strip())
+        print("figures: %.2f s CPU and %d log bytes in 3 s with accept out of descriptors, %d told busy" % (cpu, grown, busy))
+    finally:
+        d.stop()
+
+
 def soak_silent(bin_dir, tmp, origin, a):
     d = Daemon(bin_dir, tmp, "silent", origin, ["--http-max-connections", "64"])
     try:
@@ -330,7 +370,7 @@ def main():
     ap.add_argument("--depth", type=int, default=64, help="listings each pipeliner sends")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--total", default="64M", help="max-queued-bytes-total ('' for a daemon without it)")
-    ap.add_argument("--only", choices=["prefetch", "descriptors", "silent"], help="run one part")
+    ap.add_argument("--only", choices=["prefetch", "descriptors", "accept", "silent"], help="run one part")
     a = ap.parse_args()
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -351,7 +391,7 @@ def main():
         origin = "http://127.0.0.1:%d" % port
         if not wait_for(lambda: subprocess.run(["curl", "-sf", origin + "/manifest.json", "-o", "/dev/null"]).returncode == 0, 10):
             raise SystemExit("nginx did not start")
-        for name, part in (("prefetch", soak_prefetch), ("descriptors", soak_descriptors), ("silent", soak_silent)):
+        for name, part in (("prefetch", soak_prefetch), ("descriptors", soak_descriptors), ("accept", soak_accept), ("silent", soak_silent)):
             if a.only in (None, name):
                 part(a.bin_dir, tmp, origin, a)
     finally:

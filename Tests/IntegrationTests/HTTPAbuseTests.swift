@@ -231,6 +231,26 @@ import CacheProtocol
         #expect(answers < 100, "the connection was closed before all 100 answers: \(answers)")
     }
 
+    /// Slowloris (issue 22): a connection that never sends a byte gets 408
+    /// after http-request-timeout, timed from accept (before, it held its
+    /// place for idle-timeout); at http-max-connections the oldest one
+    /// silent for a second makes room for a new client (before: 503).
+    @Test func silentConnectionsNeitherLastNorLockHTTPOut() throws {
+        let f = try HTTPFixture(prefetch: false, arguments: ["--http-request-timeout", "1", "--idle-timeout", "300"])
+        let silent = try RawHTTP(path: f.httpSocket)
+        let r = try silent.response()
+        #expect(r.status == 408 && silent.closesConnection(), "\(r.status) \(r.text)")
+
+        let g = try HTTPFixture(prefetch: false, arguments: ["--http-max-connections", "2", "--http-request-timeout", "30"])
+        let a = try RawHTTP(path: g.httpSocket), b = try RawHTTP(path: g.httpSocket)
+        _ = (a, b)
+        Thread.sleep(forTimeInterval: 1.3)
+        let c = try RawHTTP(path: g.httpSocket)
+        try c.send(httpGet("/healthz"))
+        #expect(try c.response().status == 200)
+        #expect(a.closesConnection(), "the oldest silent connection made room")
+    }
+
     @Test func httpConnectionsHaveALimitOfTheirOwn() throws {
         let f = try HTTPFixture(prefetch: false, arguments: ["--http-max-connections", "2"])
         let a = try RawHTTP(path: f.httpSocket), b = try RawHTTP(path: f.httpSocket)
