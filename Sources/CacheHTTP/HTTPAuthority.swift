@@ -12,6 +12,9 @@ public struct HTTPAuthority: Sendable, Equatable {
     /// Lowercased; an IPv6 literal keeps its brackets (`[::1]`).
     public var host: String
     public var port: Int?
+    /// True for an IPv6 literal or a dotted-quad IPv4 address: what a
+    /// browser connects to without asking DNS, so no page can rebind it.
+    public var isIPLiteral: Bool
 
     /// Nil when `text` is not a host and an optional port.
     public init?(_ text: String) {
@@ -30,43 +33,41 @@ public struct HTTPAuthority: Sendable, Equatable {
             port = p
             bytes = bytes[..<colon]
         }
-        guard !bytes.isEmpty, bytes.first == UInt8(ascii: "[") || bytes.allSatisfy(Self.isNameByte) else { return nil }
+        let bracketed = bytes.first == UInt8(ascii: "[")
+        guard !bytes.isEmpty, bracketed || bytes.allSatisfy(Self.isNameByte) else { return nil }
         host = String(decoding: bytes, as: UTF8.self).lowercased()
         self.port = port
+        isIPLiteral = bracketed || Self.isIPv4(bytes)
     }
-
-    /// True for an IPv6 literal or a dotted-quad IPv4 address: what a
-    /// browser connects to without asking DNS, so no page can rebind it.
-    public var isIPLiteral: Bool { host.hasPrefix("[") || Self.isIPv4(Array(host.utf8)[...]) }
 
     /// Four decimal numbers of at most 255 (1 to 3 digits each), dot-separated.
     public static func isIPv4(_ b: ArraySlice<UInt8>) -> Bool {
         var parts = 0, digits = 0, value = 0
-        for c in b + [UInt8(ascii: ".")] {
+        for c in b {
             if c == UInt8(ascii: ".") {
                 guard digits > 0, value <= 255 else { return false }
                 parts += 1; digits = 0; value = 0
-            } else if c >= 0x30 && c <= 0x39, digits < 3 {
+            } else if HTTPParser.isDigit(c), digits < 3 {
                 digits += 1; value = value * 10 + Int(c - 0x30)
             } else { return false }
         }
-        return parts == 4
+        return parts == 3 && digits > 0 && value <= 255
     }
 
     /// An IPv6 address as `inet_pton` reads it (hex digits, colons, an
     /// embedded IPv4 address; no zone, no IPvFuture).
     static func isIPv6(_ b: ArraySlice<UInt8>) -> Bool {
         guard !b.isEmpty, b.count < 46,
-              b.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || (($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x66) || $0 == 0x3A || $0 == 0x2E })
+              b.allSatisfy({ HTTPParser.isDigit($0) || (($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x66) || $0 == 0x3A || $0 == 0x2E })
         else { return false }
         var address = in6_addr()
         return inet_pton(AF_INET6, String(decoding: b, as: UTF8.self), &address) == 1
     }
 
     private static func port(_ b: ArraySlice<UInt8>) -> Int? {
-        guard (1...5).contains(b.count), b.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        guard (1...5).contains(b.count), b.allSatisfy(HTTPParser.isDigit) else { return nil }
         let value = b.reduce(0) { $0 * 10 + Int($1 - 0x30) }
-        return value <= 65535 ? value : nil
+        return (1...65535).contains(value) ? value : nil
     }
 
     private static func isNameByte(_ b: UInt8) -> Bool {

@@ -58,11 +58,17 @@ public enum HTTPParser {
         if request.minorVersion >= 1 && request.host == nil {
             return .rejected(HTTPRejection(.badRequest, "an HTTP/1.1 request without a Host header"))
         }
-        if let host = request.host, !isHost(host) {
-            return .rejected(HTTPRejection(.badRequest, "a Host header that is not a host and an optional port (1 to 65535)"))
+        if let host = request.host {
+            guard let authority = HTTPAuthority(host) else {
+                return .rejected(HTTPRejection(.badRequest, "a Host header that is not a host and an optional port (1 to 65535)"))
+            }
+            request.authority = authority
         }
         // RFC 9112, 3.2.2: an absolute-form target's authority is the host.
-        if let authority = fields.authority { request.host = authority }
+        if let (text, authority) = fields.authority {
+            request.host = text
+            request.authority = authority
+        }
         if fields.close { request.keepAlive = false }
         else if fields.keepAlive { request.keepAlive = true }
         return .request(request, headLength: position)
@@ -76,12 +82,9 @@ public enum HTTPParser {
         var rangeSeen = false
         var lengthSeen = false
         var contentTypeSeen = false
-        /// The authority of an absolute-form target.
-        var authority: String?
+        /// The authority of an absolute-form target, as sent and as read.
+        var authority: (String, HTTPAuthority)?
     }
-
-    /// `uri-host [":" port]`, as `HTTPAuthority` reads it.
-    static func isHost(_ s: String) -> Bool { HTTPAuthority(s) != nil }
 
     private static func tooLongLine(_ limits: HTTPLimits) -> HTTPRejection {
         HTTPRejection(.uriTooLong, "request line longer than \(limits.maxRequestLine) bytes")
@@ -106,7 +109,7 @@ public enum HTTPParser {
     }
 
     /// `method SP request-target SP HTTP-version`.
-    private static func requestLine(_ bytes: UnsafeRawBufferPointer, _ line: Range<Int>) throws(HTTPRejection) -> (HTTPRequest, String?) {
+    private static func requestLine(_ bytes: UnsafeRawBufferPointer, _ line: Range<Int>) throws(HTTPRejection) -> (HTTPRequest, (String, HTTPAuthority)?) {
         var parts: [Range<Int>] = []
         var partStart = line.lowerBound
         for i in line where bytes[i] == sp {
@@ -128,11 +131,13 @@ public enum HTTPParser {
         default: method = .other(methodName)
         }
         let target = try HTTPTarget.parse(UnsafeRawBufferPointer(rebasing: bytes[parts[1]]))
-        if let authority = target.authority, !isHost(authority) {
-            throw HTTPRejection(.badRequest, "an absolute URL whose authority is not a host and port")
+        var authority: (String, HTTPAuthority)?
+        if let text = target.authority {
+            guard let a = HTTPAuthority(text) else { throw HTTPRejection(.badRequest, "an absolute URL whose authority is not a host and port") }
+            authority = (text, a)
         }
         return (HTTPRequest(method: method, path: target.path, query: target.query, minorVersion: minor, keepAlive: minor >= 1),
-                target.authority)
+                authority)
     }
 
     /// `HTTP/1.0` is 0, `HTTP/1.1` (and a later 1.x) is 1; another major version: 505.

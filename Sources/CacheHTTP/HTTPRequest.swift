@@ -21,6 +21,8 @@ public struct HTTPRequest: Sendable, Equatable {
     /// The body's length (`Content-Length`); the front-end reads and ignores it.
     public var contentLength: Int
     public var host: String?
+    /// `host` read (or an absolute-form target's authority), once, by the parser.
+    public var authority: HTTPAuthority?
     public var ifNoneMatch: String?
     public var range: String?
     public var ifRange: String?
@@ -62,7 +64,7 @@ public struct HTTPRequest: Sendable, Equatable {
             && a.keepAlive == b.keepAlive && a.contentLength == b.contentLength && a.host == b.host
             && a.ifNoneMatch == b.ifNoneMatch && a.range == b.range && a.ifRange == b.ifRange && a.origin == b.origin
             && a.contentType == b.contentType && a.expectsContinue == b.expectsContinue
-            && a.forwardedProto == b.forwardedProto && a.forwarded == b.forwarded
+            && a.forwardedProto == b.forwardedProto && a.forwarded == b.forwarded && a.authority == b.authority
     }
 }
 

@@ -8,7 +8,7 @@ import Testing
     @Test(arguments: [
         "[evil.example]", "[evil.example]:80", "[::1", "[::1]x", "[::1]:", "[fe80::1%25eth0]", "[v1.x]",
         "[dead:beef::1:2:3:4:5:6:7]", "127.0.0.1:junk", "127.0.0.1:", "127.0.0.1:99999", "127.0.0.1:123456",
-        "a:1:2", "::1", "a]", "a[b", ":80", "localhost:-1", "localhost:+80",
+        "a:1:2", "::1", "a]", "a[b", ":80", "localhost:-1", "localhost:+80", "127.0.0.1:0", "localhost:00000",
     ])
     func refusesHostsThatAreNotAHostAndPort(_ host: String) {
         #expect(HTTPAuthority(host) == nil, "\(host)")
@@ -22,6 +22,10 @@ import Testing
         #expect(HTTPAuthority("[::1]")?.isIPLiteral == true && HTTPAuthority("127.0.0.1:0080")?.port == 80)
         #expect(HTTPAuthority("127.0.0.1")?.isIPLiteral == true && HTTPAuthority("127.0.0.1.evil")?.isIPLiteral == false)
         #expect(HTTPAuthority("256.0.0.1")?.isIPLiteral == false && HTTPAuthority("localhost")?.isIPLiteral == false)
+        for name in ["1.2.3", "1.2.3.4.", ".1.2.3", "1..2.3", "1.2.3.4.5", "1.2.3.1000"] {
+            #expect(HTTPAuthority(name)?.isIPLiteral == false, "\(name) is a name, not an address")
+        }
+        #expect(HTTPAuthority("0.0.0.0")?.isIPLiteral == true && HTTPAuthority("255.255.255.255:1")?.isIPLiteral == true)
     }
 
     @Test(arguments: ["Origin: a", "Content-Type: application/json", "If-Range: \"a\"", "Expect: 100-continue"])
@@ -40,8 +44,7 @@ import Testing
 
 private extension HTTPAuthority {
     init(host: String, port: Int?) {
-        self = HTTPAuthority("x")!
-        self.host = host
+        self = HTTPAuthority(host)!
         self.port = port
     }
 }

@@ -66,8 +66,9 @@ import CacheProtocol
             try #require(rows.count == 16, "\(images.heads)")
             #expect(rows.allSatisfy { ($0["path"]?.string?.hasPrefix(store) ?? false) == show }, "show \(show): \(rows[3])")
             #expect(String(decoding: images.body, as: UTF8.self).contains(store) == show)
-            let viaSocket = try f.curl(["--unix-socket", f.httpSocket, "http://localhost/images/3?fetch=0", "-o", "/dev/null"])
-            #expect(viaSocket.heads.hasPrefix("HTTP/1.1 200 "))
+            // The JSON-lines socket's list_images keeps them: its clients are local users of the store.
+            let listed = try f.daemon.call("list_images", [("limit", .number("1"))])
+            #expect(listed["images"]?.array?.first?["path"]?.string?.hasPrefix(store) == true, "\(listed)")
             // A damaged object that cannot be fetched again: its 404 names the quarantine only when shown.
             let (image, path) = try f.daemon.prefetchedImage(row: 3)
             let good = try Data(contentsOf: URL(fileURLWithPath: path))

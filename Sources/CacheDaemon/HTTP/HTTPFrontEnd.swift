@@ -34,7 +34,7 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
         // A page elsewhere may rebind a name of its own to this address, and a
         // proxy in front passes it on: on every listener, only a request for
         // an address, localhost or an allowed name is served.
-        if let why = hosts.refusal(host: request.host) {
+        if let why = hosts.refusal(request.authority) {
             return .now(fail(.misdirected, .badRequest, why, request))
         }
         let path = request.path
@@ -102,7 +102,7 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
         let page: (offset: Int, limit: Int?)
         do throws(CacheError) { page = try paging(request) } catch { return .now(failure(error, request)) }
         let encode: @Sendable (ImagesPage) -> [UInt8] = { [responses, showPaths] p in
-            responses.body(.ok, request, type: HTTPResponses.json, Self.array(p.images.map { Self.imageJSON($0, showPaths: showPaths) })) {
+            responses.body(.ok, request, type: HTTPResponses.json, Self.array(p.images.map { AnswerEncoding.imageJSON($0, withPath: showPaths) })) {
                 $0.field("X-Total-Count", p.total)
             }
         }

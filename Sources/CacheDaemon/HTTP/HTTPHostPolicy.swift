@@ -18,13 +18,14 @@ struct HTTPHostPolicy: Sendable, Equatable {
         self.trustForwarded = trustForwarded
     }
 
-    /// Nil when a request naming `host` is served; else why it is not (421).
-    /// A page elsewhere can rebind a name of its own to this host's
-    /// addresses, but never an IP literal, and not `localhost`.
-    func refusal(host: String?) -> String? {
-        guard let host else { return "a request without Host names no host this server answers for: send Host" }
-        if let a = HTTPAuthority(host), a.isIPLiteral || a.host == "localhost" || allowedHosts.contains(a.host) { return nil }
-        return "this server does not answer for the host \"\(host)\" (http-allowed-hosts)"
+    /// Nil when a request for `authority` (its `Host`, as the parser read
+    /// it) is served; else why it is not (421). A page elsewhere can rebind
+    /// a name of its own to this host's addresses, but never an IP literal,
+    /// and not `localhost`.
+    func refusal(_ authority: HTTPAuthority?) -> String? {
+        guard let a = authority else { return "a request without Host names no host this server answers for: send Host" }
+        if a.isIPLiteral || a.host == "localhost" || allowedHosts.contains(a.host) { return nil }
+        return "this server does not answer for the host \"\(a.host)\" (http-allowed-hosts)"
     }
 
     /// Nil when `origin` (an `Origin` header) is the origin `request` was
@@ -36,7 +37,7 @@ struct HTTPHostPolicy: Sendable, Equatable {
         case .success(let s): scheme = s
         case .failure(let e): return e.message
         }
-        guard let own = request.host.flatMap(HTTPAuthority.init) else { return "a POST without a Host is refused" }
+        guard let own = request.authority else { return "a POST without a Host is refused" }
         guard let other = Self.origin(origin), other.scheme == scheme, other.authority.host == own.host,
               (other.authority.port ?? Self.defaultPort(other.scheme)) == (own.port ?? Self.defaultPort(scheme)) else {
             return "a POST from another origin (\(origin), not \(scheme)://\(request.host ?? "")) is refused"
@@ -53,9 +54,7 @@ struct HTTPHostPolicy: Sendable, Equatable {
     /// the proxy says (the last element of each header; both, if present, agree).
     func scheme(_ request: HTTPRequest) -> Result<String, ForwardedSchemeError> {
         guard trustForwarded else { return .success("http") }
-        let fromForwarded = request.forwarded.flatMap { Self.lastProto(inForwarded: $0) }
-        let fromXFP = request.forwardedProto.map { Self.trim($0.split(separator: ",", omittingEmptySubsequences: false).last ?? "") }
-        let said = [fromForwarded, fromXFP].compactMap { $0.map(String.init)?.lowercased() }
+        let said = [request.lastForwardedProto, request.lastXForwardedProto].compactMap { $0?.lowercased() }
         if said.count == 2 && said[0] != said[1] {
             return .failure(ForwardedSchemeError(message: "Forwarded and X-Forwarded-Proto disagree on the scheme (\(said[0]), \(said[1]))"))
         }
@@ -64,27 +63,6 @@ struct HTTPHostPolicy: Sendable, Equatable {
             return .failure(ForwardedSchemeError(message: "a forwarded scheme that is not http or https (\(scheme))"))
         }
         return .success(scheme)
-    }
-
-    /// The `proto` of the last element of a `Forwarded` value (RFC 7239), unquoted; nil if it has none.
-    static func lastProto(inForwarded value: String) -> Substring? {
-        let last = value.split(separator: ",", omittingEmptySubsequences: false).last ?? ""
-        for pair in last.split(separator: ";") {
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2, trim(parts[0]).lowercased() == "proto" else { continue }
-            var v = trim(parts[1])
-            if v.count >= 2 && v.first == "\"" && v.last == "\"" { v = v.dropFirst().dropLast() }
-            return v
-        }
-        return nil
-    }
-
-    /// Without the spaces and tabs around it.
-    static func trim(_ s: Substring) -> Substring {
-        var s = s
-        while s.first == " " || s.first == "\t" { s = s.dropFirst() }
-        while s.last == " " || s.last == "\t" { s = s.dropLast() }
-        return s
     }
 
     /// `scheme://host[:port]` and nothing more (a serialized origin); nil for `null` or anything else.

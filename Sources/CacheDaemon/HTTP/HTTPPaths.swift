@@ -5,12 +5,6 @@ import CacheService
 /// (docs/http.md): behind a proxy they would tell anyone where the store
 /// and its quarantine are. The socket's answers keep them.
 extension HTTPFrontEnd {
-    /// One row as `/images` gives it: `list_images`'s, without `path`
-    /// unless `showPaths`.
-    static func imageJSON(_ e: ImageEntry, showPaths: Bool) -> [UInt8] {
-        AnswerEncoding.imageJSON(e, withPath: showPaths)
-    }
-
     /// `message` as an HTTP answer may carry it.
     func shown(_ message: String) -> String { showPaths ? message : Self.withoutPaths(message) }
 

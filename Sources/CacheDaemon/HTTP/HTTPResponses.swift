@@ -45,12 +45,6 @@ struct HTTPResponses: Sendable {
         body(status, request, type: Self.json, Response.error(ProtocolError(code, message), tag: nil), extra: extra)
     }
 
-    /// The answer for a service failure.
-    func failure(_ e: CacheError, _ request: HTTPRequest) -> [UInt8] {
-        let code = ProtocolError.code(e)
-        return error(Self.status(code), code, e.description, request)
-    }
-
     /// The status of each protocol error code.
     static func status(_ code: ErrorCode) -> HTTPStatus {
         switch code {
