@@ -76,9 +76,9 @@ let package = Package(
                           dependencies: ["CacheStore", "CacheSystem", "CacheProtocol", "CLinux"],
                           swiftSettings: strict),
 
-        // What several test targets share: the fault origin's launcher.
+        // What several test targets share: the fault origin's launcher, planted file trees.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
-        .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CacheSystem"], swiftSettings: strict),
+        .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CacheSystem", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "CacheProtocolTests", dependencies: ["CacheProtocol"], swiftSettings: strict),
         .testTarget(name: "CacheHTTPTests", dependencies: ["CacheHTTP"], swiftSettings: strict),
         .testTarget(name: "CachedClientTests", dependencies: ["CachedClient", "CacheProtocol"], swiftSettings: strict),
@@ -89,7 +89,7 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "CacheDaemonTests", dependencies: ["CacheDaemon", "CacheProtocol", "CacheFetch"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["CacheProtocol", "CacheSystem", "CacheStore", "CachedClient"],
+                    dependencies: ["CacheProtocol", "CacheSystem", "CacheStore", "CachedClient", "TestSupport"],
                     swiftSettings: strict),
     ]
 )

@@ -116,7 +116,7 @@ public enum ImageType: UInt8, Sendable, CaseIterable {
         switch prologue.root {
         case .element(let name)?:
             if htmlElements.contains(String(decoding: name, as: UTF8.self).lowercased()) { return "HTML" }
-            return "XML (root <\(printable(name, limit: 40))>)"
+            return "XML (root <\(Printable.escaped(name, limit: 40))>)"
         case .noRoot?: return "XML"
         case nil: break
         }
@@ -126,9 +126,9 @@ public enum ImageType: UInt8, Sendable, CaseIterable {
         if b.starts("%PDF-") { return "a PDF document" }
         if b.starts("PK") && (b.starts("\u{03}\u{04}", at: 2) || b.starts("\u{05}\u{06}", at: 2)) { return "a ZIP archive" }
         if let brands = b.isoBrands() {
-            return "ISO media (brand \(printable(brands.first ?? [], limit: 4)))"
+            return "ISO media (brand \(Printable.escaped(brands.first ?? [], limit: 4)))"
         }
-        if b.starts("RIFF"), b.bytes.count >= 12 { return "a RIFF file (\(printable(Array(b.bytes[8..<12]), limit: 4)))" }
+        if b.starts("RIFF"), b.bytes.count >= 12 { return "a RIFF file (\(Printable.escaped(Array(b.bytes[8..<12]), limit: 4)))" }
         if looksLikeText(b.bytes) { return "text" }
         return "unknown bytes"
     }
@@ -154,7 +154,7 @@ public enum ImageType: UInt8, Sendable, CaseIterable {
         while let last = media.last, last == 0x20 || last == 0x09 { media.removeLast() }
         while let first = media.first, first == 0x20 || first == 0x09 { media.removeFirst() }
         if media.isEmpty { return "no Content-Type" }
-        return "declared " + printable(media.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, limit: 80)
+        return "declared " + Printable.escaped(media.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, limit: 80)
     }
 
     /// The part of a refusal after `not an image: `; `declared` is nil when
@@ -170,19 +170,6 @@ public enum ImageType: UInt8, Sendable, CaseIterable {
         "html", "head", "body", "title", "meta", "link", "script", "style", "div", "p", "span", "table",
         "h1", "h2", "h3", "h4", "h5", "h6", "pre", "center", "br", "hr", "a", "img", "form", "iframe", "main", "header",
     ]
-
-    /// Printable ASCII as is, every other byte as `\xHH`; at most `limit` bytes shown.
-    static func printable(_ bytes: [UInt8], limit: Int) -> String {
-        var out = ""
-        for b in bytes.prefix(limit) {
-            if b >= 0x20 && b < 0x7F && b != UInt8(ascii: "\\") { out.unicodeScalars.append(Unicode.Scalar(b)) }
-            else {
-                let hex = Array("0123456789abcdef".utf8)
-                out += "\\x" + String(decoding: [hex[Int(b >> 4)], hex[Int(b & 15)]], as: UTF8.self)
-            }
-        }
-        return bytes.count > limit ? out + "..." : out
-    }
 
     /// Valid UTF-8 (a sequence cut at the end of the prefix allowed) without
     /// control characters other than tab, LF, FF and CR.

@@ -183,7 +183,7 @@ struct IndexLog: Sendable {
         do throws(SystemError) {
             if outcome.validLength < bytes.count {
                 let problem = outcome.problem ?? "unexpected bytes"
-                var saved = "\(path).corrupt-\(Clock.wallSeconds())-\(getpid())"
+                var saved = "\(path)\(StoreNames.setAsideInfix)\(Clock.wallSeconds())-\(getpid())"
                 do throws(SystemError) {
                     try files.writeDurably(Array(bytes[outcome.validLength...]), to: saved,
                                            tempDirectory: files.path, mode: 0o600)

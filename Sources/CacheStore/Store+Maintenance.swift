@@ -77,22 +77,20 @@ extension Store {
         var removed = 0
         var freed: Int64 = 0
         for fan in try files.list(objectsDirectory) {
-            let dir = "\(objectsDirectory)/\(fan)"
-            guard let st = try files.status(dir) else { continue }
-            guard st.isDirectory, StoreNames.isFanOut(fan) else {
-                ignored.note(dir, IgnoredEntries.kind(st))
+            let dir = "\(objectsDirectory)/\(fan.name)"
+            guard fan.kind == .directory, StoreNames.isFanOut(fan.name) else {
+                ignored.note(dir, fan.kind)
                 continue
             }
             var changed = false
-            for name in try files.list(dir) {
-                let path = "\(dir)/\(name)"
-                guard let h = StoreNames.objectHash(fanOut: fan, name: name) else {
-                    if let st = try files.status(path) { ignored.note(path, IgnoredEntries.kind(st)) }
+            for entry in try files.list(dir) {
+                let path = "\(dir)/\(entry.name)"
+                guard let h = StoreNames.objectHash(fanOut: fan.name, name: entry.name), entry.kind == .regular else {
+                    ignored.note(path, entry.kind)
                     continue
                 }
                 if keep.contains(h) { continue }
                 guard let st = try files.status(path) else { continue }
-                guard st.isRegular else { ignored.note(path, IgnoredEntries.kind(st)); continue }
                 // A commit that began after `keep` was read may be placing this file.
                 guard try unlinkObjectFile(h) else { continue }
                 freed += st.size

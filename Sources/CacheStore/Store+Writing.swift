@@ -158,14 +158,14 @@ extension Store {
         postFiles.withLock { _ in
             let posts = state.withLock { $0.posts }
             var fixed = 0
-            let names = (try? files.list(postsDirectory)) ?? []
+            let entries = (try? files.list(postsDirectory)) ?? []
             var seen = Set<Int64>()
-            for name in names {
-                let path = "\(postsDirectory)/\(name)"
-                guard let st = try? files.status(path) else { continue }
-                guard let id = StoreNames.postID(fileName: name), st.isRegular else {
-                    ignored.note(path, IgnoredEntries.kind(st))
-                    if let id = StoreNames.postID(fileName: name) { seen.insert(id) }  // not replaced either
+            for entry in entries {
+                let path = "\(postsDirectory)/\(entry.name)"
+                let id = StoreNames.postID(fileName: entry.name)
+                guard let id, entry.kind == .regular else {
+                    ignored.note(path, entry.kind)
+                    if let id { seen.insert(id) }  // not replaced either
                     continue
                 }
                 guard let json = posts[id] else {

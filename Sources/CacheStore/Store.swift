@@ -79,7 +79,7 @@ public final class Store: Sendable {
         do throws(SystemError) {
             // The log first: a log written by a newer cached is refused
             // before anything else in the store is created or emptied.
-            log = try IndexLog(directory: files, name: "index.log") { transaction in
+            log = try IndexLog(directory: files, name: StoreNames.logFile) { transaction in
                 replayed.apply(transaction: transaction)
             }
         } catch {
@@ -115,13 +115,13 @@ public final class Store: Sendable {
         // descriptor a child being spawned this instant still shares until
         // its exec closes it. That passes within moments; another holder does not.
         var tries = 0
-        while !free && tries < Self.ownLockRetries && (try? files.read("lock", limit: maxPIDText)).map({ Int32(String(decoding: $0, as: UTF8.self).filter(\.isNumber)) == getpid() }) == true {
+        while !free && tries < Self.ownLockRetries && (try? files.read(StoreNames.lockFile, limit: maxPIDText)).map({ Int32(String(decoding: $0, as: UTF8.self).filter(\.isNumber)) == getpid() }) == true {
             usleep(10_000)
             tries += 1
             do throws(SystemError) { free = try directoryFD.tryLockExclusive() } catch { directoryFD.close(); throw .io(error) }
         }
         guard free else {
-            let text = try? files.read("lock", limit: maxPIDText)
+            let text = try? files.read(StoreNames.lockFile, limit: maxPIDText)
             directoryFD.close()
             throw holder(text, directory)
         }
@@ -140,7 +140,7 @@ public final class Store: Sendable {
         do throws(SystemError) { finding = try StoreIdentity.judge(files) } catch { files.descriptor.close(); throw .io(error) }
         guard let finding else { return }
         files.descriptor.close()
-        throw .notAStore(directory: directory, found: finding.summary, logWithoutHeader: finding.logWithoutHeader)
+        throw .notAStore(directory: directory, found: finding.summary, log: finding.log)
     }
 
     /// Opens (creating) `lock`, flocks it and writes this process's pid in
@@ -149,7 +149,7 @@ public final class Store: Sendable {
     private static func lockFile(_ files: ConfinedDirectory, directory: String) throws(StoreError) -> FileDescriptor {
         let directoryFD = files.descriptor
         let lockFD: FileDescriptor
-        do throws(SystemError) { lockFD = try files.open("lock", O_RDWR | O_CREAT, mode: 0o600) }
+        do throws(SystemError) { lockFD = try files.open(StoreNames.lockFile, O_RDWR | O_CREAT, mode: 0o600) }
         catch { directoryFD.close(); throw .io(error) }
         var acquired = false
         do throws(SystemError) {
@@ -185,11 +185,10 @@ public final class Store: Sendable {
         // A subdirectory made now (a new store, or one someone deleted)
         // must be durable before anything is committed into it.
         if created { try files.descriptor.sync() }
-        for name in try files.list("tmp") {
-            let path = "tmp/" + name
-            guard let st = try files.status(path) else { continue }
-            guard st.isRegular, StoreNames.isTempName(name) else {
-                ignored.note(files.path + "/" + path, IgnoredEntries.kind(st))
+        for entry in try files.list("tmp") {
+            let path = "tmp/" + entry.name
+            guard entry.kind == .regular, StoreNames.isTempName(entry.name) else {
+                ignored.note(files.path + "/" + path, entry.kind)
                 continue
             }
             try files.unlink(path)
@@ -231,7 +230,7 @@ public final class Store: Sendable {
             }
             return nil
         }
-        return check("index.log", w.log.descriptor, length: w.log.length) ?? check("lock", lockFD, length: nil)
+        return check(StoreNames.logFile, w.log.descriptor, length: w.log.length) ?? check(StoreNames.lockFile, lockFD, length: nil)
     }
 
     // MARK: Reads

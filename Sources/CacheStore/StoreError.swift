@@ -24,10 +24,10 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     case untrusted(String)
     /// The directory holds files but no store: no `index.log` beginning with
     /// the log's header, and more than a store being created holds
-    /// (`StoreIdentity`). `found` names the first unexpected entries;
-    /// `logWithoutHeader` says an `index.log` without the header is there.
+    /// (`StoreIdentity`). `found` names the first unexpected entries (empty
+    /// when `log` alone is the reason); `log` says what `index.log` is.
     /// Nothing in it was created, emptied or changed.
-    case notAStore(directory: String, found: String, logWithoutHeader: Bool)
+    case notAStore(directory: String, found: String, log: LogFinding)
     /// `index.log` was written by a newer cached: its header names a newer
     /// format version, or a record that passed its checksum holds a type or
     /// field value this version does not know (what was found, for example
@@ -79,9 +79,9 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
             return "object \(hash) is not in the store"
         case .untrusted(let why):
             return "refusing to use the store: \(why)"
-        case let .notAStore(dir, found, logWithoutHeader):
-            let log = logWithoutHeader ? "its index.log does not begin with the store's header" : "it holds no index.log"
-            return "refusing to use \(dir) as the store: it is not empty and not a store cached made (\(log)); found \(found); "
+        case let .notAStore(dir, found, log):
+            let entries = found.isEmpty ? "" : "; found \(found)"
+            return "refusing to use \(dir) as the store: it is not empty and not a store cached made (\(log))\(entries); "
                 + "nothing in it was changed: point --store at a new or empty directory, or at an existing store"
         case .writesStopped(let why):
             return "store writes stopped: \(why); nothing more is written until cached is restarted"
@@ -89,3 +89,21 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     }
 }
 
+/// What a directory's `index.log` is, when the directory is refused as not a store.
+public enum LogFinding: Sendable, Equatable, CustomStringConvertible {
+    /// There is no `index.log`.
+    case missing
+    /// `index.log` is not a regular file; what it is (`a symbolic link`).
+    case notRegular(FileKind)
+    /// `index.log` is a regular file that does not begin with the log's header.
+    case withoutHeader
+
+    /// The reason, as the refusal gives it.
+    public var description: String {
+        switch self {
+        case .missing: "it holds no index.log"
+        case .notRegular(let kind): "its index.log is \(kind), not a regular file"
+        case .withoutHeader: "its index.log does not begin with the store's header"
+        }
+    }
+}

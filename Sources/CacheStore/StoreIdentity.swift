@@ -14,8 +14,9 @@ import CacheSystem
 /// empty subdirectories (`tmp/` may hold temp files); `lost+found` (the root
 /// of a file system made for the store) is ignored.
 enum StoreIdentity {
-    /// Names read from one directory at most. A store being created holds a
-    /// handful; a listing that reaches this is not one.
+    /// Names judged in one directory at most (one more is read, to know
+    /// whether there are more). A store being created holds a handful; a
+    /// directory holding more than this is not one.
     static let listingLimit = 256
     /// Unexpected entries named in the refusal.
     static let shownEntries = 5
@@ -23,68 +24,79 @@ enum StoreIdentity {
     /// What was found that keeps `files` from being a store: nil when it is
     /// one (or may become one).
     struct Finding: Sendable, Equatable {
-        /// The first unexpected entries, sorted (`name/` for a directory).
+        /// The first unexpected entries, sorted among those read (`name/` for
+        /// a directory); `index.log` is told by `log` instead.
         var entries: [String]
-        /// More unexpected entries exist than `entries` names.
+        /// More unexpected entries exist than `entries` names, or a directory
+        /// holds more than `listingLimit` names.
         var more: Bool
-        /// `index.log` is there, a regular file, without the log's header.
-        var logWithoutHeader: Bool
+        /// What `index.log` is.
+        var log: LogFinding
     }
 
     static func judge(_ files: ConfinedDirectory) throws(SystemError) -> Finding? {
-        let log = try files.status("index.log")
-        if let log, log.isRegular, try hasMagic(files) { return nil }
+        let status = try files.status(StoreNames.logFile)
+        if let status, status.isRegular, try hasMagic(files) { return nil }
+        let log: LogFinding = status.map { $0.isRegular ? .withoutHeader : .notRegular($0.kind) } ?? .missing
         var unexpected: [String] = []
         var more = false
-        let top = try files.list(".", limit: listingLimit)
-        if top.count >= listingLimit { more = true }
-        for name in top.sorted() {
-            let st = try files.status(name)
-            guard let st, isOwnTopLevel(name, st) else {
-                unexpected.append(shown(name, st))
+        for entry in try sortedListing(files, ".", more: &more) where entry.name != StoreNames.logFile {
+            guard isOwnTopLevel(entry) else {
+                unexpected.append(shown(entry.name, entry.kind))
                 continue
             }
-            guard st.isDirectory, StoreNames.subdirectories.contains(name) else { continue }
-            let inner = try files.list(name, limit: listingLimit)
-            if inner.count >= listingLimit { more = true }
-            for entry in inner.sorted() {
-                let path = name + "/" + entry
-                let est = try files.status(path)
-                if name == "tmp", let est, est.isRegular, StoreNames.isTempName(entry) { continue }
-                unexpected.append(shown(path, est))
+            guard entry.kind == .directory, StoreNames.subdirectories.contains(entry.name) else { continue }
+            for inner in try sortedListing(files, entry.name, more: &more) {
+                if entry.name == "tmp", inner.kind == .regular, StoreNames.isTempName(inner.name) { continue }
+                unexpected.append(shown(entry.name + "/" + inner.name, inner.kind))
             }
         }
-        guard !unexpected.isEmpty || more else { return nil }
-        return Finding(entries: Array(unexpected.prefix(shownEntries)), more: more || unexpected.count > shownEntries,
-                       logWithoutHeader: log?.isRegular == true)
+        let logIsNoFile = if case .notRegular = log { true } else { false }
+        guard logIsNoFile || !unexpected.isEmpty || more else { return nil }
+        return Finding(entries: Array(unexpected.prefix(shownEntries)), more: more || unexpected.count > shownEntries, log: log)
+    }
+
+    /// The first `listingLimit` entries of `directory` read, sorted by name;
+    /// sets `more` when it holds more than that.
+    private static func sortedListing(_ files: ConfinedDirectory, _ directory: String,
+                                      more: inout Bool) throws(SystemError) -> [ConfinedDirectory.Entry] {
+        let entries = try files.list(directory, limit: listingLimit + 1)
+        if entries.count > listingLimit { more = true }
+        return entries.prefix(listingLimit).sorted { $0.name < $1.name }
     }
 
     /// True when `index.log` begins with the log's magic.
     private static func hasMagic(_ files: ConfinedDirectory) throws(SystemError) -> Bool {
         let magic = RecordCodec.magic
-        return try files.read("index.log", limit: magic.count) == magic
+        return try files.read(StoreNames.logFile, limit: magic.count) == magic
     }
 
-    /// A name at the top of the store that a store being created may hold.
-    private static func isOwnTopLevel(_ name: String, _ st: FileStatus) -> Bool {
-        if st.isDirectory { return StoreNames.subdirectories.contains(name) || name == "lost+found" }
-        guard st.isRegular else { return false }
-        return name == "lock" || name == "index.log" || name.hasPrefix("index.log.corrupt-") || StoreNames.isTempName(name)
+    /// A name at the top of the store, other than `index.log`, that a store
+    /// being created may hold.
+    private static func isOwnTopLevel(_ entry: ConfinedDirectory.Entry) -> Bool {
+        switch entry.kind {
+        case .directory: StoreNames.subdirectories.contains(entry.name) || entry.name == "lost+found"
+        case .regular: entry.name == StoreNames.lockFile || StoreNames.isSetAsideLog(entry.name) || StoreNames.isTempName(entry.name)
+        case .symbolicLink, .special: false
+        }
     }
 
-    /// How an entry is named in the refusal.
-    private static func shown(_ path: String, _ st: FileStatus?) -> String {
+    /// How an entry is named in the refusal: `name/` for a directory, `name`
+    /// for a file, else `name (a symbolic link)` (`FileKind`'s words).
+    private static func shown(_ path: String, _ kind: FileKind) -> String {
         let name = StoreNames.printable(path)
-        guard let st else { return name }
-        if st.isDirectory { return name + "/" }
-        if st.isSymbolicLink { return name + " (a symbolic link)" }
-        if !st.isRegular { return name + " (not a regular file)" }
-        return name
+        switch kind {
+        case .directory: return name + "/"
+        case .regular: return name
+        case .symbolicLink, .special: return name + " (\(kind))"
+        }
     }
 }
 
 extension StoreIdentity.Finding {
-    /// "notes.txt, photos/, posts/12.json and more".
+    /// "notes.txt, photos/, posts/12.json and more"; "more entries than a new
+    /// store holds" when every name read was the store's own but there were
+    /// too many (hundreds of temp files); empty when `log` alone is the reason.
     var summary: String {
         let list = entries.joined(separator: ", ")
         return more ? (entries.isEmpty ? "more entries than a new store holds" : list + " and more") : list

@@ -4,58 +4,57 @@ import CacheSystem
 /// store's own names"). Start-up cleanup, gc and the reconciliation of post
 /// files remove only regular files whose names have one of these forms:
 /// anything else in the store was not made by it and is left alone.
-public enum StoreNames {
+enum StoreNames {
+    /// The lock file at the top of the store (it holds the holder's pid).
+    static let lockFile = "lock"
+    /// The index log at the top of the store.
+    static let logFile = "index.log"
+    /// What follows a log's name in the name of the damaged tail set aside
+    /// beside it (`index.log.corrupt-<time>-<pid>`).
+    static let setAsideInfix = ".corrupt-"
+
     /// The subdirectories the store creates, in the order it creates them.
-    public static let subdirectories = ["posts", "objects", "tmp", "quarantine"]
+    static let subdirectories = ["posts", "objects", "tmp", "quarantine"]
 
     /// The suffixes `TempName.next` is given for the store's temp files:
     /// `.tmp` (a durable write: a post file, the log's rewrite, a cut tail
     /// saved aside) and `.part` (a download).
     static let tempSuffixes = [".tmp", ".part"]
 
-    /// True for a name `TempName.next(".tmp")` or `TempName.next(".part")`
-    /// makes: three decimal numbers joined by `-` (pid, counter, time), then the suffix.
-    public static func isTempName(_ name: String) -> Bool {
-        guard let suffix = tempSuffixes.first(where: { name.hasSuffix($0) }) else { return false }
-        let numbers = name.utf8.dropLast(suffix.utf8.count).split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
-        return numbers.count == 3 && numbers.allSatisfy { !$0.isEmpty && $0.count <= 20 && $0.allSatisfy(ASCII.isDigit) }
+    /// True for a name `TempName.next(".tmp")` or `TempName.next(".part")` makes.
+    static func isTempName(_ name: String) -> Bool {
+        tempSuffixes.contains { TempName.matches(name, suffix: $0) }
+    }
+
+    /// True for the name of a damaged log tail set aside at start.
+    static func isSetAsideLog(_ name: String) -> Bool {
+        name.hasPrefix(logFile + setAsideInfix)
     }
 
     /// True for a fan-out directory's name: the first 2 lowercase hex digits of a hash.
-    public static func isFanOut(_ name: String) -> Bool {
+    static func isFanOut(_ name: String) -> Bool {
         ASCII.isLowercaseHex(name.utf8, count: 2)
     }
 
-    /// The object named by `fanOut`/`name` (2 and 30 lowercase hex digits), else nil.
-    public static func objectHash(fanOut: String, name: String) -> Hash128? {
-        guard isFanOut(fanOut), ASCII.isLowercaseHex(name.utf8, count: 30) else { return nil }
+    /// The object named by `fanOut`/`name` (2 and 30 lowercase hex digits:
+    /// `Hash128(hex:)` takes lowercase only), else nil.
+    static func objectHash(fanOut: String, name: String) -> Hash128? {
+        guard fanOut.utf8.count == 2, name.utf8.count == 30 else { return nil }
         return Hash128(hex: fanOut + name)
     }
 
     /// The post id of a post file's name, `<id>.json` exactly as the store
     /// spells it (`Store.postPath`: no sign but `-`, no leading zero); else nil.
-    public static func postID(fileName name: String) -> Int64? {
+    static func postID(fileName name: String) -> Int64? {
         guard name.hasSuffix(".json"), let id = Int64(name.dropLast(5)), "\(id).json" == name else { return nil }
         return id
     }
 
-    /// `name` as it may appear in a log line: control characters escaped, so
-    /// a file name cannot forge or split a line.
+    /// `name` as it may appear in a log line (`Printable.escaped`): a file
+    /// name cannot forge or split a line.
     static func printable(_ name: String) -> String {
-        var out = ""
-        for scalar in name.unicodeScalars {
-            if scalar.value < 0x20 || scalar.value == 0x7f {
-                out += "\\x" + String(scalar.value, radix: 16).leftPadded(to: 2)
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
+        Printable.escaped(Array(name.utf8))
     }
-}
-
-private extension String {
-    func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }
 
 /// Entries in the store the store did not make, each reported once (through
@@ -67,32 +66,31 @@ final class IgnoredEntries: Sendable {
     /// flooded with them must not grow the daemon's memory without bound.
     static let limit = 1_000
 
-    private let reported = Locked<Set<String>>([])
+    private struct Reported {
+        var paths: Set<String> = []
+        /// `limit` paths were named and the line saying so was written.
+        var overflowed = false
+    }
+
+    private let reported = Locked(Reported())
     private let report: (@Sendable (String) -> Void)?
 
     init(report: (@Sendable (String) -> Void)?) { self.report = report }
 
-    /// Notes that `path` was left alone, saying `what` it is.
-    func note(_ path: String, _ what: String) {
-        let message: String? = reported.withLock { seen in
-            guard !seen.contains(path) else { return nil }
-            if seen.count > Self.limit { return nil }
-            seen.insert(path)
-            if seen.count > Self.limit {
+    /// Notes that `path` was left alone, saying what `kind` of entry it is.
+    func note(_ path: String, _ kind: FileKind) {
+        let message: String? = reported.withLock { r in
+            guard !r.overflowed, !r.paths.contains(path) else { return nil }
+            guard r.paths.count < Self.limit else {
+                r.overflowed = true
                 return "more than \(Self.limit) entries in the store were not made by cached; they are left alone and not named one by one"
             }
-            return "ignored \(StoreNames.printable(path)) (\(what)): not a file cached made; it is left as it is"
+            r.paths.insert(path)
+            return "ignored \(StoreNames.printable(path)) (\(kind)): not a file cached made; it is left as it is"
         }
         if let message { report?(message) }
     }
 
-    /// What an entry is, for the line that reports it.
-    static func kind(_ st: FileStatus) -> String {
-        if st.isSymbolicLink { return "a symbolic link" }
-        if st.isDirectory { return "a directory" }
-        return st.isRegular ? "a file" : "a special file"
-    }
-
-    /// How many paths were reported (for tests).
-    var count: Int { reported.withLock { $0.count } }
+    /// How many paths were named (for tests).
+    var count: Int { reported.withLock { $0.paths.count } }
 }

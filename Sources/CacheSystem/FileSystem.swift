@@ -143,6 +143,35 @@ public struct FileStatus: Sendable {
     public var isDirectory: Bool { mode & S_IFMT == S_IFDIR }
     public var isRegular: Bool { mode & S_IFMT == S_IFREG }
     public var isSocket: Bool { mode & S_IFMT == S_IFSOCK }
+    /// What kind of entry this is.
+    public var kind: FileKind { FileKind(mode: mode) }
+}
+
+/// What a directory entry is, as a listing or `lstat` tells it.
+public enum FileKind: Sendable, Equatable, CustomStringConvertible {
+    case regular, directory, symbolicLink
+    /// A FIFO, socket or device.
+    case special
+
+    /// The kind of a file of `mode` (`st_mode`).
+    public init(mode: mode_t) {
+        switch mode & S_IFMT {
+        case S_IFREG: self = .regular
+        case S_IFDIR: self = .directory
+        case S_IFLNK: self = .symbolicLink
+        default: self = .special
+        }
+    }
+
+    /// How a log line names it: "a file", "a directory", "a symbolic link", "a special file".
+    public var description: String {
+        switch self {
+        case .regular: "a file"
+        case .directory: "a directory"
+        case .symbolicLink: "a symbolic link"
+        case .special: "a special file"
+        }
+    }
 }
 
 /// Unique names for temp files: pid, a process-wide counter and the time.
@@ -151,5 +180,13 @@ public enum TempName {
     public static func next(_ suffix: String = ".tmp") -> String {
         let n = counter.withLock { value -> UInt64 in value += 1; return value }
         return "\(getpid())-\(n)-\(Clock.monotonicNanoseconds() % 1_000_000_000)\(suffix)"
+    }
+
+    /// True for a name `next(suffix)` makes: three decimal numbers joined by
+    /// `-` (pid, counter, time), then `suffix`.
+    public static func matches(_ name: String, suffix: String) -> Bool {
+        guard name.hasSuffix(suffix) else { return false }
+        let numbers = name.utf8.dropLast(suffix.utf8.count).split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
+        return numbers.count == 3 && numbers.allSatisfy { !$0.isEmpty && $0.count <= 20 && $0.allSatisfy(ASCII.isDigit) }
     }
 }

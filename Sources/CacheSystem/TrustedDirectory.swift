@@ -21,20 +21,8 @@ public enum TrustedDirectory {
             return "\(path) is a symbolic link; use the real directory it points to"
         }
         guard st.st_mode & S_IFMT == S_IFDIR else { return "\(path) is not a directory" }
-        let me = geteuid()
-        let ownerOK = st.st_uid == me || (allowRoot && st.st_uid == 0)
-        if !ownerOK {
-            return "\(path) is owned by uid \(st.st_uid), not by uid \(me) who runs this; another user could replace what is in it " +
-                "(have it removed, which in a sticky /tmp takes its owner or root; or chown \(me) \(path) and chmod 0700 \(path); " +
-                "or choose another path, such as one under XDG_RUNTIME_DIR)"
-        }
-        let writable = st.st_mode & (S_IWGRP | S_IWOTH) != 0
-        let sticky = st.st_mode & S_ISVTX != 0 && st.st_uid == 0
-        if writable && !(allowSticky && sticky) {
-            return "\(path) can be written by \(st.st_mode & S_IWOTH != 0 ? "every user" : "its group") (mode \(String(st.st_mode & 0o7777, radix: 8))); " +
-                "another user could replace what is in it (chmod go-w \(path))"
-        }
-        return nil
+        return TrustedOwnership.problem(path, owner: st.st_uid, mode: st.st_mode, subject: .directory,
+                                        allowRoot: allowRoot, allowSticky: allowSticky)
     }
 
     /// Nil when every directory above `path` is owned by root or this user and
@@ -42,8 +30,21 @@ public enum TrustedDirectory {
     /// excepted): none of them lets another user move `path` aside and put
     /// their own in its place. A link among them is judged by its target; the
     /// link itself lives in the next directory up, which is checked too.
+    ///
+    /// When a link among them leads elsewhere, the directories above where it
+    /// leads (the real path of `path`'s directory) are checked as well: a
+    /// link is judged by its target, but a target in a directory others can
+    /// write could be swapped all the same.
     public static func ancestorsProblem(of path: String) -> String? {
-        var ancestor = FileSystem.directoryName(of: path)
+        let directory = FileSystem.directoryName(of: path)
+        if let p = chainProblem(from: directory) { return p }
+        guard let real = try? FileSystem.realPath(directory), real != directory else { return nil }
+        return chainProblem(from: real).map { "\($0) (where \(directory) leads)" }
+    }
+
+    /// The first of `directory` and the directories above it that is not trusted.
+    private static func chainProblem(from directory: String) -> String? {
+        var ancestor = directory
         while true {
             if let p = problem(ancestor, allowRoot: true, allowSticky: true, followLink: true) { return p }
             if ancestor == "/" || ancestor == "." || ancestor.isEmpty { return nil }

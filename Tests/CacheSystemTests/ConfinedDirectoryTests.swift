@@ -48,9 +48,9 @@ import Testing
         #expect(fd.path == "sub/file")
         #expect(fcntl(fd.rawValue, F_GETFD) & FD_CLOEXEC == FD_CLOEXEC)
         // The directory itself, by its own path or as ".".
-        #expect(try l.confined.list(l.store).sorted() == ["sub", "top"])
-        #expect(try l.confined.list(".").sorted() == ["sub", "top"])
-        #expect(try l.confined.list("sub") == ["file"])
+        #expect(try l.confined.list(l.store).map(\.name).sorted() == ["sub", "top"])
+        #expect(try l.confined.list(".").map(\.name).sorted() == ["sub", "top"])
+        #expect(try l.confined.list("sub") == [ConfinedDirectory.Entry(name: "file", kind: .regular)])
     }
 
     @Test func creatingBeneathUsesTheModeAndStaysInside() throws {
@@ -227,6 +227,33 @@ import Testing
         #expect(try l.confined.read("sub/file", limit: 3) == Array("inn".utf8))
         try l.confined.syncDirectory("sub")
         #expect(refusal { try l.confined.syncDirectory("top") }?.errno == ENOTDIR)
+    }
+
+    /// A listing says what each entry is, links not followed, with no call
+    /// per entry; a limit stops the reading.
+    @Test func aListingGivesEachEntrysKind() throws {
+        let l = try Layout()
+        defer { l.confined.close() }
+        #expect(symlink(l.temp.at("outside/secret"), l.store + "/link") == 0)
+        #expect(mkfifo(l.store + "/fifo", 0o600) == 0)
+        let kinds = Dictionary(uniqueKeysWithValues: try l.confined.list(".").map { ($0.name, $0.kind) })
+        #expect(kinds == ["sub": .directory, "top": .regular, "link": .symbolicLink, "fifo": .special])
+        #expect(try l.confined.list(".", limit: 2).count == 2)
+    }
+
+    /// Where the file system leaves `d_type` unknown, the entry is looked up
+    /// in the open directory (not following a link); one gone meanwhile is skipped.
+    @Test func anUnknownTypeIsLookedUp() throws {
+        let l = try Layout()
+        defer { l.confined.close() }
+        #expect(symlink("sub", l.store + "/link") == 0)
+        let fd = l.confined.descriptor.rawValue
+        let unknown = UInt8(DT_UNKNOWN)
+        #expect(try ConfinedDirectory.kind(dType: unknown, of: "sub", in: fd, display: ".") == .directory)
+        #expect(try ConfinedDirectory.kind(dType: unknown, of: "top", in: fd, display: ".") == .regular)
+        #expect(try ConfinedDirectory.kind(dType: unknown, of: "link", in: fd, display: ".") == .symbolicLink)
+        #expect(try ConfinedDirectory.kind(dType: unknown, of: "gone", in: fd, display: ".") == nil)
+        #expect(try ConfinedDirectory.kind(dType: UInt8(DT_FIFO), of: "top", in: fd, display: ".") == .special)
     }
 }
 

@@ -88,4 +88,19 @@ import CacheSystem
         #expect(chmod(real, 0o777) == 0)
         #expect(TrustedDirectory.ancestorsProblem(of: temp.at("alias/socket"))?.contains("every user") == true)
     }
+
+    /// The directories above a link's target are checked too: the target
+    /// itself is ours, but its parent lets every user swap it (the hole the
+    /// socket directory and the configuration file shared).
+    @Test func theDirectoriesAboveALinksTargetAreChecked() throws {
+        let temp = TempDirectory()
+        temp.makeDirectory("open", mode: 0o700)
+        let real = temp.makeDirectory("open/run", mode: 0o700)
+        temp.link("alias", to: real)
+        #expect(TrustedDirectory.ancestorsProblem(of: temp.at("alias/socket")) == nil)
+        #expect(chmod(temp.at("open"), 0o777) == 0)
+        let problem = try #require(TrustedDirectory.ancestorsProblem(of: temp.at("alias/socket")))
+        #expect(problem.hasPrefix("\(temp.at("open")) can be written by every user"), "\(problem)")
+        #expect(problem.hasSuffix(" (where \(temp.at("alias")) leads)"), "\(problem)")
+    }
 }

@@ -99,4 +99,33 @@ import CacheProtocol
         let r = try Self.check(link)
         #expect(r.status == 2 && r.output.contains("refusing to read the configuration file: \(link) is a symbolic link; name the file itself"), "\(r)")
     }
+
+    /// A link among the directories above the file is judged by its target,
+    /// and the directories above that target are checked too: a target in a
+    /// directory every user can write (not sticky) could be swapped.
+    @Test func aFileReachedThroughALinkIntoADirectoryOthersCanWriteIsRefused() throws {
+        let scratch = Scratch()
+        let open = scratch.path + "/open"
+        try FileManager.default.createDirectory(atPath: open + "/etc", withIntermediateDirectories: true)
+        #expect(chmod(open, 0o777) == 0 && chmod(open + "/etc", 0o755) == 0)
+        try "posts-url = http://127.0.0.1:9/posts.json\n".write(toFile: open + "/etc/cached.conf", atomically: false, encoding: .utf8)
+        #expect(chmod(open + "/etc/cached.conf", 0o644) == 0)
+        try FileManager.default.createSymbolicLink(atPath: scratch.path + "/etc", withDestinationPath: open + "/etc")
+        let conf = scratch.path + "/etc/cached.conf"
+        let r = try Self.check(conf)
+        #expect(r.status == 2, "\(r)")
+        #expect(r.output.contains("refusing to read the configuration file: a directory above \(conf): \(open) can be written by every user "
+                                  + "(mode 777); another user could replace what is in it (chmod go-w \(open)) (where \(scratch.path)/etc leads)"), "\(r)")
+    }
+
+    /// A FIFO at the path is opened without blocking and refused at once.
+    @Test func aFIFOAtTheConfigPathIsRefusedPromptly() throws {
+        let scratch = Scratch()
+        let fifo = scratch.path + "/cached.conf"
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let start = Date()
+        let r = try Self.check(fifo)
+        #expect(r.status == 2 && r.output.contains("refusing to read the configuration file: \(fifo) is not a regular file"), "\(r)")
+        #expect(Date().timeIntervalSince(start) < 10, "it did not wait for a writer")
+    }
 }

@@ -66,30 +66,51 @@ import CacheProtocol
         #expect(log2.contains("a directory above the store: \(open) is owned by uid 65534"), "\(log2)")
     }
 
+    /// A real store (its log has the header, so it is judged a store and
+    /// opened): made by starting the daemon on it once.
+    static func realStore(_ scratch: Scratch) throws -> String {
+        let store = scratch.path + "/store"
+        let daemon = try Daemon(origin: nil, arguments: ["--store", store], scratch: scratch)
+        #expect(daemon.stop() == 0)
+        return store
+    }
+
     @Test(arguments: ["tmp", "posts", "objects", "quarantine"])
     func aSubdirectoryPlantedAsALinkIsNeverFollowed(_ name: String) throws {
         let scratch = Scratch()
         let (outside, precious) = try Self.bystander(scratch)
-        let store = scratch.path + "/store"
-        try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
-        #expect(chmod(store, 0o700) == 0)
+        let store = try Self.realStore(scratch)
+        try FileManager.default.removeItem(atPath: store + "/" + name)
         try FileManager.default.createSymbolicLink(atPath: store + "/" + name, withDestinationPath: outside)
         let log = try Self.refusal(scratch, ["--store", store])
-        #expect(log.contains("cannot open the store") && log.contains(name), "\(log)")
+        #expect(log.contains("cannot open the store: store I/O failed: mkdir(\(name) (not a directory)): Too many levels of symbolic links (errno 40)"), "\(log)")
         #expect(try String(contentsOfFile: precious, encoding: .utf8) == "keep me", "nothing outside the store was touched")
         #expect(try FileManager.default.contentsOfDirectory(atPath: outside) == ["precious.txt"])
     }
 
-    @Test(arguments: ["lock", "index.log"])
-    func aFilePlantedAsALinkIsNeverFollowed(_ name: String) throws {
+    @Test func aLockPlantedAsALinkIsNeverFollowed() throws {
         let scratch = Scratch()
         let (_, precious) = try Self.bystander(scratch)
-        let store = scratch.path + "/store"
-        try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
-        #expect(chmod(store, 0o700) == 0)
-        try FileManager.default.createSymbolicLink(atPath: store + "/" + name, withDestinationPath: precious)
+        let store = try Self.realStore(scratch)
+        try FileManager.default.removeItem(atPath: store + "/lock")
+        try FileManager.default.createSymbolicLink(atPath: store + "/lock", withDestinationPath: precious)
         let log = try Self.refusal(scratch, ["--store", store])
-        #expect(log.contains("cannot open the store") && log.contains(name), "\(log)")
+        #expect(log.contains("cannot open the store: store I/O failed: open(lock): Too many levels of symbolic links (errno 40)"), "\(log)")
+        #expect(try String(contentsOfFile: precious, encoding: .utf8) == "keep me", "the link's target was not written or cut")
+    }
+
+    /// A link at index.log is no log: the directory is judged no store (its
+    /// target is never opened), and the refusal says what index.log is.
+    @Test func aLogPlantedAsALinkIsNeverFollowed() throws {
+        let scratch = Scratch()
+        let (_, precious) = try Self.bystander(scratch)
+        let store = try Self.realStore(scratch)
+        try FileManager.default.removeItem(atPath: store + "/index.log")
+        try FileManager.default.createSymbolicLink(atPath: store + "/index.log", withDestinationPath: precious)
+        let log = try Self.refusal(scratch, ["--store", store])
+        #expect(log.contains("cannot open the store: refusing to use \(store) as the store: it is not empty and not a store cached made "
+                             + "(its index.log is a symbolic link, not a regular file); nothing in it was changed: "
+                             + "point --store at a new or empty directory, or at an existing store"), "\(log)")
         #expect(try String(contentsOfFile: precious, encoding: .utf8) == "keep me", "the link's target was not written or cut")
     }
 

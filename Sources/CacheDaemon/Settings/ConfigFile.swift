@@ -69,12 +69,7 @@ public enum ConfigFile {
         // `--config /dev/null`: no settings from a file (and not the default one).
         if path == nullDevice { return "" }
         do {
-            guard let st = try FileSystem.status(path) else { return nil }
-            if st.isSymbolicLink {
-                throw SettingsError("refusing to read the configuration file: \(path) is a symbolic link; name the file itself")
-            }
-            // O_NONBLOCK: a FIFO planted at the path must not hang the start.
-            let fd = try FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+            guard let fd = try open(path) else { return nil }
             defer { fd.close() }
             if let problem = TrustedFile.problem(fd, path: path) {
                 throw SettingsError("refusing to read the configuration file: \(problem)")
@@ -85,6 +80,21 @@ public enum ConfigFile {
             return text
         } catch let e as SettingsError {
             throw e
+        } catch {
+            throw SettingsError("\(path): \(error)")
+        }
+    }
+
+    /// Opens the file at `path` itself; nil when there is none. O_NOFOLLOW:
+    /// a link there fails (ELOOP) and is refused instead of being read.
+    /// O_NONBLOCK: a FIFO planted at the path must not hang the start.
+    private static func open(_ path: String) throws(SettingsError) -> FileDescriptor? {
+        do {
+            return try FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+        } catch where error.errno == ENOENT {
+            return nil
+        } catch where error.errno == ELOOP {
+            throw SettingsError("refusing to read the configuration file: \(path) is a symbolic link; name the file itself")
         } catch {
             throw SettingsError("\(path): \(error)")
         }
