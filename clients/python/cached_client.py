@@ -27,11 +27,14 @@ from typing import Any, BinaryIO, Dict, Iterator, List, Optional
 __all__ = ["Client", "CachedError", "default_socket"]
 __version__ = "0.1.0"
 
-#: The codes of the daemon's error answers (docs/protocol.md, "Errors"),
-#: and the client's own: ``unavailable`` (no daemon, or the connection broke)
-#: and ``malformed`` (an answer this client cannot read).
-ERROR_CODES = ("bad_request", "not_found", "not_cached", "upstream", "too_large", "busy", "internal",
-               "unavailable", "malformed")
+#: The codes of the daemon's error answers (docs/protocol.md, "Errors").
+DAEMON_ERROR_CODES = ("bad_request", "not_found", "not_cached", "upstream", "too_large", "busy", "internal")
+#: The client's own codes, never taken from the daemon: ``unavailable`` (no
+#: daemon, or the connection broke) and ``malformed`` (an answer this client
+#: cannot read).
+CLIENT_ERROR_CODES = ("unavailable", "malformed")
+#: Every ``CachedError.code``.
+ERROR_CODES = DAEMON_ERROR_CODES + CLIENT_ERROR_CODES
 
 #: What this client accepts from the daemon (docs/protocol.md, "Client
 #: libraries"; the Swift client's ``ProtocolLimits``): past them an answer is
@@ -285,9 +288,7 @@ class Client:
         if ok is not False or not isinstance(error, dict) or not isinstance(error.get("code"), str):
             # The line was whole: the connection is still in step.
             raise CachedError("malformed", f"an answer without a boolean ok and an error code: {json.dumps(answer)[:200]}")
-        code = error["code"]
-        if code not in ERROR_CODES[:7]:
-            code = "internal"  # the client's own codes never come from the daemon
+        code = error["code"] if error["code"] in DAEMON_ERROR_CODES else "internal"
         raise CachedError(code, str(error.get("message", "the daemon gave no reason")))
 
     def call(self, op: str, **fields: Any) -> Dict[str, Any]:
