@@ -21,12 +21,12 @@ package final class BlockingClient: Sendable {
         try call(Request.line(op: op, fields), .line).json
     }
 
-    /// `open` of `hash`: the answer line, and the descriptor with an ok one.
-    package func open(hash: String) throws(CachedError) -> (JSON, FileDescriptor?) {
-        guard case let .descriptor(json, fd) = try call(Request.line(op: "open", [("hash", .string(hash))]), .descriptor) else {
+    /// `open` of `hash`: the object's file and size, or the error answer.
+    package func open(hash: String) throws(CachedError) -> Client.OpenAnswer {
+        guard case let .descriptor(open) = try call(Request.line(op: "open", [("hash", .string(hash))]), .descriptor) else {
             throw CachedError(.malformed, "an open answer of another shape")
         }
-        return (json, fd)
+        return open
     }
 
     /// `read` of `hash`: the header line, and the bytes with an ok one.

@@ -23,17 +23,18 @@ package enum AnswerShape: Sendable {
 package enum WireAnswer: Sendable {
     case line(JSON)
     case bytes(JSON, [UInt8])
-    case descriptor(JSON, FileDescriptor?)
+    case descriptor(Client.OpenAnswer)
 
     package var json: JSON {
         switch self {
-        case .line(let j), .bytes(let j, _), .descriptor(let j, _): j
+        case .line(let j), .bytes(let j, _): j
+        case .descriptor(let open): open.answer
         }
     }
 
     /// Closes a descriptor nobody will take.
     package func discard() {
-        if case .descriptor(_, let fd?) = self { fd.close() }
+        if case .descriptor(.file(let fd, _, _)) = self { fd.close() }
     }
 }
 
@@ -232,7 +233,8 @@ package final class Pipeline: Sendable {
             return .line(try Self.checked(client.readJSON()))
         case .descriptor:
             let open = try client.readOpenAnswer()
-            return .descriptor(try Self.checked(open.answer), open.file)
+            _ = try Self.checked(open.answer)
+            return .descriptor(open)
         case .bytes:
             let header = try Self.checked(client.readJSON())
             guard header["ok"]?.bool == true else { return .line(header) }
