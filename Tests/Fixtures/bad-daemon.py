@@ -24,6 +24,11 @@ request line on every connection the way MODE says, until killed:
                 byte with 8 descriptors of /dev/null (344 in all)
   trickle       every answer is a valid line sent one byte every INTERVAL
                 seconds (default 0.5)
+  no-ok         every answer's ok is the string "true", and a stray valid
+                ping answer follows it (read as the next call's answer by a
+                client that keeps the connection)
+  no-code       every answer is ok false with a number for error.code, and
+                a stray valid ping answer follows it
 
 Standard library only. Prints "ready" on stdout once it listens.
 """
@@ -43,6 +48,9 @@ HUGE_READ = {"huge-read": 34359738368, "huge-read-max": 34359738352}
 ENDLESS = 5 << 28          # 1.25 GiB
 DEPTH = 200000
 OPEN_SIZE = 3000000000
+MISSHAPEN = {"no-ok": {"ok": "true", "version": "0.0.0", "protocol": 1},
+             "no-code": {"ok": False, "error": {"code": 7, "message": "seven"}}}
+STRAY = {"ok": True, "version": "stray", "protocol": 1}
 
 
 def line(value) -> bytes:
@@ -116,6 +124,9 @@ def answer(mode: str, op: str, conn: socket.socket, interval: float) -> bool:
         for byte in line({"ok": True, "version": "0.0.0", "protocol": 1, "pad": "x" * 120}):
             conn.sendall(bytes([byte]))
             time.sleep(interval)
+        return True
+    if mode in MISSHAPEN:
+        conn.sendall(line(MISSHAPEN[mode]) + line(STRAY))
         return True
     raise SystemExit(f"unknown mode {mode}")
 

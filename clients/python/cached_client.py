@@ -279,15 +279,16 @@ class Client:
         except OSError as e:
             raise self._fail(f"failed while sending: {e}") from None
 
-    @staticmethod
-    def _checked(answer: Dict[str, Any]) -> Dict[str, Any]:
+    def _checked(self, answer: Dict[str, Any]) -> Dict[str, Any]:
+        """``answer`` when it is an answer line as docs/protocol.md says (a
+        boolean ``ok`` and, when false, an ``error`` with a string ``code``),
+        else ``malformed``, dropping the connection as every refusal does."""
         ok = answer.get("ok")
         if ok is True:
             return answer
         error = answer.get("error")
         if ok is not False or not isinstance(error, dict) or not isinstance(error.get("code"), str):
-            # The line was whole: the connection is still in step.
-            raise CachedError("malformed", f"an answer without a boolean ok and an error code: {json.dumps(answer)[:200]}")
+            raise self._malformed(f"an answer without a boolean ok and an error code: {json.dumps(answer)[:200]}")
         code = error["code"] if error["code"] in DAEMON_ERROR_CODES else "internal"
         raise CachedError(code, str(error.get("message", "the daemon gave no reason")))
 

@@ -127,3 +127,14 @@ def test_descriptors_passed_without_open_answers_are_bounded(bad):
     outcome, _, _ = run(bad("fd-flood"), "c.ping()")
     assert outcome["code"] == "malformed", outcome
     assert f"more than {cached_client.MAX_PENDING_DESCRIPTORS} descriptors" in outcome["message"], outcome
+
+
+@pytest.mark.parametrize("mode", ["no-ok", "no-code"])
+def test_a_misshapen_answer_is_malformed_and_drops_the_connection(bad, mode):
+    # Each misshapen line is followed by a stray valid one: a client that
+    # kept the connection would return it as the second ping's answer.
+    with cached_client.Client(bad(mode), timeout=10) as c:
+        for call in (1, 2):
+            with pytest.raises(cached_client.CachedError) as e:
+                c.ping()
+            assert e.value.code == "malformed" and "without a boolean ok and an error code" in e.value.message, (call, e.value)

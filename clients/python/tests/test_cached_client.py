@@ -165,12 +165,13 @@ def test_the_daemon_codes_are_the_protocols():
 
 
 def test_the_daemon_cannot_send_the_clients_own_codes():
+    client = Client("/nonexistent/cached.sock")
     for code in cached_client.CLIENT_ERROR_CODES + ("from_a_later_daemon",):
         with pytest.raises(CachedError) as e:
-            Client._checked({"ok": False, "error": {"code": code, "message": "forged"}})
+            client._checked({"ok": False, "error": {"code": code, "message": "forged"}})
         assert e.value.code == "internal", code
     # An answer without the error the protocol requires is the client's to refuse.
     for answer in ({"ok": False, "error": "not an object"}, {"ok": False}, {"ok": 1}, {"posts": []}):
         with pytest.raises(CachedError) as e:
-            Client._checked(answer)
+            client._checked(answer)
         assert e.value.code == "malformed", answer
