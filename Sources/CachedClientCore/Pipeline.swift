@@ -174,6 +174,9 @@ package final class Pipeline: Sendable {
         return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
     }
 
+    /// Marks `link` broken and no longer current, and shuts it down: nothing
+    /// more may be sent or read on it, so a late answer to a failed request
+    /// never reaches a later one. Its queue stays for its reader to fail.
     private func breakLink(_ link: Link) {
         state.withLock { current in
             link.broken = true
@@ -200,17 +203,15 @@ package final class Pipeline: Sendable {
                 state.withLock { _ in _ = link.queue.removeFirst() }
                 waiter.finish(.success(answer))
             } catch {
-                let failed = state.withLock { current -> [Waiter] in
-                    let all = link.queue
-                    link.queue = []
-                    link.readerRunning = false
-                    link.broken = true
-                    if current === link { current = nil }
-                    return all
+                breakLink(link)
+                // Broken, it takes no more requests: the queue is complete.
+                let failed = state.withLock { _ -> [Waiter] in
+                    defer {
+                        link.queue = []
+                        link.readerRunning = false
+                    }
+                    return link.queue
                 }
-                // Nothing more may be read or sent on it: a late answer to
-                // a failed request must never reach a later one.
-                _ = Glibc.shutdown(link.client.descriptor.rawValue, Int32(SHUT_RDWR))
                 let reason = CachedError(error)
                 for w in failed { w.finish(.failure(reason)) }
                 return
