@@ -49,7 +49,7 @@ struct Commands {
     private func connect(mayTakeLong: Bool = false) -> BlockingClient {
         let seconds = invocation.timeout
         let timeout: ClientTimeout = seconds == 0 ? .none : mayTakeLong ? .whileAlive(seconds: seconds) : .answer(seconds: seconds)
-        return BlockingClient(socketPath: invocation.socket, timeout: timeout)
+        return BlockingClient(socketPath: invocation.socket, timeout: timeout, quick: !mayTakeLong)
     }
 
     /// Sends one request; an error answer becomes a CLIError with the matching exit status.

@@ -41,9 +41,8 @@ public enum ClientError: Error, CustomStringConvertible, Sendable {
 /// A timeout is a limit on the daemon's silence: each wait (connecting,
 /// sending, each read of answer bytes) gets the full time again. A quick
 /// call also needs a limit on the whole answer, or a daemon that trickles a
-/// byte per wait holds it forever: `Client.deadline`, which cachectl and the
-/// client libraries set for every `.answer` call and the calls the daemon
-/// answers at once.
+/// byte per wait holds it forever: `Client.deadline`, which the client
+/// libraries (and so cachectl) set for the calls the daemon answers at once.
 public enum ClientTimeout: Sendable, Equatable {
     /// Wait as long as it takes (the default: tests and benchmarks).
     case none

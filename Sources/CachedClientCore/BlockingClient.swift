@@ -10,9 +10,13 @@ import CacheSystem
 package final class BlockingClient: Sendable {
     package let socketPath: String
     private let pipeline: Pipeline
+    /// Every call is quick: the daemon answers it at once, so its whole
+    /// answer must come within the timeout, however it trickles.
+    private let quick: Bool
 
-    package init(socketPath: String, timeout: ClientTimeout, checkingDirectory: Bool = true) {
+    package init(socketPath: String, timeout: ClientTimeout, quick: Bool, checkingDirectory: Bool = true) {
         self.socketPath = socketPath
+        self.quick = quick
         pipeline = Pipeline(socketPath: socketPath, timeout: timeout, checkingDirectory: checkingDirectory)
     }
 
@@ -44,7 +48,7 @@ package final class BlockingClient: Sendable {
 
     private func call(_ line: [UInt8], _ shape: AnswerShape, onEvent: @escaping @Sendable (JSON) -> Void = { _ in }) throws(CachedError) -> WireAnswer {
         let result = Monitor<Result<WireAnswer, CachedError>?>(nil)
-        pipeline.submit(line, Waiter(shape, onEvent: onEvent) { r in result.update { $0 = r } }, inline: true)
+        pipeline.submit(line, Waiter(shape, quick: quick, onEvent: onEvent) { r in result.update { $0 = r } }, inline: true)
         return try result.wait { $0 }.get()
     }
 }

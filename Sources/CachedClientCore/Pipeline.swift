@@ -219,12 +219,10 @@ package final class Pipeline: Sendable {
         }
     }
 
-    /// The total deadline of `waiter`'s answer: for a quick call, and for
-    /// every call under `.answer` (cachectl's quick commands).
+    /// The total deadline of `waiter`'s answer, for a quick call.
     private func deadline(of waiter: Waiter) -> Deadline? {
-        guard let seconds = timeout.seconds else { return nil }
-        if case .answer = timeout { return Deadline(seconds: seconds, from: waiter.created) }
-        return waiter.quick ? Deadline(seconds: seconds, from: waiter.created) : nil
+        guard waiter.quick, let seconds = timeout.seconds else { return nil }
+        return Deadline(seconds: seconds, from: waiter.created)
     }
 
     private func readAnswer(_ waiter: Waiter, from client: Client) throws(ClientError) -> WireAnswer {
