@@ -9,6 +9,8 @@ request line on every connection the way MODE says, until killed:
   huge-read     get_image names an object; open is an unknown op (a daemon
                 older than open); read declares 34,359,738,368 bytes and then
                 streams zeros until the client hangs up
+  big-read      as huge-read, but read declares 134,217,728 bytes (128 MiB,
+                a size the clients accept) and sends them, then stays open
   huge-read-max as huge-read, declaring 34,359,738,352 bytes (16 x (2^31-1),
                 the most cachectl 0.1 accepted, and then tried to allocate)
   endless-line  every answer is 1.25 GiB with no newline, streamed in 1 MiB
@@ -44,7 +46,7 @@ import time
 HASH = "0123456789abcdef0123456789abcdef"
 IMAGE = {"ok": True, "image": {"row": 0, "url": "http://127.0.0.1/a.png", "description": None, "hash": HASH,
                                "size": 10, "type": "image/png", "path": "/nonexistent/a.png"}}
-HUGE_READ = {"huge-read": 34359738368, "huge-read-max": 34359738352}
+READ_SIZES = {"huge-read": 34359738368, "huge-read-max": 34359738352, "big-read": 128 << 20}
 ENDLESS = 5 << 28          # 1.25 GiB
 DEPTH = 200000
 OPEN_SIZE = 3000000000
@@ -72,14 +74,14 @@ def stream(conn: socket.socket, piece: bytes, total: int) -> None:
 
 def answer(mode: str, op: str, conn: socket.socket, interval: float) -> bool:
     """Answers one request; False when the connection should be closed."""
-    if mode in ("huge-read", "huge-read-max", "devzero", "shortfile") and op == "get_image":
+    if mode in ("huge-read", "huge-read-max", "big-read", "devzero", "shortfile") and op == "get_image":
         conn.sendall(line(IMAGE))
         return True
-    if mode in HUGE_READ:
+    if mode in READ_SIZES:
         if op == "read":
-            conn.sendall(line({"ok": True, "size": HUGE_READ[mode]}))
-            stream(conn, bytes(1 << 20), HUGE_READ[mode])
-            return False
+            conn.sendall(line({"ok": True, "size": READ_SIZES[mode]}))
+            stream(conn, bytes(1 << 20), READ_SIZES[mode])
+            return mode == "big-read"
         conn.sendall(unknown(op))
         return True
     if mode in ("devzero", "shortfile"):

@@ -28,8 +28,8 @@ import json, sys
 from cached_client import Client, CachedError
 c = Client(sys.argv[1], timeout=float(sys.argv[2]))
 try:
-    eval(sys.argv[3])
-    print(json.dumps({"code": None}))
+    value = eval(sys.argv[3])
+    print(json.dumps({"code": None, "length": len(value) if isinstance(value, (bytes, bytearray)) else None}))
 except CachedError as e:
     print(json.dumps({"code": e.code, "message": e.message}))
 """
@@ -87,6 +87,13 @@ def test_a_read_declaring_34_gigabytes_is_refused(bad):
     outcome, rss, _ = run(bad("huge-read"), f"c.read({HASH!r})")
     assert outcome["code"] == "malformed" and "34359738368" in outcome["message"], outcome
     assert rss < RSS_BOUND, rss
+
+
+def test_a_read_payload_is_held_once(bad):
+    # 128 MiB read whole: held once, not copied (three copies were 384 MiB).
+    outcome, rss, _ = run(bad("big-read"), f"c.read({HASH!r})")
+    assert outcome == {"code": None, "length": 128 << 20}, outcome
+    assert rss < (128 << 20) * 3 // 2, rss
 
 
 def test_an_endless_line_is_cut_at_the_answer_line_limit(bad):
