@@ -49,7 +49,7 @@ struct Commands {
     private func connect(mayTakeLong: Bool = false) -> BlockingClient {
         let seconds = invocation.timeout
         let timeout: ClientTimeout = seconds == 0 ? .none : mayTakeLong ? .whileAlive(seconds: seconds) : .answer(seconds: seconds)
-        return BlockingClient(socketPath: invocation.socket, timeout: timeout)
+        return BlockingClient(socketPath: invocation.socket, timeout: timeout, quick: !mayTakeLong)
     }
 
     /// Sends one request; an error answer becomes a CLIError with the matching exit status.
@@ -59,19 +59,18 @@ struct Commands {
         return answer
     }
 
+    /// Throws an error answer's `CachedError` as a CLIError with the exit
+    /// status of its code (printed first under `--json`).
     private func check(_ answer: JSON) throws {
-        guard answer["ok"]?.bool == true else {
-            if json { printJSON(answer) }
-            let code = answer["error"]?["code"]?.string ?? "internal"
-            let message = answer["error"]?["message"]?.string ?? "the daemon answered without a reason"
-            let exit: ExitCode = switch code {
-            case "not_found", "not_cached": .notFound
-            case "upstream": .upstream
-            case "bad_request": .usage
-            default: .failure
-            }
-            throw CLIError(code: exit, message: "\(Format.visible(message)) (\(Format.visible(code)))")
+        guard let error = CachedError(answer: answer) else { return }
+        if json { printJSON(answer) }
+        let exit: ExitCode = switch error.code {
+        case .notFound, .notCached: .notFound
+        case .upstream: .upstream
+        case .badRequest: .usage
+        default: .failure
         }
+        throw CLIError(code: exit, message: "\(Format.visible(error.message)) (\(error.code.rawValue))")
     }
 
     private func simple(_ op: String, mayTakeLong: Bool = false, _ format: (JSON) -> String) throws {
@@ -140,14 +139,14 @@ struct Commands {
     /// it) answers `bad_request`; then the bytes come over the socket (`read`).
     private func save(_ image: JSON, client: BlockingClient, to path: String) throws {
         guard let hash = image["hash"]?.string else { throw CLIError(code: .failure, message: "the daemon gave no hash for this row") }
-        let (answer, file) = try client.open(hash: hash)
-        if answer["error"]?["code"]?.string == "bad_request" {
-            return try saveRead(hash, image, client: client, to: path)
+        switch try client.open(hash: hash) {
+        case let .file(file, size, _):
+            defer { file.close() }
+            try write(to: path, image, size: size) { out in try Self.copy(file, size: size, to: out, naming: path) }
+        case let .error(answer):
+            if CachedError(answer: answer)?.code == .badRequest { return try saveRead(hash, image, client: client, to: path) }
+            try check(answer)
         }
-        try check(answer)
-        guard let file, let size = answer["size"]?.integer, size >= 0 else { throw CLIError(code: .failure, message: "malformed open answer") }
-        defer { file.close() }
-        try write(to: path, image, size: size) { out in try Self.copy(file, size: size, to: out, naming: path) }
     }
 
     /// `save` through `read`: the bytes after the answer line.

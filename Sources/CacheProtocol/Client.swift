@@ -41,9 +41,8 @@ public enum ClientError: Error, CustomStringConvertible, Sendable {
 /// A timeout is a limit on the daemon's silence: each wait (connecting,
 /// sending, each read of answer bytes) gets the full time again. A quick
 /// call also needs a limit on the whole answer, or a daemon that trickles a
-/// byte per wait holds it forever: `Client.deadline`, which cachectl and the
-/// client libraries set for every `.answer` call and the calls the daemon
-/// answers at once.
+/// byte per wait holds it forever: `Client.deadline`, which the client
+/// libraries (and so cachectl) set for the calls the daemon answers at once.
 public enum ClientTimeout: Sendable, Equatable {
     /// Wait as long as it takes (the default: tests and benchmarks).
     case none
@@ -268,16 +267,27 @@ public final class Client {
         return try readJSON()
     }
 
-    /// An `open` answer: the daemon's line and, when it is a success, the
-    /// descriptor that came with it.
-    public struct OpenAnswer {
-        /// The answer line, parsed (`ok`, `size` or `error`).
-        public var answer: JSON
+    /// An `open` answer: a success, with the descriptor that came with it,
+    /// or an error answer.
+    public enum OpenAnswer: Sendable {
         /// The object's file, read-only, position 0 (use `pread` or read it
-        /// from the start); nil for an error answer. The caller closes it.
-        public var file: FileDescriptor?
-        /// The object's size in bytes; nil for an error answer.
-        public var size: Int64?
+        /// from the start), checked to be a regular file of `size` bytes;
+        /// the caller closes it. `answer` is the line, parsed.
+        case file(FileDescriptor, size: Int64, answer: JSON)
+        /// An `{"ok":false,...}` line (or any line whose `ok` is not true).
+        case error(JSON)
+
+        /// The answer line, parsed (`ok`, `size` or `error`).
+        public var answer: JSON {
+            switch self {
+            case .file(_, _, let answer), .error(let answer): answer
+            }
+        }
+
+        /// The object's file; nil for an error answer.
+        public var file: FileDescriptor? {
+            if case .file(let fd, _, _) = self { fd } else { nil }
+        }
     }
 
     /// Sends `open` for the object `hash` and reads its answer. Only this
@@ -296,7 +306,7 @@ public final class Client {
     /// received; a success without one is `ClientError.malformed`.
     public func readOpenAnswer() throws(ClientError) -> OpenAnswer {
         let answer = try readJSON()
-        guard answer["ok"]?.bool == true else { return OpenAnswer(answer: answer, file: nil, size: nil) }
+        guard answer["ok"]?.bool == true else { return .error(answer) }
         guard !descriptors.isEmpty else {
             throw .malformed("an open answer came without a file descriptor (a daemon older than open, or a proxy that does not pass descriptors): \(String(decoding: answer.encoded, as: UTF8.self))")
         }
@@ -309,7 +319,7 @@ public final class Client {
             file.close()
             throw .malformed("the descriptor passed with an open answer is \(problem)")
         }
-        return OpenAnswer(answer: answer, file: file, size: size)
+        return .file(file, size: size, answer: answer)
     }
 
     /// Descriptors received and not yet taken by `readOpenAnswer` (tests).

@@ -20,11 +20,7 @@ public struct LineBuffer: Sendable {
     }
 
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
-        if start > 0 && start == storage.count {
-            storage.removeAll(keepingCapacity: true)
-            start = 0
-            scanned = 0
-        }
+        reclaimConsumed()
         storage.append(contentsOf: bytes)
     }
 
@@ -34,16 +30,20 @@ public struct LineBuffer: Sendable {
     /// straight there, so a line near the limit is never copied into a
     /// buffer twice its size (peak memory about the limit, not twice it).
     public mutating func makeRoom(for count: Int) {
-        if start > 0 && start == storage.count {
-            storage.removeAll(keepingCapacity: true)
-            start = 0
-            scanned = 0
-        }
+        reclaimConsumed()
         let needed = storage.count + count
         guard needed > storage.capacity else { return }
         let ceiling = start + limit + count + 1
         let doubled = 2 * storage.capacity
         storage.reserveCapacity(max(needed, doubled > ceiling / 2 ? ceiling : doubled))
+    }
+
+    /// Empties the buffer, keeping its capacity, once every byte in it was taken.
+    private mutating func reclaimConsumed() {
+        guard start > 0 && start == storage.count else { return }
+        storage.removeAll(keepingCapacity: true)
+        start = 0
+        scanned = 0
     }
 
     public mutating func append(_ bytes: [UInt8]) {

@@ -12,15 +12,16 @@ public enum PassedFile {
     /// is instead ("not a regular file (a character device)", "a file of 10
     /// bytes, not the 318 announced").
     public static func problem(_ file: FileDescriptor, size: Int64) -> String? {
-        var st = stat()
-        guard fstat(file.rawValue, &st) == 0 else { return "a descriptor fstat refuses: \(String(cString: strerror(errno)))" }
-        guard st.st_mode & S_IFMT == S_IFREG else { return "not a regular file (\(kind(st.st_mode)))" }
-        guard Int64(st.st_size) == size else {
-            return "a file of \(st.st_size) bytes, not the \(size) announced (changed since it was verified, or not the object's file)"
+        let status: FileStatus
+        do { status = try file.status() } catch { return "a descriptor fstat refuses: \(error)" }
+        guard status.isRegular else { return "not a regular file (\(kind(status.mode)))" }
+        guard status.size == size else {
+            return "a file of \(status.size) bytes, not the \(size) announced (changed since it was verified, or not the object's file)"
         }
         return nil
     }
 
+    /// The kind of file `mode` names, for a file that is not regular.
     private static func kind(_ mode: mode_t) -> String {
         switch mode & S_IFMT {
         case S_IFCHR: "a character device"

@@ -100,8 +100,8 @@ public final class CachedClient: Sendable {
         let entry = try await image(row: row)
         guard let hash = entry.hash else { throw CachedError(.notCached, "row \(row) is not cached") }
         let answer = try await send(Request.line(op: "open", [("hash", .string(hash))]), .descriptor)
-        guard case let .descriptor(json, fd?) = answer else { throw CachedError(answer: answer.json) ?? CachedError(.malformed, "no descriptor") }
-        return ImageFile(descriptor: fd.rawValue, size: json["size"]?.integer ?? 0, row: entry)
+        guard case let .descriptor(.file(fd, size, _)) = answer else { throw CachedError(answer: answer.json) ?? CachedError(.malformed, "no descriptor") }
+        return ImageFile(descriptor: fd.rawValue, size: size, row: entry)
     }
 
     /// Refreshes the feeds in `scope` and downloads every image not cached

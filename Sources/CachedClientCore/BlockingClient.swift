@@ -10,9 +10,13 @@ import CacheSystem
 package final class BlockingClient: Sendable {
     package let socketPath: String
     private let pipeline: Pipeline
+    /// Every call is quick: the daemon answers it at once, so its whole
+    /// answer must come within the timeout, however it trickles.
+    private let quick: Bool
 
-    package init(socketPath: String, timeout: ClientTimeout, checkingDirectory: Bool = true) {
+    package init(socketPath: String, timeout: ClientTimeout, quick: Bool, checkingDirectory: Bool = true) {
         self.socketPath = socketPath
+        self.quick = quick
         pipeline = Pipeline(socketPath: socketPath, timeout: timeout, checkingDirectory: checkingDirectory)
     }
 
@@ -21,12 +25,12 @@ package final class BlockingClient: Sendable {
         try call(Request.line(op: op, fields), .line).json
     }
 
-    /// `open` of `hash`: the answer line, and the descriptor with an ok one.
-    package func open(hash: String) throws(CachedError) -> (JSON, FileDescriptor?) {
-        guard case let .descriptor(json, fd) = try call(Request.line(op: "open", [("hash", .string(hash))]), .descriptor) else {
+    /// `open` of `hash`: the object's file and size, or the error answer.
+    package func open(hash: String) throws(CachedError) -> Client.OpenAnswer {
+        guard case let .descriptor(open) = try call(Request.line(op: "open", [("hash", .string(hash))]), .descriptor) else {
             throw CachedError(.malformed, "an open answer of another shape")
         }
-        return (json, fd)
+        return open
     }
 
     /// `read` of `hash`: the header line, and the bytes with an ok one.
@@ -44,7 +48,7 @@ package final class BlockingClient: Sendable {
 
     private func call(_ line: [UInt8], _ shape: AnswerShape, onEvent: @escaping @Sendable (JSON) -> Void = { _ in }) throws(CachedError) -> WireAnswer {
         let result = Monitor<Result<WireAnswer, CachedError>?>(nil)
-        pipeline.submit(line, Waiter(shape, onEvent: onEvent) { r in result.update { $0 = r } }, inline: true)
+        pipeline.submit(line, Waiter(shape, quick: quick, onEvent: onEvent) { r in result.update { $0 = r } }, inline: true)
         return try result.wait { $0 }.get()
     }
 }

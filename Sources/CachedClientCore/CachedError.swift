@@ -3,8 +3,8 @@ import CacheProtocol
 /// Why a call failed: the daemon's error code (docs/protocol.md, "Errors"),
 /// or why it could not be asked.
 public struct CachedError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The daemon's codes (`ErrorCode`, of the same names), then the client's own.
     public enum Code: String, Sendable, Equatable, CaseIterable {
-        // The daemon's codes.
         case badRequest = "bad_request"
         case notFound = "not_found"
         case notCached = "not_cached"
@@ -48,11 +48,20 @@ public struct CachedError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// The error of an `{"ok":false,...}` answer, or nil for an ok one.
+    /// The error of an `{"ok":false,...}` answer, or nil for an ok one. Only
+    /// the protocol's codes (`ErrorCode`) are taken from the daemon: any
+    /// other, the client's own among them, is `internal`.
     package init?(answer: JSON) {
         guard answer["ok"]?.bool != true else { return nil }
-        let code = answer["error"]?["code"]?.string ?? "internal"
-        self.init(Code(rawValue: code).flatMap { [.unavailable, .timedOut, .malformed, .cancelled].contains($0) ? nil : $0 } ?? .internal,
-                  answer["error"]?["message"]?.string ?? "the daemon answered without a reason")
+        let wire = answer["error"]?["code"]?.string.flatMap(ErrorCode.init(rawValue:)) ?? .internal
+        self.init(Code(wire), answer["error"]?["message"]?.string ?? "the daemon answered without a reason")
+    }
+}
+
+extension CachedError.Code {
+    /// The client's code for the daemon's `code`: the one of the same name
+    /// (every `ErrorCode` has one, ModelTests checks).
+    package init(_ code: ErrorCode) {
+        self = Self(rawValue: code.rawValue) ?? .internal
     }
 }

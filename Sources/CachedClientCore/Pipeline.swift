@@ -23,17 +23,18 @@ package enum AnswerShape: Sendable {
 package enum WireAnswer: Sendable {
     case line(JSON)
     case bytes(JSON, [UInt8])
-    case descriptor(JSON, FileDescriptor?)
+    case descriptor(Client.OpenAnswer)
 
     package var json: JSON {
         switch self {
-        case .line(let j), .bytes(let j, _), .descriptor(let j, _): j
+        case .line(let j), .bytes(let j, _): j
+        case .descriptor(let open): open.answer
         }
     }
 
     /// Closes a descriptor nobody will take.
     package func discard() {
-        if case .descriptor(_, let fd?) = self { fd.close() }
+        if case .descriptor(.file(let fd, _, _)) = self { fd.close() }
     }
 }
 
@@ -173,6 +174,9 @@ package final class Pipeline: Sendable {
         return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
     }
 
+    /// Marks `link` broken and no longer current, and shuts it down: nothing
+    /// more may be sent or read on it, so a late answer to a failed request
+    /// never reaches a later one. Its queue stays for its reader to fail.
     private func breakLink(_ link: Link) {
         state.withLock { current in
             link.broken = true
@@ -199,17 +203,15 @@ package final class Pipeline: Sendable {
                 state.withLock { _ in _ = link.queue.removeFirst() }
                 waiter.finish(.success(answer))
             } catch {
-                let failed = state.withLock { current -> [Waiter] in
-                    let all = link.queue
-                    link.queue = []
-                    link.readerRunning = false
-                    link.broken = true
-                    if current === link { current = nil }
-                    return all
+                breakLink(link)
+                // Broken, it takes no more requests: the queue is complete.
+                let failed = state.withLock { _ -> [Waiter] in
+                    defer {
+                        link.queue = []
+                        link.readerRunning = false
+                    }
+                    return link.queue
                 }
-                // Nothing more may be read or sent on it: a late answer to
-                // a failed request must never reach a later one.
-                _ = Glibc.shutdown(link.client.descriptor.rawValue, Int32(SHUT_RDWR))
                 let reason = CachedError(error)
                 for w in failed { w.finish(.failure(reason)) }
                 return
@@ -217,12 +219,10 @@ package final class Pipeline: Sendable {
         }
     }
 
-    /// The total deadline of `waiter`'s answer: for a quick call, and for
-    /// every call under `.answer` (cachectl's quick commands).
+    /// The total deadline of `waiter`'s answer, for a quick call.
     private func deadline(of waiter: Waiter) -> Deadline? {
-        guard let seconds = timeout.seconds else { return nil }
-        if case .answer = timeout { return Deadline(seconds: seconds, from: waiter.created) }
-        return waiter.quick ? Deadline(seconds: seconds, from: waiter.created) : nil
+        guard waiter.quick, let seconds = timeout.seconds else { return nil }
+        return Deadline(seconds: seconds, from: waiter.created)
     }
 
     private func readAnswer(_ waiter: Waiter, from client: Client) throws(ClientError) -> WireAnswer {
@@ -232,7 +232,8 @@ package final class Pipeline: Sendable {
             return .line(try Self.checked(client.readJSON()))
         case .descriptor:
             let open = try client.readOpenAnswer()
-            return .descriptor(try Self.checked(open.answer), open.file)
+            _ = try Self.checked(open.answer)
+            return .descriptor(open)
         case .bytes:
             let header = try Self.checked(client.readJSON())
             guard header["ok"]?.bool == true else { return .line(header) }

@@ -333,7 +333,7 @@ enum ReadAllBenchmark {
         while next < min(window, order.count) { try sendRequest() }
         for _ in 0..<order.count {
             let opened = try client.readOpenAnswer()
-            guard let fd = opened.file, let size = opened.size else {
+            guard case let .file(fd, size, _) = opened else {
                 throw SystemError("open", String(decoding: opened.answer.encoded, as: UTF8.self))
             }
             if next < order.count { try sendRequest() }

@@ -9,6 +9,8 @@ request line on every connection the way MODE says, until killed:
   huge-read     get_image names an object; open is an unknown op (a daemon
                 older than open); read declares 34,359,738,368 bytes and then
                 streams zeros until the client hangs up
+  big-read      as huge-read, but read declares 134,217,728 bytes (128 MiB,
+                a size the clients accept) and sends them, then stays open
   huge-read-max as huge-read, declaring 34,359,738,352 bytes (16 x (2^31-1),
                 the most cachectl 0.1 accepted, and then tried to allocate)
   endless-line  every answer is 1.25 GiB with no newline, streamed in 1 MiB
@@ -24,6 +26,11 @@ request line on every connection the way MODE says, until killed:
                 byte with 8 descriptors of /dev/null (344 in all)
   trickle       every answer is a valid line sent one byte every INTERVAL
                 seconds (default 0.5)
+  no-ok         every answer's ok is the string "true", and a stray valid
+                ping answer follows it (read as the next call's answer by a
+                client that keeps the connection)
+  no-code       every answer is ok false with a number for error.code, and
+                a stray valid ping answer follows it
 
 Standard library only. Prints "ready" on stdout once it listens.
 """
@@ -39,10 +46,13 @@ import time
 HASH = "0123456789abcdef0123456789abcdef"
 IMAGE = {"ok": True, "image": {"row": 0, "url": "http://127.0.0.1/a.png", "description": None, "hash": HASH,
                                "size": 10, "type": "image/png", "path": "/nonexistent/a.png"}}
-HUGE_READ = {"huge-read": 34359738368, "huge-read-max": 34359738352}
+READ_SIZES = {"huge-read": 34359738368, "huge-read-max": 34359738352, "big-read": 128 << 20}
 ENDLESS = 5 << 28          # 1.25 GiB
 DEPTH = 200000
 OPEN_SIZE = 3000000000
+MISSHAPEN = {"no-ok": {"ok": "true", "version": "0.0.0", "protocol": 1},
+             "no-code": {"ok": False, "error": {"code": 7, "message": "seven"}}}
+STRAY = {"ok": True, "version": "stray", "protocol": 1}
 
 
 def line(value) -> bytes:
@@ -64,14 +74,14 @@ def stream(conn: socket.socket, piece: bytes, total: int) -> None:
 
 def answer(mode: str, op: str, conn: socket.socket, interval: float) -> bool:
     """Answers one request; False when the connection should be closed."""
-    if mode in ("huge-read", "huge-read-max", "devzero", "shortfile") and op == "get_image":
+    if mode in ("huge-read", "huge-read-max", "big-read", "devzero", "shortfile") and op == "get_image":
         conn.sendall(line(IMAGE))
         return True
-    if mode in HUGE_READ:
+    if mode in READ_SIZES:
         if op == "read":
-            conn.sendall(line({"ok": True, "size": HUGE_READ[mode]}))
-            stream(conn, bytes(1 << 20), HUGE_READ[mode])
-            return False
+            conn.sendall(line({"ok": True, "size": READ_SIZES[mode]}))
+            stream(conn, bytes(1 << 20), READ_SIZES[mode])
+            return mode == "big-read"
         conn.sendall(unknown(op))
         return True
     if mode in ("devzero", "shortfile"):
@@ -116,6 +126,9 @@ def answer(mode: str, op: str, conn: socket.socket, interval: float) -> bool:
         for byte in line({"ok": True, "version": "0.0.0", "protocol": 1, "pad": "x" * 120}):
             conn.sendall(bytes([byte]))
             time.sleep(interval)
+        return True
+    if mode in MISSHAPEN:
+        conn.sendall(line(MISSHAPEN[mode]) + line(STRAY))
         return True
     raise SystemExit(f"unknown mode {mode}")
 

@@ -58,6 +58,18 @@ import CachedClient
         #expect(r.stderr == "cachectl: malformed answer from cached: an answer that is not a JSON object: [1,2,3]\n", "\(r.stderr)")
     }
 
+    /// An answer line without a boolean `ok`, or `ok: false` without a string
+    /// `error.code`, is refused (a stray valid line follows each).
+    @Test func anAnswerWithoutOkOrErrorCodeIsMalformed() throws {
+        for (mode, says) in [("no-ok", #"an answer without a boolean ok: {"ok":"true","version":"0.0.0","protocol":1}"#),
+                             ("no-code", #"an error answer without error.code: {"ok":false,"error":{"code":7,"message":"seven"}}"#)] {
+            let bad = try BadDaemon(mode)
+            let r = try measuredCachectl(["--socket", bad.socket, "ping"])
+            #expect(r.status == 1, "\(mode): \(r.stderr)")
+            #expect(r.stderr == "cachectl: malformed answer from cached: \(says)\n", "\(mode): \(r.stderr)")
+        }
+    }
+
     @Test func aPassedDescriptorMustBeARegularFileOfTheAnnouncedSize() throws {
         for (mode, why) in [("devzero", "not a regular file (a character device)"),
                             ("shortfile", "a file of 10 bytes, not the 3000000000 announced")] {
@@ -119,6 +131,23 @@ import CachedClient
         let legit = try BadDaemon("deep-legit")
         let posts = try await CachedClient(socketPath: legit.socket).posts()
         #expect(posts.map(\.id) == [1])
+    }
+
+    /// A misshapen answer line is `malformed` and drops the connection: the
+    /// stray valid line after it is never read as the next call's answer.
+    @Test func theLibraryDropsTheConnectionAfterAMisshapenAnswer() async throws {
+        for (mode, says) in [("no-ok", "without a boolean ok"), ("no-code", "without error.code")] {
+            let bad = try BadDaemon(mode)
+            let cached = CachedClient(socketPath: bad.socket, timeout: 60)
+            for call in 1...2 {
+                do {
+                    let version = try await cached.ping().version
+                    Issue.record("\(mode), call \(call): answered \(version)")
+                } catch {
+                    #expect(error.code == .malformed && error.message.contains(says), "\(mode), call \(call): \(error)")
+                }
+            }
+        }
     }
 
     @Test func theLibraryMeetsTheTotalDeadlineForQuickCalls() async throws {

@@ -27,11 +27,14 @@ from typing import Any, BinaryIO, Dict, Iterator, List, Optional
 __all__ = ["Client", "CachedError", "default_socket"]
 __version__ = "0.1.0"
 
-#: The codes of the daemon's error answers (docs/protocol.md, "Errors"),
-#: and the client's own: ``unavailable`` (no daemon, or the connection broke)
-#: and ``malformed`` (an answer this client cannot read).
-ERROR_CODES = ("bad_request", "not_found", "not_cached", "upstream", "too_large", "busy", "internal",
-               "unavailable", "malformed")
+#: The codes of the daemon's error answers (docs/protocol.md, "Errors").
+DAEMON_ERROR_CODES = ("bad_request", "not_found", "not_cached", "upstream", "too_large", "busy", "internal")
+#: The client's own codes, never taken from the daemon: ``unavailable`` (no
+#: daemon, or the connection broke) and ``malformed`` (an answer this client
+#: cannot read).
+CLIENT_ERROR_CODES = ("unavailable", "malformed")
+#: Every ``CachedError.code``.
+ERROR_CODES = DAEMON_ERROR_CODES + CLIENT_ERROR_CODES
 
 #: What this client accepts from the daemon (docs/protocol.md, "Client
 #: libraries"; the Swift client's ``ProtocolLimits``): past them an answer is
@@ -68,11 +71,16 @@ def default_socket(environ: Optional[Dict[str, str]] = None) -> str:
     elif env.get("XDG_RUNTIME_DIR"):
         mine = env["XDG_RUNTIME_DIR"] + "/cached.sock"
     else:
-        mine = f"/tmp/cached-{os.getuid()}/cached.sock"
+        mine = _private_directory() + "/cached.sock"
     system = "/run/cached/cached.sock"
     if not os.path.exists(mine) and os.path.exists(system):
         return system
     return mine
+
+
+def _private_directory() -> str:
+    """``/tmp/cached-<uid>``: the socket's directory for a user with no XDG directories."""
+    return f"/tmp/cached-{os.getuid()}"
 
 
 def _check_directory(path: str) -> None:
@@ -86,12 +94,12 @@ def _check_directory(path: str) -> None:
     it is root's and sticky (``/tmp``).
     """
     directory = os.path.dirname(os.path.abspath(path))
-    private = f"/tmp/cached-{os.getuid()}"
+    private = _private_directory()
     try:
-        same_as_private = os.path.samefile(directory, private) if os.path.exists(private) else directory == private
-    except OSError:
+        same_as_private = directory == private or os.path.samefile(directory, private)
+    except OSError:  # either does not exist
         same_as_private = False
-    if directory == private or same_as_private:
+    if same_as_private:
         try:
             st = os.lstat(private)
         except OSError:
@@ -257,11 +265,14 @@ class Client:
             raise self._malformed(f"an answer that is not a JSON object: {raw[:200]!r}")
         return value
 
-    def _bytes(self, count: int) -> bytes:
+    def _bytes(self, count: int) -> bytearray:
+        """The next ``count`` bytes: the buffer itself, grown as they arrive
+        (never to the size declared) and handed over without a copy, so a
+        payload is held once (1 GiB at ``MAX_READ_BYTES``, not three times)."""
         while len(self._buffer) < count:
             self._fill()
-        out = bytes(self._buffer[:count])
-        del self._buffer[:count]
+        out, self._buffer = self._buffer, self._buffer[count:]
+        del out[count:]
         self._scanned = 0
         return out
 
@@ -276,18 +287,17 @@ class Client:
         except OSError as e:
             raise self._fail(f"failed while sending: {e}") from None
 
-    @staticmethod
-    def _checked(answer: Dict[str, Any]) -> Dict[str, Any]:
+    def _checked(self, answer: Dict[str, Any]) -> Dict[str, Any]:
+        """``answer`` when it is an answer line as docs/protocol.md says (a
+        boolean ``ok`` and, when false, an ``error`` with a string ``code``),
+        else ``malformed``, dropping the connection as every refusal does."""
         ok = answer.get("ok")
         if ok is True:
             return answer
         error = answer.get("error")
         if ok is not False or not isinstance(error, dict) or not isinstance(error.get("code"), str):
-            # The line was whole: the connection is still in step.
-            raise CachedError("malformed", f"an answer without a boolean ok and an error code: {json.dumps(answer)[:200]}")
-        code = error["code"]
-        if code not in ERROR_CODES[:7]:
-            code = "internal"  # the client's own codes never come from the daemon
+            raise self._malformed(f"an answer without a boolean ok and an error code: {json.dumps(answer)[:200]}")
+        code = error["code"] if error["code"] in DAEMON_ERROR_CODES else "internal"
         raise CachedError(code, str(error.get("message", "the daemon gave no reason")))
 
     def call(self, op: str, **fields: Any) -> Dict[str, Any]:
@@ -332,18 +342,23 @@ class Client:
         """The manifest's rows, each as ``image`` returns it (``hash`` None when not cached)."""
         return self.call("list_images", offset=offset, limit=limit)["images"]
 
-    def read(self, hash: str) -> bytes:
-        """The verified bytes of the object named by ``hash``."""
-        self._send("read", hash=hash)
-        header = self._checked(self._line())
-        size = header.get("size")
+    def _size(self, answer: Dict[str, Any], what: str) -> int:
+        """The ``size`` of an ok ``read`` or ``open`` answer, else ``malformed``."""
+        size = answer.get("size")
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise self._malformed(f"a read answer without a size: {header}")
+            raise self._malformed(f"{what} answer without a size: {json.dumps(answer)[:200]}")
+        return size
+
+    def read(self, hash: str) -> bytearray:
+        """The verified bytes of the object named by ``hash`` (a bytearray:
+        they are not copied again into ``bytes``)."""
+        self._send("read", hash=hash)
+        size = self._size(self._checked(self._line()), "a read")
         if size > MAX_READ_BYTES:
             raise self._malformed(f"a read answer of {size} bytes, more than the {MAX_READ_BYTES} this client reads into memory")
         return self._bytes(size)
 
-    def image_data(self, row: int) -> bytes:
+    def image_data(self, row: int) -> bytearray:
         """Row ``row``'s image bytes, verified (downloaded first if need be)."""
         entry = self.image(row)
         if not entry.get("hash"):
@@ -363,22 +378,21 @@ class Client:
         answer = self._checked(self._line())
         if not self._fds:
             raise self._malformed("an open answer came without a file descriptor")
+        size = self._size(answer, "an open")
         fd = self._fds.pop(0)
         for extra in self._fds:
             os.close(extra)
         self._fds = []
-        problem = self._passed_file_problem(fd, answer.get("size"))
+        problem = self._passed_file_problem(fd, size)
         if problem:
             os.close(fd)
             raise self._malformed(f"the descriptor passed with an open answer is {problem}")
         return io.open(fd, "rb", closefd=True)
 
     @staticmethod
-    def _passed_file_problem(fd: int, size: Any) -> Optional[str]:
+    def _passed_file_problem(fd: int, size: int) -> Optional[str]:
         """None when ``fd`` is a regular file of ``size`` bytes, else what is
         wrong (a passed ``/dev/zero`` or pipe would never end)."""
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            return f"announced without a size ({size!r})"
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a pipe"),

@@ -28,8 +28,8 @@ import json, sys
 from cached_client import Client, CachedError
 c = Client(sys.argv[1], timeout=float(sys.argv[2]))
 try:
-    eval(sys.argv[3])
-    print(json.dumps({"code": None}))
+    value = eval(sys.argv[3])
+    print(json.dumps({"code": None, "length": len(value) if isinstance(value, (bytes, bytearray)) else None}))
 except CachedError as e:
     print(json.dumps({"code": e.code, "message": e.message}))
 """
@@ -89,6 +89,13 @@ def test_a_read_declaring_34_gigabytes_is_refused(bad):
     assert rss < RSS_BOUND, rss
 
 
+def test_a_read_payload_is_held_once(bad):
+    # 128 MiB read whole: held once, not copied (three copies were 384 MiB).
+    outcome, rss, _ = run(bad("big-read"), f"c.read({HASH!r})")
+    assert outcome == {"code": None, "length": 128 << 20}, outcome
+    assert rss < (128 << 20) * 3 // 2, rss
+
+
 def test_an_endless_line_is_cut_at_the_answer_line_limit(bad):
     outcome, rss, _ = run(bad("endless-line"), "c.ping()")
     assert outcome["code"] == "malformed", outcome
@@ -127,3 +134,14 @@ def test_descriptors_passed_without_open_answers_are_bounded(bad):
     outcome, _, _ = run(bad("fd-flood"), "c.ping()")
     assert outcome["code"] == "malformed", outcome
     assert f"more than {cached_client.MAX_PENDING_DESCRIPTORS} descriptors" in outcome["message"], outcome
+
+
+@pytest.mark.parametrize("mode", ["no-ok", "no-code"])
+def test_a_misshapen_answer_is_malformed_and_drops_the_connection(bad, mode):
+    # Each misshapen line is followed by a stray valid one: a client that
+    # kept the connection would return it as the second ping's answer.
+    with cached_client.Client(bad(mode), timeout=10) as c:
+        for call in (1, 2):
+            with pytest.raises(cached_client.CachedError) as e:
+                c.ping()
+            assert e.value.code == "malformed" and "without a boolean ok and an error code" in e.value.message, (call, e.value)

@@ -8,6 +8,7 @@ import tempfile
 
 import pytest
 
+import cached_client
 from cached_client import CachedError, Client, default_socket
 
 
@@ -155,12 +156,22 @@ def test_a_private_directory_owned_by_another_user_is_refused(tmp_path):
         os.rmdir(private)
 
 
+def test_the_daemon_codes_are_the_protocols():
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "protocol.md")) as f:
+        table = f.read().split("| code | meaning |\n|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    documented = tuple(row.split("`")[1] for row in table.splitlines())
+    assert cached_client.DAEMON_ERROR_CODES == documented
+    assert not set(cached_client.CLIENT_ERROR_CODES) & set(documented)
+
+
 def test_the_daemon_cannot_send_the_clients_own_codes():
-    with pytest.raises(CachedError) as e:
-        Client._checked({"ok": False, "error": {"code": "unavailable", "message": "forged"}})
-    assert e.value.code == "internal"
+    client = Client("/nonexistent/cached.sock")
+    for code in cached_client.CLIENT_ERROR_CODES + ("from_a_later_daemon",):
+        with pytest.raises(CachedError) as e:
+            client._checked({"ok": False, "error": {"code": code, "message": "forged"}})
+        assert e.value.code == "internal", code
     # An answer without the error the protocol requires is the client's to refuse.
     for answer in ({"ok": False, "error": "not an object"}, {"ok": False}, {"ok": 1}, {"posts": []}):
         with pytest.raises(CachedError) as e:
-            Client._checked(answer)
+            client._checked(answer)
         assert e.value.code == "malformed", answer
