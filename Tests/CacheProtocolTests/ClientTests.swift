@@ -37,7 +37,7 @@ private final class TempDirectory {
         let foreign = temp.directory("foreign", owner: Self.nobody, mode: 0o700)
         let me = geteuid()
         #expect(SocketDirectory.problem(socket: foreign + "/cached.sock", privateDirectory: foreign) ==
-                "\(foreign) is owned by uid 65534, not by uid \(me) who runs this; another user could replace what is in it " +
+                "\(foreign) is owned by uid 65534, not by uid \(me) who runs this; that user could replace what is in it " +
                 "(have it removed, which in a sticky /tmp takes its owner or root; or chown \(me) \(foreign) and chmod 0700 \(foreign); " +
                 "or choose another path, such as one under XDG_RUNTIME_DIR)")
         // The same directory as any other socket directory: another user's, only they can write it: fine.
