@@ -85,6 +85,34 @@ import CacheSystem
         for i in 0..<min(sent, 50) { #expect(try hog.readJSON()["total"]?.int == 100, "answer \(i)") }
     }
 
+    /// Many clients that never read, together past max-queued-bytes-total
+    /// (issue 22): a new client's listing is refused `busy` (its size is
+    /// unknown until built), its other requests, a liveness `ping` among
+    /// them, are answered; the hogs that stopped reading are closed.
+    @Test func pastTheTotalBoundAListingIsBusyAndAPingIsAnswered() throws {
+        let origin = try Origin()
+        let daemon = try Daemon(origin: origin, arguments: ["--max-queued-bytes", "64K", "--max-queued-bytes-total", "1M"])
+        _ = try daemon.call("prefetch", [("what", .string("posts"))])
+        let line = Request.line(op: "list_posts")
+        var hogs: [Client] = []
+        for _ in 0..<40 {  // 40 x more than 64 KiB of 27 KiB listings: past 1 MiB together
+            let hog = try daemon.client()
+            try hog.descriptor.setNonBlocking()
+            for _ in 0..<64 { _ = try? line.withBytes { (raw) throws(SystemError) in try UnixSocket.send(hog.descriptor, raw) } }
+            hogs.append(hog)
+        }
+        usleep(300_000)
+        let fresh = try daemon.client()
+        let listing = try fresh.call("list_posts")
+        #expect(listing["error"]?["code"]?.string == "busy", "\(listing)")
+        #expect(listing["error"]?["message"]?.string?.contains("max-queued-bytes-total") == true)
+        #expect(try fresh.call("ping")["ok"] == .bool(true))
+        #expect(try daemon.call("get_post", [("id", num(9))])["post"]?["id"]?.int == 9)
+        #expect(waitUntil(10) { daemon.log.contains("connections that stopped reading") }, "\(daemon.log.suffix(1500))")
+        #expect(waitUntil(10) { (try? daemon.call("list_posts", [("limit", num(1))]))?["total"]?.int == 100 },
+                "once the hogs are closed, listings are made again")
+    }
+
     @Test func tenThousandRandomAndMutatedLinesThenCorrectAnswers() throws {
         let origin = try Origin()
         let daemon = try Daemon(origin: origin)

@@ -189,8 +189,9 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
         responses.error(.requestTimeout, .badRequest, "the request did not arrive in time (http-request-timeout)", nil)
     }
 
-    func busy(maxConnections: Int) -> [UInt8] {
-        responses.error(.unavailable, .busy, "too many connections (\(maxConnections)); try again later", nil) {
+    func busy(_ limit: LimitReached) -> [UInt8] {
+        let e = ProtocolError(limit)
+        return responses.error(.unavailable, e.code, e.message, nil) {
             $0.field("Retry-After", 1)
         }
     }

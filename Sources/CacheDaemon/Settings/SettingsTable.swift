@@ -44,7 +44,7 @@ extension Settings {
               \.idleTimeout, parse: { k, v throws(SettingsError) in try ValueParser.seconds(k, v, allowZero: true) }, format: { "\($0)" }),
         .make("max-queued-bytes", "SIZE", .live, "answer bytes queued for a client before its requests stop being read (at least 64K)",
               \.maxQueuedBytes, parse: { k, v throws(SettingsError) in try ValueParser.size(k, v, minimum: 64 << 10, "at least 64K") }, format: { String($0) }),
-        .make("max-queued-bytes-total", "SIZE", .live, "answer bytes queued for all clients together before every client's requests wait and those not reading are closed (at least 1M)",
+        .make("max-queued-bytes-total", "SIZE", .live, "answer bytes queued for all clients together before listings are refused busy and clients not reading are closed (at least 1M)",
               \.maxQueuedBytesTotal, parse: { k, v throws(SettingsError) in try ValueParser.size(k, v, minimum: 1 << 20, "at least 1M") }, format: { String($0) }),
         .make("max-json-depth", "N", .live, "deepest nesting accepted in a request, 2 to 1000",
               \.maxJSONDepth, parse: { k, v throws(SettingsError) in try ValueParser.whole(k, v, 2...1000) }, format: { String($0) }),

@@ -30,6 +30,11 @@ extension ProtocolError {
             self.init(.busy, "too many connections (\(max)); try again later")
         case .requestLine(let max):
             self.init(.tooLarge, "request line longer than \(max) bytes; closing the connection")
+        case .queuedAnswers(let max):
+            self.init(.busy, "\(max) bytes of answers wait for clients that do not read them (max-queued-bytes-total); "
+                      + "a listing is not started now: try again later")
+        case .descriptors(let limit):
+            self.init(.busy, "out of file descriptors (RLIMIT_NOFILE \(limit)); try again later")
         }
     }
 }
@@ -40,4 +45,9 @@ enum LimitReached: Error, Sendable {
     case connections(Int)
     /// A request line is longer than the protocol allows.
     case requestLine(Int)
+    /// All connections together hold `max-queued-bytes-total` (or their
+    /// share of descriptors): a listing would add an answer of unknown size.
+    case queuedAnswers(Int)
+    /// `accept` found no descriptor left under this limit.
+    case descriptors(Int)
 }

@@ -39,6 +39,12 @@ extension EventLoop {
                 // the answer, in order, or it would wait and then send the
                 // body where the next request should start).
                 if request.expectsContinue && request.contentLength > 0 { c.answerNow(http.continueHead) }
+                if totals.full && Self.isListing(request) {
+                    errors += 1
+                    c.answerNow(http.busy(.queuedAnswers(totals.maxBytes)))
+                    if !http.keepsAlive(request) { c.closeAfterFlush = true }
+                    continue
+                }
                 let slot = c.nextSlot
                 c.nextSlot += 1
                 let reply = Reply(mailbox: mailbox, connection: c.id, slot: slot, tag: nil)
@@ -58,11 +64,16 @@ extension EventLoop {
                     c.pendingListing = slot
                     // Only a listing's size is unknown until it is made; an
                     // object, a download or an event stream reserves nothing.
-                    if request.path == ["posts"] || request.path == ["images"] { c.reservedBytes = limits.maxQueuedBytes }
+                    if Self.isListing(request) { c.reservedBytes = limits.maxQueuedBytes }
                 }
                 if !http.keepsAlive(request) { c.closeAfterFlush = true }
             }
         }
+    }
+
+    /// `/posts` or `/images`: an answer whose size is known only once it is built.
+    static func isListing(_ request: HTTPRequest) -> Bool {
+        request.path == ["posts"] || request.path == ["images"]
     }
 
     /// Part of a request (or its body) is here and the rest is awaited:

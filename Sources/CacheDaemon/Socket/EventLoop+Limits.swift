@@ -10,11 +10,12 @@ import CacheSystem
 /// descriptors waiting to be sent or passed. Owned by the loop thread; each
 /// `Connection` adds and removes its own.
 ///
-/// At a bound (`full`) the connections that hold answers stop being read,
-/// while a connection holding nothing may still send a request (a new
-/// client is answered); at twice a bound (`overflowing`) every connection
-/// waits. Both are released at three quarters of the bound, so reading
-/// does not flap on and off around it.
+/// At a bound (`full`) the connections that hold answers stop being read
+/// and a listing (whose size is known only once it is built) is refused
+/// `busy`, while a connection holding nothing may still send any other
+/// request: a new client, a client's liveness `ping` on a second
+/// connection, is answered. `full` ends at three quarters of the bound, so
+/// reading does not flap on and off around it.
 final class OutputTotals {
     /// Bytes of `.bytes` chunks queued on all connections, and reserved.
     var bytes = 0
@@ -24,8 +25,7 @@ final class OutputTotals {
     var maxBytes: Int
     var maxDescriptors: Int
     private(set) var full = false
-    private(set) var overflowing = false
-    /// Set when `full` or `overflowing` ends: the loop resumes the connections it paused.
+    /// Set when `full` ends: the loop resumes the connections it paused.
     var resumeDue = false
 
     init(maxBytes: Int, maxDescriptors: Int) {
@@ -35,13 +35,7 @@ final class OutputTotals {
 
     /// Updates the states after a change of either total.
     func check() {
-        let over = bytes >= maxBytes || descriptors >= maxDescriptors
-        if over { full = true }
-        if bytes >= 2 * maxBytes || descriptors >= 2 * maxDescriptors { overflowing = true }
-        if overflowing && !over {
-            overflowing = false
-            resumeDue = true
-        }
+        if bytes >= maxBytes || descriptors >= maxDescriptors { full = true }
         if full && hasRoom {
             full = false
             resumeDue = true
@@ -51,9 +45,9 @@ final class OutputTotals {
     /// At most three quarters of each bound: where reading resumes and shedding stops.
     var hasRoom: Bool { bytes <= maxBytes / 4 * 3 && descriptors <= maxDescriptors / 4 * 3 }
 
-    /// Whether a connection that holds answers (or, when overflowing, any) waits.
+    /// Whether a connection that holds answers waits.
     func pauses(holdingAnswers: Bool) -> Bool {
-        overflowing || (full && holdingAnswers)
+        full && holdingAnswers
     }
 }
 
@@ -68,9 +62,7 @@ extension EventLoop {
     /// process's real limit on open files: a quarter of it for answers (at
     /// least 32), the rest for connections, the store and curl.
     static func descriptorBudget() -> (perConnection: Int, total: Int) {
-        var limit = rlimit()
-        let soft = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 ? Int(min(limit.rlim_cur, 1 << 24)) : 1024
-        let total = max(32, soft / 4)
+        let total = max(32, openFileLimit() / 4)
         return (min(64, max(8, total / 8)), total)
     }
 
@@ -87,11 +79,17 @@ extension EventLoop {
             Glibc.close(spareDescriptor)
             spareDescriptor = -1
             if let fd = try? UnixSocket.accept(listeners[listener].fd) {
-                refuseBusy(fd, listeners[listener], max: connections.count)
+                refuseBusy(fd, listeners[listener], .descriptors(EventLoop.openFileLimit()))
             }
             spareDescriptor = EventLoop.openSpare()
         }
         pauseListener(listener)
+    }
+
+    /// The soft `RLIMIT_NOFILE` (1024 if it cannot be read).
+    static func openFileLimit() -> Int {
+        var limit = rlimit()
+        return getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 ? Int(min(limit.rlim_cur, 1 << 24)) : 1024
     }
 
     /// A descriptor kept open to be closed when the process runs out.
@@ -163,5 +161,15 @@ extension EventLoop {
             log.info("HTTP connections at http-max-connections \(limits.maxHTTPConnections): closing connection \(oldest.id), open for \((now - oldest.opened) / 1_000_000) ms without a request\(LogThrottle.suffix(held))")
         }
         close(oldest)
+    }
+}
+
+extension Command {
+    /// `list_posts` or `list_images`: an answer whose size is known only once it is built.
+    var isListing: Bool {
+        switch self {
+        case .listPosts, .listImages: true
+        default: false
+        }
     }
 }

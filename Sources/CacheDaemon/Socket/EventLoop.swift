@@ -215,7 +215,7 @@ final class EventLoop {
             if listener.framing == .http && httpConnections >= limits.maxHTTPConnections { evictSilentHTTP() }
             let httpFull = listener.framing == .http && httpConnections >= limits.maxHTTPConnections
             if connections.count >= limits.maxConnections || httpFull {
-                refuseBusy(fd, listener, max: httpFull ? limits.maxHTTPConnections : limits.maxConnections)
+                refuseBusy(fd, listener, .connections(httpFull ? limits.maxHTTPConnections : limits.maxConnections))
                 continue
             }
             if listener.tcp { _ = clinux_tcp_nodelay(fd.rawValue) }
@@ -235,11 +235,10 @@ final class EventLoop {
         }
     }
 
-    /// Tells a connection over a limit `busy` in its listener's framing (at
-    /// most `max` connections), without waiting, and closes it.
-    func refuseBusy(_ fd: FileDescriptor, _ listener: Listener, max: Int) {
-        let line = listener.framing == .http && http != nil ? http!.busy(maxConnections: max)
-            : Response.error(ProtocolError(LimitReached.connections(max)), tag: nil)
+    /// Tells a connection over `limit` `busy` in its listener's framing,
+    /// without waiting, and closes it.
+    func refuseBusy(_ fd: FileDescriptor, _ listener: Listener, _ limit: LimitReached) {
+        let line = listener.framing == .http && http != nil ? http!.busy(limit) : Response.error(ProtocolError(limit), tag: nil)
         _ = line.withUnsafeBytes { try? UnixSocket.send(fd, $0) }
         fd.close()
     }
@@ -331,6 +330,11 @@ final class EventLoop {
                     c.answerNow(Response.error(e.error, tag: e.tag))
                 case .success(let request):
                     requests += 1
+                    if totals.full && request.command.isListing {
+                        errors += 1
+                        c.answerNow(Response.error(ProtocolError(LimitReached.queuedAnswers(totals.maxBytes)), tag: request.tag))
+                        continue
+                    }
                     let reply = Reply(mailbox: mailbox, connection: c.id, slot: slot, tag: request.tag)
                     switch handler(request, reply) {
                     case .now(let bytes): c.answerNow(bytes)
@@ -341,11 +345,9 @@ final class EventLoop {
                         c.answerNow(line, passing: fd)
                     case .later:
                         c.awaitAnswer(slot)
-                        switch request.command {
-                        case .listPosts, .listImages:
+                        if request.command.isListing {
                             c.pendingListing = slot
                             c.reservedBytes = limits.maxQueuedBytes
-                        default: break
                         }
                     }
                 }

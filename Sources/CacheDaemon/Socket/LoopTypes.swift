@@ -65,8 +65,8 @@ protocol HTTPHandling: AnyObject {
     func timedOut() -> [UInt8]
     /// The whole answer to a head that was refused.
     func rejected(_ rejection: HTTPRejection) -> [UInt8]
-    /// The whole answer to a connection over `max-connections`.
-    func busy(maxConnections: Int) -> [UInt8]
+    /// The whole answer to a request or connection over `limit` (503).
+    func busy(_ limit: LimitReached) -> [UInt8]
     /// Connection `id` closed (an event stream it held ends).
     func closed(connection id: UInt64)
 }
