@@ -108,3 +108,13 @@ public struct JSONObjectWriter {
         return w.bytes
     }
 }
+
+extension JSONWriter {
+    /// A post id as JSON: a number or a string.
+    public mutating func postID(_ id: PostID) {
+        switch id {
+        case .int(let v): int(v)
+        case .string(let s): string(s)
+        }
+    }
+}
