@@ -1,3 +1,4 @@
+import CacheSystem
 /// Builds compact JSON text into a byte buffer.
 public struct JSONWriter {
     public var bytes: [UInt8]
