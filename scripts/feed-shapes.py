@@ -364,6 +364,120 @@ def images_check(d, shape, rows, label, fetch_bytes=True):
           "; ".join(bad) if bad else "%d images" % len(rows))
 
 
+# --- the fixtures, read by a reference client ------------------------------------------
+#
+# Before the daemon is asked anything, a few lines of Python read each good
+# shape by the rules of issue 23 (items and id pointers, JSON Feed's items,
+# Link rel="next" always, the next pointer resolved against the page's URL,
+# each page's ETag sent back): the pages, posts and rows it finds must be
+# the ones the checks expect, and a second reading must be answered 304
+# page by page. A FAIL of the daemon's checks is then the daemon's.
+
+def pointer(doc, ptr):
+    """RFC 6901: the value `ptr` points to in `doc`, or KeyError."""
+    if ptr == "":
+        return doc
+    for token in ptr.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(doc, list):
+            doc = doc[int(token)]
+        elif isinstance(doc, dict):
+            doc = doc[token]
+        else:
+            raise KeyError(ptr)
+    return doc
+
+
+def link_next(value):
+    """The target of the first rel="next" in a Link field (RFC 8288), or None."""
+    i = 0
+    while value and i < len(value):
+        start = value.find("<", i)
+        end = value.find(">", start)
+        if start < 0 or end < 0:
+            return None
+        target, i = value[start + 1:end], end + 1
+        params, quoted = "", False
+        while i < len(value) and (quoted or value[i] != ","):
+            quoted ^= value[i] == '"'
+            params += value[i]
+            i += 1
+        for param in params.split(";"):
+            k, _, v = param.strip().partition("=")
+            if k.strip().lower() == "rel" and "next" in v.strip().strip('"').lower().split():
+                return target
+    return None
+
+
+def reference_read(url, settings, prefix, etags):
+    """Reads one feed (`prefix` posts or images) as issue 23 says; its pages'
+    URIs with their statuses, and its items."""
+    import urllib.request
+    headers = [v.split(":", 1) for k, v in settings if k == "fetch-header"]
+    for k, v in settings:
+        if k == "fetch-header-file":
+            headers += [line.split(":", 1) for line in open(v).read().splitlines() if ":" in line]
+    conf = dict(settings)
+    pages, items, seen = [], [], set()
+    while url and len(pages) < 50:
+        if url in seen:
+            raise ValueError("loop at " + url)
+        seen.add(url)
+        req = urllib.request.Request(url)
+        for k, v in headers:
+            req.add_header(k.strip(), v.strip())
+        if url in etags:
+            req.add_header("If-None-Match", etags[url][0])
+        try:
+            r = urllib.request.urlopen(req, timeout=10)
+            status, body, link = r.status, r.read(), r.headers.get("Link")
+            etags[url] = (r.headers.get("ETag"), body)
+        except urllib.error.HTTPError as e:
+            if e.code != 304:
+                raise
+            status, body, link = 304, etags[url][1], e.headers.get("Link")
+        split = urllib.parse.urlsplit(url)
+        pages.append((split.path + ("?" + split.query if split.query else ""), status))
+        doc = json.loads(body)
+        ptr = conf.get(prefix + "-items", "")
+        if not ptr and isinstance(doc, dict) and str(doc.get("version", "")).startswith("https://jsonfeed.org/version/"):
+            ptr = "/items"
+        items += pointer(doc, ptr)
+        nxt = link_next(link)
+        if not nxt and conf.get(prefix + "-next"):
+            try:
+                nxt = pointer(doc, conf[prefix + "-next"])
+            except (KeyError, IndexError, ValueError):
+                nxt = None
+        url = urllib.parse.urljoin(url, nxt) if nxt else None
+    return pages, items
+
+
+def reference_check(shape):
+    conf = dict(shape.settings)
+    try:
+        etags = {}
+        first, posts = reference_read(conf["posts-url"], shape.settings, "posts", etags)
+        again, _ = reference_read(conf["posts-url"], shape.settings, "posts", etags)
+        ptr = conf.get("posts-id", "/id")
+        ok = ([u for u, _ in first] == shape.posts_pages and all(st == 200 for _, st in first) and
+              [u for u, _ in again] == shape.posts_pages and all(st == 304 for _, st in again) and
+              [canon(p) for p in posts] == [canon(p) for p in shape.posts] and
+              [pointer(p, ptr) for p in posts] == [shape.id_of(p) for p in shape.posts])
+        detail = "posts: %s; again: %s" % (" ".join("%d %s" % (st, u) for u, st in first), " ".join(str(st) for _, st in again))
+        if "images-url" in conf:
+            etags = {}
+            ipages, rows = reference_read(conf["images-url"], shape.settings, "images", etags)
+            base = conf["images-url"]
+            got = [(urllib.parse.urljoin(base, pointer(r, conf.get("images-url-field", "/url"))),
+                    pointer(r, conf.get("images-description-field", "/description"))) for r in rows]
+            ok = ok and [u for u, _ in ipages] == shape.image_pages and got == [(u, d) for u, _, d in shape.rows]
+            detail += "; images: %s, %d rows" % (" ".join("%d %s" % (st, u) for u, st in ipages), len(rows))
+        check("fixtures: a reference client reads %s as the checks expect" % shape.name, ok, detail)
+    except Exception as e:  # noqa: BLE001 (any failure of the fixtures is reported, not raised)
+        check("fixtures: a reference client reads %s as the checks expect" % shape.name, False, "%s: %s" % (type(e).__name__, e))
+
+
 # --- a good shape ------------------------------------------------------------------
 
 def run_shape(bin_dir, tmp, origins, shape):
@@ -753,9 +867,11 @@ def main():
         o = Origins(tmp, procs)
         good = shapes.good_shapes(o.files, o.ports, tmp)
         shapes.fault_documents(o.files, o.ports)
-        for shape in good:
-            if not only or shape.name in only:
-                run_shape(a.bin_dir, tmp, o, shape)
+        chosen = [shape for shape in good if not only or shape.name in only]
+        for shape in chosen:
+            reference_check(shape)
+        for shape in chosen:
+            run_shape(a.bin_dir, tmp, o, shape)
         run_faults(a.bin_dir, tmp, o, a.quick, only)
         report()
     finally:
