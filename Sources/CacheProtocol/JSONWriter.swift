@@ -1,3 +1,4 @@
+import CacheSystem
 /// Builds compact JSON text into a byte buffer.
 public struct JSONWriter {
     public var bytes: [UInt8]
@@ -116,5 +117,14 @@ extension JSONWriter {
         case .int(let v): int(v)
         case .string(let s): string(s)
         }
+    }
+}
+
+extension PostID {
+    /// The id as JSON text, for messages: `5` or `"a/b"`.
+    public var json: String {
+        var w = JSONWriter(capacity: 24)
+        w.postID(self)
+        return String(decoding: w.bytes, as: UTF8.self)
     }
 }
