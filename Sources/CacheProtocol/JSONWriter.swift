@@ -119,3 +119,12 @@ extension JSONWriter {
         }
     }
 }
+
+extension PostID {
+    /// The id as JSON text, for messages: `5` or `"a/b"`.
+    public var json: String {
+        var w = JSONWriter(capacity: 24)
+        w.postID(self)
+        return String(decoding: w.bytes, as: UTF8.self)
+    }
+}
