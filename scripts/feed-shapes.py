@@ -241,6 +241,17 @@ class Daemon:
         finally:
             c.close()
 
+    def store_bytes(self):
+        """The size of everything in the store (index.log, posts, objects)."""
+        total = 0
+        for root, _, files in os.walk(self.dir + "/store"):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(root, name)).st_size
+                except OSError:
+                    pass
+        return total
+
     def kill(self):
         if self.p and self.p.poll() is None:
             self.p.send_signal(signal.SIGKILL)
@@ -489,10 +500,12 @@ def run_shape(bin_dir, tmp, origins, shape):
         entry["prefetches"] = ["(cached did not start: %s)" % short(d.failure, 200)]
         return
     try:
-        windows = []
+        windows, written = [], []
         for k in (1, 2, 3):
             m = origins.logs.mark()
+            size = d.store_bytes()
             code, answer, err = d.prefetch(shape.what)
+            written.append(d.store_bytes() - size)
             time.sleep(0.05)  # nginx writes its log line after the answer
             entries = origins.logs.since(m)
             windows.append(entries)
@@ -503,7 +516,7 @@ def run_shape(bin_dir, tmp, origins, shape):
             check("%s: prefetch %d (cachectl prefetch %s)" % (shape.name, k, shape.what), ok, prefetch_summary(code, answer, err))
         pages = shape.pages()
         first = feed_requests(windows[0], shape)
-        check("%s: prefetch 1 asks for each page once, 200" % shape.name,
+        check("%s: prefetch 1 asks for each page once, 200%s" % (shape.name, " (images-url = posts-url: once for both feeds)" if shape.same_feed else ""),
               [e["uri"] for e in first] == pages and all(e["status"] == 200 for e in first),
               "; ".join(describe(e) for e in first) or "no feed request in the log")
         for k in (1, 2):
@@ -513,6 +526,9 @@ def run_shape(bin_dir, tmp, origins, shape):
                   sorted(e["uri"] for e in reqs) == sorted(pages) and len(reqs) == len(pages) and
                   all(e["status"] == 304 and e["inm"] for e in reqs) and not others,
                   "; ".join(describe(e) for e in windows[k]) or "no request in the log")
+        check("%s: prefetches 2 and 3 (every page 304) write nothing to the store" % shape.name,
+              written[1] == 0 and written[2] == 0,
+              "the store grew by %d, %d and %d bytes in prefetches 1, 2 and 3" % tuple(written))
         validators = {}
         for e in first:
             validators[e["uri"]] = e.get("etag")
@@ -654,6 +670,30 @@ def fault_doc_loop(bin_dir, tmp, o, entry):
         check("%s: page 2's next back to page 1 fails the refresh (upstream) naming the URL" % name,
               upstream_failure(code, answer) and "page1.json" in message(answer), entry["outcome"])
         unchanged(d, [(r["id"], r["title"]) for r in results], 4, name)
+    finally:
+        d.stop()
+
+
+def fault_page_fails(bin_dir, tmp, o, entry):
+    name = entry["name"]
+    A = o.ports["A"]
+    d = fault_daemon(bin_dir, tmp, "page-fails", [("posts-url", "http://127.0.0.1:%d/django-404/page1.json" % A),
+                                                  ("posts-items", "/results"), ("posts-next", "/next")], entry)
+    if not d:
+        return
+    try:
+        results = shapes.django_pages(o.files, o.ports, "django-404")
+        code, answer, err = d.prefetch("posts")
+        check("%s: two Django REST pages refresh" % name, code == 0 and answer and answer.get("ok"),
+              prefetch_summary(code, answer, err))
+        shapes.django_pages(o.files, o.ports, "django-404", edited=True, missing=True)
+        m = o.logs.mark()
+        code, answer, err = d.prefetch("posts")
+        entry["outcome"] = prefetch_summary(code, answer, err)
+        entry["requests"] = o.logs.since(m)
+        check("%s: page 1 edited and its next leading to a 404 fails the refresh (upstream) naming the URL" % name,
+              upstream_failure(code, answer) and "gone.json" in message(answer), entry["outcome"])
+        unchanged(d, [(r["id"], r["title"]) for r in results], 4, name + " (page 1's edit not stored either)")
     finally:
         d.stop()
 
@@ -802,6 +842,7 @@ def fault_401(bin_dir, tmp, o, entry, token):
 def run_faults(bin_dir, tmp, o, quick, only):
     faults = [("link-loop", lambda e: fault_link_loop(bin_dir, tmp, o, e)),
               ("next-loop", lambda e: fault_doc_loop(bin_dir, tmp, o, e)),
+              ("later-page-fails", lambda e: fault_page_fails(bin_dir, tmp, o, e)),
               ("max-pages", lambda e: fault_max_pages(bin_dir, tmp, o, e, quick)),
               ("items-object", lambda e: fault_items_object(bin_dir, tmp, o, e)),
               ("header-file-0644", lambda e: fault_header_file_mode(bin_dir, tmp, o, e)),

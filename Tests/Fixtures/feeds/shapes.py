@@ -394,17 +394,20 @@ def good_shapes(f, p, tmp):
 
 # --- the faults' documents -----------------------------------------------------
 
-def django_pages(f, p, loop=False, edited=False):
-    """Django REST framework pages (count/next/previous/results); with `loop`
-    the second page's next leads back to the first."""
+def django_pages(f, p, where="django", loop=False, edited=False, missing=False):
+    """Django REST framework pages (count/next/previous/results) under
+    /WHERE/. With `loop` the second page's next leads back to the first;
+    with `missing` the first page is edited and its next leads to a page
+    that is not there (404)."""
     A = p["A"]
-    base = "http://127.0.0.1:%d/django/" % A
-    results = [{"id": i, "title": "django %d" % i} for i in range(1, 5)]
+    base = "http://127.0.0.1:%d/%s/" % (A, where)
+    results = [{"id": i, "title": "%s %d" % (where, i)} for i in range(1, 5)]
     if edited:
-        results[2] = {"id": 3, "title": "django 3, edited on the page that loops"}
-    f.put("a", "django/page1.json", {"count": 4, "next": base + "page2.json", "previous": None, "results": results[:2]})
-    f.put("a", "django/page2.json", {"count": 4, "next": "page1.json" if loop else None, "previous": base + "page1.json",
-                                     "results": results[2:]})
+        results[2 if loop else 0] = {"id": 3 if loop else 1, "title": "%s, edited on a page of a refresh that fails" % where}
+    f.put("a", where + "/page1.json", {"count": 4, "next": base + ("gone.json" if missing else "page2.json"), "previous": None,
+                                       "results": results[:2]})
+    f.put("a", where + "/page2.json", {"count": 4, "next": "page1.json" if loop else None, "previous": base + "page1.json",
+                                       "results": results[2:]})
     return results
 
 
