@@ -87,9 +87,15 @@ struct Commands {
         }
         switch (subject, args.count) {
         case ("post", 2):
-            guard let id = Int64(args[1]) else { throw CLIError(code: .usage, message: "post id must be an integer, not \"\(args[1])\"") }
-            let answer = try call(connect(), "get_post", [("id", .number(String(id)))])
-            if json { printJSON(answer) } else { print(Format.post(answer["post"] ?? .null)) }
+            // An integer id and a string id of the same spelling find each
+            // other (docs/protocol.md, "Post ids"): the shell's text is enough.
+            let text = args[1]
+            guard !text.isEmpty, text.utf8.count <= PostID.maxStringBytes else {
+                throw CLIError(code: .usage, message: "a post id is an integer or a string of 1 to \(PostID.maxStringBytes) bytes")
+            }
+            let id: JSON = Int64(text).map { String($0) == text ? JSON.number(text) : .string(text) } ?? .string(text)
+            let answer = try call(connect(), "get_post", [("id", id)])
+            if json { printJSON(answer) } else { print(Format.post(answer["post"] ?? .null, id: answer["id"])) }
         case ("posts", 1):
             let answer = try call(connect(), "list_posts")
             if json { printJSON(answer) } else { print(Format.postList(answer), terminator: "") }

@@ -77,9 +77,10 @@ enum Format {
         }
     }
 
-    static func post(_ p: JSON) -> String {
+    /// One post; `id` is the id it is kept by (the answer's), else its own `id`.
+    static func post(_ p: JSON, id: JSON? = nil) -> String {
         let body = p["body"]?.string.map(visibleBlock) ?? text(p["body"])
-        var lines = ["Post \(text(p["id"])) by user \(text(p["userId"]))", "Title: \(text(p["title"]))", "", body]
+        var lines = ["Post \(text(id ?? p["id"])) by user \(text(p["userId"]))", "Title: \(title(p))", "", body]
         if case .object(let pairs) = p {
             let extra = pairs.filter { !["id", "userId", "title", "body"].contains($0.0) }
             if !extra.isEmpty { lines.append("") }
@@ -88,10 +89,18 @@ enum Format {
         return lines.joined(separator: "\n")
     }
 
+    /// A post's title: a string, or WordPress's `{"rendered": ...}`.
+    static func title(_ p: JSON) -> String {
+        if let rendered = p["title"]?["rendered"], rendered.string != nil { return text(rendered) }
+        return text(p["title"])
+    }
+
     static func postList(_ answer: JSON) -> String {
         var out = "   ID  USER  TITLE\n"
-        for p in answer["posts"]?.array ?? [] {
-            out += pad(text(p["id"]), 5) + "  " + pad(text(p["userId"]), 4) + "  " + text(p["title"]) + "\n"
+        let ids = answer["ids"]?.array ?? []
+        for (i, p) in (answer["posts"]?.array ?? []).enumerated() {
+            let id = i < ids.count ? ids[i] : p["id"]
+            out += pad(text(id), 5) + "  " + pad(text(p["userId"]), 4) + "  " + title(p) + "\n"
         }
         out += "\(text(answer["total"])) posts\n"
         return out

@@ -333,7 +333,10 @@ private let headerCallback: ccurl_data_cb = { data, size, count, userdata in
     if line.starts(with: "HTTP/".utf8) {
         t.headers = [:]  // a new response (after a redirect or 100-continue)
     } else if let field = HeaderField.parse(line) {
-        t.headers[field.name] = field.value
+        // A field given on several lines is one list (RFC 9110 5.3): two
+        // `Link` lines are both kept, joined with a comma.
+        if let earlier = t.headers[field.name] { t.headers[field.name] = earlier + ", " + field.value }
+        else { t.headers[field.name] = field.value }
     }
     return n
 }

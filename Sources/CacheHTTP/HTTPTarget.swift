@@ -1,7 +1,9 @@
 /// A request target taken apart: the path's segments and the query, each
 /// percent-decoded, with what could reach a path refused outright: an
 /// encoded slash or backslash, NUL, a `.` or `..` segment (encoded or not).
-/// The front-end's routes are a fixed set and never name a file, so nothing
+/// One segment is let through with encoded slashes and dots: a post's id in
+/// `/posts/{id}` (an id may be a URL, or `..`), which names a post in
+/// memory, never a file. The front-end's routes are a fixed set and never name a file, so nothing
 /// here is ever joined to a directory; the refusals keep it that way.
 public struct HTTPTarget: Sendable, Equatable {
     public var path: [String]
@@ -29,6 +31,11 @@ public struct HTTPTarget: Sendable, Equatable {
         var segments: [String] = []
         for segment in pathBytes.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
             let decoded = try decode(segment, plusIsSpace: false)
+            let isRawDot = segment.elementsEqual([UInt8(ascii: ".")]) || segment.elementsEqual([UInt8(ascii: "."), UInt8(ascii: ".")])
+            if segments == ["posts"], !isRawDot, !decoded.isEmpty {
+                segments.append(try utf8(decoded))
+                continue
+            }
             if decoded.contains(UInt8(ascii: "/")) || decoded.contains(UInt8(ascii: "\\")) {
                 throw HTTPRejection(.badRequest, "an encoded slash or backslash in the path")
             }

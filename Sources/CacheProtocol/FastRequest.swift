@@ -125,7 +125,7 @@ enum FastRequest {
         skip()
         guard i == n, let op else { return nil }
         let tagBytes = tag.map { Array(UnsafeRawBufferPointer(rebasing: b[$0])) }
-        if equals(b, op, "get_post"), let id { return Request(command: .getPost(id: id), tag: tagBytes) }
+        if equals(b, op, "get_post"), let id { return Request(command: .getPost(id: .int(id)), tag: tagBytes) }
         if equals(b, op, "ping") { return Request(command: .ping, tag: tagBytes) }
         if equals(b, op, "get_image"), let row, row >= 0, row <= Int64(Int32.max) {
             return Request(command: .getImage(row: Int(row), fetch: fetch ?? true), tag: tagBytes)

@@ -124,6 +124,23 @@ public struct JSONParser {
         }
     }
 
+    /// Parses a whole document and returns it with the byte range of each
+    /// element of the array that `path` (a JSON Pointer's tokens) names, so
+    /// callers can keep an element's exact text; `ranges` is nil when the
+    /// pointer names nothing or something other than an array (the document
+    /// says what). A repeated member is followed as `JSON.subscript` reads
+    /// it: the last one.
+    public static func parseDocument(_ bytes: some Collection<UInt8>, capturingArrayAt path: [String],
+                                     maxDepth: Int = defaultMaxDepth) throws(JSONError) -> (document: JSON, ranges: [Range<Int>]?) {
+        try withParser(bytes, maxDepth: maxDepth) { (p) throws(JSONError) -> (document: JSON, ranges: [Range<Int>]?) in
+            var ranges: [Range<Int>]?
+            p.skipWhitespace()
+            let v = try p.valueOnPath(depth: 0, path: path[...], captured: &ranges)
+            try p.expectEnd()
+            return (v, ranges)
+        }
+    }
+
     /// Parses a top-level object, returning each member with the byte range of its value.
     public static func parseObjectMembers(_ bytes: some Collection<UInt8>, maxDepth: Int = defaultMaxDepth) throws(JSONError) -> [(key: String, value: JSON, range: Range<Int>)] {
         try withParser(bytes, maxDepth: maxDepth) { (p) throws(JSONError) -> [(key: String, value: JSON, range: Range<Int>)] in
@@ -257,6 +274,54 @@ public struct JSONParser {
             return .number(try number())
         default:
             throw error("unexpected character")
+        }
+    }
+
+    /// `value(depth:)`, noting the element ranges of the array at `path`
+    /// (below this value) in `captured`.
+    private mutating func valueOnPath(depth: Int, path: ArraySlice<String>, captured: inout [Range<Int>]?) throws(JSONError) -> JSON {
+        guard let b = peek(), b == UInt8(ascii: "{") || b == UInt8(ascii: "[") else {
+            if path.isEmpty { captured = nil }
+            return try value(depth: depth)
+        }
+        guard depth < maxDepth else { throw error("nested deeper than \(maxDepth) levels") }
+        let isObject = b == UInt8(ascii: "{")
+        let close = isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")
+        pos += 1
+        var pairs: [(String, JSON)] = []
+        var items: [JSON] = []
+        var ranges: [Range<Int>] = []
+        skipWhitespace()
+        if peek() == close {
+            pos += 1
+            if path.isEmpty { captured = isObject ? nil : [] }
+            return isObject ? .object([]) : .array([])
+        }
+        while true {
+            skipWhitespace()
+            var key = ""
+            if isObject {
+                guard peek() == UInt8(ascii: "\"") else { throw error("expected a string key") }
+                key = try string()
+                skipWhitespace()
+                guard peek() == UInt8(ascii: ":") else { throw error("expected ':' after key") }
+                pos += 1
+                skipWhitespace()
+            }
+            let start = pos
+            let onPath = !path.isEmpty && (isObject ? key == path.first! : JSONPointer.index(path.first!) == items.count)
+            let v = onPath ? try valueOnPath(depth: depth + 1, path: path.dropFirst(), captured: &captured) : try value(depth: depth + 1)
+            if isObject { pairs.append((key, v)) } else { items.append(v) }
+            if path.isEmpty { ranges.append(start..<pos) }
+            skipWhitespace()
+            switch peek() {
+            case UInt8(ascii: ","): pos += 1
+            case close:
+                pos += 1
+                if path.isEmpty { captured = isObject ? nil : ranges }
+                return isObject ? .object(pairs) : .array(items)
+            default: throw error(isObject ? "expected ',' or '}' in object" : "expected ',' or ']' in array")
+            }
         }
     }
 

@@ -36,7 +36,7 @@ public enum PrefetchTarget: String, Sendable, CaseIterable {
 public enum Command: Sendable, Equatable {
     case ping
     case status
-    case getPost(id: Int64)
+    case getPost(id: PostID)
     case listPosts(offset: Int, limit: Int?)
     case getImage(row: Int, fetch: Bool)
     case listImages(offset: Int, limit: Int?)
@@ -105,7 +105,7 @@ public struct Request: Sendable {
         switch op {
         case "ping": return .ping
         case "status": return .status
-        case "get_post": return .getPost(id: try integer(f, "id"))
+        case "get_post": return .getPost(id: try postID(f))
         case "list_posts":
             return .listPosts(offset: try count(f, "offset") ?? 0, limit: try count(f, "limit"))
         case "get_image":
@@ -141,10 +141,12 @@ public struct Request: Sendable {
         return s
     }
 
-    private static func integer(_ f: [String: JSON], _ name: String) throws(ProtocolError) -> Int64 {
-        guard let v = f[name] else { throw ProtocolError(.badRequest, "missing \"\(name)\"") }
-        guard let i = v.integer else { throw ProtocolError(.badRequest, "\"\(name)\" must be an integer") }
-        return i
+    /// The `id` of `get_post`: an integer, or a non-empty string of at most 1 KiB.
+    private static func postID(_ f: [String: JSON]) throws(ProtocolError) -> PostID {
+        guard let v = f["id"] else { throw ProtocolError(.badRequest, "missing \"id\"") }
+        if let i = v.integer { return .int(i) }
+        if let s = v.string, let id = PostID(string: s) { return id }
+        throw ProtocolError(.badRequest, "\"id\" must be an integer or a non-empty string of at most \(PostID.maxStringBytes) bytes")
     }
 
     private static func requiredCount(_ f: [String: JSON], _ name: String) throws(ProtocolError) -> Int {
@@ -198,14 +200,22 @@ public enum Response {
 
     /// `{"ok":true[,"tag":T],"<name>":<json>}\n` built in one buffer: the hot
     /// answer of get_post, from bytes already encoded.
-    public static func ok(tag: [UInt8]?, name: StaticString, rawJSON json: [UInt8]) -> [UInt8] {
+    /// With `id`, an `"id"` member comes first (get_post's: the id the post is kept by).
+    public static func ok(tag: [UInt8]?, id: PostID? = nil, name: StaticString, rawJSON json: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(json.count + name.utf8CodeUnitCount + (tag?.count ?? 0) + 24)
+        out.reserveCapacity(json.count + name.utf8CodeUnitCount + (tag?.count ?? 0) + 40)
         out.append(contentsOf: #"{"ok":true,"#.utf8)
         if let tag {
             out.append(contentsOf: #""tag":"#.utf8)
             out.append(contentsOf: tag)
             out.append(UInt8(ascii: ","))
+        }
+        if let id {
+            var w = JSONWriter(capacity: 32)
+            w.raw(#""id":"#)
+            w.postID(id)
+            w.raw(",")
+            out.append(contentsOf: w.bytes)
         }
         out.append(0x22)
         out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))

@@ -65,12 +65,13 @@ extension CacheService {
 
     private func runPrefetch(_ scope: PrefetchScope, force: Bool, progress: @escaping @Sendable (Progress) -> Void,
                              completion: @escaping Completion<PrefetchReport>) {
-        let images: @Sendable (PostsSummary?, CacheError?) -> Void = { [self] posts, postsError in
+        let images: @Sendable (PostsRefresh?, CacheError?) -> Void = { [self] refresh, postsError in
+            let posts = refresh?.summary
             guard scope.images else {
                 completion(postsError.map { .failure($0) } ?? .success(PrefetchReport(posts: posts)))
                 return
             }
-            prefetchImages(force: force, progress: progress) { result in
+            prefetchImages(force: force, walked: refresh?.manifest, progress: progress) { result in
                 switch (result, postsError) {
                 case (.success(let summary), nil): completion(.success(PrefetchReport(posts: posts, images: summary)))
                 case (.success, let e?): completion(.failure(e))
@@ -124,9 +125,9 @@ extension CacheService {
         return plan
     }
 
-    private func prefetchImages(force: Bool, progress: @escaping @Sendable (Progress) -> Void,
+    private func prefetchImages(force: Bool, walked: [PageResult<DecodedManifestPage>]?, progress: @escaping @Sendable (Progress) -> Void,
                                 completion: @escaping Completion<ImagesSummary>) {
-        refreshManifest(force: force) { [self] result in
+        refreshManifest(force: force, walked: walked) { [self] result in
             if case .failure(let e) = result { completion(.failure(e)); return }
             let rows = store.rows(offset: 0, limit: Int.max).page
             let plan = plan(rows, force: force)

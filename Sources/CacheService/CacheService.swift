@@ -1,3 +1,4 @@
+import CacheProtocol
 import CacheFetch
 import CacheStore
 import CacheSystem
@@ -23,7 +24,7 @@ public final class CacheService: Sendable {
     let maxBytes: Int64
     let started = Clock.monotonicNanoseconds()
 
-    let postsFlight = SingleFlight<Int, Result<PostsSummary, CacheError>>()
+    let postsFlight = SingleFlight<Int, Result<PostsRefresh, CacheError>>()
     let manifestFlight = SingleFlight<Int, Result<Int, CacheError>>()
     let imageFlight = SingleFlight<String, Result<ObjectRef, CacheError>>()
     /// What revalidation of each feed may send (Service+Feeds.swift).
@@ -89,11 +90,16 @@ public final class CacheService: Sendable {
 
     // MARK: Posts
 
-    /// `get_post`: the stored JSON of post `id` (always now).
-    public func post(id: Int64) -> Result<[UInt8], CacheError> {
-        if let json = store.post(id: id) { return .success(json) }
+    /// `get_post`: the stored JSON of post `id` (always now). An id of
+    /// either kind also finds the other kind's id of the same spelling when
+    /// its own kind has none: `5` finds the string id "5" and "5" finds the
+    /// integer 5 (docs/protocol.md, "Post ids"), so a client that cannot
+    /// tell (a shell, a URL) needs no type.
+    public func post(id: PostID) -> Result<StoredPost, CacheError> {
+        if let json = store.post(id: id) { return .success(StoredPost(id: id, json: json)) }
+        if let other = id.otherSpelling, let json = store.post(id: other) { return .success(StoredPost(id: other, json: json)) }
         let hint = store.postsKnown ? "" : " (posts were never fetched: run cachectl prefetch posts)"
-        return .failure(.notFound("post \(id) not found\(hint)"))
+        return .failure(.notFound("post \(id.json) not found\(hint)"))
     }
 
     /// `list_posts` as front-ends call it: now for a page of at most
@@ -117,10 +123,10 @@ public final class CacheService: Sendable {
         max(0, min(total - min(max(offset, 0), total), limit ?? Int.max))
     }
 
-    /// `list_posts`: posts in ascending id order from `offset`, at most `limit` (always now).
+    /// `list_posts`: posts in list order (ascending ids when all are integers, else the feed's) from `offset`, at most `limit` (always now).
     public func posts(offset: Int, limit: Int?) -> PostsPage {
-        let (total, page) = store.posts(offset: offset, limit: limit ?? Int.max)
-        return PostsPage(total: total, posts: page)
+        let (total, page) = store.postEntries(offset: offset, limit: limit ?? Int.max)
+        return PostsPage(total: total, ids: page.map(\.id), posts: page.map(\.json))
     }
 
     // MARK: Reload

@@ -1,19 +1,25 @@
 import CacheProtocol
 import CacheSystem
 
-/// The posts feed, decoded by the rules of docs/protocol.md, "Feeds".
-public struct DecodedPosts: Sendable, Equatable {
-    /// Valid posts in feed order: id and the element's JSON text (whitespace removed).
-    public var posts: [(id: Int64, json: [UInt8])]
-    /// Elements skipped: not an object, missing or non-integer `id`, or a repeated id.
+/// Why a page of a feed could not be read; the refresh fails with it and
+/// changes nothing.
+public struct FeedError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// One page's posts, decoded by the rules of docs/protocol.md, "Feeds".
+public struct DecodedPostsPage: Sendable {
+    /// Valid posts in page order: id and the element's JSON text (whitespace
+    /// removed). Not deduplicated: a refresh drops repeated ids across all pages.
+    public var posts: [(id: PostID, json: [UInt8])]
+    /// Elements skipped: not an object, or without a valid id.
     public var invalid: Int
     /// One line per skipped element, for the log.
     public var problems: [String]
-
-    public static func == (a: DecodedPosts, b: DecodedPosts) -> Bool {
-        a.invalid == b.invalid && a.posts.count == b.posts.count &&
-            zip(a.posts, b.posts).allSatisfy { $0.id == $1.id && $0.json == $1.json }
-    }
+    /// The next page's URL as the document names it (`posts-next`, a JSON
+    /// Feed's `next_url`), unresolved; nil when it names none.
+    public var next: String?
 }
 
 /// One row of the image manifest.
@@ -23,94 +29,122 @@ public struct ManifestEntry: Sendable, Equatable {
     public var description: String?
 }
 
+/// One page of the image manifest.
+public struct DecodedManifestPage: Sendable {
+    public var entries: [ManifestEntry]
+    /// As `DecodedPostsPage.next`.
+    public var next: String?
+}
+
 /// Decoders for the two feeds. They keep what the origin sent: a post is
 /// stored as the exact text of its array element (minus insignificant
 /// whitespace, so it fits on one protocol line), unknown fields included.
 public enum FeedDecoder {
-    /// Decodes a posts feed. A body that is not a JSON array throws; bad
-    /// elements are skipped and counted.
-    public static func posts(_ body: [UInt8]) throws(JSONError) -> DecodedPosts {
-        let elements = try JSONParser.parseArrayElements(body)
-        var out = DecodedPosts(posts: [], invalid: 0, problems: [])
-        var seen = Set<Int64>()
-        out.posts.reserveCapacity(elements.count)
-        for (index, element) in elements.enumerated() {
+    /// The version URL prefix that makes an object a JSON Feed (1.0, 1.1).
+    static let jsonFeedVersionPrefix = "https://jsonfeed.org/version/"
+
+    /// A page's items and where the document says the next page is.
+    struct Document {
+        var items: [(value: JSON, range: Range<Int>)]
+        var next: String?
+    }
+
+    /// Finds the items of one page: the array at `posts-items`, else the
+    /// document when it is an array, else a JSON Feed's `items`.
+    static func document(_ body: [UInt8], shape: FeedShape) throws(FeedError) -> Document {
+        let parsed: (document: JSON, ranges: [Range<Int>]?)
+        let path = shape.items?.tokens ?? (firstByte(body) == UInt8(ascii: "{") ? ["items"] : [])
+        do throws(JSONError) { parsed = try JSONParser.parseDocument(body, capturingArrayAt: path) }
+        catch { throw FeedError("\(error)") }
+        let root = parsed.document
+        let isJSONFeed = root["version"]?.string?.hasPrefix(jsonFeedVersionPrefix) ?? false
+        guard let ranges = parsed.ranges, let values = JSONPointer.resolve(path, in: root)?.array else {
+            throw FeedError(missingItems(root, shape: shape, isJSONFeed: isJSONFeed))
+        }
+        if shape.items == nil, !path.isEmpty, !isJSONFeed { throw FeedError(missingItems(root, shape: shape, isJSONFeed: false)) }
+        let nextPointer = shape.next ?? (isJSONFeed ? .member("next_url") : nil)
+        var next: String?
+        if let nextPointer, let value = nextPointer.resolve(in: root) {
+            next = try nextURL(value, pointer: nextPointer, setting: shape.setting("next"))
+        }
+        return Document(items: Array(zip(values, ranges)).map { (value: $0.0, range: $0.1) }, next: next)
+    }
+
+    /// What a `next` member holds: a URL, a JSON:API link object
+    /// (`{"href": ...}`), or null or "" for the last page.
+    static func nextURL(_ value: JSON, pointer: JSONPointer, setting: String) throws(FeedError) -> String? {
+        switch value {
+        case .null: return nil
+        case .string(let s): return s.isEmpty ? nil : s
+        case .object:
+            if let href = value["href"]?.string { return href.isEmpty ? nil : href }
+            fallthrough
+        default:
+            throw FeedError("\(setting) \(pointer) is \(value.kindName), not a URL (a string, or null on the last page)")
+        }
+    }
+
+    /// The refusal when the items are not where the shape says.
+    static func missingItems(_ root: JSON, shape: FeedShape, isJSONFeed: Bool) -> String {
+        guard let pointer = shape.items else {
+            if isJSONFeed { return "a JSON Feed without an items array" }
+            var text = "expected a JSON array of posts, or a JSON Feed, but the document is \(root.kindName)"
+            if case .object(let members) = root {
+                let arrays = members.filter { $0.1.array != nil }.prefix(5).map { "/" + JSONPointer.escaped($0.0) }
+                text += arrays.isEmpty ? "" : " with an array at \(arrays.joined(separator: ", "))"
+            }
+            return text + "; set \(shape.setting("items")) to the JSON Pointer of the array"
+        }
+        if let why = pointer.whyNothing(in: root) { return "\(shape.setting("items")) \(pointer) names nothing: \(why)" }
+        return "\(shape.setting("items")) \(pointer) is \(pointer.resolve(in: root)?.kindName ?? "nothing"), not an array"
+    }
+
+    private static func firstByte(_ body: [UInt8]) -> UInt8? {
+        body.first { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
+    }
+
+    /// Decodes one page of a posts feed. A page whose items are not where
+    /// the shape says throws; bad elements are skipped and counted.
+    public static func postsPage(_ body: [UInt8], shape: FeedShape, id: JSONPointer) throws(FeedError) -> DecodedPostsPage {
+        let doc = try document(body, shape: shape)
+        var out = DecodedPostsPage(posts: [], invalid: 0, problems: [], next: doc.next)
+        out.posts.reserveCapacity(doc.items.count)
+        for (index, element) in doc.items.enumerated() {
             guard case .object = element.value else {
                 out.invalid += 1; out.problems.append("element \(index) is not an object"); continue
             }
-            guard let idValue = element.value["id"] else {
-                out.invalid += 1; out.problems.append("element \(index) has no \"id\""); continue
+            switch postID(element.value, pointer: id) {
+            case .success(let postID): out.posts.append((postID, JSONParser.minify(body[element.range])))
+            case .failure(let why): out.invalid += 1; out.problems.append("element \(index) \(why)")
             }
-            guard let id = idValue.integer else {
-                out.invalid += 1; out.problems.append("element \(index) has a non-integer \"id\": \(String(decoding: idValue.encoded.prefix(40), as: UTF8.self))"); continue
-            }
-            guard seen.insert(id).inserted else {
-                out.invalid += 1; out.problems.append("element \(index) repeats id \(id)"); continue
-            }
-            out.posts.append((id, JSONParser.minify(body[element.range])))
         }
         return out
     }
 
-    /// Decodes an image manifest: a JSON array whose positions are the rows.
-    /// An element without a string `url` keeps its row but cannot be fetched.
-    public static func manifest(_ body: [UInt8]) throws(JSONError) -> [ManifestEntry] {
-        let root = try JSONParser.parse(body)
-        guard let items = root.array else { throw JSONError(offset: 0, reason: "expected a JSON array") }
-        return items.map { item in
-            ManifestEntry(url: item["url"]?.string ?? "", description: item["description"]?.string)
+    /// The id at `pointer` in a post: a JSON integer or a non-empty string
+    /// of at most 1 KiB; else why not.
+    static func postID(_ item: JSON, pointer: JSONPointer) -> Result<PostID, FeedError> {
+        guard let value = pointer.resolve(in: item) else { return .failure(FeedError("has no \"\(pointer)\"")) }
+        switch value {
+        case .number:
+            if let i = value.integer { return .success(.int(i)) }
+            return .failure(FeedError("has an id that is not an integer or a string: \(String(decoding: value.encoded.prefix(40), as: UTF8.self))"))
+        case .string(let s):
+            if let id = PostID(string: s) { return .success(id) }
+            return .failure(FeedError(s.isEmpty ? "has an empty string id" : "has a string id longer than \(PostID.maxStringBytes) bytes"))
+        default:
+            return .failure(FeedError("has an id that is \(value.kindName), not an integer or a string"))
         }
     }
 
-    /// Letters, digits and `-_.~/` only, not starting with `/` or `.`, no `..`:
-    /// such a reference resolves to the base plus itself (RFC 3986 5.2).
-    static func isPlainRelativePath(_ url: String) -> Bool {
-        guard let first = url.utf8.first, first != UInt8(ascii: "/"), first != UInt8(ascii: ".") else { return false }
-        for b in url.utf8 {
-            switch b {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "~"), UInt8(ascii: "/"):
-                continue
-            default:
-                return false
-            }
+    /// Decodes one page of an image manifest: its items' positions are rows.
+    /// An item without a string URL keeps its row but cannot be fetched.
+    public static func manifestPage(_ body: [UInt8], shape: FeedShape, fields: ItemFields) throws(FeedError) -> DecodedManifestPage {
+        let doc = try document(body, shape: shape)
+        let entries = doc.items.map { item in
+            ManifestEntry(url: fields.imageURL.resolve(in: item.value)?.string ?? "",
+                          description: fields.imageDescription.resolve(in: item.value)?.string)
         }
-        return !url.contains("/./") && !url.contains("/../") && !url.hasSuffix("/..") && !url.hasSuffix("/.")
-    }
-
-    /// The base for relative image URLs: `imagesBaseURL` (as a directory) or
-    /// the directory of `imagesURL`, read as a browser would (see `resolve`).
-    public static func baseURL(imagesURL: String?, imagesBaseURL: String?) -> String? {
-        let directory: String
-        if let raw = imagesBaseURL {
-            let b = URIReference.browserCleaned(raw)
-            directory = b.utf8.last == UInt8(ascii: "/") ? b : b + "/"
-        } else {
-            guard let raw = imagesURL else { return nil }
-            let m = URIReference.browserCleaned(raw)
-            guard let slash = m.utf8.lastIndex(of: UInt8(ascii: "/")) else { return nil }
-            directory = String(m[...slash])
-        }
-        guard URIReference.parse(directory).scheme != nil, let b = URIReference.resolveLikeABrowser(directory, against: nil) else { return directory }
-        return b
-    }
-
-    /// Resolves a manifest URL against `base` as a browser resolves a link
-    /// (RFC 3986 resolution, read by the WHATWG URL standard's rules: spaces
-    /// and control characters trimmed at the ends, tabs and newlines dropped,
-    /// `\` as `/`, space, `"`, `<`, `>`, `` ` ``, `{`, `}`, `^`, controls and
-    /// non-ASCII percent-encoded as UTF-8, existing `%XX` kept; the host
-    /// lowercased, no IDNA). Returns nil when the result is not an http or
-    /// https URL, which is never fetched.
-    public static func resolve(_ url: String, base: String?) -> String? {
-        // The common case, a plain relative path under the base, needs no URL parser.
-        if let base, base.utf8.last == UInt8(ascii: "/"), isPlainRelativePath(url) { return base + url }
-        // Nothing but spaces and controls is no URL (not a link to the base itself).
-        guard !URIReference.browserCleaned(url).isEmpty,
-              let r = URIReference.resolveLikeABrowser(url, against: base) else { return nil }
-        // An http(s) URL with a host (`resolveLikeABrowser` checked it).
-        let parts = URIReference.parse(r)
-        guard let scheme = parts.scheme, URLScheme.isHTTP(scheme: scheme), parts.authority != nil else { return nil }
-        return r
+        return DecodedManifestPage(entries: entries, next: doc.next)
     }
 }

@@ -42,11 +42,29 @@ public struct FeedConfiguration: Sendable, Equatable {
     public var imagesBaseURL: String?
     /// Largest image or feed body accepted.
     public var maxObjectSize: Int64
+    /// Where the posts are in each page and how pages follow (`posts-items`, ...).
+    public var postsShape: FeedShape
+    /// The same for the manifest (`images-items`, ...).
+    public var imagesShape: FeedShape
+    /// Which members hold a post's id and an image's URL and description.
+    public var fields: ItemFields
 
-    public init(postsURL: String?, imagesURL: String?, imagesBaseURL: String?, maxObjectSize: Int64) {
+    public init(postsURL: String?, imagesURL: String?, imagesBaseURL: String?, maxObjectSize: Int64,
+                postsShape: FeedShape = FeedShape(prefix: "posts"), imagesShape: FeedShape = FeedShape(prefix: "images"),
+                fields: ItemFields = ItemFields()) {
         self.postsURL = postsURL
         self.imagesURL = imagesURL
         self.imagesBaseURL = imagesBaseURL
         self.maxObjectSize = maxObjectSize
+        self.postsShape = postsShape
+        self.imagesShape = imagesShape
+        self.fields = fields
+    }
+
+    /// True when one walk of the pages serves both feeds: the same URL,
+    /// followed the same way (each page is then fetched once per prefetch).
+    var feedsSharePages: Bool {
+        guard let p = postsURL, p == imagesURL else { return false }
+        return postsShape.next == imagesShape.next && postsShape.maxPages == imagesShape.maxPages
     }
 }

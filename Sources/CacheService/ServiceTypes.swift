@@ -11,10 +11,18 @@ public enum Outcome<Value: Sendable>: Sendable {
 /// A completion of a service operation; runs on a worker or fetch thread.
 public typealias Completion<Value: Sendable> = @Sendable (Result<Value, CacheError>) -> Void
 
-/// A page of posts in ascending id order, each the exact JSON stored.
+/// A page of posts in list order (docs/protocol.md, `list_posts`), each
+/// the exact JSON stored, with the id it is kept by.
 public struct PostsPage: Sendable {
     public var total: Int
+    public var ids: [PostID]
     public var posts: [[UInt8]]
+}
+
+/// One post: the id it is kept by (`posts-id`) and its exact JSON.
+public struct StoredPost: Sendable, Equatable {
+    public var id: PostID
+    public var json: [UInt8]
 }
 
 /// A cached image's object.

@@ -34,4 +34,44 @@ public enum PostID: Hashable, Sendable, CustomStringConvertible {
         case .string(let s): s
         }
     }
+
+    /// The same spelling as the other kind: `.int(5)` for `"5"` (a decimal
+    /// integer as `String(Int64)` writes it: no `+`, no leading zero) and
+    /// `"5"` for `.int(5)`; nil for a string that is no such integer.
+    public var otherSpelling: PostID? {
+        switch self {
+        case .int(let v): return .string(String(v))
+        case .string(let s):
+            guard let v = Int64(s), String(v) == s else { return nil }
+            return .int(v)
+        }
+    }
+}
+
+extension PostID: ExpressibleByIntegerLiteral, ExpressibleByStringLiteral {
+    /// `5` as an id: `post(id: 5)`.
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    /// `"a1b2"` as an id: `post(id: "a1b2")`.
+    public init(stringLiteral value: String) { self = .string(value) }
+}
+
+extension PostID: Codable {
+    /// A JSON integer or string.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if let i = try? c.decode(Int64.self) { self = .int(i); return }
+        let s = try c.decode(String.self)
+        guard let id = PostID(string: s) else {
+            throw DecodingError.dataCorruptedError(in: c, debugDescription: "a post id is an integer or a non-empty string of at most \(PostID.maxStringBytes) bytes")
+        }
+        self = id
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .int(let v): try c.encode(v)
+        case .string(let s): try c.encode(s)
+        }
+    }
 }

@@ -60,13 +60,22 @@ public final class CachedClient: Sendable {
     }
 
     /// Post `id`, as stored.
-    public func post(id: Int) async throws(CachedError) -> Post {
-        try decode(Post.self, try await call("get_post", [("id", .number(String(id)))], quick: true)["post"])
+    /// An integer id also finds a string id of the same spelling, and the
+    /// other way round (docs/protocol.md, "Post ids").
+    public func post(id: PostID) async throws(CachedError) -> Post {
+        let answer = try await call("get_post", [("id", id.integer.map { .number(String($0)) } ?? .string(id.description))], quick: true)
+        return try post(answer["post"], key: answer["id"])
     }
 
-    /// Posts in ascending id order from `offset`, at most `limit` (all by default).
+    /// Posts in list order (ascending ids when every id is an integer, else the feed's) from `offset`, at most `limit` (all by default).
     public func posts(offset: Int = 0, limit: Int? = nil) async throws(CachedError) -> [Post] {
-        try decode([Post].self, try await call("list_posts", paging(offset, limit), quick: true)["posts"])
+        let answer = try await call("list_posts", paging(offset, limit), quick: true)
+        guard let posts = answer["posts"]?.array else { throw CachedError(.malformed, "a list_posts answer without posts") }
+        let ids = answer["ids"]?.array
+        var out: [Post] = []
+        out.reserveCapacity(posts.count)
+        for (i, p) in posts.enumerated() { out.append(try post(p, key: ids.flatMap { i < $0.count ? $0[i] : nil })) }
+        return out
     }
 
     /// Row `row` of the manifest; downloads its image first when it is not
@@ -194,6 +203,19 @@ public final class CachedClient: Sendable {
         do { return try JSONTreeDecoder.decode(type, from: json) } catch {
             throw CachedError(.malformed, "cannot read \(T.self) from \(String(decoding: json.encoded.prefix(200), as: UTF8.self)): \(error)")
         }
+    }
+
+    /// A post as the answer gives it, its `id` the one the daemon keeps it
+    /// by (`key`: the answer's `id` or `ids`); the object's own `id` member,
+    /// when it differs (another `posts-id`), is kept in `extra["id"]`.
+    private func post(_ json: JSON?, key: JSON?) throws(CachedError) -> Post {
+        guard let key, case .object(var members)? = json else { return try decode(Post.self, json) }
+        let own = members.last { $0.0 == "id" }?.1
+        members.removeAll { $0.0 == "id" }
+        members.append(("id", key))
+        var post = try decode(Post.self, .object(members))
+        if let own, own != key { post.extra["id"] = JSONValue(own) }
+        return post
     }
 
     private func paging(_ offset: Int, _ limit: Int?) -> [(String, JSON)] {

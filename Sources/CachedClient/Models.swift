@@ -1,16 +1,24 @@
+import CacheSystem
+/// A post's id: an integer or a string (`post(id: 5)`, `post(id: "a1b2")`),
+/// Codable as the JSON integer or string it is.
+public typealias PostID = CacheSystem.PostID
+
 /// A post, as the feed gave it and the daemon stored it (docs/protocol.md,
 /// "Feeds"): `id` always; `userId` (as `userID`), `title` and `body` when
 /// the feed had them with those types; every other member, and those three
 /// when of another type (the feed may send any), in `extra`.
 public struct Post: Codable, Sendable, Equatable, Identifiable {
-    public var id: Int
+    /// The id the daemon keeps the post by (an integer or a string; the
+    /// member `posts-id` names, `id` by default). When `posts-id` names
+    /// another member, the object's own `id` member, if any, is in `extra`.
+    public var id: PostID
     public var userID: Int?
     public var title: String?
     public var body: String?
     /// The members of the stored object that the properties above do not name.
     public var extra: [String: JSONValue]
 
-    public init(id: Int, userID: Int? = nil, title: String? = nil, body: String? = nil, extra: [String: JSONValue] = [:]) {
+    public init(id: PostID, userID: Int? = nil, title: String? = nil, body: String? = nil, extra: [String: JSONValue] = [:]) {
         self.id = id
         self.userID = userID
         self.title = title
@@ -26,7 +34,7 @@ public struct Post: Codable, Sendable, Equatable, Identifiable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        id = try c.decode(Int.self, forKey: .id)
+        id = try c.decode(PostID.self, forKey: .id)
         userID = try? c.decodeIfPresent(Int.self, forKey: .userID)
         title = try? c.decodeIfPresent(String.self, forKey: .title)
         body = try? c.decodeIfPresent(String.self, forKey: .body)

@@ -128,12 +128,15 @@ enum FuzzTargets {
 
     /// The two feed decoders and URL resolution of every manifest row.
     static func feeds(_ data: [UInt8]) {
-        if let posts = try? FeedDecoder.posts(data) {
-            for p in posts.posts where (try? JSONParser.parse(p.json)) == nil {
-                fuzzFailure("a stored post is not valid JSON: \(p.json)")
+        // The default shape (an array, or a JSON Feed) and a wrapped one.
+        for shape in [FeedShape(prefix: "posts"), FeedShape(prefix: "posts", items: .member("data"), next: .member("next"))] {
+            if let posts = try? FeedDecoder.postsPage(data, shape: shape, id: .member("id")) {
+                for p in posts.posts where (try? JSONParser.parse(p.json)) == nil {
+                    fuzzFailure("a stored post is not valid JSON: \(p.json)")
+                }
             }
         }
-        if let rows = try? FeedDecoder.manifest(data) {
+        if let rows = try? FeedDecoder.manifestPage(data, shape: FeedShape(prefix: "images"), fields: ItemFields()).entries {
             for r in rows {
                 guard let u = FeedDecoder.resolve(r.url, base: "http://origin.test/images/") else { continue }
                 if !(u.lowercased().hasPrefix("http://") || u.lowercased().hasPrefix("https://")) {

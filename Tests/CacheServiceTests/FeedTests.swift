@@ -4,6 +4,11 @@ import Foundation
 @testable import CacheService
 import CacheProtocol
 
+/// The defaults: a bare array, ids at /id.
+func decodePosts(_ body: String, shape: FeedShape = FeedShape(prefix: "posts"), id: JSONPointer = .member("id")) throws(FeedError) -> DecodedPostsPage {
+    try FeedDecoder.postsPage(Array(body.utf8), shape: shape, id: id)
+}
+
 @Suite struct PostsDecodingTests {
     @Test func keepsValidPostsWithUnknownFieldsAndSkipsInvalidOnes() throws {
         let feed = """
@@ -16,25 +21,26 @@ import CacheProtocol
           {"userId": 1, "id": 5.5},
           {"userId": 1, "id": null},
           42,
-          {"userId": 2, "id": 2, "title": "repeated id"},
+          {"userId": 1, "id": ""},
+          {"userId": 2, "id": 2, "title": "repeated id: kept here, dropped by the refresh"},
           {"userId": 9, "id": -6}
         ]
         """
-        let d = try FeedDecoder.posts(Array(feed.utf8))
-        #expect(d.posts.map(\.id) == [1, 2, 3, -6])
-        #expect(d.invalid == 6)
-        #expect(d.problems.count == 6)
+        let d = try decodePosts(feed)
+        #expect(d.posts.map(\.id) == [.int(1), .int(2), .int(3), .string("4"), .int(2), .int(-6)])
+        #expect(d.invalid == 5)
+        #expect(d.problems.count == 5)
         #expect(String(decoding: d.posts[0].json, as: UTF8.self) == #"{"userId":1,"id":1,"title":"a","body":"b","extra":{"kept":true}}"#)
     }
 
     @Test func aFeedThatIsNotAnArrayIsAnError() {
-        for body in [#"{"posts": []}"#, "[{\"id\":1}", "<html>", ""] {
-            #expect(throws: JSONError.self, "\(body)") { try FeedDecoder.posts(Array(body.utf8)) }
+        for body in [#"{"posts": []}"#, "[{\"id\":1}", "<html>", "", "5"] {
+            #expect(throws: FeedError.self, "\(body)") { try decodePosts(body) }
         }
     }
 
     @Test func theBundledFixtureDecodesCompletely() throws {
-        let d = try FeedDecoder.posts(Array(Fixture.posts.utf8))
+        let d = try decodePosts(Fixture.posts)
         #expect(d.posts.count == 2)
         #expect(d.invalid == 0)
     }
@@ -49,10 +55,12 @@ enum Fixture {
 
 @Suite struct ManifestTests {
     @Test func rowsArePositionsAndElementsWithoutURLKeepTheirRow() throws {
-        let m = try FeedDecoder.manifest(Array(#"[{"url":"a.png","description":"A"},{"description":"no url"},{"url":"b.png"}]"#.utf8))
+        let shape = FeedShape(prefix: "images")
+        let m = try FeedDecoder.manifestPage(Array(#"[{"url":"a.png","description":"A"},{"description":"no url"},{"url":"b.png"}]"#.utf8),
+                                             shape: shape, fields: ItemFields()).entries
         #expect(m == [ManifestEntry(url: "a.png", description: "A"), ManifestEntry(url: "", description: "no url"),
                       ManifestEntry(url: "b.png", description: nil)])
-        #expect(throws: JSONError.self) { try FeedDecoder.manifest(Array(#"{"url":"a"}"#.utf8)) }
+        #expect(throws: FeedError.self) { try FeedDecoder.manifestPage(Array(#"{"url":"a"}"#.utf8), shape: shape, fields: ItemFields()) }
     }
 
     @Test func baseURLDefaultsToTheManifestDirectory() {

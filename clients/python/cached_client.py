@@ -22,7 +22,7 @@ import select
 import socket
 import stat
 import time
-from typing import Any, BinaryIO, Dict, Iterator, List, Optional
+from typing import Union, Any, BinaryIO, Dict, Iterator, List, Optional
 
 __all__ = ["Client", "CachedError", "default_socket"]
 __version__ = "0.1.0"
@@ -325,12 +325,21 @@ class Client:
         a.pop("ok", None)
         return a
 
-    def post(self, id: int) -> Dict[str, Any]:
-        """Post ``id`` as stored (every field the feed gave)."""
+    def post(self, id: Union[int, str]) -> Dict[str, Any]:
+        """Post ``id`` (an int or a str) as stored (every field the feed
+        gave). An int finds a string id of the same spelling and the other
+        way round, so ``post("5")`` and ``post(5)`` both find post 5."""
+        if isinstance(id, bool) or not isinstance(id, (int, str)):
+            raise TypeError("a post id is an int or a str, not %s" % type(id).__name__)
         return self._quick("get_post", id=id)["post"]
 
+    def post_ids(self, offset: int = 0, limit: Optional[int] = None) -> List[Union[int, str]]:
+        """The ids the posts are kept by (``posts-id``), in ``posts()``'s order."""
+        return self._quick("list_posts", offset=offset, limit=limit).get("ids", [])
+
     def posts(self, offset: int = 0, limit: Optional[int] = None) -> List[Dict[str, Any]]:
-        """Posts in ascending id order from ``offset``, at most ``limit``."""
+        """Posts from ``offset``, at most ``limit``: in ascending id order
+        when every id is an integer, else in the feed's order."""
         return self._quick("list_posts", offset=offset, limit=limit)["posts"]
 
     def image(self, row: int, fetch: bool = True) -> Dict[str, Any]:

@@ -91,9 +91,13 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
     }
 
     private func post(_ text: String, _ request: HTTPRequest) -> Answer {
-        guard let id = Self.integer(text) else { return .now(fail(.badRequest, .badRequest, "a post id is a decimal integer", request)) }
+        // The decoded segment as a string id: `post(id:)` finds an integer
+        // id by its decimal spelling too (docs/http.md, "/posts/{id}").
+        guard let id = PostID(string: text) else {
+            return .now(fail(.badRequest, .badRequest, "a post id is at most \(PostID.maxStringBytes) bytes", request))
+        }
         switch service.post(id: id) {
-        case .success(let json): return .now(responses.body(.ok, request, type: HTTPResponses.json, json))
+        case .success(let post): return .now(responses.body(.ok, request, type: HTTPResponses.json, post.json))
         case .failure(let e): return .now(failure(e, request))
         }
     }

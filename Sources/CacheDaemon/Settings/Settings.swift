@@ -9,6 +9,20 @@ public struct Settings: Sendable, Equatable {
     public var postsURL: String?
     public var imagesURL: String?
     public var imagesBaseURL: String?
+    /// Where the posts are in each page (nil: the document, or a JSON Feed's items).
+    public var postsItems: JSONPointer?
+    /// Each post's id.
+    public var postsID = JSONPointer.member("id")
+    /// The next page's URL in a page of posts (nil: a JSON Feed's next_url, else Link headers only).
+    public var postsNext: JSONPointer?
+    public var postsMaxPages = 1000
+    /// The same for the image manifest.
+    public var imagesItems: JSONPointer?
+    public var imagesNext: JSONPointer?
+    public var imagesMaxPages = 1000
+    /// Each manifest item's image URL and description.
+    public var imagesURLField = JSONPointer.member("url")
+    public var imagesDescriptionField = JSONPointer.member("description")
     /// Default per `DefaultPaths.store`.
     public var store: String
     /// Default per `DefaultPaths.socket`.

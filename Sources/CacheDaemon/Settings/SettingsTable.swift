@@ -1,4 +1,5 @@
 import CacheFetch
+import CacheProtocol
 import CacheSystem
 
 extension Settings {
@@ -12,6 +13,24 @@ extension Settings {
               \.imagesURL, parse: { k, v throws(SettingsError) in try ValueParser.url(k, v) }, format: optional),
         .make("images-base-url", "URL", .live, "base for relative image URLs (default: the manifest's directory)",
               \.imagesBaseURL, parse: { k, v throws(SettingsError) in try ValueParser.url(k, v) }, format: optional),
+        .make("posts-items", "POINTER", .live, "JSON Pointer to the array of posts in each page (default: the document, or a JSON Feed's items)",
+              \.postsItems, parse: { k, v throws(SettingsError) in try ValueParser.pointer(k, v, emptyIsNone: true) }, format: pointer),
+        .make("posts-id", "POINTER", .live, "JSON Pointer to each post's id (an integer or a string)",
+              \.postsID, parse: { k, v throws(SettingsError) in try ValueParser.fieldPointer(k, v) }, format: { $0.description }),
+        .make("posts-next", "POINTER", .live, "JSON Pointer to the next page's URL in each page (Link rel=next is followed anyway)",
+              \.postsNext, parse: { k, v throws(SettingsError) in try ValueParser.pointer(k, v, emptyIsNone: true) }, format: pointer),
+        .make("posts-max-pages", "N", .live, "pages of posts followed at most, 1 to 100000; one more fails the refresh",
+              \.postsMaxPages, parse: { k, v throws(SettingsError) in try ValueParser.whole(k, v, 1...100_000) }, format: { String($0) }),
+        .make("images-items", "POINTER", .live, "JSON Pointer to the array of images in each manifest page (default: the document, or a JSON Feed's items)",
+              \.imagesItems, parse: { k, v throws(SettingsError) in try ValueParser.pointer(k, v, emptyIsNone: true) }, format: pointer),
+        .make("images-next", "POINTER", .live, "JSON Pointer to the manifest's next page URL in each page",
+              \.imagesNext, parse: { k, v throws(SettingsError) in try ValueParser.pointer(k, v, emptyIsNone: true) }, format: pointer),
+        .make("images-max-pages", "N", .live, "manifest pages followed at most, 1 to 100000",
+              \.imagesMaxPages, parse: { k, v throws(SettingsError) in try ValueParser.whole(k, v, 1...100_000) }, format: { String($0) }),
+        .make("images-url-field", "POINTER", .live, "JSON Pointer to each manifest item's image URL",
+              \.imagesURLField, parse: { k, v throws(SettingsError) in try ValueParser.fieldPointer(k, v) }, format: { $0.description }),
+        .make("images-description-field", "POINTER", .live, "JSON Pointer to each manifest item's description",
+              \.imagesDescriptionField, parse: { k, v throws(SettingsError) in try ValueParser.fieldPointer(k, v) }, format: { $0.description }),
         .make("store", "DIR", .restart, "the store directory",
               \.store, parse: { k, v throws(SettingsError) in try ValueParser.path(k, v) }, format: { $0 }),
         .make("socket", "PATH", .restart, "the socket's path (at most 107 bytes)",
@@ -75,4 +94,5 @@ extension Settings {
     ]
 
     private static let optional: @Sendable (String?) -> String = { $0 ?? "-" }
+    private static let pointer: @Sendable (JSONPointer?) -> String = { $0?.description ?? "-" }
 }

@@ -1,3 +1,4 @@
+import CacheProtocol
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -68,6 +69,22 @@ enum ValueParser {
     static func url(_ key: String, _ value: String) throws(SettingsError) -> String {
         guard URLScheme.isHTTP(value) else { throw SettingsError("\(key) must be an http:// or https:// URL, not \"\(value)\"") }
         return value
+    }
+
+    /// A JSON Pointer (RFC 6901); with `emptyIsNone`, "" means none (the default).
+    static func pointer(_ key: String, _ value: String, emptyIsNone: Bool) throws(SettingsError) -> JSONPointer? {
+        if value.isEmpty && emptyIsNone { return nil }
+        do throws(JSONPointer.SyntaxError) { return try JSONPointer(value) } catch {
+            throw SettingsError("\(key) must be a JSON Pointer, not \"\(value)\": \(error)")
+        }
+    }
+
+    /// A pointer to a member of each item: not empty (that would be the item itself).
+    static func fieldPointer(_ key: String, _ value: String) throws(SettingsError) -> JSONPointer {
+        guard !value.isEmpty, let p = try pointer(key, value, emptyIsNone: false) else {
+            throw SettingsError("\(key) must be a JSON Pointer to a member of each item, such as /id, not empty")
+        }
+        return p
     }
 
     static func path(_ key: String, _ value: String) throws(SettingsError) -> String {

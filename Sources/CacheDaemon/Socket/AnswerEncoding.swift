@@ -11,8 +11,10 @@ enum AnswerEncoding {
     }
 
     static func posts(_ page: PostsPage, tag: [UInt8]?) -> [UInt8] {
-        Response.ok(tag: tag, capacity: page.posts.reduce(64) { $0 + $1.count + 1 }) { o in
+        Response.ok(tag: tag, capacity: page.posts.reduce(64) { $0 + $1.count + 12 }) { o in
             o.field("total", page.total)
+            o.key("ids")
+            o.rawArray(page.ids.map { id in var w = JSONWriter(capacity: 24); w.postID(id); return w.bytes })
             o.key("posts")
             o.rawArray(page.posts)
         }

@@ -22,7 +22,7 @@ final class Dispatcher: Sendable {
         case .status:
             return .now(AnswerEncoding.status(service.status(), socket: socketPath, tag: tag))
         case .getPost(let id):
-            return now(service.post(id: id), tag) { Response.ok(tag: tag, name: "post", rawJSON: $0) }
+            return now(service.post(id: id), tag) { Response.ok(tag: tag, id: $0.id, name: "post", rawJSON: $0.json) }
         case let .listPosts(offset, limit):
             let encode = { @Sendable (page: PostsPage) in AnswerEncoding.posts(page, tag: tag) }
             return answer(service.posts(offset: offset, limit: limit, then: finish(reply, encode)), tag, encode)

@@ -1,0 +1,193 @@
+import CacheProtocol
+import CacheFetch
+import CacheStore
+import CacheSystem
+
+/// What a posts refresh hands its waiters: the summary, and when the
+/// manifest shares the posts' pages (`images-url` = `posts-url`), the
+/// manifest's pages decoded from the same answers, for the images prefetch
+/// that follows (so each page is fetched once).
+struct PostsRefresh: Sendable {
+    var summary: PostsSummary
+    var manifest: [PageResult<DecodedManifestPage>]?
+}
+
+/// Both decodings of one page that serves both feeds.
+struct SharedPage: Sendable {
+    var posts: DecodedPostsPage
+    /// A manifest that fails to decode fails only the manifest's refresh
+    /// (which then walks the pages itself and says why), never the posts'.
+    var manifest: Result<DecodedManifestPage, FeedError>
+}
+
+/// Feed refreshes: every page walked, then the whole feed stored as one
+/// transaction (docs/protocol.md, "Feeds").
+extension CacheService {
+    /// Refreshes the posts (joins a refresh already running).
+    func refreshPosts(force: Bool, completion: @escaping @Sendable (Result<PostsRefresh, CacheError>) -> Void) {
+        guard postsFlight.join(0, completion) else { counters.withLock { $0.coalesced += 1 }; return }
+        let config = feeds.withLock { $0 }
+        let fetch = FeedFetch(setting: "posts-url", url: config.postsURL, feed: .posts)
+        let finish: @Sendable (Result<PostsRefresh, CacheError>) -> Void = { [self] r in postsFlight.finish(0, r) }
+        let stored = store.postPages
+        if config.feedsSharePages {
+            let walk = PageWalk<SharedPage>(fetch: fetch, shape: config.postsShape, stored: stored, force: force) { body throws(FeedError) in
+                let p = try FeedDecoder.postsPage(body, shape: config.postsShape, id: config.fields.postID)
+                let m = Result { () throws(FeedError) in try FeedDecoder.manifestPage(body, shape: config.imagesShape, fields: config.fields) }
+                return (SharedPage(posts: p, manifest: m), p.next)
+            }
+            fetchPages(walk) { [self] result in
+                finish(result.flatMap { pages in
+                    storePosts(pages.map { $0.map(\.posts) }).map { PostsRefresh(summary: $0, manifest: sharedManifest(pages)) }
+                })
+            }
+        } else {
+            let walk = PageWalk<DecodedPostsPage>(fetch: fetch, shape: config.postsShape, stored: stored, force: force) { body throws(FeedError) in
+                let p = try FeedDecoder.postsPage(body, shape: config.postsShape, id: config.fields.postID)
+                return (p, p.next)
+            }
+            fetchPages(walk) { [self] result in finish(result.flatMap { storePosts($0).map { PostsRefresh(summary: $0) } }) }
+        }
+    }
+
+    /// The manifest's view of pages walked for the posts: a page that
+    /// answered 304 to the posts' validators is unchanged for the manifest
+    /// only when the manifest stored it with the same validators; if not,
+    /// nil (the manifest walks its pages itself).
+    private func sharedManifest(_ pages: [PageResult<SharedPage>]) -> [PageResult<DecodedManifestPage>]? {
+        let stored = store.manifestPages
+        var out: [PageResult<DecodedManifestPage>] = []
+        for (i, p) in pages.enumerated() {
+            switch p {
+            case .fresh(let page, let both):
+                guard case .success(let m) = both.manifest else { return nil }
+                out.append(.fresh(page, m))
+            case .unchanged(let page):
+                let match = stored.first { $0.url == page.url } ?? (i == 0 ? stored.first { $0.url.isEmpty } : nil)
+                guard var m = match, m.validators == page.validators else { return nil }
+                m.url = page.url
+                out.append(.unchanged(m))
+            }
+        }
+        return out
+    }
+
+    /// Stores the posts of every page as one transaction: pages that
+    /// answered 304 contribute the posts they contributed last time; a
+    /// repeated id keeps its first post. Writes nothing when every page
+    /// answered 304.
+    private func storePosts(_ pages: [PageResult<DecodedPostsPage>]) -> Result<PostsSummary, CacheError> {
+        let feedOrder = store.postsInFeedOrder()
+        let slices = Self.storedSlices(store.postPages)
+        if pages.allSatisfy({ if case .unchanged = $0 { true } else { false } }) {
+            log.info("posts feed not modified (\(pages.count) page\(pages.count == 1 ? "" : "s"), \(feedOrder.count) posts)")
+            return .success(PostsSummary(unchanged: feedOrder.count))
+        }
+        var posts: [(id: PostID, json: [UInt8])] = []
+        var newPages: [FeedPage] = []
+        var seen = Set<PostID>()
+        var invalid = 0
+        var problems: [String] = []
+        for (n, result) in pages.enumerated() {
+            var page = result.page
+            let before = posts.count
+            let label = pages.count == 1 ? "" : "page \(n + 1) "
+            let items: [(id: PostID, json: [UInt8])]
+            switch result {
+            case .unchanged(let p):
+                let r = slices[p.url] ?? (n == 0 ? slices[""] : nil) ?? 0..<0
+                items = Array(feedOrder[min(r.lowerBound, feedOrder.count)..<min(r.upperBound, feedOrder.count)])
+            case .fresh(_, let decoded):
+                items = decoded.posts
+                invalid += decoded.invalid
+                problems += decoded.problems.prefix(Self.loggedFeedProblems).map { label + $0 }
+            }
+            for (i, post) in items.enumerated() {
+                guard seen.insert(post.id).inserted else {
+                    invalid += 1
+                    problems.append("\(label)post \(i) repeats id \(post.id.json)")
+                    continue
+                }
+                posts.append(post)
+            }
+            page.count = posts.count - before
+            newPages.append(page)
+        }
+        for p in problems.prefix(Self.loggedFeedProblems) { log.warning("posts feed: skipped \(p)") }
+        let change: PostsChange
+        do throws(StoreError) { change = try store.replacePosts(posts, pages: newPages) }
+        catch {
+            if posts.count >= Memory.largeBody / 64 { Memory.returnFreePages() }
+            return .failure(.store(error, doing: "could not store posts"))
+        }
+        if posts.count >= Memory.largeBody / 64 { Memory.returnFreePages() }
+        let summary = PostsSummary(fetched: change.fetched, unchanged: change.unchanged, removed: change.removed, invalid: invalid)
+        log.info("posts refreshed from \(pages.count) page\(pages.count == 1 ? "" : "s"): \(summary.fetched) new or changed, \(summary.unchanged) unchanged, \(summary.removed) removed, \(summary.invalid) invalid")
+        return .success(summary)
+    }
+
+    /// A feed with thousands of bad entries logs the first 20: enough to see
+    /// the pattern, not enough to flood the journal.
+    static let loggedFeedProblems = 20
+
+    /// Refreshes the image manifest (joins a refresh already running), or
+    /// stores `walked` pages when the posts refresh just walked them.
+    /// Succeeds with the number of rows.
+    func refreshManifest(force: Bool, walked: [PageResult<DecodedManifestPage>]? = nil,
+                         completion: @escaping @Sendable (Result<Int, CacheError>) -> Void) {
+        guard manifestFlight.join(0, completion) else { counters.withLock { $0.coalesced += 1 }; return }
+        let finish: @Sendable (Result<Int, CacheError>) -> Void = { [self] r in manifestFlight.finish(0, r) }
+        if let walked { pool.submit { [self] in finish(storeManifest(walked)) }; return }
+        let config = feeds.withLock { $0 }
+        let fetch = FeedFetch(setting: "images-url", url: config.imagesURL, feed: .manifest)
+        let walk = PageWalk<DecodedManifestPage>(fetch: fetch, shape: config.imagesShape, stored: store.manifestPages, force: force) { body throws(FeedError) in
+            let m = try FeedDecoder.manifestPage(body, shape: config.imagesShape, fields: config.fields)
+            return (m, m.next)
+        }
+        fetchPages(walk) { [self] result in finish(result.flatMap { storeManifest($0) }) }
+    }
+
+    /// Stores the rows of every page as one transaction (rows are positions
+    /// in the whole list); nothing is written when every page answered 304.
+    private func storeManifest(_ pages: [PageResult<DecodedManifestPage>]) -> Result<Int, CacheError> {
+        let current = store.rows(offset: 0, limit: Int.max).page
+        if pages.allSatisfy({ if case .unchanged = $0 { true } else { false } }) { return .success(current.count) }
+        let slices = Self.storedSlices(store.manifestPages)
+        var rows: [(url: String, description: String?)] = []
+        var newPages: [FeedPage] = []
+        for (n, result) in pages.enumerated() {
+            var page = result.page
+            switch result {
+            case .unchanged(let p):
+                let r = slices[p.url] ?? (n == 0 ? slices[""] : nil) ?? 0..<0
+                rows += current[min(r.lowerBound, current.count)..<min(r.upperBound, current.count)].map { ($0.url, $0.description) }
+                page.count = min(r.upperBound, current.count) - min(r.lowerBound, current.count)
+            case .fresh(_, let decoded):
+                rows += decoded.entries.map { ($0.url, $0.description) }
+                page.count = decoded.entries.count
+            }
+            newPages.append(page)
+        }
+        do throws(StoreError) {
+            let changed = try store.replaceManifest(rows, pages: newPages)
+            log.info("manifest refreshed from \(pages.count) page\(pages.count == 1 ? "" : "s"): \(rows.count) rows, \(changed) changed")
+            return .success(rows.count)
+        } catch { return .failure(.store(error, doing: "could not store the manifest")) }
+    }
+
+    /// Calls `completion` once the manifest is known, fetching it if it never was.
+    func ensureManifest(_ completion: @escaping @Sendable (Result<Int, CacheError>) -> Void) {
+        if store.manifestKnown { completion(.success(store.rows(offset: 0, limit: 0).total)); return }
+        refreshManifest(force: false, completion: completion)
+    }
+}
+
+extension PageResult {
+    /// The same page with its decoded part transformed.
+    func map<T: Sendable>(_ f: (Decoded) -> T) -> PageResult<T> {
+        switch self {
+        case .unchanged(let p): .unchanged(p)
+        case .fresh(let p, let d): .fresh(p, f(d))
+        }
+    }
+}

@@ -1,0 +1,35 @@
+import Testing
+import CacheFetch
+
+@Suite struct LinkHeaderTests {
+    @Test func githubsLinkHeaderGivesItsNextPage() {
+        let v = #"<https://api.github.com/repositories/1/issues?page=2>; rel="next", <https://api.github.com/repositories/1/issues?page=5>; rel="last""#
+        #expect(LinkHeader.next(v) == "https://api.github.com/repositories/1/issues?page=2")
+    }
+
+    @Test func relationsAreCaseInsensitiveListsAndTheFirstRelCounts() {
+        #expect(LinkHeader.next(#"<a>; rel="prev", <b>; REL="Next start""#) == "b")
+        #expect(LinkHeader.next("<a>; rel=next") == "a")
+        #expect(LinkHeader.next(#"<a>; rel="prev"; rel="next""#) == nil)
+        #expect(LinkHeader.next(#"<a>; rel="nextpage""#) == nil)
+    }
+
+    @Test func commasInsideTargetsAndQuotesDoNotSplitLinks() {
+        let v = #"<https://h/x?a=1,2>; title="a, b"; rel="next", <https://h/y>; rel="last""#
+        #expect(LinkHeader.links(v) == [LinkHeader.Link(target: "https://h/x?a=1,2", relations: ["next"]),
+                                        LinkHeader.Link(target: "https://h/y", relations: ["last"])])
+    }
+
+    @Test func malformedLinksAreSkippedNotFatal() {
+        #expect(LinkHeader.next(#"garbage, <https://h/n>; rel="next""#) == "https://h/n")
+        #expect(LinkHeader.next("<unterminated; rel=next") == nil)
+        #expect(LinkHeader.next(#"<https://h/a>; rel="next"#) == nil)
+        #expect(LinkHeader.next("") == nil)
+    }
+
+    /// Mastodon's form: relative-free, with max_id.
+    @Test func mastodonsLinkHeader() {
+        let v = #"<https://m.example/api/v1/timelines/public?max_id=109>; rel="next", <https://m.example/api/v1/timelines/public?min_id=120>; rel="prev""#
+        #expect(LinkHeader.next(v) == "https://m.example/api/v1/timelines/public?max_id=109")
+    }
+}

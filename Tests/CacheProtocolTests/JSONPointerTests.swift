@@ -1,0 +1,53 @@
+import Testing
+import CacheProtocol
+
+@Suite struct JSONPointerTests {
+    let doc = try! JSONParser.parse(Array(#"{"foo":["bar","baz"],"":0,"a/b":1,"c%d":2,"e^f":3,"g|h":4,"i\\j":5,"k\"l":6," ":7,"m~n":8,"data":{"items":[{"id":1}]}}"#.utf8))
+
+    /// RFC 6901 section 5's examples, in JSON String representation.
+    @Test func theRFCExamplesNameWhatTheRFCSays() throws {
+        let cases: [(String, JSON)] = [
+            ("/foo", .array([.string("bar"), .string("baz")])), ("/foo/0", .string("bar")), ("/", .number("0")),
+            ("/a~1b", .number("1")), ("/c%d", .number("2")), ("/e^f", .number("3")), ("/g|h", .number("4")),
+            ("/i\\j", .number("5")), ("/k\"l", .number("6")), ("/ ", .number("7")), ("/m~0n", .number("8")),
+        ]
+        for (text, value) in cases { #expect(try JSONPointer(text).resolve(in: doc) == value, "\(text)") }
+        #expect(try JSONPointer("").resolve(in: doc) == doc)
+    }
+
+    @Test func aPointerToNothingSaysHowFarItGot() throws {
+        #expect(try JSONPointer("/foo/2").resolve(in: doc) == nil)
+        #expect(try JSONPointer("/foo/01").resolve(in: doc) == nil)
+        #expect(try JSONPointer("/foo/-").resolve(in: doc) == nil)
+        #expect(try JSONPointer("/data/posts").whyNothing(in: doc) == #"/data is an object with no member "posts""#)
+        #expect(try JSONPointer("/foo/7").whyNothing(in: doc) == #"/foo is an array of 2, with no element "7""#)
+        #expect(try JSONPointer("/foo/0/x").whyNothing(in: doc) == "/foo/0 is a string")
+        #expect(try JSONPointer("/nope").whyNothing(in: doc) == #"the document is an object with no member "nope""#)
+        #expect(try JSONPointer("/data/items").whyNothing(in: doc) == nil)
+    }
+
+    @Test func badSyntaxIsRefusedWithTheRule() {
+        for bad in ["data", "/a~", "/a~2", "~1"] {
+            #expect(throws: JSONPointer.SyntaxError.self, "\(bad)") { try JSONPointer(bad) }
+        }
+    }
+
+    @Test func theElementsOfANestedArrayKeepTheirExactText() throws {
+        let text = #"{"data": {"items": [ {"id": 1, "t": "\u00e9"} , 2, [3] ]}, "data2": []}"#
+        let bytes = Array(text.utf8)
+        let (root, ranges) = try JSONParser.parseDocument(bytes, capturingArrayAt: ["data", "items"])
+        let r = try #require(ranges)
+        #expect(r.map { String(decoding: bytes[$0], as: UTF8.self) } == [#"{"id": 1, "t": "\u00e9"}"#, "2", "[3]"])
+        #expect(try JSONPointer("/data/items/2/0").resolve(in: root) == .number("3"))
+        // Not an array, or nothing there: no ranges, the document still whole.
+        #expect(try JSONParser.parseDocument(bytes, capturingArrayAt: ["data"]).ranges == nil)
+        #expect(try JSONParser.parseDocument(bytes, capturingArrayAt: ["missing"]).ranges == nil)
+        #expect(try JSONParser.parseDocument(bytes, capturingArrayAt: ["data2"]).ranges == [])
+        // An index token, and a repeated member read as its last.
+        let arr = Array(#"[[1],[2,3]]"#.utf8)
+        #expect(try JSONParser.parseDocument(arr, capturingArrayAt: ["1"]).ranges?.count == 2)
+        let dup = Array(#"{"d":[1],"d":[1,2,3]}"#.utf8)
+        #expect(try JSONParser.parseDocument(dup, capturingArrayAt: ["d"]).ranges?.count == 3)
+        #expect(throws: JSONError.self) { try JSONParser.parseDocument(Array(#"{"d":[1]"#.utf8), capturingArrayAt: ["d"]) }
+    }
+}

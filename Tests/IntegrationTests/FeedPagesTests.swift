@@ -1,0 +1,169 @@
+import Testing
+import Foundation
+import CacheProtocol
+
+/// Paged feeds with string ids, against a real nginx (ETags, `Link` headers
+/// from `add_header`): docs/protocol.md, "Feeds" and "Post ids".
+@Suite(.serialized) struct FeedPagesTests {
+    /// A JSON:API-shaped feed of three pages, linked by `links.next`
+    /// (relative, then root-relative, then null), with string ids of the
+    /// awkward kinds: a URL, a decimal string, `..`, a leading `-`, Unicode.
+    static let pages = [
+        "feed/p1.json": #"{"data":[{"id":"https://ex.org/a/b","title":"A"},{"id":"109","title":"M"}],"links":{"next":"p2.json"}}"#,
+        "feed/p2.json": #"{"data":[{"id":"..","title":"dots"},{"id":"109","title":"repeated"}],"links":{"next":"/feed/p3.json"}}"#,
+        "feed/p3.json": #"{"data":[{"id":"-x/é","title":"last"}],"links":{"next":null}}"#,
+    ]
+
+    func serve(_ files: [String: String], in nginx: Nginx) throws {
+        for (path, text) in files {
+            let full = nginx.files!.root + "/" + path
+            try FileManager.default.createDirectory(atPath: (full as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try text.write(toFile: full, atomically: false, encoding: .utf8)
+            // Dated in the past: an edit later gets a newer Last-Modified and ETag.
+            try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-3600)], ofItemAtPath: full)
+            chmod(full, 0o644)
+        }
+    }
+
+    func prefetchPosts(_ d: Daemon) throws -> JSON { try d.call("prefetch", [("what", .string("posts"))]) }
+
+    func ids(_ d: Daemon) throws -> [JSON] { try d.call("list_posts")["ids"]?.array ?? [] }
+
+    /// The feed-page requests nginx logged after `offset`: path and status.
+    func pageRequests(_ nginx: Nginx, after offset: Int, count: Int) -> [String] {
+        nginx.accessLog.entries(after: offset, atLeast: count).filter { $0.path.hasPrefix("/feed/") || $0.path.hasPrefix("/gh/") }
+            .map { "\($0.path) \($0.status)" }
+    }
+
+    @Test func pagesWithStringIdsAreCachedRefreshedPageByPageAndSurviveARestart() throws {
+        let nginx = try Nginx()
+        try serve(Self.pages, in: nginx)
+        let port = try unusedLocalPort()
+        let scratch = Scratch()
+        let args = ["--posts-url", nginx.base + "/feed/p1.json", "--posts-items", "/data", "--posts-next", "/links/next",
+                    "--http-listen", "127.0.0.1:\(port)"]
+        var d = try Daemon(origin: nil, arguments: args, scratch: scratch)
+        let first = try prefetchPosts(d)
+        #expect(first["posts"]?["fetched"]?.integer == 4, "\(first)")
+        #expect(first["posts"]?["invalid"]?.integer == 1, "the repeated id 109 on page 2")
+        #expect(pageRequests(nginx, after: 0, count: 3) == ["/feed/p1.json 200", "/feed/p2.json 200", "/feed/p3.json 200"])
+        let order: [JSON] = [.string("https://ex.org/a/b"), .string("109"), .string(".."), .string("-x/é")]
+        #expect(try ids(d) == order, "string ids: the feed's order")
+
+        // Each id kind by get_post; the integer 109 finds the string "109".
+        #expect(try d.call("get_post", [("id", .string("109"))])["post"]?["title"]?.string == "M")
+        let byInt = try d.call("get_post", [("id", .number("109"))])
+        #expect(byInt["post"]?["title"]?.string == "M")
+        #expect(byInt["id"] == .string("109"), "the answer names the id found")
+        #expect(try d.call("get_post", [("id", .string("https://ex.org/a/b"))])["post"] == .object([("id", .string("https://ex.org/a/b")), ("title", .string("A"))]))
+        #expect(try d.call("get_post", [("id", .number("110"))])["error"]?["code"]?.string == "not_found")
+
+        // Every post file is beneath posts/, one each.
+        let files = try FileManager.default.contentsOfDirectory(atPath: d.store + "/posts")
+        #expect(files.count == 4, "\(files)")
+
+        // HTTP: the percent-decoded segment, slashes and dots included.
+        #expect(httpBody(port, "/posts/https%3A%2F%2Fex.org%2Fa%2Fb")?["title"]?.string == "A")
+        #expect(httpBody(port, "/posts/%2E%2E")?["title"]?.string == "dots")
+        #expect(httpBody(port, "/posts/-x%2F%C3%A9")?["title"]?.string == "last")
+
+        // Nothing changed: every page answers 304 and the log gains nothing.
+        let logSize = try size(d.store + "/index.log")
+        var seen = nginx.accessLog.entries().count
+        let second = try prefetchPosts(d)
+        #expect(second["posts"]?["unchanged"]?.integer == 4, "\(second)")
+        #expect(pageRequests(nginx, after: seen, count: 3) == ["/feed/p1.json 304", "/feed/p2.json 304", "/feed/p3.json 304"])
+        #expect(try size(d.store + "/index.log") == logSize, "a refresh where every page answered 304 writes nothing")
+
+        // An edit on page 2 is picked up; pages 1 and 3 stand as stored.
+        try nginx.files!.edit("feed/p2.json", replacing: #""dots""#, with: #""dots, edited""#)
+        seen = nginx.accessLog.entries().count
+        let third = try prefetchPosts(d)
+        #expect(third["posts"]?["fetched"]?.integer == 1, "\(third)")
+        #expect(pageRequests(nginx, after: seen, count: 3) == ["/feed/p1.json 304", "/feed/p2.json 200", "/feed/p3.json 304"])
+        #expect(try d.call("get_post", [("id", .string(".."))])["post"]?["title"]?.string == "dots, edited")
+        #expect(try ids(d) == order)
+
+        // A restart: the same posts, order and pages; the next refresh is all 304.
+        #expect(d.stop() == 0)
+        d = try Daemon(origin: nil, arguments: args, scratch: scratch)
+        #expect(try ids(d) == order)
+        #expect(try d.call("get_post", [("id", .string("-x/é"))])["post"]?["title"]?.string == "last")
+        seen = nginx.accessLog.entries().count
+        _ = try prefetchPosts(d)
+        #expect(pageRequests(nginx, after: seen, count: 3) == ["/feed/p1.json 304", "/feed/p2.json 304", "/feed/p3.json 304"])
+    }
+
+    /// GitHub-style: integer ids newest first, pages linked by `Link` headers only.
+    @Test func linkHeadersArePagedAndIntegerIdsListAscending() throws {
+        let extra = """
+        location = /gh/1.json { add_header Link '<http://127.0.0.1:$server_port/gh/2.json>; rel="next", <http://127.0.0.1:$server_port/gh/2.json>; rel="last"' always; }
+        location = /gh/2.json { add_header Link '</gh/1.json>; rel="first", </gh/1.json>; rel="prev"' always; }
+        """
+        let nginx = try Nginx(extra: extra)
+        try serve(["gh/1.json": #"[{"id":30,"title":"c"},{"id":20,"title":"b"}]"#, "gh/2.json": #"[{"id":10,"title":"a"}]"#], in: nginx)
+        let d = try Daemon(origin: nil, arguments: ["--posts-url", nginx.base + "/gh/1.json"])
+        #expect(try prefetchPosts(d)["posts"]?["fetched"]?.integer == 3)
+        #expect(try ids(d) == [.number("10"), .number("20"), .number("30")], "integer ids: ascending, as always")
+        let seen = nginx.accessLog.entries().count
+        _ = try prefetchPosts(d)
+        #expect(pageRequests(nginx, after: seen, count: 2) == ["/gh/1.json 304", "/gh/2.json 304"], "a 304 keeps its page's next link")
+    }
+
+    /// A loop, too many pages and items that are not there each fail the
+    /// refresh with `upstream`, and the posts stay as they were.
+    @Test func aLoopTooManyPagesOrMissingItemsFailAndChangeNothing() throws {
+        let nginx = try Nginx()
+        try serve(Self.pages, in: nginx)
+        let base = ["--posts-url", nginx.base + "/feed/p1.json", "--posts-items", "/data", "--posts-next", "/links/next"]
+        let d = try Daemon(origin: nil, arguments: base)
+        _ = try prefetchPosts(d)
+        let before = try d.call("list_posts")
+
+        try nginx.files!.edit("feed/p3.json", replacing: #""next":null"#, with: #""next":"p1.json""#)
+        let loop = try cachectl(["prefetch", "posts"], socket: d.socket)
+        #expect(loop.status != 0)
+        #expect(loop.stderr.contains("the pages loop: page 3 links to \(nginx.base)/feed/p1.json, which was already fetched"), "\(loop.stderr)")
+        #expect(try d.call("list_posts") == before)
+
+        let few = try Daemon(origin: nil, arguments: base + ["--posts-max-pages", "2"])
+        let tooMany = try cachectl(["prefetch", "posts"], socket: few.socket)
+        #expect(tooMany.stderr.contains("more than posts-max-pages 2 pages; page 3 would be \(nginx.base)/feed/p3.json"), "\(tooMany.stderr)")
+        #expect(try few.call("list_posts")["total"]?.integer == 0)
+
+        let wrong = try Daemon(origin: nil, arguments: ["--posts-url", nginx.base + "/feed/p1.json", "--posts-items", "/links"])
+        let r = try wrong.call("prefetch", [("what", .string("posts"))])
+        #expect(r["error"]?["code"]?.string == "upstream")
+        #expect(r["error"]?["message"]?.string?.contains("posts-items /links is an object, not an array") == true, "\(r)")
+    }
+
+    /// A JSON Feed whose items name images: the same URL is the posts feed
+    /// and the manifest, and one prefetch fetches it once.
+    @Test func aJSONFeedIsPostsAndManifestFetchedOnce() throws {
+        let nginx = try Nginx()
+        let feed = """
+        {"version":"https://jsonfeed.org/version/1.1","title":"t","items":[
+         {"id":"https://ex.org/1","title":"one","image":"images/01-sunrise.png"},
+         {"id":"https://ex.org/2","title":"two","image":"images/02-ocean.png"}]}
+        """
+        try serve(["feed.json": feed], in: nginx)
+        let url = nginx.base + "/feed.json"
+        let d = try Daemon(origin: nil, arguments: ["--posts-url", url, "--images-url", url, "--images-url-field", "/image",
+                                                    "--images-description-field", "/title"])
+        let r = try d.call("prefetch")
+        #expect(r["posts"]?["fetched"]?.integer == 2, "\(r)")
+        #expect(r["images"]?["downloaded"]?.integer == 2, "\(r)")
+        let feedRequests = nginx.accessLog.entries(after: 0, atLeast: 3).filter { $0.path == "/feed.json" }
+        #expect(feedRequests.count == 1, "\(feedRequests.map(\.description))")
+        #expect(try d.call("get_image", [("row", .number("1"))])["image"]?["description"]?.string == "two")
+    }
+
+    private func size(_ path: String) throws -> Int {
+        (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? -1
+    }
+
+    private func httpBody(_ port: Int, _ path: String) -> JSON? {
+        guard let a = try? SimpleHTTP.get(port: port, path: path), a.status == 200 else { return nil }
+        return try? JSONParser.parse(a.body)
+    }
+}
