@@ -295,13 +295,10 @@ def is_decimal(s):
 
 
 def cachectl_post_args(pid):
-    """cachectl's words for get post ID: an integer as it is, a string that
-    looks like a decimal integer with --string, any other string as it is."""
-    if isinstance(pid, int):
-        return ["get", "post", str(pid)]
-    if is_decimal(pid):
-        return ["get", "post", "--string", pid]
-    return ["get", "post", pid]
+    """cachectl's words for get post ID: the id's text, whatever its kind (an
+    integer and a string of the same spelling find each other, docs/protocol.md
+    "Post ids")."""
+    return ["get", "post", str(pid)]
 
 
 def get_post_checks(d, shape, pid, expected, label):
@@ -313,6 +310,18 @@ def get_post_checks(d, shape, pid, expected, label):
     got = canon(a.get("post")) if a.get("ok") else "error: " + short(canon(a.get("error")), 200)
     check("%s: %s get_post %s over the socket is the exact item" % (shape.name, label, canon(pid)), got == want,
           "%s" % short(got, 160) if got != want else "%d bytes" % len(want.encode()))
+    if a.get("ok"):
+        check("%s: %s get_post %s answers the id it is kept by, of its kind" % (shape.name, label, canon(pid)),
+              canon(a.get("id")) == canon(pid), "id %s" % canon(a.get("id")))
+    if isinstance(pid, str) and is_decimal(pid):
+        # A decimal string id is found by the integer of its spelling, too.
+        try:
+            a = d.call({"op": "get_post", "id": int(pid)})
+        except (OSError, ValueError) as e:
+            a = {"ok": False, "error": {"message": str(e)}}
+        got = canon(a.get("post")) if a.get("ok") else "error: " + short(canon(a.get("error")), 200)
+        check("%s: %s get_post %s (the integer) finds the string id %s" % (shape.name, label, pid, canon(pid)),
+              got == want and canon(a.get("id")) == canon(pid), "id %s, %s" % (canon(a.get("id")), short(got, 120)))
     r = d.ctl("--json", *cachectl_post_args(pid))
     try:
         got = canon(json.loads(r.stdout.strip().splitlines()[-1]).get("post")) if r.returncode == 0 else None
@@ -320,8 +329,6 @@ def get_post_checks(d, shape, pid, expected, label):
         got = None
     check("%s: %s cachectl %s is the exact item" % (shape.name, label, " ".join(cachectl_post_args(pid))), got == want,
           "exit %d %s" % (r.returncode, short(r.stdout + r.stderr, 200)) if got != want else "exit 0")
-    if isinstance(pid, str) and is_decimal(pid):
-        return  # /posts/123 is the integer id; a numeric-looking string id has no plain HTTP path
     path = "/posts/" + urllib.parse.quote(str(pid), safe="")
     try:
         status, body = d.http(path)
@@ -339,6 +346,11 @@ def listing_check(d, shape, posts, label):
     except (OSError, ValueError) as e:
         a = {"ok": False, "error": {"message": str(e)}}
     got = [canon(p) for p in a.get("posts", [])] if a.get("ok") else None
+    if a.get("ok"):
+        want_ids = [canon(shape.id_of(p)) for p in shape.listing(posts)]
+        got_ids = [canon(i) for i in a.get("ids") or []]
+        check("%s: %s list_posts' ids are the posts' ids, of their kinds, in order" % (shape.name, label), got_ids == want_ids,
+              short(" ".join(got_ids), 200) if got_ids != want_ids else "%d ids" % len(got_ids))
     order = "ascending ids" if shape.listing(posts) != list(posts) or all(isinstance(shape.id_of(p), int) for p in posts) else "feed order"
     detail = "%d posts in %s" % (len(want), order)
     if got != want:
@@ -450,16 +462,19 @@ def reference_read(url, settings, prefix, etags):
         split = urllib.parse.urlsplit(url)
         pages.append((split.path + ("?" + split.query if split.query else ""), status))
         doc = json.loads(body)
-        ptr = conf.get(prefix + "-items", "")
-        if not ptr and isinstance(doc, dict) and str(doc.get("version", "")).startswith("https://jsonfeed.org/version/"):
-            ptr = "/items"
+        ptr, next_ptr = conf.get(prefix + "-items", ""), conf.get(prefix + "-next", "")
+        if isinstance(doc, dict) and str(doc.get("version", "")).startswith("https://jsonfeed.org/version/"):
+            ptr, next_ptr = ptr or "/items", next_ptr or "/next_url"
         items += pointer(doc, ptr)
-        nxt = link_next(link)
-        if not nxt and conf.get(prefix + "-next"):
+        nxt = None
+        if next_ptr:  # the document's next first, then Link (docs/protocol.md, "Pages")
             try:
-                nxt = pointer(doc, conf[prefix + "-next"])
+                nxt = pointer(doc, next_ptr)
             except (KeyError, IndexError, ValueError):
                 nxt = None
+            if isinstance(nxt, dict):
+                nxt = nxt.get("href")
+        nxt = nxt or link_next(link)
         url = urllib.parse.urljoin(url, nxt) if nxt else None
     return pages, items
 

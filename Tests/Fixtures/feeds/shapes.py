@@ -162,9 +162,8 @@ def jsonfeed(f, p):
         return Edit("all", ["/feed/feed.json"], ["/feed/feed-2.json"], posts=new, rows=new_rows,
                     changed_ids=[ids[4]], new_images=["/feed/img/sample.bmp"])
 
-    return Shape("jsonfeed", "JSON Feed 1.1: items by version, next_url, URL/tag ids, images-url = posts-url with the items' image",
-                 [("posts-url", base + "feed.json"), ("posts-next", "/next_url"),
-                  ("images-url", base + "feed.json"), ("images-next", "/next_url"),
+    return Shape("jsonfeed", "JSON Feed 1.1: items and next_url by its version alone, URL/tag ids, images-url = posts-url with the items' image",
+                 [("posts-url", base + "feed.json"), ("images-url", base + "feed.json"),
                   ("images-url-field", "/image"), ("images-description-field", "/title")],
                  items, ["/feed/feed.json", "/feed/feed-2.json"], [ids[0], ids[2], ids[3], ids[1]],
                  rows=rows, image_pages=["/feed/feed.json", "/feed/feed-2.json"], edit=edit, same_feed=True)
