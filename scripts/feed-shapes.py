@@ -301,41 +301,64 @@ def cachectl_post_args(pid):
     return ["get", "post", str(pid)]
 
 
-def get_post_checks(d, shape, pid, expected, label):
-    want = canon(expected)
-    try:
-        a = d.call({"op": "get_post", "id": pid})
-    except (OSError, ValueError) as e:
-        a = {"ok": False, "error": {"message": str(e)}}
-    got = canon(a.get("post")) if a.get("ok") else "error: " + short(canon(a.get("error")), 200)
-    check("%s: %s get_post %s over the socket is the exact item" % (shape.name, label, canon(pid)), got == want,
-          "%s" % short(got, 160) if got != want else "%d bytes" % len(want.encode()))
-    if a.get("ok"):
-        check("%s: %s get_post %s answers the id it is kept by, of its kind" % (shape.name, label, canon(pid)),
-              canon(a.get("id")) == canon(pid), "id %s" % canon(a.get("id")))
+def same_id(a, b):
+    """The same id, of the same kind (5 and "5" are two ids; True is no id)."""
+    return type(a) is type(b) and a == b
+
+
+def resolve(shape, posts, pid, kind):
+    """The post get_post finds: the id of `kind` ("int" or "string") with
+    pid's spelling first, else the other kind's (docs/protocol.md, "Post ids")."""
+    text = str(pid)
+    as_int = int(text) if is_decimal(text) else None
+    order = [as_int, text] if kind == "int" else [text, as_int]
+    for key in order:
+        if key is None:
+            continue
+        found = next((p for p in posts if same_id(shape.id_of(p), key)), None)
+        if found is not None:
+            return found
+    return None
+
+
+def get_post_checks(d, shape, pid, label, posts=None):
+    """get_post of `pid` over the socket (its own kind first), cachectl (the
+    text: an integer when it spells one) and HTTP (a string first): each must
+    answer the exact item it should find and the id that item is kept by."""
+    posts = shape.posts if posts is None else posts
+    requests = [("over the socket", pid, "int" if isinstance(pid, int) else "string")]
     if isinstance(pid, str) and is_decimal(pid):
-        # A decimal string id is found by the integer of its spelling, too.
+        requests.append(("over the socket as the integer %s" % pid, int(pid), "int"))
+    for how, value, kind in requests:
+        item = resolve(shape, posts, value, kind)
+        want = canon(item)
         try:
-            a = d.call({"op": "get_post", "id": int(pid)})
+            a = d.call({"op": "get_post", "id": value})
         except (OSError, ValueError) as e:
             a = {"ok": False, "error": {"message": str(e)}}
         got = canon(a.get("post")) if a.get("ok") else "error: " + short(canon(a.get("error")), 200)
-        check("%s: %s get_post %s (the integer) finds the string id %s" % (shape.name, label, pid, canon(pid)),
-              got == want and canon(a.get("id")) == canon(pid), "id %s, %s" % (canon(a.get("id")), short(got, 120)))
+        ok = got == want and canon(a.get("id")) == canon(shape.id_of(item))
+        check("%s: %s get_post %s %s is the exact item %s" % (shape.name, label, canon(value), how, canon(shape.id_of(item))), ok,
+              "id %s, %d bytes" % (canon(a.get("id")), len(want.encode())) if ok else "id %s, %s" % (canon(a.get("id")), short(got, 160)))
+    item = resolve(shape, posts, pid, "int" if is_decimal(str(pid)) else "string")
+    want = canon(item)
     r = d.ctl("--json", *cachectl_post_args(pid))
     try:
-        got = canon(json.loads(r.stdout.strip().splitlines()[-1]).get("post")) if r.returncode == 0 else None
+        answer = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
     except (ValueError, IndexError):
-        got = None
-    check("%s: %s cachectl %s is the exact item" % (shape.name, label, " ".join(cachectl_post_args(pid))), got == want,
-          "exit %d %s" % (r.returncode, short(r.stdout + r.stderr, 200)) if got != want else "exit 0")
+        answer = {}
+    ok = canon(answer.get("post")) == want and canon(answer.get("id")) == canon(shape.id_of(item))
+    check("%s: %s cachectl %s is the exact item %s" % (shape.name, label, " ".join(cachectl_post_args(pid)), canon(shape.id_of(item))), ok,
+          "exit 0" if ok else "exit %d %s" % (r.returncode, short(r.stdout + r.stderr, 200)))
+    item = resolve(shape, posts, pid, "string")
+    want = canon(item)
     path = "/posts/" + urllib.parse.quote(str(pid), safe="")
     try:
         status, body = d.http(path)
         got = canon(json.loads(body)) if status == 200 else None
     except (OSError, ValueError, http.client.HTTPException) as e:
         status, body, got = 0, str(e).encode(), None
-    check("%s: %s HTTP GET %s is the exact item" % (shape.name, label, path), got == want,
+    check("%s: %s HTTP GET %s is the exact item %s" % (shape.name, label, path, canon(shape.id_of(item))), got == want,
           "status %d %s" % (status, short(body.decode("utf-8", "replace"), 200)) if got != want else "200")
 
 
@@ -350,7 +373,7 @@ def listing_check(d, shape, posts, label):
         want_ids = [canon(shape.id_of(p)) for p in shape.listing(posts)]
         got_ids = [canon(i) for i in a.get("ids") or []]
         check("%s: %s list_posts' ids are the posts' ids, of their kinds, in order" % (shape.name, label), got_ids == want_ids,
-              short(" ".join(got_ids), 200) if got_ids != want_ids else "%d ids" % len(got_ids))
+              (short(" ".join(got_ids), 200) or "no ids") if got_ids != want_ids else "%d ids" % len(got_ids))
     order = "ascending ids" if shape.listing(posts) != list(posts) or all(isinstance(shape.id_of(p), int) for p in posts) else "feed order"
     detail = "%d posts in %s" % (len(want), order)
     if got != want:
@@ -575,8 +598,7 @@ def run_shape(bin_dir, tmp, origins, shape):
             kind = "integer id" if isinstance(pid, int) else "numeric string id" if is_decimal(pid) else "string id"
             kinds.setdefault(kind, 0)
             kinds[kind] += 1
-            item = next((p for p in shape.posts if shape.id_of(p) == pid), None)
-            get_post_checks(d, shape, pid, item, "after the restart: " + kind)
+            get_post_checks(d, shape, pid, "after the restart: " + kind)
         listing_check(d, shape, shape.posts, "after the restart:")
         if shape.rows:
             images_check(d, shape, shape.rows, "after the restart:")
@@ -599,8 +621,7 @@ def run_shape(bin_dir, tmp, origins, shape):
                   "; ".join(describe(x) for x in reqs) or "no feed request in the log")
             if e.posts is not None:
                 for pid in e.changed_ids:
-                    item = next(p for p in e.posts if shape.id_of(p) == pid)
-                    get_post_checks(d, shape, pid, item, "after the edit:")
+                    get_post_checks(d, shape, pid, "after the edit:", e.posts)
                 listing_check(d, shape, e.posts, "after the edit:")
             if e.rows is not None:
                 images_check(d, shape, e.rows, "after the edit:")

@@ -339,6 +339,26 @@ def algolia(f, p):
                  hits, uris, ["4815162342", "post-\u03b1/1 b", "d4"], id_key="objectID", edit=edit)
 
 
+def mixed(f, p):
+    """Integer and string ids in one feed, 5 beside "5" and "05", two pages by
+    Link: the kinds must be told apart (docs/protocol.md, "Post ids")."""
+    A = p["A"]
+    page1 = [{"id": 5, "title": "the integer 5"}, {"id": "5", "title": "the string 5"}, {"id": -7, "title": "minus seven"}]
+    page2 = [{"id": "05", "title": "the string 05"}, {"id": "a b/c?d", "title": "a string with a space, a slash, a query"},
+             {"id": 9007199254740993, "title": "2^53 + 1, past a double's integers"}]
+    f.put("a", "mixed/page1.json", page1)
+    f.put("a", "mixed/page2.json", page2)
+
+    def edit():
+        new2 = [dict(page2[0], title="the string 05, edited")] + page2[1:]
+        f.put("a", "mixed/page2.json", new2)
+        return Edit("posts", ["/mixed/page1.json"], ["/mixed/page2.json"], posts=page1 + new2, changed_ids=["05"])
+
+    return Shape("mixed", "integer and string ids in one feed (5, \"5\", \"05\", -7, 2^53+1), pages by Link",
+                 [("posts-url", "http://127.0.0.1:%d/mixed/page1.json" % A)], page1 + page2,
+                 ["/mixed/page1.json", "/mixed/page2.json"], [5, "5", -7, "05", "a b/c?d", 9007199254740993], edit=edit)
+
+
 JP_TOKEN = "jsonplaceholder-token-42"
 
 
@@ -388,7 +408,7 @@ def good_shapes(f, p, tmp):
         out.write("Authorization: Bearer %s\n" % MASTODON_TOKEN)
     os.chmod(header_file, 0o600)
     return [bare(f, p), jsonfeed(f, p), mastodon(f, p, os.path.join(tmp, "mastodon.json"), header_file),
-            wordpress(f, p), github(f, p), jsonapi(f, p), algolia(f, p), jsonplaceholder(f, p)]
+            wordpress(f, p), github(f, p), jsonapi(f, p), algolia(f, p), jsonplaceholder(f, p), mixed(f, p)]
 
 
 # --- the faults' documents -----------------------------------------------------
