@@ -31,7 +31,8 @@ extension CacheService {
         guard !force, !changedURL else { return Validators() }
         // The store keeps only safe values; checked again here because a
         // value that ends a header line would split the request.
-        return store.validators(for: feed).sanitized
+        let pages = feed == .posts ? store.postPages : store.manifestPages
+        return (pages.first?.validators ?? Validators()).sanitized
     }
 
     private static func conditionalHeaders(_ v: Validators) -> [String] {
@@ -127,7 +128,10 @@ extension CacheService {
         do throws(JSONError) { decoded = try FeedDecoder.posts(body) } catch { throw badFeed(f, response, error) }
         for p in decoded.problems.prefix(Self.loggedFeedProblems) { log.warning("posts feed: skipped \(p)") }
         let change: PostsChange
-        do throws(StoreError) { change = try store.replacePosts(decoded.posts, validators: validators) }
+        // One page of unknown URL, as before paged feeds (issue 23 replaces it).
+        let posts = decoded.posts.map { (id: PostID.int($0.id), json: $0.json) }
+        let pages = [FeedPage(url: "", validators: validators, count: posts.count)]
+        do throws(StoreError) { change = try store.replacePosts(posts, pages: pages) }
         catch { throw .store(error, doing: "could not store posts") }
         let summary = PostsSummary(fetched: change.fetched, unchanged: change.unchanged, removed: change.removed, invalid: decoded.invalid)
         log.info("posts refreshed: \(summary.fetched) new or changed, \(summary.unchanged) unchanged, \(summary.removed) removed, \(summary.invalid) invalid")
@@ -152,7 +156,8 @@ extension CacheService {
             let entries: [ManifestEntry]
             do throws(JSONError) { entries = try FeedDecoder.manifest(body) } catch { throw badFeed(f, response, error) }
             do throws(StoreError) {
-                let changed = try store.replaceManifest(entries.map { ($0.url, $0.description) }, validators: validators)
+                let pages = [FeedPage(url: "", validators: validators, count: entries.count)]
+                let changed = try store.replaceManifest(entries.map { ($0.url, $0.description) }, pages: pages)
                 log.info("manifest refreshed: \(entries.count) rows, \(changed) changed")
             } catch { throw .store(error, doing: "could not store the manifest") }
             manifestFlight.finish(0, .success(entries.count))

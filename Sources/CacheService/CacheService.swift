@@ -91,7 +91,7 @@ public final class CacheService: Sendable {
 
     /// `get_post`: the stored JSON of post `id` (always now).
     public func post(id: Int64) -> Result<[UInt8], CacheError> {
-        if let json = store.post(id: id) { return .success(json) }
+        if let json = store.post(id: .int(id)) { return .success(json) }
         let hint = store.postsKnown ? "" : " (posts were never fetched: run cachectl prefetch posts)"
         return .failure(.notFound("post \(id) not found\(hint)"))
     }

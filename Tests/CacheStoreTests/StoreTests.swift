@@ -199,7 +199,7 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         let log = dir.path + "/index.log"
         let good = try FileSystem.read(log)
         let fd = try FileDescriptor.open(log, O_WRONLY | O_APPEND)
-        try fd.writeAll(RecordCodec.encode(.postRemoved(id: 1)).dropLast(3).map { $0 })
+        try fd.writeAll(RecordCodec.encode(.postRemoved(id: .int(1))).dropLast(3).map { $0 })
         fd.close()
         store = try Store(StoreConfiguration(directory: dir.path))
         defer { store.close() }
