@@ -18,6 +18,7 @@ extension CacheService {
             log.error("store writes stopped: \(why); reads go on, every write now fails; restart cached to reopen the store")
         }
         storeConfiguration.onIgnoredEntry = { [log] line in log.warning(line) }
+        storeConfiguration.onWarning = { [log] line in log.warning(line) }
         let store: Store
         do { store = try Store(storeConfiguration) } catch { throw .store(error, doing: "cannot open the store") }
         logRecovery(store, log)

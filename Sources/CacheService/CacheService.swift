@@ -125,7 +125,7 @@ public final class CacheService: Sendable {
 
     /// `list_posts`: posts in list order (ascending ids when all are integers, else the feed's) from `offset`, at most `limit` (always now).
     public func posts(offset: Int, limit: Int?) -> PostsPage {
-        let (total, page) = store.postEntries(offset: offset, limit: limit ?? Int.max)
+        let (total, page) = store.posts(offset: offset, limit: limit ?? Int.max)
         return PostsPage(total: total, ids: page.map(\.id), posts: page.map(\.json))
     }
 

@@ -14,6 +14,8 @@ public struct ScanOutcome: Sendable, Equatable {
     /// Set when the scan stopped at something a newer cached wrote (then
     /// `problem` says so too): the log must be refused, not cut.
     public var newer: NewerFormat? = nil
+    /// The format version the header names; 0 when there is no header of ours.
+    public var version: UInt8 = 1
 }
 
 /// What shows that a log was written by a newer cached: bytes that are not
@@ -56,17 +58,18 @@ public enum LogScanner {
     // A little over a screen: the frame checks are in the order of
     // docs/storage-format.md's "index.log" and read best in one place.
     public static func scan(_ bytes: [UInt8], apply: ([LogRecord]) -> Void) -> ScanOutcome {
-        let header = RecordCodec.fileHeader
-        if bytes.count >= header.count, Array(bytes[0..<RecordCodec.magic.count]) == RecordCodec.magic,
-           bytes[RecordCodec.magic.count] > RecordCodec.formatVersion {
-            let newer = NewerFormat.formatVersion(bytes[RecordCodec.magic.count])
-            return ScanOutcome(validLength: 0, records: 0, problem: "written by a newer cached: \(newer)", newer: newer)
+        let headerSize = RecordCodec.magic.count + 1
+        let hasMagic = bytes.count >= headerSize && Array(bytes[0..<RecordCodec.magic.count]) == RecordCodec.magic
+        let version = hasMagic ? bytes[RecordCodec.magic.count] : 0
+        if version > RecordCodec.formatVersion {
+            let newer = NewerFormat.formatVersion(version)
+            return ScanOutcome(validLength: 0, records: 0, problem: "written by a newer cached: \(newer)", newer: newer, version: version)
         }
-        if bytes.count < header.count || Array(bytes[0..<header.count]) != header {
+        if version < RecordCodec.firstFormatVersion {
             let problem = bytes.isEmpty ? nil : "missing or unknown file header"
-            return ScanOutcome(validLength: 0, records: 0, problem: problem)
+            return ScanOutcome(validLength: 0, records: 0, problem: problem, version: 0)
         }
-        var offset = header.count
+        var offset = headerSize
         var committedEnd = offset
         var committedRecords = 0
         var pending: [LogRecord] = []
@@ -93,7 +96,7 @@ public enum LogScanner {
                 problem = "checksum mismatch at offset \(offset)"; break
             }
             let record: LogRecord
-            do throws(RecordDecodingError) { record = try RecordCodec.decodePayload(payload) } catch {
+            do throws(RecordDecodingError) { record = try RecordCodec.decodePayload(payload, version: version) } catch {
                 if error.kind == .unknown {
                     newer = .record(offset: offset, what: error.description)
                     problem = "written by a newer cached: \(newer!)"
@@ -115,7 +118,7 @@ public enum LogScanner {
         if problem == nil && committedEnd < bytes.count {
             problem = "uncommitted transaction of \(pending.count) records at offset \(committedEnd)"
         }
-        return ScanOutcome(validLength: committedEnd, records: committedRecords, problem: problem, newer: newer)
+        return ScanOutcome(validLength: committedEnd, records: committedRecords, problem: problem, newer: newer, version: version)
     }
 }
 
@@ -125,7 +128,7 @@ public enum LogReplay {
     public static func summary(_ bytes: [UInt8]) -> (outcome: ScanOutcome, posts: Int, rows: Int, objects: Int) {
         var state = StoreState()
         let outcome = LogScanner.scan(bytes) { state.apply(transaction: $0) }
-        state.sortPosts()
+        state.orderPosts()
         _ = state.liveTransactions()
         return (outcome, state.posts.count, state.rows.count, state.objects.count)
     }
@@ -150,6 +153,9 @@ struct IndexLog: Sendable {
     private(set) var length: Int64
     /// Records in the file (commit markers included), for compaction decisions.
     private(set) var recordCount: Int
+    /// The format version its header names: the records appended must be of
+    /// it or older (`Store.append` rewrites the log under a newer one first).
+    private(set) var version: UInt8
 
     /// The store directory the log lives in (every path resolved beneath it).
     private let files: ConfinedDirectory
@@ -179,6 +185,7 @@ struct IndexLog: Sendable {
         }
         recordCount = outcome.records
         length = Int64(outcome.validLength)
+        version = outcome.version
         recovery = nil
         do throws(SystemError) {
             if outcome.validLength < bytes.count {
@@ -197,10 +204,14 @@ struct IndexLog: Sendable {
                                        cutLength: bytes.count - outcome.validLength, savedTo: saved)
             }
             if outcome.validLength == 0 {
+                // A new log (or one whose header was damaged) names the
+                // oldest version: nothing in it needs a newer one yet.
+                version = RecordCodec.firstFormatVersion
+                let header = RecordCodec.header(version: version)
                 try fd.truncate(to: 0)
                 try fd.seek(to: 0)
-                try fd.writeAll(RecordCodec.fileHeader)
-                length = Int64(RecordCodec.fileHeader.count)
+                try fd.writeAll(header)
+                length = Int64(header.count)
                 try fd.sync()
                 try files.syncDirectory(files.path)
             } else if outcome.validLength < bytes.count {
@@ -219,7 +230,12 @@ struct IndexLog: Sendable {
 
     /// Appends `records` and a commit marker as one transaction, then fsyncs.
     /// On failure the file is cut back so no partial transaction remains.
+    /// A record newer than the header's version is refused (EINVAL) before
+    /// anything is written: the header must promise every record after it.
     mutating func append(_ records: [LogRecord]) throws(SystemError) {
+        if let newer = records.first(where: { $0.formatVersion > version }) {
+            throw SystemError("append", "a format-version-\(newer.formatVersion) record (\(RecordCodec.name(ofType: newer.typeByte))) to \(path), which is version \(version)", errno: EINVAL)
+        }
         var bytes: [UInt8] = []
         for r in records { RecordCodec.encode(r, into: &bytes) }
         RecordCodec.encode(.commit, into: &bytes)
@@ -237,9 +253,13 @@ struct IndexLog: Sendable {
 
     /// Replaces the log with `transactions`: written to a temp file, fsynced,
     /// renamed over the log, directory fsynced. A crash leaves the old log or
-    /// the new one.
-    mutating func rewrite(_ transactions: [[LogRecord]], tempDirectory: String) throws(SystemError) {
-        var bytes = RecordCodec.fileHeader
+    /// the new one. The header names the oldest version that holds every
+    /// record, and `atLeast` at least (a move up before a newer record).
+    mutating func rewrite(_ transactions: [[LogRecord]], atLeast minimum: UInt8 = RecordCodec.firstFormatVersion,
+                          tempDirectory: String) throws(SystemError) {
+        var newVersion = minimum
+        for t in transactions { for r in t { newVersion = max(newVersion, r.formatVersion) } }
+        var bytes = RecordCodec.header(version: newVersion)
         var count = 0
         for t in transactions {
             for r in t { RecordCodec.encode(r, into: &bytes) }
@@ -251,6 +271,7 @@ struct IndexLog: Sendable {
         fd.close()
         fd = newFD
         length = Int64(bytes.count)
+        version = newVersion
         try fd.seek(to: length)
         recordCount = count
     }

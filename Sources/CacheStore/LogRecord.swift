@@ -1,5 +1,5 @@
 import CacheSystem
-/// Which feed a validator record belongs to.
+/// Which feed a `validators` or `page` record belongs to.
 public enum Feed: UInt8, Sendable, CaseIterable {
     case posts = 1, manifest = 2
 }
@@ -8,9 +8,10 @@ public enum Feed: UInt8, Sendable, CaseIterable {
 /// order produces; docs/storage-format.md describes the bytes.
 public enum LogRecord: Equatable, Sendable {
     /// Post `id` now has these exact bytes (what the origin sent for it).
-    case post(id: Int64, json: [UInt8])
-    /// Post `id` is gone upstream (a tombstone).
-    case postRemoved(id: Int64)
+    /// Type 1 for an integer id, 9 (format version 2) for a string id.
+    case post(id: PostID, json: [UInt8])
+    /// Post `id` is gone upstream (a tombstone). Type 2, or 10 for a string id.
+    case postRemoved(id: PostID)
     /// The manifest has `count` rows; rows at or past it are forgotten.
     case manifestSize(count: Int)
     /// Row `row` has this URL (as written in the manifest) and description.
@@ -21,27 +22,41 @@ public enum LogRecord: Equatable, Sendable {
     /// The object `hash` is no longer in the store (evicted or quarantined):
     /// every row that pointed to it is uncached again.
     case objectRemoved(hash: Hash128)
-    /// HTTP validators of a feed, for conditional requests.
+    /// HTTP validators of a feed, for conditional requests: the feed is one
+    /// page of unknown URL (`FeedPage.isValidatorsOnly`).
     case validators(feed: Feed, etag: String?, lastModified: String?)
     /// The object `hash` was last used at `time` (milliseconds since the
     /// epoch), for least-recently-used eviction across restarts.
     case access(hash: Hash128, time: Int64)
+    /// The posts feed's order from position `start` on is `ids` (start 0
+    /// begins a new order). Format version 2.
+    case postOrder(start: Int, ids: [PostID])
+    /// Page `index` of `feed` (index 0 begins a new page list). Format version 2.
+    case page(feed: Feed, index: Int, page: FeedPage)
     /// Ends a transaction: the records since the previous commit take effect together.
     case commit
 
     var typeByte: UInt8 {
         switch self {
-        case .post: 1
-        case .postRemoved: 2
+        case .post(.int, _): 1
+        case .postRemoved(.int): 2
         case .manifestSize: 3
         case .row: 4
         case .rowObject: 5
         case .objectRemoved: 6
         case .validators: 7
         case .access: 8
+        case .post(.string, _): 9
+        case .postRemoved(.string): 10
+        case .postOrder: 11
+        case .page: 12
         case .commit: 0x7F
         }
     }
+
+    /// The oldest format version that holds this record: what the header
+    /// of a log holding it must name at least.
+    var formatVersion: UInt8 { RecordCodec.formatVersion(ofType: typeByte) }
 }
 
 /// Why a record's payload could not be decoded.
@@ -80,25 +95,36 @@ public struct RecordDecodingError: Error, CustomStringConvertible, Sendable, Equ
 public enum RecordCodec {
     /// The file's first 7 bytes, before the format version byte.
     public static let magic: [UInt8] = Array("CACHEDL".utf8)
-    /// The newest format version this daemon reads, and the one it writes.
-    /// A log naming a higher one was written by a newer cached and is
-    /// refused untouched (docs/storage-format.md, "Format evolution").
-    public static let formatVersion: UInt8 = 1
-    /// The file's first 8 bytes: "CACHEDL" and format version 1.
-    public static let fileHeader: [UInt8] = magic + [formatVersion]
+    /// The newest format version this daemon reads and writes. A log naming
+    /// a higher one was written by a newer cached and is refused untouched
+    /// (docs/storage-format.md, "Format evolution").
+    public static let formatVersion: UInt8 = 2
+    /// The oldest format version there is (every version from it up is read).
+    public static let firstFormatVersion: UInt8 = 1
+    /// The file's first 8 bytes for format `version`: "CACHEDL" and the version.
+    public static func header(version: UInt8) -> [UInt8] { magic + [version] }
+    /// The header of the newest format version, `formatVersion`.
+    public static let fileHeader: [UInt8] = header(version: formatVersion)
     /// Bytes before each payload.
     public static let frameHeaderSize = 8
     /// A payload longer than this is treated as corruption, not allocated.
     public static let maxPayload = 64 << 20
+
+    /// The format version that introduced record type `type`: 2 for types
+    /// 9 to 12, 1 for the others (an unknown type included: it is refused
+    /// whatever the header says).
+    static func formatVersion(ofType type: UInt8) -> UInt8 {
+        (9...12).contains(type) ? 2 : 1
+    }
 
     /// Appends the framed record to `out`.
     public static func encode(_ record: LogRecord, into out: inout [UInt8]) {
         var p: [UInt8] = [record.typeByte]
         switch record {
         case let .post(id, json):
-            p.putSigned(id); p.putBytes(json)
+            p.putPostIDValue(id); p.putBytes(json)
         case let .postRemoved(id):
-            p.putSigned(id)
+            p.putPostIDValue(id)
         case let .manifestSize(count):
             p.putUnsigned(UInt64(count))
         case let .row(row, url, description):
@@ -111,6 +137,13 @@ public enum RecordCodec {
             p.append(feed.rawValue); p.putOptionalString(etag); p.putOptionalString(lastModified)
         case let .access(hash, time):
             p.append(contentsOf: hash.bytes); p.putSigned(time)
+        case let .postOrder(start, ids):
+            p.putUnsigned(UInt64(start)); p.putUnsigned(UInt64(ids.count))
+            for id in ids { p.putPostID(id) }
+        case let .page(feed, index, page):
+            p.append(feed.rawValue); p.putUnsigned(UInt64(index)); p.putBytes(Array(page.url.utf8))
+            p.putOptionalString(page.validators.etag); p.putOptionalString(page.validators.lastModified)
+            p.putOptionalString(page.next); p.putUnsigned(UInt64(page.count))
         case .commit:
             break
         }
@@ -126,14 +159,16 @@ public enum RecordCodec {
         return out
     }
 
-    /// Decodes one payload (type byte first).
-    public static func decodePayload(_ p: ArraySlice<UInt8>) throws(RecordDecodingError) -> LogRecord {
+    /// Decodes one payload (type byte first) found in a log of format
+    /// `version`: a type newer than that version is an unknown type there.
+    public static func decodePayload(_ p: ArraySlice<UInt8>, version: UInt8 = formatVersion) throws(RecordDecodingError) -> LogRecord {
         var r = PayloadReader(bytes: p)
         let type = try r.byte()
+        guard formatVersion(ofType: type) <= version else { throw .unknown("unknown record type \(hex(type))") }
         let record: LogRecord
         switch type {
-        case 1: record = .post(id: try r.signed(), json: try r.byteArray())
-        case 2: record = .postRemoved(id: try r.signed())
+        case 1: record = .post(id: .int(try r.signed()), json: try r.byteArray())
+        case 2: record = .postRemoved(id: .int(try r.signed()))
         case 3: record = .manifestSize(count: try r.count())
         case 4: record = .row(row: try r.count(), url: try r.string(), description: try r.optionalString())
         case 5:
@@ -147,12 +182,19 @@ public enum RecordCodec {
             record = .rowObject(row: row, hash: hash, size: Int64(size), type: t)
         case 6: record = .objectRemoved(hash: Hash128(bytes: try r.raw(16)))
         case 7:
-            let value = try r.byte()
-            guard let feed = Feed(rawValue: value) else {
-                throw .unknown("unknown feed \(value) in a \(name(ofType: type)) record")
-            }
+            let feed = try r.feed(in: type)
             record = .validators(feed: feed, etag: try r.optionalString(), lastModified: try r.optionalString())
         case 8: record = .access(hash: Hash128(bytes: try r.raw(16)), time: try r.signed())
+        case 9: record = .post(id: try r.stringID(in: type), json: try r.byteArray())
+        case 10: record = .postRemoved(id: try r.stringID(in: type))
+        case 11: record = try postOrder(&r)
+        case 12:
+            let feed = try r.feed(in: type)
+            let index = try r.count()
+            let url = try r.string()
+            let validators = Validators(etag: try r.optionalString(), lastModified: try r.optionalString())
+            let next = try r.optionalString()
+            record = .page(feed: feed, index: index, page: FeedPage(url: url, validators: validators, next: next, count: try r.count()))
         case 0x7F: record = .commit
         default: throw .unknown("unknown record type \(hex(type))")
         }
@@ -162,10 +204,23 @@ public enum RecordCodec {
         return record
     }
 
+    /// The fields of a `postOrder` record (its type byte read).
+    private static func postOrder(_ r: inout PayloadReader) throws(RecordDecodingError) -> LogRecord {
+        let start = try r.count()
+        let n = try r.count()
+        // Each id takes two bytes at least: a count past that is damage, never an allocation.
+        guard n <= r.bytes.count / 2 else { throw RecordDecodingError(description: "record ends early") }
+        var ids: [PostID] = []
+        ids.reserveCapacity(n)
+        for _ in 0..<n { ids.append(try r.postID(in: 11)) }
+        return .postOrder(start: start, ids: ids)
+    }
+
     /// The record type's name in docs/storage-format.md, with its byte.
     static func name(ofType type: UInt8) -> String {
         let names: [UInt8: String] = [1: "post", 2: "postRemoved", 3: "manifestSize", 4: "row", 5: "rowObject",
-                                      6: "objectRemoved", 7: "validators", 8: "access", 0x7F: "commit"]
+                                      6: "objectRemoved", 7: "validators", 8: "access", 9: "stringPost",
+                                      10: "stringPostRemoved", 11: "postOrder", 12: "page", 0x7F: "commit"]
         return "\(names[type] ?? "unknown") (type \(hex(type)))"
     }
 
@@ -176,93 +231,3 @@ public enum RecordCodec {
     }
 }
 
-/// Reads the fields of one payload; every read is bounds-checked.
-struct PayloadReader {
-    var bytes: ArraySlice<UInt8>
-
-    var atEnd: Bool { bytes.isEmpty }
-
-    mutating func byte() throws(RecordDecodingError) -> UInt8 {
-        guard let b = bytes.popFirst() else { throw RecordDecodingError(description: "record ends early") }
-        return b
-    }
-
-    mutating func raw(_ n: Int) throws(RecordDecodingError) -> ArraySlice<UInt8> {
-        guard bytes.count >= n else { throw RecordDecodingError(description: "record ends early") }
-        let out = bytes.prefix(n)
-        bytes = bytes.dropFirst(n)
-        return out
-    }
-
-    mutating func unsigned() throws(RecordDecodingError) -> UInt64 {
-        var value: UInt64 = 0
-        var shift: UInt64 = 0
-        while true {
-            let b = try byte()
-            guard shift < 64, !(shift == 63 && b > 1) else { throw RecordDecodingError(description: "varint overflow") }
-            value |= UInt64(b & 0x7f) << shift
-            if b & 0x80 == 0 { return value }
-            shift += 7
-        }
-    }
-
-    mutating func count() throws(RecordDecodingError) -> Int {
-        let v = try unsigned()
-        guard v <= UInt64(Int32.max) * 1024 else { throw RecordDecodingError(description: "count out of range") }
-        return Int(v)
-    }
-
-    mutating func signed() throws(RecordDecodingError) -> Int64 {
-        let u = try unsigned()
-        return Int64(bitPattern: (u >> 1) ^ (0 &- (u & 1)))
-    }
-
-    mutating func byteArray() throws(RecordDecodingError) -> [UInt8] {
-        let n = try count()
-        return Array(try raw(n))
-    }
-
-    mutating func string() throws(RecordDecodingError) -> String {
-        String(decoding: try byteArray(), as: UTF8.self)
-    }
-
-    mutating func optionalString() throws(RecordDecodingError) -> String? {
-        switch try byte() {
-        case 0: return nil
-        case 1: return try string()
-        case let flag: throw .unknown("unknown optional-string flag \(flag)")
-        }
-    }
-}
-
-extension [UInt8] {
-    mutating func putUInt32LE(_ v: UInt32) {
-        for i in 0..<4 { append(UInt8(truncatingIfNeeded: v >> (8 * UInt32(i)))) }
-    }
-
-    mutating func putUnsigned(_ v: UInt64) {
-        var v = v
-        while v >= 0x80 { append(UInt8(v & 0x7f) | 0x80); v >>= 7 }
-        append(UInt8(v))
-    }
-
-    mutating func putSigned(_ v: Int64) {
-        putUnsigned(UInt64(bitPattern: (v << 1) ^ (v >> 63)))
-    }
-
-    mutating func putBytes(_ b: [UInt8]) {
-        putUnsigned(UInt64(b.count)); append(contentsOf: b)
-    }
-
-    mutating func putOptionalString(_ s: String?) {
-        if let s { append(1); putBytes(Array(s.utf8)) } else { append(0) }
-    }
-}
-
-extension ArraySlice<UInt8> {
-    func uint32LE(at offset: Int) -> UInt32 {
-        var v: UInt32 = 0
-        for i in 0..<4 { v |= UInt32(self[startIndex + offset + i]) << (8 * UInt32(i)) }
-        return v
-    }
-}

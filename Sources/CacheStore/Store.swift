@@ -95,7 +95,7 @@ public final class Store: Sendable {
             guard let r = log.recovery else { throw .io(error) }
             throw .io(SystemError(error.call, error.subject + " (index.log had been cut first: \(r.problem); the cut bytes are in \(r.savedTo))", errno: error.errno))
         }
-        replayed.sortPosts()
+        replayed.orderPosts()
         recovery = log.recovery
         state = Locked(replayed, rank: .storeState)
         writer = Locked(WriterState(log: log), rank: .storeWriter)
@@ -236,21 +236,45 @@ public final class Store: Sendable {
     // MARK: Reads
 
     /// The stored JSON of post `id`.
-    public func post(id: Int64) -> [UInt8]? {
+    public func post(id: PostID) -> [UInt8]? {
         state.withLock { $0.posts[id] }
     }
 
-    /// Posts in ascending id order: the total and the requested page.
-    public func posts(offset: Int, limit: Int) -> (total: Int, page: [[UInt8]]) {
+    /// Posts in list order: ascending id when every id is an integer,
+    /// otherwise the feed's order (that of the last refresh, page after
+    /// page). The total and the requested page, each post with its id.
+    public func posts(offset: Int, limit: Int) -> (total: Int, page: [(id: PostID, json: [UInt8])]) {
         state.withLock { s in
-            let total = s.sortedIDs.count
+            let total = s.listIDs.count
             let start = min(max(offset, 0), total)
             let end = min(total, start + max(0, min(limit, total)))
-            return (total, s.sortedIDs[start..<end].map { s.posts[$0]! })
+            return (total, s.listIDs[start..<end].map { ($0, s.posts[$0]!) })
         }
     }
 
+    /// Every post in the feed's order (for a store with no order recorded,
+    /// such as a version-1 store: ascending id). Page k of `postPages`
+    /// holds the `count` posts after those of the pages before it.
+    public func postsInFeedOrder() -> [(id: PostID, json: [UInt8])] {
+        state.withLock { s in s.feedIDs.map { ($0, s.posts[$0]!) } }
+    }
+
+    /// True once a posts refresh was stored.
     public var postsKnown: Bool { state.withLock { $0.postsKnown } }
+
+    /// The posts feed's pages as stored; empty while the feed is unknown.
+    /// A feed stored with its validators alone (a version-1 store, or one
+    /// page of unknown URL) is `[FeedPage(url: "", validators: v, next: nil,
+    /// count: <every post>)]`.
+    public var postPages: [FeedPage] { state.withLock { $0.pages(of: .posts) } }
+
+    /// The manifest's pages as stored, by the rules of `postPages` (its
+    /// count is the number of rows).
+    public var manifestPages: [FeedPage] { state.withLock { $0.pages(of: .manifest) } }
+
+    /// The format version `index.log`'s header names now: 1 until the
+    /// store first writes what version 1 cannot hold.
+    public var logFormatVersion: UInt8 { writer.withLock { $0.log.version } }
 
     /// Changes whenever a row's URL or the number of rows changes, so that
     /// derived tables (resolved URLs) know when to rebuild.
@@ -269,10 +293,6 @@ public final class Store: Sendable {
             let end = min(total, start + max(0, min(limit, total)))
             return (total, Array(s.rows[start..<end]))
         }
-    }
-
-    public func validators(for feed: Feed) -> Validators {
-        state.withLock { $0.validators[feed] ?? Validators() }
     }
 
     /// Feeds whose logged validators held a control character or stray
@@ -358,4 +378,6 @@ public final class Store: Sendable {
 
     /// Why writes stopped, readable without the writer lock.
     let stopReason = Locked<String?>(nil)
+    /// Posts reported as having no file (`warnWithoutFile`), each once.
+    let postsWithoutFile = Locked<Set<PostID>>([])
 }

@@ -31,10 +31,15 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     /// `index.log` was written by a newer cached: its header names a newer
     /// format version, or a record that passed its checksum holds a type or
     /// field value this version does not know (what was found, for example
-    /// `index.log format version 2, this daemon reads version 1`). The store
+    /// `index.log format version 3, this daemon reads version 2`). The store
     /// is not opened and nothing in it is cut, rewritten or saved aside
     /// (docs/storage-format.md, "Format evolution").
     case writtenByNewerVersion(String)
+    /// A refresh handed the store posts or pages that break its rules (a
+    /// caller's bug): a string id that is empty or longer than
+    /// `PostID.maxStringBytes`, no pages, or page counts that do not add up
+    /// to the items given. What was wrong; nothing was written.
+    case invalidFeed(String)
 
     /// The error for a failure to open the store's files: `IndexLog`'s
     /// refusal of a newer log becomes `.writtenByNewerVersion`, anything else
@@ -85,6 +90,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
                 + "nothing in it was changed: point --store at a new or empty directory, or at an existing store"
         case .writesStopped(let why):
             return "store writes stopped: \(why); nothing more is written until cached is restarted"
+        case .invalidFeed(let what):
+            return "refused to store the feed: \(what); nothing was written"
         }
     }
 }

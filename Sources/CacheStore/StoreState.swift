@@ -2,12 +2,19 @@ import CacheSystem
 
 /// The in-memory index: what replaying the log produces.
 struct StoreState {
-    var posts: [Int64: [UInt8]] = [:]
-    var sortedIDs: [Int64] = []
+    var posts: [PostID: [UInt8]] = [:]
+    /// The posts feed's order as the `postOrder` records left it; it may name
+    /// posts that are gone and miss some (`orderPosts` derives the order).
+    var recordedOrder: [PostID] = []
+    /// Every post once, in the feed's order (`orderPosts`).
+    var feedIDs: [PostID] = []
+    /// Every post once, in list order: ascending when every id is an
+    /// integer, else the feed order (`orderPosts`).
+    var listIDs: [PostID] = []
     var rows: [Row] = []
     var objects: [Hash128: ObjectRef] = [:]
-    var validators: [Feed: Validators] = [:]
-    var postsKnown = false
+    /// Each known feed's pages, as its `validators` or `page` records left them.
+    var pages: [Feed: StoredPages] = [:]
     var manifestKnown = false
     /// Last use of each object (ms since the epoch), for least-recently-used eviction.
     var lastUse: [Hash128: Int64] = [:]
@@ -47,9 +54,21 @@ struct StoreState {
             // Damaged validators (written by 0.1.0 with a trailing CRLF) are
             // dropped, so the next refresh is unconditional and stores clean ones.
             let v = Validators(etag: etag, lastModified: lastModified)
-            if v.isDamaged { damagedValidators.insert(feed) } else { damagedValidators.remove(feed) }
-            validators[feed] = v.sanitized
-            if feed == .posts { postsKnown = true } else { manifestKnown = true }
+            damagedValidators.remove(feed)
+            if v.isDamaged { damagedValidators.insert(feed) }
+            pages[feed] = .validators(v.sanitized)
+            if feed == .manifest { manifestKnown = true }
+        case let .postOrder(start, ids):
+            recordedOrder.removeSubrange(min(start, recordedOrder.count)...)
+            recordedOrder.append(contentsOf: ids)
+        case let .page(feed, index, page):
+            var list: [FeedPage] = []
+            if index > 0, case .pages(let old)? = pages[feed] { list = Array(old.prefix(index)) }
+            else { damagedValidators.remove(feed) }
+            if page.validators.isDamaged { damagedValidators.insert(feed) }
+            list.append(page.sanitized)
+            pages[feed] = .pages(list)
+            if feed == .manifest { manifestKnown = true }
         case let .access(hash, time):
             if objects[hash] != nil { lastUse[hash] = max(lastUse[hash] ?? 0, time) }
         case .commit:
@@ -86,26 +105,62 @@ struct StoreState {
         while rows.count < n { rows.append(Row(url: "", description: nil, object: nil)) }
     }
 
-    mutating func sortPosts() { sortedIDs = posts.keys.sorted() }
+    /// Whether the posts feed was ever stored: it has pages.
+    var postsKnown: Bool { pages[.posts] != nil }
+
+    /// A feed's pages as stored; empty when the feed is unknown. A feed known
+    /// through a `validators` record alone (or a manifest through its size
+    /// alone) is one page of unknown URL holding every item.
+    func pages(of feed: Feed) -> [FeedPage] {
+        let items = feed == .posts ? posts.count : rows.count
+        if let stored = pages[feed] { return stored.pages(items: items) }
+        if feed == .manifest && manifestKnown { return [FeedPage(url: "", count: items)] }
+        return []
+    }
+
+    /// Derives `feedIDs` and `listIDs` from the posts and the recorded order.
+    mutating func orderPosts() {
+        feedIDs = Self.feedOrder(recorded: recordedOrder, posts: posts)
+        listIDs = feedIDs.contains(where: \.isString) ? feedIDs : feedIDs.sorted(by: PostOrder.precedes)
+    }
+
+    /// The feed order of `posts` given the recorded order: the recorded ids
+    /// that are posts, each once, then every other post in `PostOrder`. With
+    /// no order recorded (a version-1 log) that is ascending id order. The
+    /// writer decides whether a refresh needs `postOrder` records with this
+    /// same function, so the replay always derives what was written.
+    static func feedOrder(recorded: [PostID], posts: [PostID: [UInt8]]) -> [PostID] {
+        var out: [PostID] = []
+        out.reserveCapacity(posts.count)
+        var placed = Set<PostID>(minimumCapacity: recorded.count)
+        for id in recorded where posts[id] != nil && placed.insert(id).inserted { out.append(id) }
+        if out.count < posts.count {
+            out += posts.keys.filter { !placed.contains($0) }.sorted(by: PostOrder.precedes)
+        }
+        return out
+    }
 
     /// Transactions that rebuild exactly this state, for compaction.
     ///
     /// Small transactions rather than one, so that damage in a compacted log
-    /// loses only what follows it: posts in chunks, each chunk of rows with
-    /// their mappings and use times, and last the feeds' sizes and validators
-    /// (a prefix without them leaves the feed unknown, so the next prefetch
-    /// refetches it unconditionally).
+    /// loses only what follows it: posts in chunks, the feed order in chunks
+    /// (when it is not ascending id order), each chunk of rows with their
+    /// mappings and use times, and last each feed's size and pages (a prefix
+    /// without them leaves the feed unknown, so the next prefetch refetches
+    /// it unconditionally).
     func liveTransactions(chunk: Int = 64) -> [[LogRecord]] {
         var out: [[LogRecord]] = []
         var current: [LogRecord] = []
         func flush() { if !current.isEmpty { out.append(current); current = [] } }
-        for (n, id) in sortedIDs.enumerated() {
+        for (n, id) in feedIDs.enumerated() {
             if let json = posts[id] { current.append(.post(id: id, json: json)) }
             if (n + 1) % chunk == 0 { flush() }
         }
         flush()
-        if let v = validators[.posts] { out.append([.validators(feed: .posts, etag: v.etag, lastModified: v.lastModified)]) }
-        else if postsKnown { out.append([.validators(feed: .posts, etag: nil, lastModified: nil)]) }
+        if feedIDs != Self.feedOrder(recorded: [], posts: posts) {
+            out += PostOrderRecords.records(for: feedIDs).map { [$0] }
+        }
+        if postsKnown { out.append(Self.pageRecords(.posts, pages[.posts]!)) }
         // One use time per object, after the first row that maps it (several
         // rows may share one object; their use time is the object's).
         var timed = Set<Hash128>()
@@ -119,10 +174,55 @@ struct StoreState {
         }
         flush()
         if manifestKnown {
-            var last: [LogRecord] = [.manifestSize(count: rows.count)]
-            if let v = validators[.manifest] { last.append(.validators(feed: .manifest, etag: v.etag, lastModified: v.lastModified)) }
-            out.append(last)
+            out.append([.manifestSize(count: rows.count)] + (pages[.manifest].map { Self.pageRecords(.manifest, $0) } ?? []))
         }
+        return out
+    }
+
+    /// The records that store `stored` as `feed`'s pages: a `validators`
+    /// record for what version 1 holds, else one `page` record per page.
+    static func pageRecords(_ feed: Feed, _ stored: StoredPages) -> [LogRecord] {
+        switch stored {
+        case .validators(let v): [.validators(feed: feed, etag: v.etag, lastModified: v.lastModified)]
+        case .pages(let list): pageRecords(feed, list)
+        }
+    }
+
+    /// The records that store `list` as `feed`'s pages (`pageRecords(_:_:)`).
+    static func pageRecords(_ feed: Feed, _ list: [FeedPage]) -> [LogRecord] {
+        if FeedPage.isValidatorsOnly(list) {
+            let v = list[0].validators
+            return [.validators(feed: feed, etag: v.etag, lastModified: v.lastModified)]
+        }
+        return list.enumerated().map { .page(feed: feed, index: $0.offset, page: $0.element) }
+    }
+}
+
+/// How a feed order is cut into `postOrder` records: ids can be 1 KiB and a
+/// feed 50,000 posts, and no record may be huge.
+enum PostOrderRecords {
+    /// A record holds at most this many ids.
+    static let maxIDs = 4096
+    /// A record is closed once its ids take this many bytes.
+    static let maxBytes = 64 * 1024
+
+    /// `postOrder` records giving `ids` from position 0 on.
+    static func records(for ids: [PostID]) -> [LogRecord] {
+        var out: [LogRecord] = []
+        var start = 0
+        var chunk: [PostID] = []
+        var bytes = 0
+        for id in ids {
+            chunk.append(id)
+            bytes += id.isString ? 3 + (id.description.utf8.count) : 10
+            if chunk.count == maxIDs || bytes >= maxBytes {
+                out.append(.postOrder(start: start, ids: chunk))
+                start += chunk.count
+                chunk = []
+                bytes = 0
+            }
+        }
+        if !chunk.isEmpty || out.isEmpty { out.append(.postOrder(start: start, ids: chunk)) }
         return out
     }
 }

@@ -16,7 +16,7 @@ public struct Row: Sendable, Equatable {
     public var object: ObjectRef?
 }
 
-/// HTTP validators kept per feed for conditional requests.
+/// HTTP validators kept per feed page for conditional requests.
 public struct Validators: Sendable, Equatable {
     public var etag: String?
     public var lastModified: String?
@@ -84,6 +84,10 @@ public struct StoreConfiguration: Sendable {
     /// (a name not of the store's forms, a link, a directory), with a line
     /// naming it; bounded (`IgnoredEntries.limit`). The daemon logs it.
     public var onIgnoredEntry: (@Sendable (String) -> Void)?
+    /// Called with a warning about the store's own files that is not an
+    /// error: a post whose file name is taken by another post's (two string
+    /// ids whose hashes collide), once per post. The daemon logs it.
+    public var onWarning: (@Sendable (String) -> Void)?
 
     public init(directory: String, maxBytes: Int64 = 0) {
         self.directory = directory

@@ -6,6 +6,7 @@ import CacheHTTP
 import CacheService
 import CacheProtocol
 import CacheStore
+import CacheSystem
 
 /// The fuzz targets. Each takes arbitrary bytes and must neither crash nor
 /// hang; where two paths must agree, a disagreement traps so that the fuzzer
@@ -23,8 +24,9 @@ enum FuzzTargets {
     static func seed(_ directory: String) throws(StoreError) {
         let store = try Store(StoreConfiguration(directory: directory))
         defer { store.close() }
-        _ = try store.replacePosts((1...5).map { (Int64($0), Array("{\"id\":\($0),\"title\":\"t\"}".utf8)) }, validators: Validators())
-        try store.replaceManifest([("a.png", "A"), ("", nil), ("file:///etc/passwd", nil)], validators: Validators())
+        _ = try store.replacePosts((1...5).map { (PostID.int(Int64($0)), Array("{\"id\":\($0),\"title\":\"t\"}".utf8)) },
+                                   pages: [FeedPage(url: "", count: 5)])
+        try store.replaceManifest([("a.png", "A"), ("", nil), ("file:///etc/passwd", nil)], pages: [FeedPage(url: "", count: 3)])
     }
     nonisolated(unsafe) static var runs = 0
 

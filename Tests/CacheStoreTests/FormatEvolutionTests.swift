@@ -78,12 +78,12 @@ func frame(_ payload: [UInt8]) -> [UInt8] {
         let dir = TempDir(); defer { dir.cleanup() }
         let log = try Self.makeStore(dir)
         var bytes = try FileSystem.read(log)
-        bytes[7] = 2
+        bytes[7] = 3
         try Self.overwrite(log, bytes)
-        #expect(try Self.expectRefusedUntouched(dir, log) == "index.log format version 2, this daemon reads version 1")
+        #expect(try Self.expectRefusedUntouched(dir, log) == "index.log format version 3, this daemon reads version 2")
         // Any later version too, and a header alone (a newer daemon's fresh store).
         try Self.overwrite(log, RecordCodec.magic + [0xFF])
-        #expect(try Self.expectRefusedUntouched(dir, log) == "index.log format version 255, this daemon reads version 1")
+        #expect(try Self.expectRefusedUntouched(dir, log) == "index.log format version 255, this daemon reads version 2")
     }
 
     @Test func aRecordOfAnUnknownTypeIsRefusedAndLeftAlone() throws {
@@ -117,7 +117,7 @@ func frame(_ payload: [UInt8]) -> [UInt8] {
     @Test func aFieldAppendedToAKnownRecordIsRefusedAndLeftAlone() throws {
         let dir = TempDir(); defer { dir.cleanup() }
         let log = try Self.makeStore(dir)
-        let payload = Array(RecordCodec.encode(.postRemoved(id: 1))[8...]) + [0x2A]
+        let payload = Array(RecordCodec.encode(.postRemoved(id: .int(1)))[8...]) + [0x2A]
         try Self.append(frame(payload) + RecordCodec.encode(.commit), to: log)
         #expect(try Self.expectRefusedUntouched(dir, log)?
                     .hasPrefix("1 bytes after the last known field of a postRemoved (type 0x02) record at offset ") == true)
@@ -135,7 +135,7 @@ func frame(_ payload: [UInt8]) -> [UInt8] {
     @Test func anUnknownRecordInAnUnfinishedTransactionIsRefusedToo() throws {
         let dir = TempDir(); defer { dir.cleanup() }
         let log = try Self.makeStore(dir)
-        try Self.append(RecordCodec.encode(.postRemoved(id: 2)) + frame([0x17]), to: log)
+        try Self.append(RecordCodec.encode(.postRemoved(id: .int(2))) + frame([0x17]), to: log)
         #expect(try Self.expectRefusedUntouched(dir, log)?.hasPrefix("unknown record type 0x17 at offset ") == true)
     }
 
@@ -145,7 +145,7 @@ func frame(_ payload: [UInt8]) -> [UInt8] {
         let dir = TempDir(); defer { dir.cleanup() }
         let log = try Self.makeStore(dir)
         var bytes = try FileSystem.read(log)
-        bytes[7] = 2
+        bytes[7] = 3
         try Self.overwrite(log, bytes)
         let posts = try FileSystem.list(dir.path + "/posts").sorted()
         do {
@@ -153,9 +153,9 @@ func frame(_ payload: [UInt8]) -> [UInt8] {
             store.close()
             Issue.record("a store written by a newer cached must not open")
         } catch {
-            #expect("\(error)" == "store written by a newer cached: index.log format version 2, this daemon reads version 1; "
+            #expect("\(error)" == "store written by a newer cached: index.log format version 3, this daemon reads version 2; "
                 + "nothing was cut or rewritten: run that newer cached (or a later one) on it, or point this one at another --store")
-            guard case .writtenByNewerVersion("index.log format version 2, this daemon reads version 1") = error.refined else {
+            guard case .writtenByNewerVersion("index.log format version 3, this daemon reads version 2") = error.refined else {
                 Issue.record("not mapped to writtenByNewerVersion: \(error.refined)"); return
             }
         }
@@ -187,7 +187,7 @@ func frame(_ payload: [UInt8]) -> [UInt8] {
         let dir = TempDir(); defer { dir.cleanup() }
         let log = try Self.makeStore(dir)
         let good = try FileSystem.read(log)
-        var torn = RecordCodec.encode(.postRemoved(id: 1))
+        var torn = RecordCodec.encode(.postRemoved(id: .int(1)))
         torn[9] ^= 0x01
         try Self.append(torn + frame([0x17]) + RecordCodec.encode(.commit), to: log)
         #expect(try Self.openLog(dir) == nil)
@@ -219,7 +219,7 @@ func frame(_ payload: [UInt8]) -> [UInt8] {
         damage.apply(&bytes)
         try Self.overwrite(log, bytes)
         #expect(try Self.openLog(dir) == nil)
-        #expect(try FileSystem.read(log) == RecordCodec.fileHeader)
+        #expect(try FileSystem.read(log) == RecordCodec.header(version: 1))
         let saved = try Self.savedAside(dir)
         #expect(saved.count == 1)
         #expect(try saved.map { try FileSystem.read(dir.path + "/" + $0) } == [bytes])

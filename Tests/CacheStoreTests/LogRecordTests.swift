@@ -4,10 +4,10 @@ import Testing
 
 @Suite struct RecordCodecTests {
     static let samples: [LogRecord] = [
-        .post(id: 1, json: Array(#"{"id":1,"title":"é"}"#.utf8)),
-        .post(id: -42, json: []),
-        .post(id: Int64.max, json: Array("{}".utf8)),
-        .postRemoved(id: Int64.min),
+        .post(id: .int(1), json: Array(#"{"id":1,"title":"é"}"#.utf8)),
+        .post(id: .int(-42), json: []),
+        .post(id: .int(Int64.max), json: Array("{}".utf8)),
+        .postRemoved(id: .int(Int64.min)),
         .manifestSize(count: 0),
         .manifestSize(count: 1_000_000),
         .row(row: 3, url: "images/a.png", description: "A"),
@@ -31,7 +31,7 @@ import Testing
     @Test func rejectsUnknownTypeAndTrailingBytes() {
         // Well-formed but unknown: what a newer cached writes.
         #expect(throws: RecordDecodingError.unknown("unknown record type 0x55")) { try RecordCodec.decodePayload([0x55][...]) }
-        var p = Array(RecordCodec.encode(.postRemoved(id: 5))[8...])
+        var p = Array(RecordCodec.encode(.postRemoved(id: .int(5)))[8...])
         p.append(0)
         #expect(throws: RecordDecodingError.unknown("1 bytes after the last known field of a postRemoved (type 0x02) record")) {
             try RecordCodec.decodePayload(p[...])
@@ -65,7 +65,7 @@ import Testing
 /// docs/storage-format.md, "index.log", "Byte by byte": the example there
 /// is exactly what the encoder writes, so the document cannot drift.
 @Suite struct DocumentedLogBytesTests {
-    static let records: [LogRecord] = [.post(id: 300, json: Array(#"{"id":300}"#.utf8)), .commit]
+    static let records: [LogRecord] = [.post(id: .int(300), json: Array(#"{"id":300}"#.utf8)), .commit]
 
     /// The `offset  bytes  field` lines of the example block, as (offset, bytes).
     static func documentedLines() throws -> [(offset: Int, bytes: [UInt8])] {
@@ -90,7 +90,7 @@ import Testing
     struct DocumentError: Error { var line: String }
 
     @Test func theDocumentedExampleIsWhatTheEncoderWrites() throws {
-        var encoded = RecordCodec.fileHeader
+        var encoded = RecordCodec.header(version: 1)
         for r in Self.records { RecordCodec.encode(r, into: &encoded) }
         let lines = try Self.documentedLines()
         #expect(lines.count == 10)
@@ -122,7 +122,7 @@ import Testing
         var bytes = RecordCodec.fileHeader
         var ends: [Int] = []
         for t in 0..<3 {
-            RecordCodec.encode(.post(id: Int64(t), json: Array("{\"id\":\(t)}".utf8)), into: &bytes)
+            RecordCodec.encode(.post(id: .int(Int64(t)), json: Array("{\"id\":\(t)}".utf8)), into: &bytes)
             RecordCodec.encode(.manifestSize(count: t), into: &bytes)
             RecordCodec.encode(.commit, into: &bytes)
             ends.append(bytes.count)
@@ -134,9 +134,9 @@ import Testing
         let (bytes, ends) = Self.threeTransactions()
         var seen: [[LogRecord]] = []
         let outcome = LogScanner.scan(bytes) { seen.append($0) }
-        #expect(outcome == ScanOutcome(validLength: ends[2], records: 9, problem: nil))
+        #expect(outcome == ScanOutcome(validLength: ends[2], records: 9, problem: nil, version: RecordCodec.formatVersion))
         #expect(seen.count == 3)
-        #expect(seen[1] == [.post(id: 1, json: Array("{\"id\":1}".utf8)), .manifestSize(count: 1)])
+        #expect(seen[1] == [.post(id: .int(1), json: Array("{\"id\":1}".utf8)), .manifestSize(count: 1)])
     }
 
     @Test func tornTailAtEveryOffsetKeepsEarlierTransactions() {
@@ -174,11 +174,11 @@ import Testing
 
     @Test func uncommittedRecordsAreNotApplied() {
         var (bytes, ends) = Self.threeTransactions()
-        RecordCodec.encode(.postRemoved(id: 0), into: &bytes)
+        RecordCodec.encode(.postRemoved(id: .int(0)), into: &bytes)
         var all: [LogRecord] = []
         let outcome = LogScanner.scan(bytes) { all += $0 }
         #expect(outcome.validLength == ends[2])
-        #expect(!all.contains(.postRemoved(id: 0)))
+        #expect(!all.contains(.postRemoved(id: .int(0))))
         #expect(outcome.problem?.contains("uncommitted") == true)
     }
 
@@ -186,14 +186,14 @@ import Testing
         let outcome = LogScanner.scan(Array("NOTALOG!and more".utf8)) { _ in }
         #expect(outcome.validLength == 0)
         #expect(outcome.problem != nil)
-        #expect(LogScanner.scan([]) { _ in } == ScanOutcome(validLength: 0, records: 0, problem: nil))
+        #expect(LogScanner.scan([]) { _ in } == ScanOutcome(validLength: 0, records: 0, problem: nil, version: 0))
     }
 
     @Test func aNewerHeaderOrRecordStopsTheScanAsNewerNotDamage() {
         var newerHeader = Self.threeTransactions().bytes
-        newerHeader[7] = 2
+        newerHeader[7] = 3
         let header = LogScanner.scan(newerHeader) { _ in Issue.record("nothing may be applied") }
-        #expect(header.newer == .formatVersion(2))
+        #expect(header.newer == .formatVersion(3))
         #expect(header.validLength == 0)
 
         var (bytes, ends) = Self.threeTransactions()

@@ -65,7 +65,7 @@ import TestSupport
         let store = try Store(StoreConfiguration(directory: dir.path))
         _ = try store.replacePosts([(1, Array("{\"id\":1}".utf8))], validators: Validators())
         store.close()
-        #expect(try FileSystem.read(dir.path + "/index.log").prefix(8) == ArraySlice(RecordCodec.fileHeader))
+        #expect(try FileSystem.read(dir.path + "/index.log").prefix(8) == ArraySlice(RecordCodec.header(version: 1)))
         #expect(try FileSystem.list(dir.path + "/tmp").isEmpty, "its temp files were its own")
     }
 

@@ -39,7 +39,7 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
 
         store = try Store(StoreConfiguration(directory: dir.path))
         defer { store.close() }
-        #expect(store.posts(offset: 0, limit: 10).page.map { String(decoding: $0, as: UTF8.self) } ==
+        #expect(store.posts(offset: 0, limit: 10).page.map { String(decoding: $0.json, as: UTF8.self) } ==
                 [#"{"id":1,"title":"t"}"#, #"{"id":2,"title":"new"}"#, #"{"id":4,"title":"t"}"#])
         #expect(store.post(id: 3) == nil)
         #expect(try FileSystem.read(dir.path + "/posts/2.json") == Array(#"{"id":2,"title":"new"}"#.utf8))
@@ -164,11 +164,11 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         let (b, after) = try store.compact()
         #expect(b == before)
         #expect(after < before)
-        let expected = (store.posts(offset: 0, limit: 9).page, store.rows(offset: 0, limit: 9).page)
+        let expected = (store.posts(offset: 0, limit: 9).page.map(\.json), store.rows(offset: 0, limit: 9).page)
         store.close()
         store = try Store(StoreConfiguration(directory: dir.path))
         defer { store.close() }
-        #expect(store.posts(offset: 0, limit: 9).page == expected.0)
+        #expect(store.posts(offset: 0, limit: 9).page.map(\.json) == expected.0)
         #expect(store.rows(offset: 0, limit: 9).page == expected.1)
         #expect(store.validators(for: .manifest) == Validators(etag: "e"))
         #expect(store.stats().logRecords == after)
@@ -199,7 +199,7 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         let log = dir.path + "/index.log"
         let good = try FileSystem.read(log)
         let fd = try FileDescriptor.open(log, O_WRONLY | O_APPEND)
-        try fd.writeAll(RecordCodec.encode(.postRemoved(id: 1)).dropLast(3).map { $0 })
+        try fd.writeAll(RecordCodec.encode(.postRemoved(id: .int(1))).dropLast(3).map { $0 })
         fd.close()
         store = try Store(StoreConfiguration(directory: dir.path))
         defer { store.close() }

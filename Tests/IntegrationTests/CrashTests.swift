@@ -117,7 +117,7 @@ import CacheSystem
 
     /// What replaying `bytes` keeps: the valid length, the post count and the cached rows.
     static func expected(_ bytes: [UInt8]) -> (length: Int, posts: Int, cachedRows: Int) {
-        var posts = Set<Int64>()
+        var posts = Set<PostID>()
         var rows: [Int: Hash128] = [:]
         let outcome = LogScanner.scan(bytes) { transaction in
             for r in transaction {

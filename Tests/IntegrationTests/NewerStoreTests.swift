@@ -15,7 +15,7 @@ import CacheStore
         #expect(first.stop() == 0)
         let path = first.store + "/index.log"
         var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
-        #expect(bytes == RecordCodec.fileHeader)
+        #expect(bytes == RecordCodec.header(version: 1))
         edit(&bytes)
         try Data(bytes).write(to: URL(fileURLWithPath: path))
 
@@ -33,9 +33,9 @@ import CacheStore
     }
 
     @Test func aNewerFormatVersionStopsTheStartAndChangesNothing() throws {
-        let (_, message) = try Self.refusal { $0[7] = 2 }
-        #expect(message.contains("cannot open the store: store written by a newer cached: index.log format version 2, "
-                                 + "this daemon reads version 1; nothing was cut or rewritten: run that newer cached "
+        let (_, message) = try Self.refusal { $0[7] = 3 }
+        #expect(message.contains("cannot open the store: store written by a newer cached: index.log format version 3, "
+                                 + "this daemon reads version 2; nothing was cut or rewritten: run that newer cached "
                                  + "(or a later one) on it, or point this one at another --store"), "\(message)")
         #expect(!message.contains("damaged"), "\(message)")
     }

@@ -1,0 +1,112 @@
+import CacheSystem
+
+/// What a posts refresh must do, worked out from the stored posts and the
+/// new ones before anything is written: the one transaction's records, the
+/// post files to write before it (and what each held, to put back if the
+/// refresh fails), and the files to remove after it. Pure: no I/O.
+struct PostsPlan {
+    /// The stored posts feed, as the plan starts from it.
+    struct Stored {
+        var posts: [PostID: [UInt8]]
+        var recordedOrder: [PostID]
+        var pages: StoredPages?
+        /// Its pages held a value dropped on replay: they are logged again.
+        var damaged: Bool
+    }
+
+    /// The transaction; empty when nothing changed (then nothing is written).
+    var records: [LogRecord] = []
+    var change = PostsChange()
+    /// Post files to write durably before the transaction: file name, bytes.
+    var writes: [(name: String, bytes: [UInt8])] = []
+    /// What each file of `writes` held before, by name (nil: no file), for
+    /// putting it back when the refresh fails.
+    var previous: [String: [UInt8]?] = [:]
+    /// Post files to remove once the transaction is in the log.
+    var removals: [String] = []
+    /// Posts that get no file: their hashed name is another post's
+    /// (`PostFileNames.owners`); answers come from the log's copy.
+    var withoutFile: [(id: PostID, name: String, owner: PostID)] = []
+
+    /// The plan that makes `stored` hold `posts` (in feed order; for an id
+    /// given twice the last bytes count and the first place) and `pages`
+    /// (sanitized).
+    init(from stored: Stored, to posts: [(id: PostID, json: [UInt8])], pages: [FeedPage]) {
+        var new: [PostID: [UInt8]] = Dictionary(minimumCapacity: posts.count)
+        var order: [PostID] = []
+        order.reserveCapacity(posts.count)
+        for (id, json) in posts where new.updateValue(json, forKey: id) == nil { order.append(id) }
+        var changed: [PostID] = []
+        for id in order {
+            let json = new[id]!
+            if stored.posts[id] == json { change.unchanged += 1; continue }
+            changed.append(id)
+            records.append(.post(id: id, json: json))
+            change.fetched += 1
+        }
+        let removed = stored.posts.keys.filter { new[$0] == nil }.sorted(by: PostOrder.precedes)
+        records += removed.map { .postRemoved(id: $0) }
+        change.removed = removed.count
+        // The order is logged only when the replay would not derive it.
+        if StoreState.feedOrder(recorded: stored.recordedOrder, posts: new) != order {
+            records += PostOrderRecords.records(for: order)
+        }
+        if stored.damaged || stored.pages != StoredPages(pages) { records += StoreState.pageRecords(.posts, pages) }
+        planFiles(stored.posts, new, changed: changed, removed: removed)
+    }
+
+    /// The files: each changed post's, unless its hashed name belongs to
+    /// another post; a hashed name whose owner changed gets its new owner's
+    /// bytes; a removed post's file goes unless its name has a new owner.
+    private mutating func planFiles(_ old: [PostID: [UInt8]], _ new: [PostID: [UInt8]], changed: [PostID], removed: [PostID]) {
+        let oldOwners = PostFileNames.owners(old.keys)
+        let newOwners = PostFileNames.owners(new.keys)
+        func write(_ name: String, _ bytes: [UInt8], before: PostID?) {
+            writes.append((name, bytes))
+            previous.updateValue(before.flatMap { old[$0] }, forKey: name)
+        }
+        var written = Set<String>()
+        for id in changed {
+            let name = PostFileNames.name(of: id)
+            if let owner = newOwners[name], owner != id {
+                withoutFile.append((id, name, owner))
+                continue
+            }
+            write(name, new[id]!, before: PostFileNames.isHashed(name) ? oldOwners[name] : id)
+            written.insert(name)
+        }
+        for (name, owner) in newOwners where oldOwners[name] != owner && !written.contains(name) {
+            write(name, new[owner]!, before: oldOwners[name])
+        }
+        for id in removed {
+            let name = PostFileNames.name(of: id)
+            if newOwners[name] == nil { removals.append(name) }
+        }
+    }
+}
+
+extension StoredPages {
+    /// How `pages` are stored: a `validators` record's form when that holds them.
+    init(_ pages: [FeedPage]) {
+        self = FeedPage.isValidatorsOnly(pages) ? .validators(pages[0].validators) : .pages(pages)
+    }
+}
+
+extension PostFileNames {
+    /// For each hashed name (`h_`) among `ids`' names, the post that owns
+    /// it: the first in `PostOrder` of the posts whose ids hash alike (an
+    /// XXH3-128 collision, which a feed could craft). The others get no file.
+    /// Other names are one id's only and are not listed.
+    static func owners(_ ids: some Sequence<PostID>) -> [String: PostID] {
+        var out: [String: PostID] = [:]
+        for id in ids {
+            // A string of up to 64 bytes is at most 194 bytes escaped: never hashed.
+            guard case .string(let s) = id, s.utf8.count > 64 else { continue }
+            let name = name(of: id)
+            guard isHashed(name) else { continue }
+            if let owner = out[name], !PostOrder.precedes(id, owner) { continue }
+            out[name] = id
+        }
+        return out
+    }
+}

@@ -1,0 +1,32 @@
+import Testing
+@testable import CacheStore
+import CacheSystem
+
+/// A feed of one page of unknown URL with these validators: what a
+/// version-1 store holds of a feed, and what needs no version 2.
+func onePage(_ validators: Validators = Validators(), count: Int) -> [FeedPage] {
+    [FeedPage(url: "", validators: validators, next: nil, count: count)]
+}
+
+/// The shapes of a version-1 store's refreshes, for the tests about
+/// something else (files, trust, compaction): integer ids, one page.
+extension Store {
+    /// `replacePosts` of integer ids as one page of unknown URL (`onePage`).
+    func replacePosts(_ posts: [(id: Int64, json: [UInt8])], validators: Validators) throws(StoreError) -> PostsChange {
+        try replacePosts(posts.map { (PostID.int($0.id), $0.json) }, pages: onePage(validators, count: posts.count))
+    }
+
+    /// `replaceManifest` as one page of unknown URL (`onePage`).
+    @discardableResult
+    func replaceManifest(_ rows: [(url: String, description: String?)], validators: Validators) throws(StoreError) -> Int {
+        try replaceManifest(rows, pages: onePage(validators, count: rows.count))
+    }
+
+    /// The first page's validators (a version-1 store's feed validators).
+    func validators(for feed: Feed) -> Validators {
+        (feed == .posts ? postPages : manifestPages).first?.validators ?? Validators()
+    }
+
+    /// Post `id`, an integer id.
+    func post(id: Int64) -> [UInt8]? { post(id: .int(id)) }
+}
