@@ -28,7 +28,9 @@ def image(name):
 
 class Files:
     """Writes documents under the servers' roots, atomically (nginx never
-    serves half a file), each with a modification time of its own."""
+    serves half a file), each with a modification time of its own; a
+    document written again unchanged is left alone (an edit touches only
+    the pages it changes)."""
 
     def __init__(self, roots):
         self.roots = roots
@@ -38,6 +40,8 @@ class Files:
         if not isinstance(data, bytes):
             data = (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
         path = os.path.join(self.roots[host], rel.lstrip("/"))
+        if os.path.exists(path) and open(path, "rb").read() == data:
+            return path  # unchanged: the file, its mtime and so its ETag stay as they are
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path + ".tmp", "wb") as f:
             f.write(data)
