@@ -897,9 +897,11 @@ def run_faults(bin_dir, tmp, o, quick, only):
 
 # --- the report -------------------------------------------------------------------
 
-def report():
+def report(o):
     print()
     print("== per shape: the settings used and the requests the origin's log shows")
+    print("hosts: A = 127.0.0.1:%d (nginx, the feeds), B = 127.0.0.1:%d (nginx, images), C = 127.0.0.2:%d "
+          "(nginx, another host), M = 127.0.0.1:%d (the scripted Mastodon origin)" % (o.ports["A"], o.ports["B"], o.ports["C"], o.ports["M"]))
     for e in SUMMARY:
         print()
         print("%s%s" % (e["name"], (": " + e["title"]) if e.get("title") else ""))
@@ -950,7 +952,7 @@ def main():
         for shape in chosen:
             run_shape(a.bin_dir, tmp, o, shape)
         run_faults(a.bin_dir, tmp, o, a.quick, only)
-        report()
+        report(o)
     finally:
         for p in procs:
             stop(p)
