@@ -462,7 +462,8 @@ def reference_read(url, settings, prefix, etags):
     headers = [v.split(":", 1) for k, v in settings if k == "fetch-header"]
     for k, v in settings:
         if k == "fetch-header-file":
-            headers += [line.split(":", 1) for line in open(v).read().splitlines() if ":" in line]
+            headers += [line.split(":", 1) for line in open(v).read().splitlines()
+                        if ":" in line and not line.lstrip().startswith("#")]
     conf = dict(settings)
     pages, items, seen = [], [], set()
     while url and len(pages) < 50:

@@ -408,8 +408,8 @@ def jsonplaceholder(f, p):
 
 def good_shapes(f, p, tmp):
     header_file = os.path.join(tmp, "mastodon-headers")
-    with open(header_file, "w") as out:
-        out.write("Authorization: Bearer %s\n" % MASTODON_TOKEN)
+    with open(header_file, "w", newline="") as out:  # a comment, a blank line, CRLF endings: all allowed
+        out.write("# the token of the Mastodon app\r\n\r\nAuthorization: Bearer %s\r\n" % MASTODON_TOKEN)
     os.chmod(header_file, 0o600)
     return [bare(f, p), jsonfeed(f, p), mastodon(f, p, os.path.join(tmp, "mastodon.json"), header_file),
             wordpress(f, p), github(f, p), jsonapi(f, p), algolia(f, p), jsonplaceholder(f, p), mixed(f, p)]
