@@ -8,6 +8,11 @@ public enum LinkHeader {
     public struct Link: Sendable, Equatable {
         public var target: String
         public var relations: [String]
+
+        public init(target: String, relations: [String]) {
+            self.target = target
+            self.relations = relations
+        }
     }
 
     /// The target of the first link whose `rel` includes `next`, or nil.

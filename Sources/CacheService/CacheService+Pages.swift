@@ -57,8 +57,8 @@ extension CacheService {
             pool.submit { [self] in completion(.failure(pageFailure(walk, url, "more than \(walk.shape.setting("max-pages")) \(walk.shape.maxPages) pages; page \(done.count + 1) would be \(url)"))) }
             return
         }
-        var stored = walk.stored.first { $0.url == url }
-        if stored == nil, done.isEmpty, !ignoreFirstStored { stored = walk.stored.first { $0.url.isEmpty } }
+        let stored = walk.stored.first { $0.url == url }
+            ?? (done.isEmpty && !ignoreFirstStored ? walk.stored.first { $0.url.isEmpty } : nil)
         let sent = walk.force ? Validators() : (stored?.validators.sanitized ?? Validators())
         let limit = Int(feeds.withLock { $0.maxObjectSize })
         let sink = MemorySink(limit: limit)

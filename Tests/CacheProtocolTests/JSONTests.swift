@@ -66,7 +66,9 @@ import Testing
     @Test func parsesEveryOp() throws {
         #expect(try parse(#"{"op":"ping"}"#).get().command == .ping)
         #expect(try parse(#"{"op":"status"}"#).get().command == .status)
-        #expect(try parse(#"{"op":"get_post","id":7}"#).get().command == .getPost(id: 7))
+        #expect(try parse(#"{"op":"get_post","id":7}"#).get().command == .getPost(id: .int(7)))
+        #expect(try parse(#"{"op":"get_post","id":"7"}"#).get().command == .getPost(id: .string("7")))
+        #expect(try parse(#"{"op":"get_post","id":"a\/b é"}"#).get().command == .getPost(id: .string("a/b é")))
         #expect(try parse(#"{"op":"list_posts"}"#).get().command == .listPosts(offset: 0, limit: nil))
         #expect(try parse(#"{"op":"list_posts","offset":5,"limit":2}"#).get().command == .listPosts(offset: 5, limit: 2))
         #expect(try parse(#"{"op":"get_image","row":3}"#).get().command == .getImage(row: 3, fetch: true))
@@ -81,7 +83,8 @@ import Testing
     }
 
     @Test(arguments: [
-        #"{"op":"get_post"}"#, #"{"op":"get_post","id":"1"}"#, #"{"op":"get_post","id":1.5}"#,
+        #"{"op":"get_post"}"#, #"{"op":"get_post","id":""}"#, #"{"op":"get_post","id":1.5}"#,
+        #"{"op":"get_post","id":null}"#, #"{"op":"get_post","id":[1]}"#, "{\"op\":\"get_post\",\"id\":\"\(String(repeating: "x", count: 1025))\"}",
         #"{"op":"get_image","row":-1}"#, #"{"op":"get_image"}"#, #"{"op":"get_image","row":1,"fetch":"no"}"#,
         #"{"op":"list_posts","limit":-3}"#, #"{"op":"read","hash":"../../etc/passwd"}"#,
         #"{"op":"read","hash":"99AA06D3014798D86001C324468D497F"}"#, #"{"op":"read"}"#,

@@ -27,7 +27,7 @@ import CacheSystem
         let expected = try ExampleOrigin.minifiedPosts()
         try #require(expected.count == 100)
         for (id, index) in [(1, 0), (2, 1), (100, 99)] {
-            #expect(try s.post(id: Int64(id)).get() == expected[index], "post \(id)")
+            #expect(try s.post(id: .int(Int64(id))).get().json == expected[index], "post \(id)")
         }
         // A post the feed does not have: not found, and no "never fetched" hint now.
         guard case .failure(.notFound(let missing)) = s.post(id: 101) else {

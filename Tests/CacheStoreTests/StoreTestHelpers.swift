@@ -28,5 +28,4 @@ extension Store {
     }
 
     /// Post `id`, an integer id.
-    func post(id: Int64) -> [UInt8]? { post(id: .int(id)) }
 }

@@ -63,7 +63,7 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
             try store.replacePosts(posts(ids, title: "changed"), validators: Validators(etag: "\"v2\""))
         }
         for id in ids where id != 300 {
-            #expect(try FileSystem.read(dir.path + "/posts/\(id).json") == store.post(id: id), "post \(id)")
+            #expect(try FileSystem.read(dir.path + "/posts/\(id).json") == store.post(id: .int(id)), "post \(id)")
         }
         #expect(store.post(id: 1) == Array(#"{"id":1,"title":"t"}"#.utf8))
         #expect(store.validators(for: .posts) == Validators(etag: "\"v1\""))

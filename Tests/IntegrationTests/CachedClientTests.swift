@@ -29,8 +29,8 @@ import CachedClient
         let post = try await cached.post(id: 3)
         #expect(post.id == 3 && post.userID == feed[2]["userId"]?.int && post.title == feed[2]["title"]?.string && post.extra.isEmpty)
         let posts = try await cached.posts()
-        #expect(posts.map(\.id) == Array(1...100))
-        #expect(try await cached.posts(offset: 98).map(\.id) == [99, 100])
+        #expect(posts.map(\.id) == (1...100).map { PostID.int(Int64($0)) })
+        #expect(try await cached.posts(offset: 98).map(\.id) == [.int(99), .int(100)])
         let rows = try await cached.images()
         #expect(rows.count == 16 && rows.allSatisfy(\.isCached))
         let file = try nginx.files!.bytes(try nginx.files!.imageFiles()[4])
@@ -72,8 +72,8 @@ import CachedClient
                 group.addTask {
                     for i in 0..<8 {
                         let id = (t * 8 + i) % 100 + 1
-                        let post = try await cached.post(id: id)
-                        guard post.id == id else { throw HarnessError("asked for \(id), got \(post.id)") }
+                        let post = try await cached.post(id: .int(Int64(id)))
+                        guard post.id == .int(Int64(id)) else { throw HarnessError("asked for \(id), got \(post.id)") }
                     }
                 }
             }
