@@ -830,6 +830,8 @@ def fault_other_host(bin_dir, tmp, o, entry, kind):
     name = entry["name"]
     if kind == "redirect":
         url, there = "http://127.0.0.1:%d/faults/redirect/posts.json" % A, "/elsewhere/posts.json"
+    elif kind == "bounce":
+        url, there = "http://127.0.0.1:%d/faults/bounce/posts.json" % A, "/bounce/back"
     else:
         url, there = "http://127.0.0.1:%d/faults/cross/page1.json" % A, "/elsewhere/page2.json"
     d = fault_daemon(bin_dir, tmp, kind, [("posts-url", url)] + CROSS_HEADERS, entry)
@@ -852,6 +854,10 @@ def fault_other_host(bin_dir, tmp, o, entry, kind):
               any(e["uri"] == there for e in on_c) and all(e["authorization"] == "-" and e["api_key"] == "-" for e in on_c),
               "; ".join(describe(e) + (" [X-Api-Key]" if e["api_key"] == "yes" else "") for e in on_c) +
               " (prefetch: %s)" % entry["outcome"] if on_c else "no request reached it (prefetch: %s)" % entry["outcome"])
+        if kind == "bounce":
+            landing = [e for e in on_a if e["uri"] == "/faults/bounce/landing.json"]
+            check("%s: the redirect back to the posts origin was followed" % name, landing and code == 0 and total == 1,
+                  "; ".join(describe(e) for e in landing) or "not requested (prefetch: %s)" % entry["outcome"])
     finally:
         d.stop()
 
@@ -887,6 +893,7 @@ def run_faults(bin_dir, tmp, o, quick, only):
               ("items-object", lambda e: fault_items_object(bin_dir, tmp, o, e)),
               ("header-file-0644", lambda e: fault_header_file_mode(bin_dir, tmp, o, e)),
               ("redirect", lambda e: fault_other_host(bin_dir, tmp, o, e, "redirect")),
+              ("redirect-and-back", lambda e: fault_other_host(bin_dir, tmp, o, e, "bounce")),
               ("next-link-other-host", lambda e: fault_other_host(bin_dir, tmp, o, e, "next")),
               ("401-none", lambda e: fault_401(bin_dir, tmp, o, e, None)),
               ("401-wrong", lambda e: fault_401(bin_dir, tmp, o, e, "not-the-token"))]

@@ -455,4 +455,5 @@ def fault_documents(f, p):
     f.put("a", "faults/items.json", {"data": [{"id": 1}, {"id": 2}]})
     f.put("c", "elsewhere/posts.json", [{"id": 1, "title": "served by the other host"}])
     f.put("a", "faults/cross/page1.json", [{"id": 1, "title": "page 1 on A"}])
+    f.put("a", "faults/bounce/landing.json", [{"id": 1, "title": "back on A after a redirect through the other host"}])
     f.put("c", "elsewhere/page2.json", [{"id": 2, "title": "page 2 on the other host"}])
