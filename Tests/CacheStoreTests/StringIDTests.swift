@@ -64,6 +64,7 @@ import CacheSystem
         #expect(PostFileNames.name(of: .string(String(repeating: "a", count: 193))).utf8.count == 200)
         let long = String(repeating: "a", count: 194)
         #expect(PostFileNames.name(of: .string(long)) == "h_" + Hash128(of: Array(long.utf8)).hex + ".json")
+        #expect(PostFileNames.name(of: .string(long)) == "h_aebe5a6cdd3471e8bb90f39b65efdd9e.json", "docs/storage-format.md's example")
         // 64 escaped bytes still fit (199); 65 do not.
         #expect(PostFileNames.name(of: .string(String(repeating: "/", count: 64))).hasPrefix("s_"))
         #expect(PostFileNames.name(of: .string(String(repeating: "/", count: 65))).hasPrefix("h_"))
