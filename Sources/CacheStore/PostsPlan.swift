@@ -30,8 +30,10 @@ struct PostsPlan {
 
     /// The plan that makes `stored` hold `posts` (in feed order; for an id
     /// given twice the last bytes count and the first place) and `pages`
-    /// (sanitized).
-    init(from stored: Stored, to posts: [(id: PostID, json: [UInt8])], pages: [FeedPage]) {
+    /// (sanitized). `naming` gives each post's file name (the tests give
+    /// one whose hashed names collide).
+    init(from stored: Stored, to posts: [(id: PostID, json: [UInt8])], pages: [FeedPage],
+         naming: (PostID) -> String = PostFileNames.name(of:)) {
         var new: [PostID: [UInt8]] = Dictionary(minimumCapacity: posts.count)
         var order: [PostID] = []
         order.reserveCapacity(posts.count)
@@ -52,22 +54,23 @@ struct PostsPlan {
             records += PostOrderRecords.records(for: order)
         }
         if stored.damaged || stored.pages != StoredPages(pages) { records += StoreState.pageRecords(.posts, pages) }
-        planFiles(stored.posts, new, changed: changed, removed: removed)
+        planFiles(stored.posts, new, changed: changed, removed: removed, naming)
     }
 
     /// The files: each changed post's, unless its hashed name belongs to
     /// another post; a hashed name whose owner changed gets its new owner's
     /// bytes; a removed post's file goes unless its name has a new owner.
-    private mutating func planFiles(_ old: [PostID: [UInt8]], _ new: [PostID: [UInt8]], changed: [PostID], removed: [PostID]) {
-        let oldOwners = PostFileNames.owners(old.keys)
-        let newOwners = PostFileNames.owners(new.keys)
+    private mutating func planFiles(_ old: [PostID: [UInt8]], _ new: [PostID: [UInt8]], changed: [PostID], removed: [PostID],
+                                    _ naming: (PostID) -> String) {
+        let oldOwners = PostFileNames.owners(old.keys, naming: naming)
+        let newOwners = PostFileNames.owners(new.keys, naming: naming)
         func write(_ name: String, _ bytes: [UInt8], before: PostID?) {
             writes.append((name, bytes))
             previous.updateValue(before.flatMap { old[$0] }, forKey: name)
         }
         var written = Set<String>()
         for id in changed {
-            let name = PostFileNames.name(of: id)
+            let name = naming(id)
             if let owner = newOwners[name], owner != id {
                 withoutFile.append((id, name, owner))
                 continue
@@ -79,7 +82,7 @@ struct PostsPlan {
             write(name, new[owner]!, before: oldOwners[name])
         }
         for id in removed {
-            let name = PostFileNames.name(of: id)
+            let name = naming(id)
             if newOwners[name] == nil { removals.append(name) }
         }
     }
@@ -97,12 +100,12 @@ extension PostFileNames {
     /// it: the first in `PostOrder` of the posts whose ids hash alike (an
     /// XXH3-128 collision, which a feed could craft). The others get no file.
     /// Other names are one id's only and are not listed.
-    static func owners(_ ids: some Sequence<PostID>) -> [String: PostID] {
+    static func owners(_ ids: some Sequence<PostID>, naming: (PostID) -> String = name(of:)) -> [String: PostID] {
         var out: [String: PostID] = [:]
         for id in ids {
             // A string of up to 64 bytes is at most 194 bytes escaped: never hashed.
             guard case .string(let s) = id, s.utf8.count > 64 else { continue }
-            let name = name(of: id)
+            let name = naming(id)
             guard isHashed(name) else { continue }
             if let owner = out[name], !PostOrder.precedes(id, owner) { continue }
             out[name] = id

@@ -67,12 +67,22 @@ import Testing
 @Suite struct DocumentedLogBytesTests {
     static let records: [LogRecord] = [.post(id: .int(300), json: Array(#"{"id":300}"#.utf8)), .commit]
 
-    /// The `offset  bytes  field` lines of the example block, as (offset, bytes).
-    static func documentedLines() throws -> [(offset: Int, bytes: [UInt8])] {
+    /// The version-2 example: a string id, an order, a page.
+    static let versionTwoRecords: [LogRecord] = [
+        .post(id: .int(7), json: Array(#"{"id":7}"#.utf8)),
+        .post(id: .string("a/b"), json: Array(#"{"id":"a/b"}"#.utf8)),
+        .postOrder(start: 0, ids: [.string("a/b"), .int(7)]),
+        .page(feed: .posts, index: 0, page: FeedPage(url: "https://o.test/p", validators: Validators(etag: "\"x\""), next: nil, count: 2)),
+        .commit,
+    ]
+
+    /// The `offset  bytes  field` lines of the example block under `heading`
+    /// (the first block after it), as (offset, bytes).
+    static func documentedLines(_ heading: String = "### Byte by byte\n") throws -> [(offset: Int, bytes: [UInt8])] {
         var docs = URL(fileURLWithPath: #filePath)
         for _ in 0..<3 { docs.deleteLastPathComponent() }
         let text = try String(contentsOf: docs.appendingPathComponent("docs/storage-format.md"), encoding: .utf8)
-        guard let section = text.range(of: "### Byte by byte") else { return [] }
+        guard let section = text.range(of: heading) else { return [] }
         let after = text[section.upperBound...]
         guard let open = after.range(of: "```\n"), let close = after[open.upperBound...].range(of: "```") else { return [] }
         let lines = after[open.upperBound..<close.lowerBound].split(separator: "\n").dropFirst()  // the column titles
@@ -105,6 +115,27 @@ import Testing
                             0x0E, 0x00, 0x00, 0x00, 0x09, 0x29, 0x21, 0x73,
                             0x01, 0xD8, 0x04, 0x0A, 0x7B, 0x22, 0x69, 0x64, 0x22, 0x3A, 0x33, 0x30, 0x30, 0x7D,
                             0x01, 0x00, 0x00, 0x00, 0x81, 0xF1, 0x5F, 0xF4, 0x7F])
+    }
+
+    @Test func theDocumentedVersionTwoExampleIsWhatTheEncoderWrites() throws {
+        var encoded = RecordCodec.header(version: 2)
+        for r in Self.versionTwoRecords { RecordCodec.encode(r, into: &encoded) }
+        let lines = try Self.documentedLines("### Byte by byte, version 2\n")
+        #expect(lines.count == 38)
+        var offset = 0
+        for line in lines {
+            #expect(line.offset == offset, "the line at \(line.offset) should be at \(offset)")
+            offset += line.bytes.count
+        }
+        #expect(lines.flatMap(\.bytes) == encoded)
+        var transactions: [[LogRecord]] = []
+        let outcome = LogScanner.scan(encoded) { transactions.append($0) }
+        #expect(outcome == ScanOutcome(validLength: 116, records: 5, problem: nil, version: 2))
+        #expect(transactions == [Array(Self.versionTwoRecords.dropLast())])
+        var state = StoreState()
+        for t in transactions { state.apply(transaction: t) }
+        state.orderPosts()
+        #expect(state.listIDs == [.string("a/b"), .int(7)])
     }
 
     @Test func theDocumentedExampleReplaysToItsPost() throws {

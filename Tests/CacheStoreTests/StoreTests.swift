@@ -4,11 +4,13 @@ import Testing
 @testable import CacheStore
 import CacheSystem
 
-/// A fresh directory under /tmp, removed by `cleanup()`.
+/// A fresh directory under /tmp (or `base`, when it is a directory), removed by `cleanup()`.
 struct TempDir {
     let path: String
-    init() {
-        var template = Array("/tmp/cached-test-XXXXXX".utf8CString)
+    init(base: String = "/tmp") {
+        var isDirectory: ObjCBool = false
+        let parent = FileManager.default.fileExists(atPath: base, isDirectory: &isDirectory) && isDirectory.boolValue ? base : "/tmp"
+        var template = Array("\(parent)/cached-test-XXXXXX".utf8CString)
         path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
     }
     func cleanup() { try? FileManager.default.removeItem(atPath: path) }
