@@ -633,8 +633,35 @@ def run_shape(bin_dir, tmp, origins, shape):
                     got = [x for x in entries if x["uri"] == path]
                     check("%s: after the edit the new image %s was downloaded once" % (shape.name, path),
                           len(got) == 1 and got[0]["status"] == 200, "; ".join(describe(x) for x in got) or "not requested")
+            compact_and_restart(d, origins, shape, e.posts if e.posts is not None else shape.posts,
+                                e.rows if e.rows is not None else shape.rows)
     finally:
         d.stop()
+
+
+def compact_and_restart(d, origins, shape, posts, rows):
+    """cachectl compact, SIGKILL, start again: the posts, the rows and every
+    page's validators survive the rewritten log (a prefetch is all 304)."""
+    r = d.ctl("--json", "compact")
+    check("%s: cachectl compact" % shape.name, r.returncode == 0, short(r.stdout + r.stderr, 200))
+    d.kill()
+    if not check("%s: cached starts again after compact and SIGKILL" % shape.name, d.start(), d.failure):
+        return
+    listing_check(d, shape, posts, "after compact and a restart:")
+    if rows:
+        images_check(d, shape, rows, "after compact and a restart:", fetch_bytes=False)
+    m = origins.logs.mark()
+    size = d.store_bytes()
+    what = shape.what
+    code, answer, err = d.prefetch(what)
+    time.sleep(0.05)
+    entries = origins.logs.since(m)
+    reqs = feed_requests(entries, shape)
+    check("%s: after compact and a restart a prefetch is answered 304 on every page and writes nothing" % shape.name,
+          code == 0 and sorted(e["uri"] for e in reqs) == sorted(shape.pages()) and len(reqs) == len(entries) and
+          all(e["status"] == 304 for e in reqs) and d.store_bytes() == size,
+          "%s; %s; the store grew by %d bytes" % (prefetch_summary(code, answer, err), "; ".join(describe(e) for e in entries) or "no request",
+                                                  d.store_bytes() - size))
 
 
 # --- the faults ----------------------------------------------------------------------
