@@ -2,8 +2,8 @@
 /// percent-decoded, with what could reach a path refused outright: an
 /// encoded slash or backslash, NUL, a `.` or `..` segment (encoded or not).
 /// One segment is let through with encoded slashes and dots: a post's id in
-/// `/posts/{id}` (an id may be a URL, or `..`), which names a post in
-/// memory, never a file. The front-end's routes are a fixed set and never name a file, so nothing
+/// `/posts/{id}`, the last segment (an id may be a URL, or `..`), which
+/// names a post in memory, never a file. The front-end's routes are a fixed set and never name a file, so nothing
 /// here is ever joined to a directory; the refusals keep it that way.
 public struct HTTPTarget: Sendable, Equatable {
     public var path: [String]
@@ -29,10 +29,11 @@ public struct HTTPTarget: Sendable, Equatable {
         let pathBytes = bytes[..<(q ?? bytes.count)]
         let queryBytes = q.map { bytes[($0 + 1)...] } ?? []
         var segments: [String] = []
-        for segment in pathBytes.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
+        let rawSegments = pathBytes.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+        for (n, segment) in rawSegments.enumerated() {
             let decoded = try decode(segment, plusIsSpace: false)
             let isRawDot = segment.elementsEqual([UInt8(ascii: ".")]) || segment.elementsEqual([UInt8(ascii: "."), UInt8(ascii: ".")])
-            if segments == ["posts"], !isRawDot, !decoded.isEmpty {
+            if segments == ["posts"], n == rawSegments.count - 1, !isRawDot, !decoded.isEmpty {
                 segments.append(try utf8(decoded))
                 continue
             }

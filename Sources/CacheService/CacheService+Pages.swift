@@ -43,10 +43,16 @@ extension CacheService {
             return
         }
         let ignoreFirstStored = revalidation.withLock { $0.unvalidated.remove(walk.fetch.feed) != nil }
-        fetchPage(walk, url: first, done: [], seen: [], ignoreFirstStored: ignoreFirstStored, completion: completion)
+        fetchPage(walk, url: first, done: [], seen: [], bytes: 0, ignoreFirstStored: ignoreFirstStored, completion: completion)
     }
 
-    private func fetchPage<D>(_ walk: PageWalk<D>, url: String, done: [PageResult<D>], seen: Set<String>, ignoreFirstStored: Bool,
+    /// The body bytes one refresh reads from all its pages together, at
+    /// most: 16 times `max-object-size` (1 GiB by default). Each page is
+    /// bounded by `max-object-size`; this bounds the whole walk, whose
+    /// decoded items stay in memory until the feed is stored.
+    static let maxFeedBodies = 16
+
+    private func fetchPage<D>(_ walk: PageWalk<D>, url: String, done: [PageResult<D>], seen: Set<String>, bytes: Int, ignoreFirstStored: Bool,
                               completion: @escaping @Sendable (Result<[PageResult<D>], CacheError>) -> Void) {
         let subject = walk.fetch.setting + (done.isEmpty ? "" : " page \(done.count + 1)")
         guard !seen.contains(url) else {
@@ -76,10 +82,15 @@ extension CacheService {
                 } catch {
                     completion(.failure(error)); return
                 }
+                let total = bytes + sink.bytes.count
                 if sink.bytes.count >= Memory.largeBody { sink.reset(); Memory.returnFreePages() }
                 let all = done + [page]
                 guard let next = page.page.next else { completion(.success(all)); return }
-                fetchPage(walk, url: next, done: all, seen: seen.union([url]), ignoreFirstStored: ignoreFirstStored, completion: completion)
+                guard total <= limit * Self.maxFeedBodies else {
+                    completion(.failure(pageFailure(walk, url, "the pages so far hold \(formatSize(Int64(total))) of JSON, more than \(Self.maxFeedBodies) times max-object-size (\(formatSize(Int64(limit * Self.maxFeedBodies)))) in all")))
+                    return
+                }
+                fetchPage(walk, url: next, done: all, seen: seen.union([url]), bytes: total, ignoreFirstStored: ignoreFirstStored, completion: completion)
             }
         }
     }

@@ -114,6 +114,7 @@ extension CacheService {
             newPages.append(page)
         }
         for p in problems.prefix(Self.loggedFeedProblems) { log.warning("posts feed: skipped \(p)") }
+        Self.forgetLonePageURL(&newPages)
         let change: PostsChange
         do throws(StoreError) { change = try store.replacePosts(posts, pages: newPages) }
         catch {
@@ -124,6 +125,14 @@ extension CacheService {
         let summary = PostsSummary(fetched: change.fetched, unchanged: change.unchanged, removed: change.removed, invalid: invalid)
         log.info("posts refreshed from \(pages.count) page\(pages.count == 1 ? "" : "s"): \(summary.fetched) new or changed, \(summary.unchanged) unchanged, \(summary.removed) removed, \(summary.invalid) invalid")
         return .success(summary)
+    }
+
+    /// A feed of one page is stored as version 1 stored it: validators with
+    /// no URL (the page is the feed's URL), so a store of such feeds keeps
+    /// format version 1 and an older cached can still open it
+    /// (docs/storage-format.md, "Format evolution").
+    static func forgetLonePageURL(_ pages: inout [FeedPage]) {
+        if pages.count == 1, pages[0].next == nil { pages[0].url = "" }
     }
 
     /// A feed with thousands of bad entries logs the first 20: enough to see
@@ -168,6 +177,7 @@ extension CacheService {
             }
             newPages.append(page)
         }
+        Self.forgetLonePageURL(&newPages)
         do throws(StoreError) {
             let changed = try store.replaceManifest(rows, pages: newPages)
             log.info("manifest refreshed from \(pages.count) page\(pages.count == 1 ? "" : "s"): \(rows.count) rows, \(changed) changed")

@@ -7,6 +7,24 @@ public enum PostID: Hashable, Sendable, CustomStringConvertible {
     case int(Int64)
     case string(String)
 
+    /// Ids compare byte for byte, as JSON strings do: a precomposed `é` and
+    /// `e` with a combining accent are two ids (Swift's `String ==` would
+    /// call them one).
+    public static func == (a: PostID, b: PostID) -> Bool {
+        switch (a, b) {
+        case let (.int(x), .int(y)): x == y
+        case let (.string(x), .string(y)): x.utf8.elementsEqual(y.utf8)
+        default: false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .int(let v): hasher.combine(0 as UInt8); hasher.combine(v)
+        case .string(let s): hasher.combine(1 as UInt8); for b in s.utf8 { hasher.combine(b) }
+        }
+    }
+
     /// The longest string id accepted, in bytes of UTF-8: 1 KiB.
     public static let maxStringBytes = 1024
 

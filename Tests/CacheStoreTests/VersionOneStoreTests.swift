@@ -23,7 +23,7 @@ import CacheSystem
 
     /// What the sample log holds, as the store serves it.
     static func expectSample(_ store: Store, sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect(store.posts(offset: 0, limit: 10).page == [1, 2, 3].map(VersionOneLog.json), sourceLocation: sourceLocation)
+        #expect(store.posts(offset: 0, limit: 10).page.map(\.json) == [1, 2, 3].map(VersionOneLog.json), sourceLocation: sourceLocation)
         #expect(store.postsInFeedOrder().map(\.id) == [.int(1), .int(2), .int(3)], "no order recorded: ascending",
                 sourceLocation: sourceLocation)
         #expect(store.post(id: .int(3)) == VersionOneLog.json(3) && store.post(id: .int(9)) == nil, sourceLocation: sourceLocation)
@@ -149,7 +149,7 @@ import CacheSystem
         store.close()
         store = try Store(StoreConfiguration(directory: dir.path))
         defer { store.close() }
-        #expect(store.posts(offset: 0, limit: 9).page == [VersionOneLog.json(1)])
+        #expect(store.posts(offset: 0, limit: 9).page.map(\.json) == [VersionOneLog.json(1)])
         #expect(store.rows(offset: 0, limit: 9).total == 2)
     }
 

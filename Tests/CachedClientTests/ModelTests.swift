@@ -19,7 +19,9 @@ import CacheProtocol
         #expect(odd.userID == nil && odd.title == nil && odd.body == nil)
         #expect(odd.extra == ["userId": .string("7"), "body": .array([.string("x")])])
         #expect(throws: (any Error).self) { try decode(Post.self, #"{"title":"no id"}"#) }
-        #expect(throws: (any Error).self) { try decode(Post.self, #"{"id":"1"}"#) }
+        #expect(try decode(Post.self, #"{"id":"a/1"}"#).id == .string("a/1"), "a string id (docs/protocol.md, \"Post ids\")")
+        #expect(throws: (any Error).self) { try decode(Post.self, #"{"id":""}"#) }
+        #expect(throws: (any Error).self) { try decode(Post.self, #"{"id":1.5}"#) }
     }
 
     @Test func rowsStatusAndSummariesDecode() throws {

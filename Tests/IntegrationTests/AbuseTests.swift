@@ -170,7 +170,8 @@ import CacheSystem
             (#"{"op":"list_posts","offset":-5}"#, "bad_request"),
             (#"{"op":"read","hash":"../../../../etc/passwd"}"#, "bad_request"),
             (#"{"op":"read","hash":"..%2f..%2fetc%2fpasswd0000000000"}"#, "bad_request"),
-            (#"{"op":"get_post","id":"1; rm -rf /"}"#, "bad_request"),
+            (#"{"op":"get_post","id":"1; rm -rf /"}"#, "not_found"),  // a string id, looked up, never run or opened
+            (#"{"op":"get_post","id":""}"#, "bad_request"),
             ("{\"op\":\"ping\u{0}\"}", "bad_request"),
         ]
         for (line, code) in cases {

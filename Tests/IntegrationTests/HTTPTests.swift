@@ -128,7 +128,7 @@ import CacheProtocol
         assert get("/objects/" + sys.argv[2]).read() == body
         assert json.load(get("/healthz"))["ok"] is True
         assert b"cached_posts 100" in get("/metrics").read()
-        for path, code in [("/posts/0", 404), ("/nope", 404), ("/posts/x", 400), ("/images/99", 404), ("/objects/zz", 400)]:
+        for path, code in [("/posts/0", 404), ("/nope", 404), ("/posts/x", 404), ("/posts/" + "x" * 1025, 400), ("/images/99", 404), ("/objects/zz", 400)]:
             try:
                 get(path)
                 raise SystemExit("%s: no error" % path)

@@ -71,7 +71,13 @@ import CacheSystem
         r = try cachectl(["frobnicate"], socket: s)
         #expect(r.status == 2)
         r = try cachectl(["get", "post", "abc"], socket: s)
+        #expect(r.status == 4, "a string id, not found")
+        r = try cachectl(["get", "post", ""], socket: s)
         #expect(r.status == 2)
+        r = try cachectl(["get", "post", "0042"], socket: s)
+        #expect(r.status == 4, "a string that is no integer's spelling does not find post 42")
+        r = try cachectl(["get", "post", "42"], socket: s)
+        #expect(r.status == 0 && r.stdout.hasPrefix("Post 42 by user"), "\(r.stdout)")
     }
 
     @Test func cachectlSaysWhenTheDaemonIsNotRunning() throws {

@@ -105,19 +105,25 @@ async function getJSON(path) {
   return body;
 }
 
+// WordPress gives {"rendered": "..."} where others give a string; shown as text.
+function rendered(v) {
+  return v && typeof v === "object" && typeof v.rendered === "string" ? v.rendered : v;
+}
+
 async function loadPosts() {
   const seq = ++st.postsSeq;
   try {
     const posts = await getJSON("/posts");
     if (seq !== st.postsSeq) return;
     if (!Array.isArray(posts)) throw new Error("/posts: not a list");
-    const list = posts.filter((p) => p && typeof p === "object")
-      .sort((a, b) => (Number(a.id) || 0) - (Number(b.id) || 0));
+    // In the daemon's order: ascending ids, or the feed's when ids are strings.
+    const list = posts.filter((p) => p && typeof p === "object");
     const box = document.createDocumentFragment();
     for (const p of list) {
       const a = el("article", "post");
       a.setAttribute("data-id", str(p.id));
-      a.append(el("h2", "", str(p.title)), el("p", "", str(p.body)));
+      a.append(el("h2", "", str(rendered(p.title))),
+               el("p", "", str(rendered(p.body ?? p.content_text ?? p.summary ?? p.content))));
       box.append(a);
     }
     $("post-list").replaceChildren(box);

@@ -38,6 +38,14 @@ def test_posts_are_the_stored_dicts_in_ascending_order(daemon, origin):
         posts = c.posts()
         assert [p["id"] for p in posts] == sorted(p["id"] for p in feed)
         assert [p["id"] for p in c.posts(offset=10, limit=5)] == [11, 12, 13, 14, 15]
+        # An integer id is found by its decimal spelling too (protocol.md, "Post ids").
+        assert c.post("7") == c.post(7)
+        assert c.post_ids(offset=10, limit=3) == [11, 12, 13]
+        with pytest.raises(CachedError) as e:
+            c.post("seven")
+        assert e.value.code == "not_found"
+        with pytest.raises(TypeError):
+            c.post(7.0)
 
 
 def test_images_read_image_data_and_open_image(daemon, origin):
