@@ -55,8 +55,8 @@ class Edit:
     """An edit on a later page: which page URIs must then answer 304 and
     which 200, and the feed's posts and image rows after it."""
 
-    def __init__(self, what, unchanged, changed, posts=None, rows=None, changed_ids=(), new_images=()):
-        self.what, self.unchanged, self.changed = what, unchanged, changed
+    def __init__(self, what, unchanged, changed, posts=None, rows=None, changed_ids=(), new_images=(), removed_ids=()):
+        self.what, self.unchanged, self.changed, self.removed_ids = what, unchanged, changed, list(removed_ids)
         self.posts, self.rows, self.changed_ids, self.new_images = posts, rows, list(changed_ids), list(new_images)
 
 
@@ -71,7 +71,7 @@ class Shape:
     """
 
     def __init__(self, name, title, settings, posts, posts_pages, ids, id_key="id", rows=(), image_pages=(),
-                 origin="nginx", edit=None, same_feed=False, credentials=None, foreign=()):
+                 origin="nginx", edit=None, same_feed=False, credentials=None, foreign=(), invalid=0):
         self.name, self.title, self.settings = name, title, settings
         self.posts, self.posts_pages, self.ids, self.id_key = posts, posts_pages, ids, id_key
         self.rows, self.image_pages, self.origin, self.edit = list(rows), list(image_pages), origin, edit
@@ -79,6 +79,7 @@ class Shape:
         self.credentials = credentials      # the server that must see Authorization on every feed request
         self.foreign = list(foreign)        # servers that must never see Authorization
         self.what = "all" if rows else "posts"
+        self.invalid = invalid              # elements the first refresh counts invalid (repeated ids)
 
     def id_of(self, item):
         return item[self.id_key]
@@ -345,22 +346,28 @@ def algolia(f, p):
 
 def mixed(f, p):
     """Integer and string ids in one feed, 5 beside "5" and "05", two pages by
-    Link: the kinds must be told apart (docs/protocol.md, "Post ids")."""
+    Link: the kinds must be told apart (docs/protocol.md, "Post ids"). Page 2
+    repeats the integer 5 (skipped, counted invalid: the first is kept); the
+    edit changes "05" and drops "a b/c?d"."""
     A = p["A"]
     page1 = [{"id": 5, "title": "the integer 5"}, {"id": "5", "title": "the string 5"}, {"id": -7, "title": "minus seven"}]
+    repeat = {"id": 5, "title": "the integer 5 again, on page 2: skipped"}
     page2 = [{"id": "05", "title": "the string 05"}, {"id": "a b/c?d", "title": "a string with a space, a slash, a query"},
-             {"id": 9007199254740993, "title": "2^53 + 1, past a double's integers"}]
+             repeat, {"id": 9007199254740993, "title": "2^53 + 1, past a double's integers"}]
     f.put("a", "mixed/page1.json", page1)
     f.put("a", "mixed/page2.json", page2)
+    kept = [x for x in page2 if x is not repeat]
 
     def edit():
-        new2 = [dict(page2[0], title="the string 05, edited")] + page2[1:]
+        new2 = [dict(page2[0], title="the string 05, edited")] + page2[2:]
         f.put("a", "mixed/page2.json", new2)
-        return Edit("posts", ["/mixed/page1.json"], ["/mixed/page2.json"], posts=page1 + new2, changed_ids=["05"])
+        return Edit("posts", ["/mixed/page1.json"], ["/mixed/page2.json"], posts=page1 + [x for x in new2 if x is not repeat],
+                    changed_ids=["05"], removed_ids=["a b/c?d"])
 
-    return Shape("mixed", "integer and string ids in one feed (5, \"5\", \"05\", -7, 2^53+1), pages by Link",
-                 [("posts-url", "http://127.0.0.1:%d/mixed/page1.json" % A)], page1 + page2,
-                 ["/mixed/page1.json", "/mixed/page2.json"], [5, "5", -7, "05", "a b/c?d", 9007199254740993], edit=edit)
+    return Shape("mixed", "integer and string ids in one feed (5, \"5\", \"05\", -7, 2^53+1), a repeated id, pages by Link",
+                 [("posts-url", "http://127.0.0.1:%d/mixed/page1.json" % A)], page1 + kept,
+                 ["/mixed/page1.json", "/mixed/page2.json"], [5, "5", -7, "05", "a b/c?d", 9007199254740993], edit=edit,
+                 invalid=1)
 
 
 JP_TOKEN = "jsonplaceholder-token-42"
