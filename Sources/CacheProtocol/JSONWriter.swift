@@ -1,3 +1,5 @@
+import CacheSystem
+
 /// Builds compact JSON text into a byte buffer.
 public struct JSONWriter {
     public var bytes: [UInt8]
