@@ -31,8 +31,9 @@ public enum FetchError: Error, Sendable, CustomStringConvertible, Equatable {
     case unsupportedScheme(url: String)
     /// The transfer failed (connection, timeout, truncated body, ...).
     case transfer(url: String, message: String, attempts: Int)
-    /// The origin answered with an error status.
-    case status(url: String, code: Int, attempts: Int)
+    /// The origin answered with an error status; for a 401 or 403, what
+    /// the request carried of the configured credentials.
+    case status(url: String, code: Int, attempts: Int, credentials: CredentialUse? = nil)
     /// The body sink refused the bytes (too large, not an image, disk full...).
     case rejected(url: String, reason: String)
     /// The client is shutting down.
@@ -43,8 +44,8 @@ public enum FetchError: Error, Sendable, CustomStringConvertible, Equatable {
         case let .unsupportedScheme(url): return "refusing to fetch \(url): only http and https URLs are fetched"
         case let .transfer(url, message, attempts):
             return "\(url): \(message)" + (attempts > 1 ? " (after \(attempts) attempts)" : "")
-        case let .status(url, code, attempts):
-            return "\(url): HTTP \(code)" + (attempts > 1 ? " (after \(attempts) attempts)" : "")
+        case .status(let url, _, _, _):
+            return "\(url): \(reason)"
         case let .rejected(url, reason): return "\(url): \(reason)"
         case let .cancelled(url): return "\(url): cancelled, the daemon is stopping"
         }
@@ -55,7 +56,8 @@ public enum FetchError: Error, Sendable, CustomStringConvertible, Equatable {
         switch self {
         case .unsupportedScheme: return "not an http or https URL"
         case let .transfer(_, message, attempts): return message + (attempts > 1 ? " (after \(attempts) attempts)" : "")
-        case let .status(_, code, attempts): return "HTTP \(code)" + (attempts > 1 ? " (after \(attempts) attempts)" : "")
+        case let .status(_, code, attempts, credentials):
+            return TransferFailure.status(code, credentials: credentials) + (attempts > 1 ? " (after \(attempts) attempts)" : "")
         case let .rejected(_, reason): return reason
         case .cancelled: return "cancelled, the daemon is stopping"
         }
