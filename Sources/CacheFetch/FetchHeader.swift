@@ -30,14 +30,14 @@ public struct FetchHeader: Sendable, Equatable, CustomStringConvertible {
     public init(parsing line: String) throws(FetchHeaderError) {
         let bytes = Array(line.utf8)
         guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else {
-            throw FetchHeaderError("not a \"Name: value\" header: there is no colon")
+            throw FetchHeaderError("must be \"Name: value\", and there is no colon")
         }
         let nameBytes = bytes[..<colon]
-        guard !nameBytes.isEmpty else { throw FetchHeaderError("not a \"Name: value\" header: there is no name before the colon") }
+        guard !nameBytes.isEmpty else { throw FetchHeaderError("must be \"Name: value\", and there is no name before the colon") }
         if let bad = nameBytes.first(where: { !HeaderField.isTokenByte($0) }) {
             // The name is shown only when it is a token: what precedes a
             // misplaced colon may be part of the secret.
-            throw FetchHeaderError("the name before the colon holds \(Self.describe(bad)), which an HTTP field name cannot "
+            throw FetchHeaderError("must be \"Name: value\", and the name holds \(Self.describe(bad)), which an HTTP field name cannot "
                                    + "(letters, digits and !#$%&'*+-.^_`|~ only)")
         }
         let name = String(decoding: nameBytes, as: UTF8.self)
@@ -50,7 +50,7 @@ public struct FetchHeader: Sendable, Equatable, CustomStringConvertible {
         }
         guard !value.isEmpty else { throw FetchHeaderError("\(name) has an empty value") }
         guard HTTPFieldValue.isSafe(value) else {
-            throw FetchHeaderError("the value of \(name) holds a control character (CR, LF, NUL or another), which would end or split the request's header")
+            throw FetchHeaderError("\(name) has a value holding a control character (CR, LF, NUL or another), which would end or split the request's header")
         }
         self.name = name
         self.value = String(decoding: value, as: UTF8.self)
@@ -104,7 +104,8 @@ public struct FetchHeader: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// A configured header that cannot be used; the message names the header
-/// (or the line) and the problem, never the value.
+/// (or the line) and the problem, never the value. It reads after the
+/// setting's name: `fetch-header Host is sent by cached itself ...`.
 public struct FetchHeaderError: Error, Sendable, CustomStringConvertible {
     public var message: String
     public init(_ message: String) { self.message = message }

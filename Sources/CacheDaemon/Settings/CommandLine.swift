@@ -40,6 +40,8 @@ extension Settings {
         for (key, value) in flags {
             do { try s.set(key, value) } catch { throw SettingsError("--\(key): \(error.message)") }
         }
+        // Read once every source has had its say: only the file that wins is opened.
+        try s.fetchHeaderFile?.load(environment: environment, besides: s.fetchHeaders)
         return check ? .checked(s) : .run(s)
     }
 
