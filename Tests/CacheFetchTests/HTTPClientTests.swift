@@ -28,7 +28,7 @@ import CacheSystem
         // Header names are lowercased and the status line is not a header.
         #expect(response.headers.keys.allSatisfy { $0 == $0.lowercased() && !$0.hasPrefix("http/") })
         #expect(try origin.started("/data.json") == 1)
-        #expect(try await origin.requests(atLeast: 1) == [.init(path: "/data.json", status: 200, userAgent: "cached-tests", ifNoneMatch: nil)])
+        #expect(try await origin.requests(atLeast: 1).map(\.withoutHeaders) == [.init(path: "/data.json", status: 200, userAgent: "cached-tests", ifNoneMatch: nil)])
     }
 
     @Test func aLargeBodyArrivesWholeOverSeveralWrites() async throws {
@@ -252,7 +252,7 @@ import CacheSystem
         #expect(changed.status == 200)
         #expect(third.bytes == Self.data)
 
-        #expect(try await origin.requests(atLeast: 3) == [
+        #expect(try await origin.requests(atLeast: 3).map(\.withoutHeaders) == [
             .init(path: "/etag/data.json", status: 200, userAgent: "cached-tests", ifNoneMatch: nil),
             .init(path: "/etag/data.json", status: 304, userAgent: "cached-tests", ifNoneMatch: etag),
             .init(path: "/etag/data.json", status: 200, userAgent: "cached-tests", ifNoneMatch: "\"other\""),
@@ -327,7 +327,3 @@ import CacheSystem
     }
 }
 
-private extension Result where Success == HTTPResponse, Failure == FetchError {
-    var failure: FetchError? { if case .failure(let e) = self { return e } else { return nil } }
-    var response: HTTPResponse? { if case .success(let r) = self { return r } else { return nil } }
-}

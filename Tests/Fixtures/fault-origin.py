@@ -12,10 +12,14 @@ Everything Examples/origin-server.py serves, plus:
   /fault/html/...                   200 with an HTML page
   /fault/redirect-loop/N            302 to /fault/redirect-loop/N+1, forever
   /fault/redirect/SCHEME            302 to a SCHEME:// URL (file, ftp, gopher)
+  /fault/redirect-to/PORT/PATH      302 to http://127.0.0.1:PORT/PATH (another origin)
+  /auth/TOKEN/PATH                  PATH (any of the above too) when the request
+                                    has "Authorization: Bearer TOKEN", else 401
   /etag/PATH                        PATH with an ETag; If-None-Match answers 304
   /_log                             every request: path, status, body bytes sent,
                                     User-Agent, If-None-Match, If-Modified-Since,
-                                    client port (one per connection)
+                                    client port (one per connection), and every
+                                    header as received (name: [values])
 """
 import hashlib
 import importlib.util
@@ -52,14 +56,21 @@ class FaultHandler(base.Handler):
     def _record(self):
         with base.lock:
             log.append({
-                "path": self.path.split("?", 1)[0],
+                "path": getattr(self, "_asked", self.path).split("?", 1)[0],
                 "status": getattr(self, "_status", 0),
                 "bytes": getattr(self, "_sent", 0),
                 "ua": self.headers.get("User-Agent"),
                 "inm": self.headers.get("If-None-Match"),
                 "ims": self.headers.get("If-Modified-Since"),
                 "port": self.client_address[1],
+                "headers": self._headers_received(),
             })
+
+    def _headers_received(self):
+        out = {}
+        for name, value in self.headers.items():
+            out.setdefault(name.lower(), []).append(value)
+        return out
 
     def _file(self, rel):
         path = os.path.join(self.directory, rel.lstrip("/"))
@@ -85,6 +96,9 @@ class FaultHandler(base.Handler):
                 body = json.dumps(log).encode()
             self._write(self._body(200, body, "application/json"))
             return
+        if path.startswith("/auth/"):
+            self._auth(path)
+            return
         if not (path.startswith("/fault/") or path.startswith("/etag/")):
             try:
                 super().do_GET()
@@ -99,6 +113,27 @@ class FaultHandler(base.Handler):
             pass
         finally:
             self._record()
+
+    def _auth(self, path):
+        # /auth/TOKEN/REST: REST as usual, for the bearer of TOKEN only.
+        _, _, token, rest = path.split("/", 3)
+        if self.headers.get("Authorization") != "Bearer " + token:
+            with base.lock:
+                base.counts[path] = base.counts.get(path, 0) + 1
+            try:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Bearer realm="feeds"')
+                body = b"unauthorized"
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self._write(body)
+            finally:
+                self._record()
+            return
+        self._asked = path  # logged as asked
+        self.path = "/" + rest
+        self.do_GET()
 
     def _fault(self, path):
         parts = path.split("/")[2:]
@@ -149,6 +184,11 @@ class FaultHandler(base.Handler):
         elif kind == "redirect-loop":
             self.send_response(302)
             self.send_header("Location", "/fault/redirect-loop/%d" % (int(parts[1]) + 1))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif kind == "redirect-to":
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.1:%d/%s" % (int(parts[1]), "/".join(parts[2:])))
             self.send_header("Content-Length", "0")
             self.end_headers()
         elif kind == "redirect":

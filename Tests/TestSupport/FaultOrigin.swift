@@ -91,11 +91,19 @@ public final class FaultOrigin {
         public var status: Int
         public var userAgent: String?
         public var ifNoneMatch: String?
-        public init(path: String, status: Int, userAgent: String? = nil, ifNoneMatch: String? = nil) {
+        /// Every header as received, by lowercased name (all its values).
+        public var headers: [String: [String]]
+        public init(path: String, status: Int, userAgent: String? = nil, ifNoneMatch: String? = nil, headers: [String: [String]] = [:]) {
             self.path = path
             self.status = status
             self.userAgent = userAgent
             self.ifNoneMatch = ifNoneMatch
+            self.headers = headers
+        }
+
+        /// The request without its headers: to compare with the fields above alone.
+        public var withoutHeaders: LoggedRequest {
+            LoggedRequest(path: path, status: status, userAgent: userAgent, ifNoneMatch: ifNoneMatch)
         }
     }
 
@@ -107,7 +115,8 @@ public final class FaultOrigin {
         }
         return rows.map {
             LoggedRequest(path: $0["path"] as? String ?? "", status: $0["status"] as? Int ?? 0,
-                          userAgent: $0["ua"] as? String, ifNoneMatch: $0["inm"] as? String)
+                          userAgent: $0["ua"] as? String, ifNoneMatch: $0["inm"] as? String,
+                          headers: $0["headers"] as? [String: [String]] ?? [:])
         }.filter { !$0.path.hasPrefix("/_") }
     }
 
