@@ -285,7 +285,7 @@ public final class HTTPClient: Sendable {
     private func follow(_ t: Transfer, to target: String) -> Outcome {
         guard HTTPClient.isFetchable(target) else {
             let scheme = target.split(separator: ":", maxSplits: 1).first.map { String($0.prefix(20)) } ?? ""
-            return .done(.failure(.transfer(url: t.request.url, message: "redirected to a \(scheme):// URL; only http and https URLs are followed",
+            return .done(.failure(.transfer(url: t.request.url, message: "redirected to a URL of another protocol (\(scheme)://); only http and https are followed",
                                             attempts: t.attempts)))
         }
         guard t.redirects < policy.maxRedirects else {

@@ -13,8 +13,10 @@ Everything Examples/origin-server.py serves, plus:
   /fault/redirect-loop/N            302 to /fault/redirect-loop/N+1, forever
   /fault/redirect/SCHEME            302 to a SCHEME:// URL (file, ftp, gopher)
   /fault/redirect-to/PORT/PATH      302 to http://127.0.0.1:PORT/PATH (another origin)
-  /auth/TOKEN/PATH                  PATH (any of the above too) when the request
+  /auth/PATH                        PATH (any of the above too) when the request
                                     has "Authorization: Bearer TOKEN", else 401
+  /_token?value=TOKEN               sets the TOKEN /auth/ asks for (kept out of
+                                    the URLs, so that a test can look for it)
   /etag/PATH                        PATH with an ETag; If-None-Match answers 304
   /_log                             every request: path, status, body bytes sent,
                                     User-Agent, If-None-Match, If-Modified-Since,
@@ -35,6 +37,7 @@ base = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(base)
 
 log = []
+token = [None]  # what /auth/ asks for, set by /_token
 
 
 class FaultHandler(base.Handler):
@@ -91,6 +94,12 @@ class FaultHandler(base.Handler):
 
     def do_GET(self):
         path = self.path.split("?", 1)[0]
+        if path == "/_token":
+            from urllib.parse import parse_qs, urlsplit
+            with base.lock:
+                token[0] = parse_qs(urlsplit(self.path).query)["value"][0]
+            self._write(self._body(204, b""))
+            return
         if path == "/_log":
             with base.lock:
                 body = json.dumps(log).encode()
@@ -115,9 +124,11 @@ class FaultHandler(base.Handler):
             self._record()
 
     def _auth(self, path):
-        # /auth/TOKEN/REST: REST as usual, for the bearer of TOKEN only.
-        _, _, token, rest = path.split("/", 3)
-        if self.headers.get("Authorization") != "Bearer " + token:
+        # /auth/REST: REST as usual, for the bearer of the token alone.
+        rest = path[len("/auth/"):]
+        with base.lock:
+            wanted = token[0]
+        if wanted is None or self.headers.get("Authorization") != "Bearer " + wanted:
             with base.lock:
                 base.counts[path] = base.counts.get(path, 0) + 1
             try:

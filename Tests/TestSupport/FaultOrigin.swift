@@ -140,6 +140,11 @@ public final class FaultOrigin {
         return counts?[path] ?? 0
     }
 
+    /// Makes `/auth/PATH` answer only requests with `Authorization: Bearer TOKEN`.
+    public func requireToken(_ token: String) throws {
+        _ = try get("/_token?value=\(token)")
+    }
+
     /// Makes the next `times` requests for `path` answer `status`.
     public func fail(_ path: String, times: Int, status: Int) throws {
         _ = try get("/_fail?path=\(path)&times=\(times)&status=\(status)")
