@@ -113,6 +113,9 @@ import CacheFetch
         #expect(chmod(file, 0o620) == 0)
         #expect(Self.refusal(["--fetch-header-file", file]).contains("\(file) can be written by its group"))
         #expect(Self.refusal(["--fetch-header-file", dir.path + "/missing"]).hasPrefix("fetch-header-file \(dir.path)/missing: "))
+        #expect(Self.refusal(["--fetch-header-file", dir.path]) == "refusing to read the fetch-header-file: \(dir.path) is not a regular file")
+        #expect(mkfifo(dir.path + "/fifo", 0o600) == 0)
+        #expect(Self.refusal(["--fetch-header-file", dir.path + "/fifo"]) == "refusing to read the fetch-header-file: \(dir.path)/fifo is not a regular file")
     }
 
     @Test func onlyTheFileThatWinsIsRead() throws {
