@@ -6,7 +6,7 @@ import CacheSystem
 ///
 /// Its value is a secret: `description` shows the name alone, and no error
 /// of this type ever holds the value.
-public struct FetchHeader: Sendable, Equatable, CustomStringConvertible {
+public struct FetchHeader: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The name as given (compared without regard to case).
     public let name: String
     /// The value, without the spaces and tabs around it.
@@ -14,6 +14,10 @@ public struct FetchHeader: Sendable, Equatable, CustomStringConvertible {
 
     /// `Name: <redacted>`.
     public var description: String { "\(name): \(Self.redacted)" }
+    /// The same: `debugPrint`, string interpolation of a collection and
+    /// `dump` never show the value either.
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["name": name, "value": Self.redacted]) }
 
     /// What is shown in place of a value.
     public static let redacted = "<redacted>"

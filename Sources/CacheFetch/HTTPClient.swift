@@ -231,17 +231,23 @@ public final class HTTPClient: Sendable {
         ccurl_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
         ccurl_setopt_callback(easy, CURLOPT_HEADERFUNCTION, headerCallback)
         ccurl_setopt_pointer(easy, CURLOPT_HEADERDATA, me)
+        t.headerList = headerList(t)
+        if let list = t.headerList { ccurl_setopt_pointer(easy, CURLOPT_HTTPHEADER, list) }
+        // The header list goes to the origin only, never in a proxy's CONNECT.
+        ccurl_setopt_long(easy, CURLOPT_HEADEROPT, Int(CURLHEADER_SEPARATE))
+        curl_multi_add_handle(m, easy)
+        return easy
+    }
+
+    /// The request's own headers on every hop, and the configured
+    /// credentials on a hop they may go to (`FetchCredentials`).
+    private func headerList(_ t: Transfer) -> UnsafeMutablePointer<curl_slist>? {
         var list: UnsafeMutablePointer<curl_slist>?
         for h in t.request.headers { list = curl_slist_append(list, h) }
         let granted = credentials.headers(for: URLOrigin(t.url), first: t.firstOrigin)
         for h in granted { list = curl_slist_append(list, h.line) }
         t.credentialNames = granted.map(\.name)
-        t.headerList = list
-        if let list { ccurl_setopt_pointer(easy, CURLOPT_HTTPHEADER, list) }
-        // The header list goes to the origin only, never in a proxy's CONNECT.
-        ccurl_setopt_long(easy, CURLOPT_HEADEROPT, Int(CURLHEADER_SEPARATE))
-        curl_multi_add_handle(m, easy)
-        return easy
+        return list
     }
 
     private enum Outcome {

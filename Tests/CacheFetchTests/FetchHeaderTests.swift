@@ -15,6 +15,12 @@ import CacheFetch
         #expect(h.name == "X-Api-Key" && h.value == Self.secret && h.key == "x-api-key")
         #expect(try FetchHeader(parsing: "Authorization:Bearer a:b==").value == "Bearer a:b==")
         #expect("\(h)" == "X-Api-Key: <redacted>")
+        // However it is printed.
+        var dumped = ""
+        dump([h], to: &dumped)
+        for shown in ["\([h])", String(reflecting: h), dumped, "\(FetchCredentials(headers: [h]))"] {
+            #expect(!shown.contains(Self.secret), "\(shown)")
+        }
     }
 
     @Test func aNameMustBeAToken() {
