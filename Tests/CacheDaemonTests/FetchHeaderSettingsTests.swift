@@ -60,6 +60,21 @@ import CacheFetch
                 == "CACHED_FETCH_HEADER: fetch-header must be \"Name: value\", and there is no colon")
     }
 
+    /// A mistyped line is quoted up to where a setting's name ends: what
+    /// follows may be the secret.
+    @Test func aMistypedLineIsNotQuotedPastTheName() throws {
+        let dir = try Directory()
+        for line in ["fetch-header: X-Api-Key: \(Self.secret)", "fetch-header X-Api-Key: \(Self.secret)=="] {
+            let conf = try dir.write("cached.conf", "posts-url = http://a/p.json\n\(line)\n", mode: 0o644)
+            let message = Self.refusal(["--config", conf])
+            #expect(message.hasPrefix("\(conf):2: "), "\(message)")
+            #expect(message.contains("\"fetch-header...\"") && !message.contains(Self.secret), "\(message)")
+        }
+        let flag = Self.refusal(["--fetch-header:X-Api-Key:\(Self.secret)=x"])
+        #expect(flag == "unknown option --fetch-header... (see --help)")
+        #expect(Self.refusal(["--max-sise", "1"]) == "unknown option --max-sise (see --help)")
+    }
+
     @Test func theyGoToTheOriginsOfPostsURLAndImagesURL() throws {
         let s = try Self.parse(["--posts-url", "https://Feeds.Example/p.json", "--images-url", "http://img.example:8080/m.json",
                                 "--images-base-url", "https://cdn.example/", "--fetch-header", "X-Api-Key: \(Self.secret)"])

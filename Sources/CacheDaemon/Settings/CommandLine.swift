@@ -29,7 +29,7 @@ extension Settings {
                 i += 1
             }
             if key == "config" { configPath = value; continue }
-            guard spec(key) != nil else { throw SettingsError("unknown option --\(key) (see --help)") }
+            guard spec(key) != nil else { throw SettingsError("unknown option --\(ConfigFile.shownKey(key)) (see --help)") }
             flags.append((key, value))
         }
         var s = try fromFile(configPath, environment: environment)
