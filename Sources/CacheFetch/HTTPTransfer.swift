@@ -77,15 +77,27 @@ final class Transfer {
         return status
     }
 
-    /// Where this hop's response redirects to (its `Location`, resolved
-    /// by libcurl against the hop's URL), when it is a redirect: a 3xx
-    /// other than 304 with a Location.
-    var redirectTarget: String? {
+    /// True when this hop's response is a redirect: a 3xx other than 304
+    /// with a `Location`. Known from the headers, before the body.
+    var answeredRedirect: Bool {
         let code = status
-        guard (300...399).contains(code), code != 304, let easy else { return nil }
-        var target: UnsafeMutableRawPointer?
-        guard ccurl_getinfo_pointer(easy, CURLINFO_REDIRECT_URL, &target) == CURLE_OK, let target else { return nil }
-        return String(cString: target.assumingMemoryBound(to: CChar.self))
+        return (300...399).contains(code) && code != 304 && headers["location"] != nil
+    }
+
+    /// Where this hop's redirect leads: its `Location` resolved against the
+    /// hop's URL as libcurl resolves one it follows (any scheme parsed, so
+    /// that a refusal can name it). Nil when it is not a redirect or the
+    /// Location is not a URL.
+    var redirectTarget: String? {
+        guard answeredRedirect, let location = headers["location"], let handle = curl_url() else { return nil }
+        defer { curl_url_cleanup(handle) }
+        let flags = UInt32(CURLU_NON_SUPPORT_SCHEME | CURLU_ALLOW_SPACE | CURLU_URLENCODE)
+        guard curl_url_set(handle, CURLUPART_URL, url, 0) == CURLUE_OK,
+              curl_url_set(handle, CURLUPART_URL, location, flags) == CURLUE_OK else { return nil }
+        var out: UnsafeMutablePointer<CChar>?
+        guard curl_url_get(handle, CURLUPART_URL, &out, 0) == CURLUE_OK, let out else { return nil }
+        defer { curl_free(out) }
+        return String(cString: out)
     }
 }
 
@@ -96,7 +108,7 @@ let writeCallback: ccurl_data_cb = { data, size, count, userdata in
     if !t.statusChecked {
         t.statusChecked = true
         let status = t.status
-        if t.redirectTarget != nil {
+        if t.answeredRedirect {
             t.isRedirect = true
         } else if status >= 300 || status < 200 {
             // An error page is not the body we asked for: stop reading it.
@@ -105,7 +117,8 @@ let writeCallback: ccurl_data_cb = { data, size, count, userdata in
         }
     }
     if t.isRedirect {
-        // A redirect's body is nobody's; read to the end, the connection stays usable.
+        // A redirect's body is nobody's: read and dropped, so that the
+        // connection stays usable; a long one is cut, closing it.
         t.discardedBytes += n
         return t.discardedBytes <= Transfer.maxRedirectBody ? n : 0
     }

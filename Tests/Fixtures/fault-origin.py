@@ -13,6 +13,7 @@ Everything Examples/origin-server.py serves, plus:
   /fault/redirect-loop/N            302 to /fault/redirect-loop/N+1, forever
   /fault/redirect/SCHEME            302 to a SCHEME:// URL (file, ftp, gopher)
   /fault/redirect-to/PORT/PATH      302 to http://127.0.0.1:PORT/PATH (another origin)
+  /fault/redirect-body/BYTES/PATH   302 to /PATH with a body of BYTES bytes
   /auth/PATH                        PATH (any of the above too) when the request
                                     has "Authorization: Bearer TOKEN", else 401
   /_token?value=TOKEN               sets the TOKEN /auth/ asks for (kept out of
@@ -202,6 +203,13 @@ class FaultHandler(base.Handler):
             self.send_header("Location", "http://127.0.0.1:%d/%s" % (int(parts[1]), "/".join(parts[2:])))
             self.send_header("Content-Length", "0")
             self.end_headers()
+        elif kind == "redirect-body":
+            body = b"r" * int(parts[1])
+            self.send_response(302)
+            self.send_header("Location", "/" + "/".join(parts[2:]))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self._write(body)
         elif kind == "redirect":
             target = {"file": "file:///etc/passwd", "ftp": "ftp://127.0.0.1:1/x.png", "gopher": "gopher://127.0.0.1:1/x"}[parts[1]]
             self.send_response(302)

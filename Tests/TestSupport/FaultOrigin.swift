@@ -93,16 +93,20 @@ public final class FaultOrigin {
         public var ifNoneMatch: String?
         /// Every header as received, by lowercased name (all its values).
         public var headers: [String: [String]]
-        public init(path: String, status: Int, userAgent: String? = nil, ifNoneMatch: String? = nil, headers: [String: [String]] = [:]) {
+        /// The client's port: one per connection.
+        public var port: Int
+        public init(path: String, status: Int, userAgent: String? = nil, ifNoneMatch: String? = nil,
+                    headers: [String: [String]] = [:], port: Int = 0) {
             self.path = path
             self.status = status
             self.userAgent = userAgent
             self.ifNoneMatch = ifNoneMatch
             self.headers = headers
+            self.port = port
         }
 
-        /// The request without its headers: to compare with the fields above alone.
-        public var withoutHeaders: LoggedRequest {
+        /// Path, status, user agent and If-None-Match alone, to compare with those.
+        public var essentials: LoggedRequest {
             LoggedRequest(path: path, status: status, userAgent: userAgent, ifNoneMatch: ifNoneMatch)
         }
     }
@@ -116,7 +120,7 @@ public final class FaultOrigin {
         return rows.map {
             LoggedRequest(path: $0["path"] as? String ?? "", status: $0["status"] as? Int ?? 0,
                           userAgent: $0["ua"] as? String, ifNoneMatch: $0["inm"] as? String,
-                          headers: $0["headers"] as? [String: [String]] ?? [:])
+                          headers: $0["headers"] as? [String: [String]] ?? [:], port: $0["port"] as? Int ?? 0)
         }.filter { !$0.path.hasPrefix("/_") }
     }
 
