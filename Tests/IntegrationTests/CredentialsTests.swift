@@ -73,6 +73,33 @@ import CacheProtocol
         Self.expectNoSecret(check.output, "--check-config")
     }
 
+    /// nginx as the origin, asking for the key and redirecting the posts
+    /// feed (its redirect has an HTML body) to another origin, which gets none.
+    @Test func nginxChecksTheKeyAndItsRedirectToAnotherOriginGetsNone() throws {
+        let b = try Origin()
+        let key = "if ($http_x_api_key != \"\(Self.apiKey)\") { return 401; }"
+        let nginx = try Nginx(extra: """
+            location = /private/moved.json { \(key) return 302 http://127.0.0.1:\(b.port)/posts.json; }
+            location /private/ { \(key) rewrite ^/private/(.*)$ /$1 break; }
+            """)
+        let feeds = ["--posts-url", nginx.base + "/private/moved.json", "--images-url", nginx.base + "/private/images/manifest.json"]
+        let bare = try Daemon(origin: nil, arguments: feeds)
+        let refused = try cachectl(["prefetch", "posts"], socket: bare.socket)
+        #expect(refused.stderr.contains("HTTP 401 Unauthorized: no fetch-header is configured for this origin (http://127.0.0.1:\(nginx.port))"),
+                "\(refused.stderr)")
+
+        let daemon = try Daemon(origin: nil, arguments: feeds + ["--fetch-header", "X-Api-Key: \(Self.apiKey)"])
+        let run = try PrefetchRun(socket: daemon.socket)
+        #expect(run.status == 0 && run.posts?["fetched"]?.int == 100 && run.images?["downloaded"]?.int == 16, "\(run.problems)")
+        // The bare daemon's 401, then the posts feed's 302, the manifest and 16 images: no 401.
+        let served = nginx.accessLog.entries(after: 0, atLeast: 19)
+        #expect(served.first?.status == 401 && served.dropFirst().map(\.status).sorted() == Array(repeating: 200, count: 17) + [302], "\(served)")
+        let onB = try b.requests()
+        #expect(onB.map(\.path) == ["/posts.json"])
+        #expect(onB.allSatisfy { Self.sent($0) == [nil, nil] }, "\(onB.map(\.headers))")
+        Self.expectNoSecret(daemon.log, "the debug log")
+    }
+
     @Test func a401SaysWhetherCredentialsWereConfiguredAndSent() throws {
         let a = try Origin(), c = try Origin()
         try a.requireToken(Self.token)
