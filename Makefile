@@ -205,7 +205,8 @@ install: deps
 	bin="$$($(SWIFT) build $(STATIC_BUILD) --show-bin-path)"; \
 	install -D -m 0755 "$$bin/cached" "$(DESTDIR)$(PREFIX)/bin/cached"; \
 	install -D -m 0755 "$$bin/cachectl" "$(DESTDIR)$(PREFIX)/bin/cachectl"
-	for u in cached.service cached.socket cached-http.socket cached-prefetch.service cached-prefetch.timer; do \
+	for u in cached.service cached.socket cached-http.socket cached-prefetch.service cached-prefetch.timer \
+	         cached@.service cached@.socket cached-prefetch@.service cached-prefetch@.timer; do \
 	  install -d "$(DESTDIR)$(PREFIX)/lib/systemd/system"; \
 	  sed 's#/usr/local/bin#$(PREFIX)/bin#g' systemd/$$u > "$(DESTDIR)$(PREFIX)/lib/systemd/system/$$u"; \
 	  chmod 0644 "$(DESTDIR)$(PREFIX)/lib/systemd/system/$$u"; done

@@ -10,17 +10,23 @@ _cachectl() {
         --timeout)
             COMPREPLY=()
             return ;;
+        --instance)
+            # The instances whose sockets exist: /run/cached/NAME.sock (cached@NAME.socket).
+            local names=() s
+            for s in /run/cached/*.sock; do [[ -S $s ]] && names+=("$(basename "$s" .sock)"); done
+            COMPREPLY=($(compgen -W "${names[*]}" -- "$cur"))
+            return ;;
     esac
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-            --socket|-s|-o|--output|--timeout) ((i++)) ;;
+            --socket|-s|-o|--output|--timeout|--instance) ((i++)) ;;
             -*) ;;
             *) if [[ -z $cmd ]]; then cmd=${COMP_WORDS[i]}; elif [[ -z $sub ]]; then sub=${COMP_WORDS[i]}; fi ;;
         esac
     done
     case $cmd in
         "")
-            COMPREPLY=($(compgen -W "get prefetch status verify gc compact ping metrics --socket --timeout --json --help" -- "$cur")) ;;
+            COMPREPLY=($(compgen -W "get prefetch status verify gc compact ping metrics --socket --instance --timeout --json --help" -- "$cur")) ;;
         get)
             if [[ -z $sub ]]; then
                 COMPREPLY=($(compgen -W "post posts image images" -- "$cur"))

@@ -40,7 +40,8 @@ man -w cached >/dev/null && man -w cachectl >/dev/null || fail "the man pages ar
 [ "$(LC_ALL=C.UTF-8 MANWIDTH=80 man cached 2>/dev/null | head -1 | tr -s ' ')" != "" ] || fail "man cached shows nothing"
 getent group cached >/dev/null || fail "no group cached"
 [ "$(stat -c '%U:%G %a' /var/cache/cached)" = "root:cached 750" ] || fail "/var/cache/cached is $(stat -c '%U:%G %a' /var/cache/cached)"
-for u in cached.service cached.socket cached-http.socket cached-prefetch.service cached-prefetch.timer; do
+for u in cached.service cached.socket cached-http.socket cached-prefetch.service cached-prefetch.timer \
+         cached@.service cached@.socket cached-prefetch@.service cached-prefetch@.timer; do
   [ -f "/usr/lib/systemd/system/$u" ] || fail "no unit $u"
 done
 [ -L /etc/systemd/system/sockets.target.wants/cached.socket ] || fail "cached.socket is not enabled"

@@ -79,7 +79,7 @@ struct Invocation {
     static let defaultTimeout = 10.0
 
     static let usage = """
-    usage: cachectl [--socket PATH] [--timeout SECONDS] [--json] COMMAND
+    usage: cachectl [--socket PATH | --instance NAME] [--timeout SECONDS] [--json] COMMAND
 
     commands:
       get post ID                      print one post (ID may be negative: get post -5)
@@ -98,6 +98,7 @@ struct Invocation {
     options:
       --socket PATH   the daemon's socket (default: $CACHED_SOCKET, else the
                       per-user or system default)
+      --instance NAME the socket of cached@NAME.service: /run/cached/NAME.sock
       --timeout SECONDS
                       give up when the daemon does not answer within SECONDS
                       (default: $CACHED_TIMEOUT, else 10; 0 waits forever).
@@ -122,6 +123,15 @@ struct Invocation {
         }
         var i = 0
         var optionsEnded = false
+        /// The option that named the socket, if one did: only one may.
+        var socketOption: String?
+        func nameSocket(_ option: String, _ path: String) throws {
+            if let earlier = socketOption {
+                throw CLIError(code: .usage, message: "\(earlier) and \(option) both name the socket; give one")
+            }
+            socketOption = option
+            inv.socket = path
+        }
         while i < args.count {
             let a = args[i]
             i += 1
@@ -140,7 +150,11 @@ struct Invocation {
             case "--force", "-f": inv.force = true
             case "--socket", "-s":
                 guard i < args.count else { throw CLIError(code: .usage, message: "--socket needs a path") }
-                inv.socket = args[i]
+                try nameSocket("--socket", args[i])
+                i += 1
+            case "--instance":
+                guard i < args.count else { throw CLIError(code: .usage, message: "--instance needs a name (cached@NAME.service)") }
+                try nameSocket("--instance", try instanceSocket(args[i]))
                 i += 1
             case "--timeout":
                 guard i < args.count else { throw CLIError(code: .usage, message: "--timeout needs a number of seconds (0 for no limit)") }
@@ -151,7 +165,8 @@ struct Invocation {
                 inv.output = args[i]
                 i += 1
             default:
-                if a.hasPrefix("--socket=") { inv.socket = String(a.dropFirst(9)) }
+                if a.hasPrefix("--socket=") { try nameSocket("--socket", String(a.dropFirst(9))) }
+                else if a.hasPrefix("--instance=") { try nameSocket("--instance", try instanceSocket(String(a.dropFirst(11)))) }
                 else if a.hasPrefix("--timeout=") { inv.timeout = try timeoutOption(String(a.dropFirst(10))) }
                 else if a.hasPrefix("-") && a != "-" { throw CLIError(code: .usage, message: "unknown option \(Format.visible(a)) (see cachectl --help)") }
                 else { inv.command.append(a) }
@@ -165,6 +180,21 @@ struct Invocation {
     /// after `get post` or `get image`.
     private var expectsNumber: Bool {
         command == ["get", "post"] || command == ["get", "image"]
+    }
+
+    /// Where the template units put an instance's socket (systemd/cached@.socket).
+    static let instanceDirectory = "/run/cached"
+
+    /// The socket of instance `name`: `/run/cached/NAME.sock`. A name is
+    /// visible ASCII without `/`, not starting with `.`, short enough for a
+    /// socket path.
+    static func instanceSocket(_ name: String) throws -> String {
+        let path = "\(instanceDirectory)/\(name).sock"
+        guard !name.isEmpty, !name.hasPrefix("."), name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") }),
+              path.utf8.count <= 107 else {
+            throw CLIError(code: .usage, message: "--instance takes the NAME of cached@NAME.service, such as blog, not \"\(Format.visible(name))\"")
+        }
+        return path
     }
 
     /// A finite, non-negative number of seconds, or nil.

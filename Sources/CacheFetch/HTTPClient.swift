@@ -5,44 +5,6 @@ import Dispatch
 import CCurl
 import CacheSystem
 
-/// One transfer in flight. Touched only by the fetch thread until completion.
-private final class Transfer {
-    let request: HTTPRequest
-    let sink: BodySink
-    let completion: @Sendable (Result<HTTPResponse, FetchError>) -> Void
-    var attempts = 0
-    var easy: UnsafeMutableRawPointer?
-    var headerList: UnsafeMutablePointer<curl_slist>?
-    var headers: [String: String] = [:]
-    var sinkError: String?
-    var statusChecked = false
-    var badStatus: Int?
-    var bodyBytes: Int64 = 0
-    /// curl writes its error text here after the setopt call returns, so it needs a stable address.
-    let errorBuffer: UnsafeMutablePointer<CChar> = {
-        let p = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
-        p.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
-        return p
-    }()
-
-    deinit { errorBuffer.deallocate() }
-
-    init(request: HTTPRequest, sink: BodySink, completion: @escaping @Sendable (Result<HTTPResponse, FetchError>) -> Void) {
-        self.request = request
-        self.sink = sink
-        self.completion = completion
-    }
-
-    func resetForAttempt() {
-        errorBuffer[0] = 0
-        headers = [:]
-        sinkError = nil
-        statusChecked = false
-        badStatus = nil
-        bodyBytes = 0
-    }
-}
-
 /// What the fetch thread is handed through `HTTPClient`'s locks: a transfer
 /// (a class with libcurl's state) or the `curl_multi` handle.
 // Safe without Sendable contents because each value is handed over, never
@@ -61,6 +23,12 @@ private typealias Pending = Handoff<Transfer>
 /// stream into each request's `BodySink`. Connection errors, timeouts and 5xx
 /// answers are retried with exponential backoff and jitter; 4xx answers are
 /// not. Only `http` and `https` URLs are fetched, redirects included.
+///
+/// Redirects are followed here, hop by hop, rather than by libcurl: each
+/// hop gets the configured credentials (`credentials`) only when it is on
+/// the origin the request began at and that origin is one they are for.
+/// libcurl's own rule covers `Authorization` and `Cookie` alone; a custom
+/// header such as `X-Api-Key` would go to any host a redirect names.
 public final class HTTPClient: Sendable {
     private struct Shared {
         var incoming: [Pending] = []
@@ -71,9 +39,12 @@ public final class HTTPClient: Sendable {
     private let exited = DispatchSemaphore(value: 0)
     private let multi: Locked<Handoff<UnsafeMutableRawPointer>?>
     public let policy: FetchPolicy
+    private let credentialState: Locked<FetchCredentials>
 
-    public init(policy: FetchPolicy) {
+    /// A client with its own thread; `credentials` are added per request (see `credentials`).
+    public init(policy: FetchPolicy, credentials: FetchCredentials = .none) {
         self.policy = policy
+        credentialState = Locked(credentials)
         curl_global_init(Int(CURL_GLOBAL_ALL))
         let m = curl_multi_init()
         multi = Locked(m.map { Handoff(value: $0) })
@@ -90,6 +61,13 @@ public final class HTTPClient: Sendable {
             self.run()
             self.exited.signal()
         }
+    }
+
+    /// The configured headers and the origins they go to; a change (a
+    /// reload) applies to every hop that starts after it.
+    public var credentials: FetchCredentials {
+        get { credentialState.withLock { $0 } }
+        set { credentialState.withLock { $0 = newValue } }
     }
 
     /// True for URLs this client will fetch.
@@ -162,7 +140,7 @@ public final class HTTPClient: Sendable {
             }
             while active.count < policy.concurrency, !waiting.isEmpty {
                 let t = waiting.removeFirst()
-                if let easy = start(t, multi: m) { active[easy] = t }
+                if let easy = startAttempt(t, multi: m) { active[easy] = t }
             }
             var running: Int32 = 0
             curl_multi_perform(m, &running)
@@ -176,6 +154,12 @@ public final class HTTPClient: Sendable {
                 case .done(let result):
                     cleanup(t)
                     t.completion(result)
+                case .redirect(let target):
+                    cleanup(t)
+                    t.redirects += 1
+                    t.url = target
+                    t.resetForHop()
+                    if let easy = start(t, multi: m) { active[easy] = t }
                 case .retry:
                     cleanup(t)
                     let delay = policy.backoffBase * pow(2, Double(t.attempts - 1)) * Double.random(in: 0.5...1.5)
@@ -198,7 +182,8 @@ public final class HTTPClient: Sendable {
         }
     }
 
-    private func start(_ t: Transfer, multi m: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
+    /// Starts a new attempt at the request's URL; nil when it failed at once.
+    private func startAttempt(_ t: Transfer, multi m: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
         t.attempts += 1
         t.resetForAttempt()
         if t.attempts > 1 {
@@ -207,17 +192,20 @@ public final class HTTPClient: Sendable {
                 return nil
             }
         }
+        return start(t, multi: m)
+    }
+
+    /// Starts the hop to `t.url`; nil when it failed at once.
+    private func start(_ t: Transfer, multi m: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
         guard let easy = curl_easy_init() else {
             t.completion(.failure(.transfer(url: t.request.url, message: "curl_easy_init failed", attempts: t.attempts)))
             return nil
         }
         t.easy = easy
         let me = Unmanaged.passUnretained(t).toOpaque()
-        ccurl_setopt_string(easy, CURLOPT_URL, t.request.url)
+        ccurl_setopt_string(easy, CURLOPT_URL, t.url)
         ccurl_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
-        ccurl_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        ccurl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
-        ccurl_setopt_long(easy, CURLOPT_MAXREDIRS, policy.maxRedirects)
+        // No CURLOPT_FOLLOWLOCATION: `finish` follows redirects (see the type's doc).
         ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(policy.connectTimeout * 1000))
         ccurl_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(policy.totalTimeout * 1000))
         ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
@@ -243,31 +231,48 @@ public final class HTTPClient: Sendable {
         ccurl_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
         ccurl_setopt_callback(easy, CURLOPT_HEADERFUNCTION, headerCallback)
         ccurl_setopt_pointer(easy, CURLOPT_HEADERDATA, me)
-        var list: UnsafeMutablePointer<curl_slist>?
-        for h in t.request.headers { list = curl_slist_append(list, h) }
-        t.headerList = list
-        if let list { ccurl_setopt_pointer(easy, CURLOPT_HTTPHEADER, list) }
+        t.headerList = headerList(t)
+        if let list = t.headerList { ccurl_setopt_pointer(easy, CURLOPT_HTTPHEADER, list) }
+        // The header list goes to the origin only, never in a proxy's CONNECT.
+        ccurl_setopt_long(easy, CURLOPT_HEADEROPT, Int(CURLHEADER_SEPARATE))
         curl_multi_add_handle(m, easy)
         return easy
+    }
+
+    /// The request's own headers on every hop, and the configured
+    /// credentials on a hop they may go to (`FetchCredentials`).
+    private func headerList(_ t: Transfer) -> UnsafeMutablePointer<curl_slist>? {
+        var list: UnsafeMutablePointer<curl_slist>?
+        for h in t.request.headers { list = curl_slist_append(list, h) }
+        let granted = credentials.headers(for: URLOrigin(t.url), first: t.firstOrigin)
+        for h in granted { list = curl_slist_append(list, h.line) }
+        t.credentialNames = granted.map(\.name)
+        return list
     }
 
     private enum Outcome {
         case done(Result<HTTPResponse, FetchError>)
         case retry
+        /// Follow the hop's redirect to this URL.
+        case redirect(String)
     }
 
     private func finish(_ t: Transfer, code: CURLcode) -> Outcome {
-        guard let easy = t.easy else { return .done(.failure(.transfer(url: t.request.url, message: "no handle", attempts: t.attempts))) }
-        var status = 0
-        ccurl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        guard t.easy != nil else { return .done(.failure(.transfer(url: t.request.url, message: "no handle", attempts: t.attempts))) }
+        let status = t.status
         let url = t.request.url
         let canRetry = t.attempts <= policy.retries
         if let reason = t.sinkError {
             return .done(.failure(.rejected(url: url, reason: reason)))
         }
+        // A redirect whose body was cut short on purpose is followed all the same.
+        if code == CURLE_OK || (code == CURLE_WRITE_ERROR && t.isRedirect), let target = t.redirectTarget {
+            return follow(t, to: target)
+        }
         if let bad = t.badStatus ?? ((status >= 400 && code == CURLE_OK) ? status : nil) {
             if bad >= 500 && canRetry { return .retry }
-            return .done(.failure(.status(url: url, code: bad, attempts: t.attempts)))
+            let use = bad == 401 || bad == 403 ? credentialUse(t) : nil
+            return .done(.failure(.status(url: url, code: bad, attempts: t.attempts, credentials: use)))
         }
         if code == CURLE_FILESIZE_EXCEEDED, let limit = t.request.maxBodySize {
             return .done(.failure(.rejected(url: url, reason: "larger than max-object-size \(formatSize(limit))")))
@@ -279,7 +284,33 @@ public final class HTTPClient: Sendable {
             if isTransient(code) && canRetry { return .retry }
             return .done(.failure(.transfer(url: url, message: message, attempts: t.attempts)))
         }
-        return .done(.success(HTTPResponse(status: status, headers: t.headers, bodyBytes: t.bodyBytes, attempts: t.attempts)))
+        return .done(.success(HTTPResponse(status: status, headers: t.headers, bodyBytes: t.bodyBytes, attempts: t.attempts, url: t.url)))
+    }
+
+    /// The next hop, or why there is none: at most `maxRedirects`, only to http or https.
+    private func follow(_ t: Transfer, to target: String) -> Outcome {
+        guard HTTPClient.isFetchable(target) else {
+            let scheme = target.split(separator: ":", maxSplits: 1).first.map { String($0.prefix(20)) } ?? ""
+            return .done(.failure(.transfer(url: t.request.url, message: "redirected to a URL of another protocol (\(scheme)://); only http and https are followed",
+                                            attempts: t.attempts)))
+        }
+        guard t.redirects < policy.maxRedirects else {
+            return .done(.failure(.transfer(url: t.request.url, message: "too many redirects (max-redirects \(policy.maxRedirects))",
+                                            attempts: t.attempts)))
+        }
+        return .redirect(target)
+    }
+
+    /// What a refused hop carried of the configured credentials.
+    private func credentialUse(_ t: Transfer) -> CredentialUse {
+        if !t.credentialNames.isEmpty { return .sent(names: t.credentialNames) }
+        let hop = URLOrigin(t.url)
+        let shown = hop?.description ?? t.url
+        let configured = credentials
+        if hop != t.firstOrigin && (configured.apply(to: t.firstOrigin) || configured.apply(to: hop)) {
+            return .withheldAfterRedirect(origin: shown)
+        }
+        return .noneConfigured(origin: shown)
     }
 
     private func isTransient(_ code: CURLcode) -> Bool {
@@ -299,44 +330,4 @@ public final class HTTPClient: Sendable {
         if let list = t.headerList { curl_slist_free_all(list) }
         t.headerList = nil
     }
-}
-
-private let writeCallback: ccurl_data_cb = { data, size, count, userdata in
-    guard let userdata, let data else { return 0 }
-    let t = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
-    let n = size * count
-    if !t.statusChecked, let easy = t.easy {
-        t.statusChecked = true
-        var status = 0
-        ccurl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
-        if status >= 300 || status < 200 {
-            // An error page is not the body we asked for: stop reading it.
-            t.badStatus = status
-            return 0
-        }
-    }
-    do {
-        try t.sink.receive(UnsafeRawBufferPointer(start: data, count: n))
-    } catch {
-        t.sinkError = "\(error)"
-        return 0
-    }
-    t.bodyBytes += Int64(n)
-    return n
-}
-
-private let headerCallback: ccurl_data_cb = { data, size, count, userdata in
-    guard let userdata, let data else { return 0 }
-    let t = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
-    let n = size * count
-    let line = UnsafeRawBufferPointer(start: data, count: n)
-    if line.starts(with: "HTTP/".utf8) {
-        t.headers = [:]  // a new response (after a redirect or 100-continue)
-    } else if let field = HeaderField.parse(line) {
-        // A field given on several lines is one list (RFC 9110 5.3): two
-        // `Link` lines are both kept, joined with a comma.
-        if let earlier = t.headers[field.name] { t.headers[field.name] = earlier + ", " + field.value }
-        else { t.headers[field.name] = field.value }
-    }
-    return n
 }

@@ -23,6 +23,17 @@ public struct HTTPResponse: Sendable {
     public var bodyBytes: Int64
     /// How many attempts it took (1 when no retry was needed).
     public var attempts: Int
+    /// The URL that answered: the request's, or the last redirect's target
+    /// (a relative link in the answer resolves against it).
+    public var url: String
+
+    public init(status: Int, headers: [String: String], bodyBytes: Int64, attempts: Int, url: String) {
+        self.status = status
+        self.headers = headers
+        self.bodyBytes = bodyBytes
+        self.attempts = attempts
+        self.url = url
+    }
 }
 
 /// Why a fetch failed, worded for the person reading a failure list.
@@ -31,8 +42,9 @@ public enum FetchError: Error, Sendable, CustomStringConvertible, Equatable {
     case unsupportedScheme(url: String)
     /// The transfer failed (connection, timeout, truncated body, ...).
     case transfer(url: String, message: String, attempts: Int)
-    /// The origin answered with an error status.
-    case status(url: String, code: Int, attempts: Int)
+    /// The origin answered with an error status; for a 401 or 403, what
+    /// the request carried of the configured credentials.
+    case status(url: String, code: Int, attempts: Int, credentials: CredentialUse? = nil)
     /// The body sink refused the bytes (too large, not an image, disk full...).
     case rejected(url: String, reason: String)
     /// The client is shutting down.
@@ -43,8 +55,8 @@ public enum FetchError: Error, Sendable, CustomStringConvertible, Equatable {
         case let .unsupportedScheme(url): return "refusing to fetch \(url): only http and https URLs are fetched"
         case let .transfer(url, message, attempts):
             return "\(url): \(message)" + (attempts > 1 ? " (after \(attempts) attempts)" : "")
-        case let .status(url, code, attempts):
-            return "\(url): HTTP \(code)" + (attempts > 1 ? " (after \(attempts) attempts)" : "")
+        case .status(let url, _, _, _):
+            return "\(url): \(reason)"
         case let .rejected(url, reason): return "\(url): \(reason)"
         case let .cancelled(url): return "\(url): cancelled, the daemon is stopping"
         }
@@ -55,7 +67,8 @@ public enum FetchError: Error, Sendable, CustomStringConvertible, Equatable {
         switch self {
         case .unsupportedScheme: return "not an http or https URL"
         case let .transfer(_, message, attempts): return message + (attempts > 1 ? " (after \(attempts) attempts)" : "")
-        case let .status(_, code, attempts): return "HTTP \(code)" + (attempts > 1 ? " (after \(attempts) attempts)" : "")
+        case let .status(_, code, attempts, credentials):
+            return TransferFailure.status(code, credentials: credentials) + (attempts > 1 ? " (after \(attempts) attempts)" : "")
         case let .rejected(_, reason): return reason
         case .cancelled: return "cancelled, the daemon is stopping"
         }

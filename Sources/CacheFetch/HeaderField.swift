@@ -45,7 +45,7 @@ public struct HeaderField: Sendable, Equatable {
     private static func isWhitespace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 }
 
     /// RFC 9110 `tchar`.
-    private static func isTokenByte(_ b: UInt8) -> Bool {
+    static func isTokenByte(_ b: UInt8) -> Bool {
         switch b {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
             return true

@@ -19,6 +19,22 @@ enum TransferFailure {
         }
     }
 
+    /// An error status in words: `HTTP 404`; a 401 or 403 also says whether
+    /// the configured fetch-header credentials were sent, and if not, why.
+    static func status(_ code: Int, credentials: CredentialUse?) -> String {
+        let head = "HTTP \(code)"
+        let named = code == 401 ? head + " Unauthorized" : code == 403 ? head + " Forbidden" : head
+        switch credentials {
+        case nil: return named
+        case .noneConfigured(let origin):
+            return "\(named): no fetch-header is configured for this origin (\(origin))"
+        case .sent(let names):
+            return "\(named): the origin refused the configured fetch-header credentials (\(names.joined(separator: ", ")))"
+        case .withheldAfterRedirect(let origin):
+            return "\(named) from \(origin), where a redirect led: fetch-header credentials are never sent after a redirect to another origin"
+        }
+    }
+
     /// The server's certificate was refused: say why and what fixes it.
     private static func certificate(_ message: String, policy: FetchPolicy) -> String {
         let lower = message.lowercased()

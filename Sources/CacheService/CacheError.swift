@@ -82,7 +82,7 @@ public struct OriginFailure: Sendable, CustomStringConvertible {
     /// A failed transfer or error status from the HTTP client.
     init(subject: String, _ error: FetchError) {
         switch error {
-        case let .status(url, code, attempts):
+        case let .status(url, code, attempts, _):
             self.init(subject: subject, url: url, status: code, attempts: attempts, reason: error.reason)
         case let .transfer(url, _, attempts):
             self.init(subject: subject, url: url, attempts: attempts, reason: error.reason)

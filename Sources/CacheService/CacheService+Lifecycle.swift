@@ -24,7 +24,7 @@ extension CacheService {
         logRecovery(store, log)
         var policy = configuration.fetch
         policy.userAgent = userAgent
-        return CacheService(store: store, http: HTTPClient(policy: policy),
+        return CacheService(store: store, http: HTTPClient(policy: policy, credentials: configuration.credentials),
                             pool: WorkerPool(threads: configuration.workerThreads, name: "cached-worker"),
                             log: log, configuration: configuration)
     }

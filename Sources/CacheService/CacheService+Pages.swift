@@ -108,11 +108,12 @@ extension CacheService {
         }
         let decoded: (D, next: String?)
         do throws(FeedError) { decoded = try walk.decode(body) } catch { throw pageFailure(walk, url, error.description, response) }
-        // The document's own next link first (posts-next, next_url), else the Link header's.
+        // The document's own next link first (posts-next, next_url), else the
+        // Link header's, resolved against the URL that answered (a redirect's).
         let written = decoded.next ?? response.headers["link"].flatMap(LinkHeader.next)
         var next: String?
         if let written {
-            guard let resolved = FeedDecoder.resolve(written, base: url) else {
+            guard let resolved = FeedDecoder.resolve(written, base: response.url) else {
                 throw pageFailure(walk, url, "its next page's link \(written) is not an http or https URL", response)
             }
             next = resolved

@@ -12,18 +12,22 @@ public struct ServiceConfiguration: Sendable, Equatable {
     public var maxBytes: Int64
     /// How the HTTP client fetches (taken once, at start).
     public var fetch: FetchPolicy
+    /// Headers for the feeds' origins (a reload changes them: `apply(_:)`).
+    public var credentials: FetchCredentials
     /// Threads that run disk work: commits, verification, maintenance.
     public var workerThreads: Int
     /// Log records beyond the live ones before the log is compacted.
     public var compactionSlack: Int
 
     public init(feeds: FeedConfiguration, storeDirectory: String, maxBytes: Int64, fetch: FetchPolicy,
+                credentials: FetchCredentials = .none,
                 workerThreads: Int = ServiceConfiguration.defaultWorkerThreads,
                 compactionSlack: Int = StoreConfiguration.defaultCompactionSlack) {
         self.feeds = feeds
         self.storeDirectory = storeDirectory
         self.maxBytes = maxBytes
         self.fetch = fetch
+        self.credentials = credentials
         self.workerThreads = workerThreads
         self.compactionSlack = compactionSlack
     }

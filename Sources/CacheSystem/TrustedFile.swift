@@ -20,4 +20,17 @@ public enum TrustedFile {
         if let p = TrustedOwnership.problem(path, owner: st.owner, mode: st.mode, subject: .file) { return p }
         return TrustedDirectory.ancestorsProblem(of: path).map { "a directory above \(path): \($0)" }
     }
+
+    /// `problem`, and for a file that holds secrets (credentials) also
+    /// refused when its group or others can read it: it must be mode 0600
+    /// or 0400 (systemd's `LoadCredential=` makes it 0400).
+    public static func secretProblem(_ fd: FileDescriptor, path: String) -> String? {
+        if let p = problem(fd, path: path) { return p }
+        let st: FileStatus
+        do throws(SystemError) { st = try fd.status() } catch { return "\(path): \(error)" }
+        guard st.mode & (S_IRGRP | S_IROTH) != 0 else { return nil }
+        let who = st.mode & S_IROTH != 0 ? "every user" : "its group"
+        return "\(path) can be read by \(who) (mode \(String(st.mode & 0o7777, radix: 8))); it holds secrets that no other user "
+            + "may read (chmod go-rw \(path))"
+    }
 }

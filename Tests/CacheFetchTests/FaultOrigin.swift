@@ -42,3 +42,8 @@ extension HTTPClient {
         await fetch(HTTPRequest(url: url), into: sink)
     }
 }
+
+extension Result where Success == HTTPResponse, Failure == FetchError {
+    var failure: FetchError? { if case .failure(let e) = self { return e } else { return nil } }
+    var response: HTTPResponse? { if case .success(let r) = self { return r } else { return nil } }
+}

@@ -12,10 +12,17 @@ Everything Examples/origin-server.py serves, plus:
   /fault/html/...                   200 with an HTML page
   /fault/redirect-loop/N            302 to /fault/redirect-loop/N+1, forever
   /fault/redirect/SCHEME            302 to a SCHEME:// URL (file, ftp, gopher)
+  /fault/redirect-to/PORT/PATH      302 to http://127.0.0.1:PORT/PATH (another origin)
+  /fault/redirect-body/BYTES/PATH   302 to /PATH with a body of BYTES bytes
+  /auth/PATH                        PATH (any of the above too) when the request
+                                    has "Authorization: Bearer TOKEN", else 401
+  /_token?value=TOKEN               sets the TOKEN /auth/ asks for (kept out of
+                                    the URLs, so that a test can look for it)
   /etag/PATH                        PATH with an ETag; If-None-Match answers 304
   /_log                             every request: path, status, body bytes sent,
                                     User-Agent, If-None-Match, If-Modified-Since,
-                                    client port (one per connection)
+                                    client port (one per connection), and every
+                                    header as received (name: [values])
 """
 import hashlib
 import importlib.util
@@ -31,6 +38,7 @@ base = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(base)
 
 log = []
+token = [None]  # what /auth/ asks for, set by /_token
 
 
 class FaultHandler(base.Handler):
@@ -52,14 +60,21 @@ class FaultHandler(base.Handler):
     def _record(self):
         with base.lock:
             log.append({
-                "path": self.path.split("?", 1)[0],
+                "path": getattr(self, "_asked", self.path).split("?", 1)[0],
                 "status": getattr(self, "_status", 0),
                 "bytes": getattr(self, "_sent", 0),
                 "ua": self.headers.get("User-Agent"),
                 "inm": self.headers.get("If-None-Match"),
                 "ims": self.headers.get("If-Modified-Since"),
                 "port": self.client_address[1],
+                "headers": self._headers_received(),
             })
+
+    def _headers_received(self):
+        out = {}
+        for name, value in self.headers.items():
+            out.setdefault(name.lower(), []).append(value)
+        return out
 
     def _file(self, rel):
         path = os.path.join(self.directory, rel.lstrip("/"))
@@ -80,10 +95,19 @@ class FaultHandler(base.Handler):
 
     def do_GET(self):
         path = self.path.split("?", 1)[0]
+        if path == "/_token":
+            from urllib.parse import parse_qs, urlsplit
+            with base.lock:
+                token[0] = parse_qs(urlsplit(self.path).query)["value"][0]
+            self._write(self._body(204, b""))
+            return
         if path == "/_log":
             with base.lock:
                 body = json.dumps(log).encode()
             self._write(self._body(200, body, "application/json"))
+            return
+        if path.startswith("/auth/"):
+            self._auth(path)
             return
         if not (path.startswith("/fault/") or path.startswith("/etag/")):
             try:
@@ -99,6 +123,29 @@ class FaultHandler(base.Handler):
             pass
         finally:
             self._record()
+
+    def _auth(self, path):
+        # /auth/REST: REST as usual, for the bearer of the token alone.
+        rest = path[len("/auth/"):]
+        with base.lock:
+            wanted = token[0]
+        if wanted is None or self.headers.get("Authorization") != "Bearer " + wanted:
+            with base.lock:
+                base.counts[path] = base.counts.get(path, 0) + 1
+            try:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Bearer realm="feeds"')
+                body = b"unauthorized"
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self._write(body)
+            finally:
+                self._record()
+            return
+        self._asked = path  # logged as asked
+        self.path = "/" + rest
+        self.do_GET()
 
     def _fault(self, path):
         parts = path.split("/")[2:]
@@ -151,6 +198,18 @@ class FaultHandler(base.Handler):
             self.send_header("Location", "/fault/redirect-loop/%d" % (int(parts[1]) + 1))
             self.send_header("Content-Length", "0")
             self.end_headers()
+        elif kind == "redirect-to":
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.1:%d/%s" % (int(parts[1]), "/".join(parts[2:])))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif kind == "redirect-body":
+            body = b"r" * int(parts[1])
+            self.send_response(302)
+            self.send_header("Location", "/" + "/".join(parts[2:]))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self._write(body)
         elif kind == "redirect":
             target = {"file": "file:///etc/passwd", "ftp": "ftp://127.0.0.1:1/x.png", "gopher": "gopher://127.0.0.1:1/x"}[parts[1]]
             self.send_response(302)

@@ -113,6 +113,8 @@ final class Origin {
         var ifModifiedSince: String?
         /// The client's port: one per connection.
         var port: Int
+        /// Every header as received, by lowercased name (all its values).
+        var headers: [String: [String]] = [:]
     }
 
     /// Every request served, in order.
@@ -120,8 +122,20 @@ final class Origin {
         (try JSONParser.parse(httpGet("/_log")).array ?? []).map {
             LoggedRequest(path: $0["path"]?.string ?? "", status: Int($0["status"]?.integer ?? 0), bytes: Int($0["bytes"]?.integer ?? 0),
                           userAgent: $0["ua"]?.string, ifNoneMatch: $0["inm"]?.string, ifModifiedSince: $0["ims"]?.string,
-                          port: Int($0["port"]?.integer ?? 0))
+                          port: Int($0["port"]?.integer ?? 0), headers: Self.headers($0["headers"]))
         }
+    }
+
+    private static func headers(_ json: JSON?) -> [String: [String]] {
+        guard case .object(let pairs)? = json else { return [:] }
+        var out: [String: [String]] = [:]
+        for (name, values) in pairs { out[name] = (values.array ?? []).compactMap(\.string) }
+        return out
+    }
+
+    /// Makes `/auth/PATH` answer only requests with `Authorization: Bearer TOKEN`.
+    func requireToken(_ token: String) throws {
+        _ = try httpGet("/_token?value=\(token)")
     }
 
     /// Makes the next `times` requests for `path` answer `status`.

@@ -136,23 +136,49 @@ import CacheSystem
         #expect(try String(contentsOfFile: scratch.path + "/sock", encoding: .utf8) == "precious")
     }
 
+    /// Every unit the package installs: the single instance's and the templates.
+    static let units = ["cached.service", "cached.socket", "cached-http.socket", "cached-prefetch.service", "cached-prefetch.timer",
+                        "cached@.service", "cached@.socket", "cached-prefetch@.service", "cached-prefetch@.timer"]
+
     @Test func theUnitsVerifyAndRateOKWithSystemdAnalyze() throws {
         let analyze = "/usr/bin/systemd-analyze"
         try #require(FileManager.default.isExecutableFile(atPath: analyze), "systemd-analyze is missing: make deps installs systemd")
         let scratch = Scratch()
-        for unit in ["cached.service", "cached.socket", "cached-http.socket", "cached-prefetch.service", "cached-prefetch.timer"] {
+        for unit in Self.units {
             let text = try String(contentsOfFile: Paths.packageRoot + "/systemd/" + unit, encoding: .utf8)
                 .replacingOccurrences(of: "/usr/local/bin", with: Paths.binDir)
             try text.write(toFile: scratch.path + "/" + unit, atomically: true, encoding: .utf8)
         }
         func run(_ args: [String]) throws -> (Int32, String) { try runProgram(analyze, args, directory: scratch.path) }
-        let (verify, verifyOut) = try run(["verify", "./cached.service", "./cached.socket", "./cached-http.socket", "./cached-prefetch.service", "./cached-prefetch.timer"])
+        // Templates are verified as instances (cached@blog.service from cached@.service).
+        let instances = Self.units.map { $0.replacingOccurrences(of: "@.", with: "@blog.") }
+        let (verify, verifyOut) = try run(["verify"] + instances.map { "./" + $0 })
         #expect(verify == 0, "\(verifyOut)")
         #expect(verifyOut.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(verifyOut)")
-        let (_, security) = try run(["security", "--offline=true", "./cached.service"])
-        let line = security.split(separator: "\n").first { $0.contains("Overall exposure level") } ?? ""
-        let score = Double(line.split(separator: ":").last?.split(separator: " ").first ?? "") ?? 99
-        #expect(score <= 2.0, "\(line)")
+        for service in ["cached.service", "cached@blog.service"] {
+            let (_, security) = try run(["security", "--offline=true", "./" + service])
+            let line = security.split(separator: "\n").first { $0.contains("Overall exposure level") } ?? ""
+            let score = Double(line.split(separator: ":").last?.split(separator: " ").first ?? "") ?? 99
+            #expect(score <= 2.0, "\(service): \(line)")
+        }
+    }
+
+    /// An instance is hardened exactly as the single daemon is: the lines
+    /// from "# Hardening" to the end of [Service] are the same in both units.
+    @Test func theTemplateKeepsTheSingleInstancesHardening() throws {
+        func hardening(_ unit: String) throws -> [Substring] {
+            let lines = try String(contentsOfFile: Paths.packageRoot + "/systemd/" + unit, encoding: .utf8).split(separator: "\n")
+            let start = try #require(lines.firstIndex { $0.hasPrefix("# Hardening") }, "\(unit) has no # Hardening block")
+            return Array(lines[(start + 1)...].prefix { !$0.hasPrefix("[") })
+        }
+        let single = try hardening("cached.service")
+        #expect(single.count > 20)
+        #expect(try hardening("cached@.service") == single)
+        let prefetch = try String(contentsOfFile: Paths.packageRoot + "/systemd/cached-prefetch.service", encoding: .utf8)
+        let template = try String(contentsOfFile: Paths.packageRoot + "/systemd/cached-prefetch@.service", encoding: .utf8)
+        let settings = { (text: String) in text.split(separator: "\n").filter { !$0.hasPrefix("Description=") && !$0.contains("cached.socket")
+            && !$0.contains("cached@%i.socket") && !$0.hasPrefix("ExecStart=") && !$0.hasPrefix("Environment=CACHED_SOCKET") } }
+        #expect(settings(template) == settings(prefetch), "the prefetch template runs as the single one does")
     }
 }
 

@@ -91,11 +91,23 @@ public final class FaultOrigin {
         public var status: Int
         public var userAgent: String?
         public var ifNoneMatch: String?
-        public init(path: String, status: Int, userAgent: String? = nil, ifNoneMatch: String? = nil) {
+        /// Every header as received, by lowercased name (all its values).
+        public var headers: [String: [String]]
+        /// The client's port: one per connection.
+        public var port: Int
+        public init(path: String, status: Int, userAgent: String? = nil, ifNoneMatch: String? = nil,
+                    headers: [String: [String]] = [:], port: Int = 0) {
             self.path = path
             self.status = status
             self.userAgent = userAgent
             self.ifNoneMatch = ifNoneMatch
+            self.headers = headers
+            self.port = port
+        }
+
+        /// Path, status, user agent and If-None-Match alone, to compare with those.
+        public var essentials: LoggedRequest {
+            LoggedRequest(path: path, status: status, userAgent: userAgent, ifNoneMatch: ifNoneMatch)
         }
     }
 
@@ -107,7 +119,8 @@ public final class FaultOrigin {
         }
         return rows.map {
             LoggedRequest(path: $0["path"] as? String ?? "", status: $0["status"] as? Int ?? 0,
-                          userAgent: $0["ua"] as? String, ifNoneMatch: $0["inm"] as? String)
+                          userAgent: $0["ua"] as? String, ifNoneMatch: $0["inm"] as? String,
+                          headers: $0["headers"] as? [String: [String]] ?? [:], port: $0["port"] as? Int ?? 0)
         }.filter { !$0.path.hasPrefix("/_") }
     }
 
@@ -129,6 +142,11 @@ public final class FaultOrigin {
         let body = try get("/_stats")
         let counts = try JSONSerialization.jsonObject(with: Data(body)) as? [String: Int]
         return counts?[path] ?? 0
+    }
+
+    /// Makes `/auth/PATH` answer only requests with `Authorization: Bearer TOKEN`.
+    public func requireToken(_ token: String) throws {
+        _ = try get("/_token?value=\(token)")
     }
 
     /// Makes the next `times` requests for `path` answer `status`.

@@ -26,6 +26,9 @@ public enum CachedMain {
                 print("configuration OK" + (s.configFile.map { " (\($0))" } ?? " (no configuration file)"))
                 print("store \(s.store), socket \(s.socket), posts-url \(s.postsURL ?? "-"), images-url \(s.imagesURL ?? "-")"
                       + (s.httpListen.isEmpty ? "" : ", http-listen \(s.httpListen.map(\.description).joined(separator: ","))"))
+                // Names only: each value reads <redacted>.
+                if !s.fetchHeaders.isEmpty { print("fetch-header \(Settings.shown(s.fetchHeaders))") }
+                if let file = s.fetchHeaderFile { print("fetch-header-file \(file)") }
                 exit(0)
             }
         } catch {

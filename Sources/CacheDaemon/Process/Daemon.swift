@@ -63,6 +63,7 @@ final class Daemon {
         loop.onReload = { [unowned loop, self] in self.reload(loop, service, current: &running) }
         startWatchdog(loop, manager, http)
         service.start()
+        if !settings.allFetchHeaders.isEmpty { log.info("fetch-header: sending \(settings.fetchCredentials)") }
         announceReady(service, manager, socket: ownSocket, http: sockets.http)
         if settings.prefetchOnStart { prefetchOnStart(service) }
 
@@ -133,6 +134,7 @@ final class Daemon {
         }
         let plan = current.reloadPlan(to: fresh)
         service.apply(plan.applied.feedConfiguration)
+        service.apply(plan.applied.fetchCredentials)
         log.setLevel(plan.applied.logLevel)
         loop.limits = plan.applied.loopLimits
         let source = fresh.configFile ?? "the environment and flags"

@@ -29,7 +29,7 @@ extension Settings {
                 i += 1
             }
             if key == "config" { configPath = value; continue }
-            guard spec(key) != nil else { throw SettingsError("unknown option --\(key) (see --help)") }
+            guard spec(key) != nil else { throw SettingsError("unknown option --\(ConfigFile.shownKey(key)) (see --help)") }
             flags.append((key, value))
         }
         var s = try fromFile(configPath, environment: environment)
@@ -40,6 +40,8 @@ extension Settings {
         for (key, value) in flags {
             do { try s.set(key, value) } catch { throw SettingsError("--\(key): \(error.message)") }
         }
+        // Read once every source has had its say: only the file that wins is opened.
+        try s.fetchHeaderFile?.load(environment: environment, besides: s.fetchHeaders)
         return check ? .checked(s) : .run(s)
     }
 

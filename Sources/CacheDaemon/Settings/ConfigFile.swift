@@ -30,7 +30,7 @@ public enum ConfigFile {
             let trimmed = line.trimmed()
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             guard let eq = trimmed.firstIndex(of: "=") else {
-                throw SettingsError("\(where_): expected \"key = value\", found \"\(trimmed.prefix(60))\"")
+                throw SettingsError("\(where_): expected \"key = value\", found \"\(shownKey(trimmed))\"")
             }
             let key = trimmed[..<eq].trimmed()
             var value = Substring(trimmed[trimmed.index(after: eq)...]).trimmed()
@@ -45,11 +45,20 @@ public enum ConfigFile {
                 value = String(value[..<hash.lowerBound]).trimmed()
             }
             guard !key.isEmpty else { throw SettingsError("\(where_): missing key before \"=\"") }
-            guard Settings.keys.contains(key) else { throw SettingsError("\(where_): unknown setting \"\(key.prefix(60))\"") }
+            guard Settings.keys.contains(key) else { throw SettingsError("\(where_): unknown setting \"\(shownKey(key))\"") }
             guard !value.isEmpty else { throw SettingsError("\(where_): \(key) has no value") }
             entries.append(Entry(key: key, value: value, line: n + 1))
         }
         return entries
+    }
+
+    /// What a message may quote of a line that is not a setting: the
+    /// characters a setting's name may hold, up to 60, then `...`. The rest
+    /// may be a value, and a value may be a secret (`fetch-header = X-Api-Key:
+    /// ...` mistyped as `fetch-header: X-Api-Key: ...`).
+    static func shownKey(_ text: String) -> String {
+        let name = text.prefix { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }.prefix(60)
+        return name.count == text.count ? String(name) : name + "..."
     }
 
     /// Applies `entries` to `settings`; errors name the file and line.

@@ -22,6 +22,9 @@ struct SettingSpec: Sendable {
     /// Copies this setting from one value to another (a reload keeps the
     /// running value of a setting that needs a restart).
     let copy: @Sendable (inout Settings, Settings) -> Void
+    /// Whether two settings differ here, when `show` cannot tell (it hides
+    /// a secret value); nil: when their `show` differs.
+    var differs: (@Sendable (Settings, Settings) -> Bool)? = nil
 
     /// A setting stored at `path`, parsed by `parse` and shown by `format`.
     static func make<V: Sendable>(_ name: String, _ value: String, _ reload: Reload, _ doc: String,

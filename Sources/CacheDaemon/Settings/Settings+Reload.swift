@@ -13,7 +13,7 @@ extension Settings {
         var plan = ReloadPlan(applied: fresh)
         for spec in Settings.table {
             let old = spec.show(self), new = spec.show(fresh)
-            guard old != new else { continue }
+            guard spec.differs?(self, fresh) ?? (old != new) else { continue }
             switch spec.reload {
             case .live: plan.changes.append("\(spec.name) \(old) -> \(new)")
             case .restart:

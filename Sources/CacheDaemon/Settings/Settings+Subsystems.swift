@@ -1,3 +1,4 @@
+import CacheFetch
 import CacheService
 
 /// Each subsystem's configuration, built from the settings here and nowhere else.
@@ -10,7 +11,13 @@ extension Settings {
     }
 
     var serviceConfiguration: ServiceConfiguration {
-        ServiceConfiguration(feeds: feedConfiguration, storeDirectory: store, maxBytes: maxSize, fetch: fetch)
+        ServiceConfiguration(feeds: feedConfiguration, storeDirectory: store, maxBytes: maxSize, fetch: fetch,
+                             credentials: fetchCredentials)
+    }
+
+    /// The configured headers, for the origins of posts-url and images-url.
+    var fetchCredentials: FetchCredentials {
+        FetchCredentials(headers: allFetchHeaders, originsOf: [postsURL, imagesURL].compactMap { $0 })
     }
 
     var loopLimits: LoopLimits {

@@ -31,6 +31,10 @@ public struct Settings: Sendable, Equatable {
     public var maxObjectSize: Int64 = 64 << 20
     /// Parallel downloads, retries, timeouts, redirects, TLS trust and proxy.
     public var fetch = FetchPolicy()
+    /// `fetch-header`, in order; sent only to the origins of the feed URLs.
+    public var fetchHeaders: [FetchHeader] = []
+    /// `fetch-header-file`, with the headers read from it once parsing ends.
+    public var fetchHeaderFile: FetchHeaderFile?
     public var maxConnections = 4096
     public var idleTimeout = 300.0
     public var maxQueuedBytes: Int64 = 4 << 20
