@@ -109,6 +109,17 @@ class Logs:
     def mark(self):
         return [log.mark() for log in self.logs]
 
+    def settle(self, seconds=2.0):
+        """Waits until no log has grown for 100 ms: nginx and the scripted
+        origin write a request's line after its answer has gone."""
+        last, end = None, time.time() + seconds
+        while time.time() < end:
+            now = self.mark()
+            if now == last:
+                return
+            last = now
+            time.sleep(0.1)
+
     def since(self, marks):
         out = []
         for log, m in zip(self.logs, marks):
@@ -559,7 +570,7 @@ def run_shape(bin_dir, tmp, origins, shape):
             size = d.store_bytes()
             code, answer, err = d.prefetch(shape.what)
             written.append(d.store_bytes() - size)
-            time.sleep(0.05)  # nginx writes its log line after the answer
+            origins.logs.settle()
             entries = origins.logs.since(m)
             windows.append(entries)
             entry["prefetches"].append(entries)
@@ -627,7 +638,7 @@ def run_shape(bin_dir, tmp, origins, shape):
             e = shape.edit()
             m = origins.logs.mark()
             code, answer, err = d.prefetch(e.what)
-            time.sleep(0.05)
+            origins.logs.settle()
             entries = origins.logs.since(m)
             entry["edit"] = entries
             check("%s: prefetch after the edit" % shape.name, code == 0 and answer and answer.get("ok"),
@@ -674,7 +685,7 @@ def compact_and_restart(d, origins, shape, posts, rows):
     size = d.store_bytes()
     what = shape.what
     code, answer, err = d.prefetch(what)
-    time.sleep(0.05)
+    origins.logs.settle()
     entries = origins.logs.since(m)
     reqs = feed_requests(entries, shape)
     check("%s: after compact and a restart a prefetch is answered 304 on every page and writes nothing" % shape.name,
@@ -864,6 +875,7 @@ def fault_header_file_mode(bin_dir, tmp, o, entry):
             refused = d.p.returncode == 2 and path in said
         check("%s: refused, naming the file and its mode" % name,
               refused and ("644" in said or "mode" in said or "group" in said or "other" in said), entry["outcome"])
+        o.logs.settle()
         reqs = [e for e in o.logs.since(m) if e["host"] == "M"]
         entry["requests"] = reqs
         check("%s: the origin never received the file's Authorization" % name,
@@ -890,7 +902,7 @@ def fault_other_host(bin_dir, tmp, o, entry, kind):
     try:
         m = o.logs.mark()
         code, answer, err = d.prefetch("posts")
-        time.sleep(0.05)
+        o.logs.settle()
         reqs = o.logs.since(m)
         entry["requests"] = reqs
         total = d.call({"op": "list_posts", "limit": 0}).get("total")
