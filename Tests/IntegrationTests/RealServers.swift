@@ -126,7 +126,11 @@ final class ServerProcess {
     /// Whether this process has a socket listening on 127.0.0.1:`port`
     /// (from /proc: the listening socket's inode among its descriptors).
     func listens(on port: Int) -> Bool {
-        guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return false }
+        // Read to the end: the table is generated as it is read, and with
+        // thousands of sockets (a soak beside) a one-shot read may stop short.
+        guard let handle = FileHandle(forReadingAtPath: "/proc/net/tcp") else { return false }
+        defer { try? handle.close() }
+        let table = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
         let local = String(format: "0100007F:%04X", port)
         var inodes: Set<String> = []
         for line in table.split(separator: "\n").dropFirst() {
