@@ -56,7 +56,11 @@ extension CacheService {
             }
             let cached = row.object.flatMap { store.objectIsPresent($0) ? $0 : nil }
             if !force, let ref = cached {
-                let freshness = row.freshness ?? ImageFreshness(fetched: store.lastUse(ref.hash) ?? 0)
+                // A row cached before format version 3 has no freshness and
+                // no validators: stale, fetched once unconditionally (the same
+                // bytes keep the object). Its last use is no stand-in for when
+                // it came: a row read every hour would never go stale.
+                let freshness = row.freshness ?? ImageFreshness(fetched: 0, lifetime: .noCache)
                 guard freshness.isStale(now: now, revalidateAfter: revalidateAfter),
                       !failures.inBackoff(url, now: Double(now) / 1000) else {
                     plan.summary.cached += 1

@@ -367,11 +367,6 @@ public final class Store: Sendable {
         return false
     }
 
-    /// When the object `hash` was last used (ms since the epoch), if known.
-    public func lastUse(_ hash: Hash128) -> Int64? {
-        state.withLock { $0.lastUse[hash] }
-    }
-
     public func stats() -> StoreStats {
         let records = logRecords.withLock { $0 }
         return state.withLock { s in

@@ -161,8 +161,25 @@ public struct PrefetchSummary: Codable, Sendable, Equatable {
     /// HTTP requests, one per distinct URL.
     public struct Images: Codable, Sendable, Equatable {
         public var downloaded: Int, cached: Int, failed: Int
+        /// 0 from a daemon older than revalidation, which sends none of these five.
         public var revalidated: Int, changed: Int, unchanged: Int, skipped: Int, transfers: Int
         public var bytes: Int64
+
+        enum CodingKeys: String, CodingKey { case downloaded, cached, failed, revalidated, changed, unchanged, skipped, transfers, bytes }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            downloaded = try c.decode(Int.self, forKey: .downloaded)
+            cached = try c.decode(Int.self, forKey: .cached)
+            failed = try c.decode(Int.self, forKey: .failed)
+            bytes = try c.decode(Int64.self, forKey: .bytes)
+            func count(_ k: CodingKeys) throws -> Int { try c.decodeIfPresent(Int.self, forKey: k) ?? 0 }
+            revalidated = try count(.revalidated)
+            changed = try count(.changed)
+            unchanged = try count(.unchanged)
+            skipped = try count(.skipped)
+            transfers = try count(.transfers)
+        }
     }
     /// The `posts` and `images` parts alone (`Status.LastPrefetch.summary`).
     public struct Parts: Codable, Sendable, Equatable {
