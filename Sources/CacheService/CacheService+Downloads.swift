@@ -96,9 +96,16 @@ extension CacheService {
                                                       reason: "answered 304 Not Modified to a request that sent no validators")))
             }
             let freshness = FreshnessHeaders.refreshed(revalidating.freshness, by: response.headers, now: now)
-            do throws(StoreError) {
-                try store.refreshFreshness(revalidating.ref, rows: view.rows(for: url), freshness: freshness)
-            } catch { return .failure(.store(error, doing: "")) }
+            // A no-cache answer restated as it was is stale whenever it came:
+            // nothing to log (5,000 no-cache rows would log 5,000 records a prefetch).
+            let same = freshness.lifetime == .noCache && revalidating.freshness.map {
+                $0.lifetime == .noCache && $0.validators == freshness.validators
+            } == true
+            if !same {
+                do throws(StoreError) {
+                    try store.refreshFreshness(revalidating.ref, rows: view.rows(for: url), freshness: freshness)
+                } catch { return .failure(.store(error, doing: "")) }
+            }
             log.debug("revalidated \(url): 304, \(revalidating.ref.hash) kept")
             return .success(FetchedImage(ref: revalidating.ref, notModified: true))
         }

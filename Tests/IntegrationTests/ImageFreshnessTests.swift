@@ -115,7 +115,12 @@ import CacheSystem
         let paths = try Self.imagePaths(files)
         let seen = nginx.accessLog.entries(after: 0, atLeast: paths.count + 1).count
         Thread.sleep(forTimeInterval: 1.2)
+        func logRecords() throws -> Int {
+            (try JSONParser.parse(Array(try cachectl(["--json", "status"], socket: daemon.socket).stdout.utf8)))["log_records"]?.int ?? -1
+        }
+        let records = try logRecords()
         let second = try PrefetchRun(socket: daemon.socket, ["images"])
+        #expect(try logRecords() == records, "a no-cache 304 restating its validators logs nothing")
         #expect(second.status == 0 && second.images?["revalidated"]?.int == 1 && second.images?["unchanged"]?.int == 1
                 && second.images?["cached"]?.int == rowCount - 1 && second.images?["transfers"]?.int == 1, "\(second.problems)")
         let entries = nginx.accessLog.entries(after: seen, atLeast: 2).filter { $0.path != "/images/manifest.json" }
