@@ -140,9 +140,9 @@ let headerCallback: ccurl_data_cb = { data, size, count, userdata in
     if line.starts(with: "HTTP/".utf8) {
         t.headers = [:]  // a new response (after a 100-continue)
     } else if let field = HeaderField.parse(line) {
-        // A field given on several lines is one list (RFC 9110 5.3): two
-        // `Link` lines are both kept, joined with a comma.
-        if let earlier = t.headers[field.name] { t.headers[field.name] = earlier + ", " + field.value }
+        // `Link` is a list (RFC 8288): given on several lines it is one list
+        // (RFC 9110 5.3), both kept. Other fields keep their last line.
+        if field.name == "link", let earlier = t.headers[field.name] { t.headers[field.name] = earlier + ", " + field.value }
         else { t.headers[field.name] = field.value }
     }
     return n

@@ -56,11 +56,11 @@ extension CacheService {
                               completion: @escaping @Sendable (Result<[PageResult<D>], CacheError>) -> Void) {
         let subject = walk.fetch.setting + (done.isEmpty ? "" : " page \(done.count + 1)")
         guard !seen.contains(url) else {
-            pool.submit { [self] in completion(.failure(pageFailure(walk, url, "the pages loop: page \(done.count) links to \(url), which was already fetched"))) }
+            pool.submit { [self] in completion(.failure(pageFailure(subject, url, "the pages loop: page \(done.count) links to \(url), which was already fetched"))) }
             return
         }
         guard done.count < walk.shape.maxPages else {
-            pool.submit { [self] in completion(.failure(pageFailure(walk, url, "more than \(walk.shape.setting("max-pages")) \(walk.shape.maxPages) pages; page \(done.count + 1) would be \(url)"))) }
+            pool.submit { [self] in completion(.failure(pageFailure(subject, url, "more than \(walk.shape.setting("max-pages")) \(walk.shape.maxPages) pages; page \(done.count + 1) would be \(url)"))) }
             return
         }
         let stored = walk.stored.first { $0.url == url }
@@ -78,7 +78,7 @@ extension CacheService {
                 }
                 let page: PageResult<D>
                 do throws(CacheError) {
-                    page = try pageResult(walk, url: url, response: response, body: sink.bytes, sent: sent, stored: stored)
+                    page = try pageResult(walk, subject: subject, url: url, response: response, body: sink.bytes, sent: sent, stored: stored)
                 } catch {
                     completion(.failure(error)); return
                 }
@@ -86,8 +86,10 @@ extension CacheService {
                 if sink.bytes.count >= Memory.largeBody { sink.reset(); Memory.returnFreePages() }
                 let all = done + [page]
                 guard let next = page.page.next else { completion(.success(all)); return }
-                guard total <= limit * Self.maxFeedBodies else {
-                    completion(.failure(pageFailure(walk, url, "the pages so far hold \(formatSize(Int64(total))) of JSON, more than \(Self.maxFeedBodies) times max-object-size (\(formatSize(Int64(limit * Self.maxFeedBodies)))) in all")))
+                let (product, overflow) = limit.multipliedReportingOverflow(by: Self.maxFeedBodies)
+                let bound = overflow ? Int.max : product
+                guard total <= bound else {
+                    completion(.failure(pageFailure(subject, url, "the pages so far hold \(formatSize(Int64(total))) of JSON, more than \(Self.maxFeedBodies) times max-object-size (\(formatSize(Int64(bound)))) in all")))
                     return
                 }
                 fetchPage(walk, url: next, done: all, seen: seen.union([url]), bytes: total, ignoreFirstStored: ignoreFirstStored, completion: completion)
@@ -97,24 +99,28 @@ extension CacheService {
 
     /// What one answer makes of a page: the stored page on a 304, else the
     /// decoded body with the next page's URL resolved against this page's.
-    private func pageResult<D>(_ walk: PageWalk<D>, url: String, response: HTTPResponse, body: [UInt8],
+    private func pageResult<D>(_ walk: PageWalk<D>, subject: String, url: String, response: HTTPResponse, body: [UInt8],
                                sent: Validators, stored: FeedPage?) throws(CacheError) -> PageResult<D> {
         if response.status == 304 {
             guard var page = stored, sent != Validators() else {
-                throw pageFailure(walk, url, "answered 304 Not Modified to a request that sent no validators", response)
+                throw pageFailure(subject, url, "answered 304 Not Modified to a request that sent no validators", response)
             }
             page.url = url
+            // The body is unchanged, but a Link header may name a page that
+            // is new since (an oldest-first API whose last page filled up).
+            if let link = response.headers["link"].flatMap(LinkHeader.next),
+               let resolved = FeedDecoder.resolve(link, base: response.url) { page.next = resolved }
             return .unchanged(page)
         }
         let decoded: (D, next: String?)
-        do throws(FeedError) { decoded = try walk.decode(body) } catch { throw pageFailure(walk, url, error.description, response) }
+        do throws(FeedError) { decoded = try walk.decode(body) } catch { throw pageFailure(subject, url, error.description, response) }
         // The document's own next link first (posts-next, next_url), else the
         // Link header's, resolved against the URL that answered (a redirect's).
         let written = decoded.next ?? response.headers["link"].flatMap(LinkHeader.next)
         var next: String?
         if let written {
             guard let resolved = FeedDecoder.resolve(written, base: response.url) else {
-                throw pageFailure(walk, url, "its next page's link \(written) is not an http or https URL", response)
+                throw pageFailure(subject, url, "its next page's link \(written) is not an http or https URL", response)
             }
             next = resolved
         }
@@ -122,9 +128,10 @@ extension CacheService {
         return .fresh(FeedPage(url: url, validators: validators, next: next, count: 0), decoded.0)
     }
 
-    /// A page that failed: counted as an origin failure, naming the page.
-    func pageFailure<D>(_ walk: PageWalk<D>, _ url: String, _ reason: String, _ response: HTTPResponse? = nil) -> CacheError {
-        originFailure(OriginFailure(subject: "\(walk.fetch.setting) \(url)", url: url, attempts: response?.attempts ?? 1, reason: reason))
+    /// A page that failed: counted as an origin failure, naming the page
+    /// (`posts-url URL` for the first, `posts-url page 3 URL` for a later one).
+    func pageFailure(_ subject: String, _ url: String, _ reason: String, _ response: HTTPResponse? = nil) -> CacheError {
+        originFailure(OriginFailure(subject: "\(subject) \(url)", url: url, attempts: response?.attempts ?? 1, reason: reason))
     }
 
     /// The stored items of each page that answered 304: page k's are the

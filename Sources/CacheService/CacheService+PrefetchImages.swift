@@ -79,7 +79,7 @@ extension CacheService {
         return plan
     }
 
-    func prefetchImages(force: Bool, walked: [PageResult<DecodedManifestPage>]?, progress: @escaping @Sendable (Progress) -> Void,
+    func prefetchImages(force: Bool, walked: SharedManifest?, progress: @escaping @Sendable (Progress) -> Void,
                         completion: @escaping Completion<ImagesSummary>) {
         refreshManifest(force: force, walked: walked) { [self] result in
             if case .failure(let e) = result { completion(.failure(e)); return }

@@ -9,7 +9,16 @@ import CacheSystem
 /// that follows (so each page is fetched once).
 struct PostsRefresh: Sendable {
     var summary: PostsSummary
-    var manifest: [PageResult<DecodedManifestPage>]?
+    var manifest: SharedManifest?
+}
+
+/// The manifest's pages as a posts refresh walked them, and the manifest's
+/// pages as stored when that walk began: they are stored only if the
+/// manifest is still that one (no manifest refresh stored a newer one
+/// meanwhile).
+struct SharedManifest: Sendable {
+    var pages: [PageResult<DecodedManifestPage>]
+    var base: [FeedPage]
 }
 
 /// Both decodings of one page that serves both feeds.
@@ -31,6 +40,7 @@ extension CacheService {
         let finish: @Sendable (Result<PostsRefresh, CacheError>) -> Void = { [self] r in postsFlight.finish(0, r) }
         let stored = store.postPages
         if config.feedsSharePages {
+            let manifestBase = store.manifestPages
             let walk = PageWalk<SharedPage>(fetch: fetch, shape: config.postsShape, stored: stored, force: force) { body throws(FeedError) in
                 let p = try FeedDecoder.postsPage(body, shape: config.postsShape, id: config.fields.postID)
                 let m = Result { () throws(FeedError) in try FeedDecoder.manifestPage(body, shape: config.imagesShape, fields: config.fields) }
@@ -38,7 +48,9 @@ extension CacheService {
             }
             fetchPages(walk) { [self] result in
                 finish(result.flatMap { pages in
-                    storePosts(pages.map { $0.map(\.posts) }).map { PostsRefresh(summary: $0, manifest: sharedManifest(pages)) }
+                    storePosts(pages.map { $0.map(\.posts) }).map { summary in
+                        PostsRefresh(summary: summary, manifest: sharedManifest(pages, stored: manifestBase).map { SharedManifest(pages: $0, base: manifestBase) })
+                    }
                 })
             }
         } else {
@@ -54,8 +66,7 @@ extension CacheService {
     /// answered 304 to the posts' validators is unchanged for the manifest
     /// only when the manifest stored it with the same validators; if not,
     /// nil (the manifest walks its pages itself).
-    private func sharedManifest(_ pages: [PageResult<SharedPage>]) -> [PageResult<DecodedManifestPage>]? {
-        let stored = store.manifestPages
+    private func sharedManifest(_ pages: [PageResult<SharedPage>], stored: [FeedPage]) -> [PageResult<DecodedManifestPage>]? {
         var out: [PageResult<DecodedManifestPage>] = []
         for (i, p) in pages.enumerated() {
             switch p {
@@ -142,11 +153,13 @@ extension CacheService {
     /// Refreshes the image manifest (joins a refresh already running), or
     /// stores `walked` pages when the posts refresh just walked them.
     /// Succeeds with the number of rows.
-    func refreshManifest(force: Bool, walked: [PageResult<DecodedManifestPage>]? = nil,
+    func refreshManifest(force: Bool, walked: SharedManifest? = nil,
                          completion: @escaping @Sendable (Result<Int, CacheError>) -> Void) {
         guard manifestFlight.join(0, completion) else { counters.withLock { $0.coalesced += 1 }; return }
         let finish: @Sendable (Result<Int, CacheError>) -> Void = { [self] r in manifestFlight.finish(0, r) }
-        if let walked { pool.submit { [self] in finish(storeManifest(walked)) }; return }
+        // Within the flight no other manifest refresh stores: the walked
+        // pages stand if the manifest is still the one they were walked over.
+        if let walked, store.manifestPages == walked.base { pool.submit { [self] in finish(storeManifest(walked.pages)) }; return }
         let config = feeds.withLock { $0 }
         let fetch = FeedFetch(setting: "images-url", url: config.imagesURL, feed: .manifest)
         let walk = PageWalk<DecodedManifestPage>(fetch: fetch, shape: config.imagesShape, stored: store.manifestPages, force: force) { body throws(FeedError) in

@@ -113,8 +113,11 @@ extension Store {
         // A log replaced under us must not be overwritten by a rewrite either.
         try checkWritable(&w)
         let before = w.log.recordCount
-        let transactions = state.withLock { $0.liveTransactions() }
+        let (transactions, order) = state.withLock { ($0.liveTransactions(), $0.rewrittenOrder) }
         do throws(SystemError) { try w.log.rewrite(transactions, tempDirectory: tempDirectory) } catch { throw .io(error) }
+        // Memory now describes the new log: its recorded order is what was written.
+        state.withLock { $0.recordedOrder = order }
+        w.compactedLength = w.log.length
         let after = w.log.recordCount
         logRecords.withLock { $0 = after }
         return (before, after)

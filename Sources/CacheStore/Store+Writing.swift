@@ -58,17 +58,22 @@ extension Store {
     /// older cached can still open the store (docs/storage-format.md,
     /// "Format evolution").
     func upgradeLog(to version: UInt8, _ w: inout WriterState) throws(StoreError) {
-        let transactions = state.withLock { $0.liveTransactions() }
+        let (transactions, order) = state.withLock { ($0.liveTransactions(), $0.rewrittenOrder) }
         do throws(SystemError) { try w.log.rewrite(transactions, atLeast: version, tempDirectory: tempDirectory) } catch {
             throw .io(error)
         }
+        state.withLock { $0.recordedOrder = order }
+        w.compactedLength = w.log.length
         let count = w.log.recordCount
         logRecords.withLock { $0 = count }
     }
 
     func compactIfNeeded(_ w: inout WriterState) throws(StoreError) {
         let live = state.withLock { $0.posts.count + $0.rows.count * 2 + $0.objects.count + 4 }
-        if w.log.recordCount > 2 * live + configuration.compactionSlack {
+        // By records (many small changes) or by bytes (few large ones: a
+        // string-id feed whose order changes logs its whole order each time).
+        if w.log.recordCount > 2 * live + configuration.compactionSlack
+            || w.log.length > 2 * w.compactedLength + configuration.compactionSlackBytes {
             _ = try compactLocked(&w)
             _ = try collectGarbageLocked(&w)
         }

@@ -41,6 +41,9 @@ public final class Store: Sendable {
 
     struct WriterState: Sendable {
         var log: IndexLog
+        /// The log's length after its last rewrite (or at open): compaction
+        /// also runs once the log is twice that plus `compactionSlackBytes`.
+        var compactedLength: Int64 = 0
         /// Set once the log or lock was found removed or replaced: every later write fails.
         var stopped: String?
     }
@@ -98,7 +101,7 @@ public final class Store: Sendable {
         replayed.orderPosts()
         recovery = log.recovery
         state = Locked(replayed, rank: .storeState)
-        writer = Locked(WriterState(log: log), rank: .storeWriter)
+        writer = Locked(WriterState(log: log, compactedLength: log.length), rank: .storeWriter)
         logRecords.withLock { $0 = log.recordCount }
     }
 

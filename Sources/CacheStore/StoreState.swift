@@ -144,6 +144,14 @@ struct StoreState {
         return out
     }
 
+    /// The recorded order a log rewritten from `liveTransactions` replays
+    /// to: the whole feed order when it is not ascending id order, else
+    /// none. Set once such a rewrite is durable, so that the next refresh
+    /// decides whether to log the order against what the log now holds.
+    var rewrittenOrder: [PostID] {
+        feedIDs != Self.feedOrder(recorded: [], posts: posts) ? feedIDs : []
+    }
+
     /// Transactions that rebuild exactly this state, for compaction.
     ///
     /// Small transactions rather than one, so that damage in a compacted log

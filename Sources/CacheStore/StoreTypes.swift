@@ -79,6 +79,13 @@ public struct StoreConfiguration: Sendable {
     /// 10,000 records of slack: compaction rewrites the log about once per
     /// 10,000 changes, so its cost is amortised and the log stays small.
     public static let defaultCompactionSlack = 10_000
+    /// Compact also once the log is longer than twice its compacted length
+    /// plus this many bytes (few but large records: a string-id feed whose
+    /// order changes logs its whole order each time).
+    public var compactionSlackBytes: Int64 = StoreConfiguration.defaultCompactionSlackBytes
+    /// 64 MiB: a 50,000-post feed of UUIDs logs about 2 MB of order per
+    /// refresh that moves a post, so it is compacted every 30 or so of them.
+    public static let defaultCompactionSlackBytes: Int64 = 64 << 20
     /// Called once, on the writing thread, when writes stop because the log
     /// or lock was removed or replaced (the daemon logs it as an error).
     public var onWritesStopped: (@Sendable (String) -> Void)?

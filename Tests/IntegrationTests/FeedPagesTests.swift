@@ -158,6 +158,33 @@ import CacheProtocol
         #expect(try d.call("get_image", [("row", .number("1"))])["image"]?["description"]?.string == "two")
     }
 
+    /// Oldest-first, paged by `Link` (GitHub style): page 1 fills up and a
+    /// page 2 appears; page 1 answers 304 with the new `Link`, which is followed.
+    @Test func aNewPageNamedByThe304sLinkHeaderIsFetched() throws {
+        let extra = """
+        location = /gh/1.json { if (-f $document_root/gh/2.json) { add_header Link '</gh/2.json>; rel="next"' always; } }
+        """
+        let nginx = try Nginx(extra: extra)
+        try serve(["gh/1.json": #"[{"id":1,"title":"a"},{"id":2,"title":"b"}]"#], in: nginx)
+        let d = try Daemon(origin: nil, arguments: ["--posts-url", nginx.base + "/gh/1.json"])
+        #expect(try prefetchPosts(d)["posts"]?["fetched"]?.integer == 2)
+        try serve(["gh/2.json": #"[{"id":3,"title":"c"}]"#], in: nginx)
+        let seen = nginx.accessLog.entries().count
+        _ = try prefetchPosts(d)
+        #expect(pageRequests(nginx, after: seen, count: 2) == ["/gh/1.json 304", "/gh/2.json 200"])
+        #expect(try ids(d) == [.number("1"), .number("2"), .number("3")])
+    }
+
+    /// `posts-url` redirects: a relative next link resolves against the URL
+    /// that answered, as a browser resolves it.
+    @Test func aRelativeNextLinkAfterARedirectResolvesAgainstTheURLThatAnswered() throws {
+        let nginx = try Nginx(extra: "location = /old.json { return 301 /v2/p1.json; }")
+        try serve(["v2/p1.json": #"{"data":[{"id":"a"}],"next":"p2.json"}"#, "v2/p2.json": #"{"data":[{"id":"b"}],"next":null}"#], in: nginx)
+        let d = try Daemon(origin: nil, arguments: ["--posts-url", nginx.base + "/old.json", "--posts-items", "/data", "--posts-next", "/next"])
+        let r = try prefetchPosts(d)
+        #expect(r["posts"]?["fetched"]?.integer == 2, "\(r)")
+    }
+
     private func size(_ path: String) throws -> Int {
         (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? -1
     }

@@ -98,8 +98,7 @@ import CacheSystem
     }
 
     @Test func statusHasNoLastPrefetchBeforeOne() throws {
-        let nginx = try Nginx()
-        let daemon = try Daemon(origin: nil, arguments: ["--images-url", nginx.manifestURL])
+        let daemon = try Daemon(origin: nil)
         let status = try Self.answer(try cachectl(["--json", "status"], socket: daemon.socket))
         #expect(status["last_prefetch"] == .null, "\(status)")
         #expect(!(try cachectl(["metrics"], socket: daemon.socket).stdout.contains("last_prefetch")))
