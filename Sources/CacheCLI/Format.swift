@@ -115,7 +115,17 @@ enum Format {
         } else {
             lines.append("not cached")
         }
+        if let e = i["last_error"], !e.isNull {
+            let status = e["status"].flatMap { $0.isNull ? nil : " (HTTP \(text($0)))" } ?? ""
+            lines.append("last error: \(text(e["reason"]))\(status), \(ago(e["time"]?.double)) ago")
+        }
         return lines.joined(separator: "\n")
+    }
+
+    /// Whole seconds from unix time `t` until now ("?" when unknown).
+    static func ago(_ t: Double?) -> String {
+        guard let t else { return "?" }
+        return "\(max(0, Int64(Double(time(nil)) - t))) s"
     }
 
     static func imageList(_ answer: JSON) -> String {
@@ -127,10 +137,12 @@ enum Format {
         var cached = 0
         for i in rows {
             let isCached = !(i["hash"]?.isNull ?? true)
+            let error = i["last_error"].flatMap { $0.isNull ? nil : $0 }
             if isCached { cached += 1 }
-            out += pad(text(i["row"]), 5) + "  " + (isCached ? "cached    " : "missing   ") +
+            out += pad(text(i["row"]), 5) + "  " + (isCached ? "cached    " : error != nil ? "failed    " : "missing   ") +
                 pad(isCached ? size(i["size"]?.integer ?? 0) : "-", 9) + "  " +
-                left(isCached ? text(i["type"]) : "-") + "  " + text(i["url"]) + "\n"
+                left(isCached ? text(i["type"]) : "-") + "  " + text(i["url"]) +
+                (error.map { "  (" + (isCached ? "last check failed: " : "") + text($0["reason"]) + ")" } ?? "") + "\n"
         }
         out += "\(cached)/\(text(answer["total"])) rows cached\n"
         return out
@@ -142,7 +154,9 @@ enum Format {
             lines.append("posts:  \(text(p["fetched"])) fetched, \(text(p["unchanged"])) unchanged, \(text(p["removed"])) removed, \(text(p["invalid"])) invalid")
         }
         if let i = a["images"], !i.isNull {
-            lines.append("images: \(text(i["downloaded"])) downloaded, \(text(i["cached"])) already cached, \(text(i["failed"])) failed, \(size(i["bytes"]?.integer ?? 0))")
+            lines.append("images: \(text(i["downloaded"])) downloaded, \(text(i["cached"])) already cached, \(text(i["revalidated"])) revalidated "
+                         + "(\(text(i["changed"])) changed, \(text(i["unchanged"])) unchanged), \(text(i["failed"])) failed, "
+                         + "\(text(i["skipped"])) skipped; \(text(i["transfers"])) transfers, \(size(i["bytes"]?.integer ?? 0))")
         }
         for f in a["failures"]?.array ?? [] {
             lines.append("  row \(text(f["row"])) \(text(f["url"])): \(text(f["error"]))")
@@ -161,7 +175,22 @@ enum Format {
         if case .object(let pairs)? = s["counters"] {
             lines.append("counters: " + pairs.map { "\(visible($0.0))=\(text($0.1))" }.joined(separator: " "))
         }
+        lines.append("last prefetch: " + lastPrefetch(s["last_prefetch"]))
         return lines.joined(separator: "\n")
+    }
+
+    /// `status`'s `last_prefetch` in a line.
+    static func lastPrefetch(_ p: JSON?) -> String {
+        guard let p, !p.isNull else { return "none since the daemon started" }
+        let took = oneDecimal((p["finished"]?.double ?? 0) - (p["started"]?.double ?? 0))
+        var line = "finished \(ago(p["finished"]?.double)) ago after \(took) s, "
+        guard p["succeeded"] == .bool(true) else { return line + "failed: \(text(p["error"]))" }
+        line += "succeeded"
+        if let i = p["summary"]?["images"], !i.isNull {
+            line += "; images \(text(i["downloaded"])) downloaded, \(text(i["revalidated"])) revalidated (\(text(i["changed"])) changed), "
+                + "\(text(i["failed"])) failed, \(text(i["skipped"])) skipped"
+        }
+        return line
     }
 
     /// `status` in the Prometheus text exposition format (shared with the

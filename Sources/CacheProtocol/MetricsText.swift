@@ -30,6 +30,16 @@ public enum MetricsText {
             ("quarantined", "quarantined", "Objects that failed verification."), ("evictions", "evictions", "Objects evicted by max-size."),
         ]
         for (name, key, help) in counters { metric(name + "_total", "counter", help, s["counters"]?[key]) }
+        // Absent until a prefetch finished since the daemon started.
+        if let last = s["last_prefetch"], let finished = last["finished"]?.double, finished.isFinite, finished >= 0 {
+            // Whole seconds: every sample of this text is an integer.
+            let text = String(Int64(finished))
+            out += "# HELP cached_last_prefetch_timestamp_seconds When the last prefetch finished (unix seconds), whether it succeeded or not.\n"
+            out += "# TYPE cached_last_prefetch_timestamp_seconds gauge\ncached_last_prefetch_timestamp_seconds \(text)\n"
+            let ok = last["succeeded"] == .bool(true) ? 1 : 0
+            out += "# HELP cached_last_prefetch_success Whether the last prefetch succeeded (1) or failed as a whole (0).\n"
+            out += "# TYPE cached_last_prefetch_success gauge\ncached_last_prefetch_success \(ok)\n"
+        }
         return out
     }
 

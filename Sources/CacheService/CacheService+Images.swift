@@ -101,68 +101,9 @@ extension CacheService {
     }
 
     func entry(_ index: Int, _ row: Row, _ ref: ObjectRef?, _ view: ManifestView) -> ImageEntry {
-        ImageEntry(row: index, url: view.resolved(index) ?? row.url, description: row.description,
-                   object: ref.map(objectInfo))
-    }
-
-    // MARK: Downloads
-
-    /// Downloads the image at `url` once, however many callers ask at the same
-    /// time, and maps every row with that URL (in the manifest as it is when
-    /// the download ends) to the stored object.
-    func download(url: String, completion: @escaping @Sendable (Result<ObjectRef, CacheError>) -> Void) {
-        guard imageFlight.join(url, completion) else { counters.withLock { $0.coalesced += 1 }; return }
-        let maxSize = feeds.withLock { $0.maxObjectSize }
-        // The temp file is opened when the first byte arrives, not when the
-        // download is queued: a prefetch of 10,000 URLs holds at most
-        // `concurrency` open files, not one per queued row.
-        let sink = ObjectSink { [store] () throws(StoreError) in try store.newObjectWriter(maxSize: maxSize) }
-        http.fetch(HTTPRequest(url: url, maxBodySize: maxSize), into: sink) { [self] result in
-            pool.submit { [self] in
-                let outcome = commit(url, result, sink, view: manifestView())
-                if case .failure(let e) = outcome {
-                    if case .origin = e { counters.withLock { $0.upstreamErrors += 1 } }
-                    log.warning("image \(url) failed: \(e.reason)")
-                }
-                imageFlight.finish(url, outcome)
-            }
-        }
-    }
-
-    /// Stores a finished download (on a worker).
-    private func commit(_ url: String, _ result: Result<HTTPResponse, FetchError>, _ sink: ObjectSink,
-                        view: ManifestView) -> Result<ObjectRef, CacheError> {
-        let response: HTTPResponse
-        switch result {
-        case .failure(let e):
-            sink.discard()
-            // The sink's own failure (a full disk while streaming) is the store's, not the origin's.
-            if let refused = sink.failure { return .failure(Self.classify(refused, url: url)) }
-            return .failure(.origin(OriginFailure(subject: url, e)))
-        case .success(let r):
-            response = r
-        }
-        do throws(StoreError) {
-            let writer = try sink.finishedWriter()
-            // Whether the bytes are an image depends on the bytes alone, so
-            // every server gets the same answer; the declared type only
-            // appears in a refusal's message.
-            let ref = try store.commitObject(writer, rows: view.rows(for: url), declaredContentType: response.headers["content-type"])
-            counters.withLock { $0.downloads += 1; $0.downloadBytes += ref.size }
-            log.debug("downloaded \(url): \(ref.size) bytes, \(ref.hash)")
-            return .success(ref)
-        } catch {
-            return .failure(Self.classify(error, url: url, attempts: response.attempts))
-        }
-    }
-
-    /// Bytes the store refused because of what they are (not an image, too
-    /// large) are the origin's fault; anything else is the store's.
-    static func classify(_ error: StoreError, url: String, attempts: Int = 1) -> CacheError {
-        switch error {
-        case .notAnImage, .tooLarge: return .origin(OriginFailure(subject: url, url: url, attempts: attempts, reason: "\(error)"))
-        default: return .store(error, doing: "")
-        }
+        let url = view.resolved(index) ?? row.url
+        return ImageEntry(row: index, url: url, description: row.description, object: ref.map(objectInfo),
+                          lastError: rowFailures.withLock { $0.lastError(url) })
     }
 }
 

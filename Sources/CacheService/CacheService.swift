@@ -26,7 +26,11 @@ public final class CacheService: Sendable {
 
     let postsFlight = SingleFlight<Int, Result<PostsRefresh, CacheError>>()
     let manifestFlight = SingleFlight<Int, Result<Int, CacheError>>()
-    let imageFlight = SingleFlight<String, Result<ObjectRef, CacheError>>()
+    let imageFlight = SingleFlight<String, Result<FetchedImage, CacheError>>()
+    /// Each failing image URL's last failure and how often in a row (RowFailures.swift).
+    let rowFailures = Locked(RowFailures())
+    /// The last prefetch that finished, for `status`.
+    let lastPrefetch = Locked<LastPrefetch?>(nil)
     /// What revalidation of each feed may send (Service+Feeds.swift).
     let revalidation = Locked(FeedRevalidation())
     /// The manifest's URLs resolved, rebuilt when the manifest changes.
@@ -85,7 +89,8 @@ public final class CacheService: Sendable {
                              bytes: s.bytes, maxBytes: maxBytes,
                              uptimeSeconds: (Clock.monotonicNanoseconds() - started) / 1_000_000_000,
                              counters: counters.withLock { $0 }, evictions: s.evictions,
-                             storeDirectory: store.directory, logRecords: s.logRecords)
+                             storeDirectory: store.directory, logRecords: s.logRecords,
+                             lastPrefetch: lastPrefetch.withLock { $0 })
     }
 
     // MARK: Posts

@@ -52,6 +52,11 @@ public struct FeedConfiguration: Sendable, Equatable {
     public var imagesShape: FeedShape
     /// Which members hold a post's id and an image's URL and description.
     public var fields: ItemFields
+    /// Seconds an image stays fresh when its response states no lifetime
+    /// (`images-revalidate-after`); 0: such images are never revalidated.
+    public var imagesRevalidateAfter: Int64 = FeedConfiguration.defaultRevalidateAfter
+    /// One day.
+    public static let defaultRevalidateAfter: Int64 = 86400
 
     public init(postsURL: String?, imagesURL: String?, imagesBaseURL: String?, maxObjectSize: Int64,
                 postsShape: FeedShape = FeedShape(prefix: "posts"), imagesShape: FeedShape = FeedShape(prefix: "images"),

@@ -44,6 +44,9 @@ public struct ImageEntry: Sendable, Equatable {
     public var description: String?
     /// The cached object; nil when the row is not cached.
     public var object: ObjectInfo?
+    /// Why the row's URL last failed, since it last succeeded (in memory
+    /// only); nil when it never failed or succeeded since.
+    public var lastError: RowError? = nil
 }
 
 /// A page of the manifest.
@@ -81,9 +84,27 @@ public struct PostsSummary: Sendable {
     public var fetched = 0, unchanged = 0, removed = 0, invalid = 0
 }
 
-/// What an images prefetch did.
+/// What an images prefetch did. Each row is counted once: `cached`,
+/// `downloaded`, `revalidated` (`changed` + `unchanged`), `failed` or
+/// `skipped`. `transfers` counts HTTP requests (one per distinct URL),
+/// `bytes` the bytes of the 200s.
 public struct ImagesSummary: Sendable {
-    public var downloaded = 0, cached = 0, failed = 0
+    /// Rows whose image was downloaded (not cached before, or `force`).
+    public var downloaded = 0
+    /// Rows cached and fresh: nothing was sent for them.
+    public var cached = 0
+    /// Rows that failed (a cached row whose revalidation failed keeps its object).
+    public var failed = 0
+    /// Rows whose stale image was revalidated: `changed` + `unchanged`.
+    public var revalidated = 0
+    /// Revalidated rows that got new bytes (and were remapped to them).
+    public var changed = 0
+    /// Revalidated rows whose image stays: a 304, or a 200 with the same bytes.
+    public var unchanged = 0
+    /// Uncached rows not tried: they keep failing and their backoff has not passed.
+    public var skipped = 0
+    /// HTTP transfers made (or joined) for the rows: one per distinct URL.
+    public var transfers = 0
     public var bytes: Int64 = 0
     /// Rows that failed, in row order.
     public var failures: [RowFailure] = []
@@ -100,6 +121,18 @@ public struct RowFailure: Sendable {
 public struct PrefetchReport: Sendable {
     public var posts: PostsSummary?
     public var images: ImagesSummary?
+}
+
+/// The last prefetch that finished, for `status` (`last_prefetch`).
+public struct LastPrefetch: Sendable {
+    /// When it started and finished, unix seconds.
+    public var started: Double
+    public var finished: Double
+    /// Its report; nil when it failed as a whole.
+    public var report: PrefetchReport?
+    /// Why it failed, when it did.
+    public var error: String?
+    public var succeeded: Bool { report != nil }
 }
 
 /// Progress of a prefetch phase (`posts`, `images`).
@@ -144,6 +177,8 @@ public struct ServiceStatus: Sendable {
     public var evictions: Int
     public var storeDirectory: String
     public var logRecords: Int
+    /// The last prefetch that finished since the daemon started; nil when none did.
+    public var lastPrefetch: LastPrefetch? = nil
 }
 
 /// What happens in the service that a front-end may show as it happens

@@ -10,6 +10,10 @@ final class GroupCommit: Sendable {
         var id: UInt64
         var ref: ObjectRef
         var rows: [(row: Int, url: String)]
+        /// What the origin said of the object's freshness, logged for each row mapped.
+        var freshness: ImageFreshness?
+        /// A 304: the rows keep `ref` (if they still map it) and only their freshness is logged.
+        var refreshOnly = false
     }
 
     private struct State {
@@ -28,11 +32,11 @@ final class GroupCommit: Sendable {
 
     /// Queues `ref` and its rows and returns once they are logged: by this
     /// caller, as leader of a batch, through `log`, or by another leader.
-    func commit(_ ref: ObjectRef, rows: [(row: Int, url: String)],
+    func commit(_ ref: ObjectRef, rows: [(row: Int, url: String)], freshness: ImageFreshness? = nil, refreshOnly: Bool = false,
                 log: ([Pending]) throws(StoreError) -> Void) throws(StoreError) {
         let id = state.update { g -> UInt64 in
             g.nextID += 1
-            g.queue.append(Pending(id: g.nextID, ref: ref, rows: rows))
+            g.queue.append(Pending(id: g.nextID, ref: ref, rows: rows, freshness: freshness, refreshOnly: refreshOnly))
             return g.nextID
         }
         while true {

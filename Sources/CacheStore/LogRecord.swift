@@ -33,6 +33,9 @@ public enum LogRecord: Equatable, Sendable {
     case postOrder(start: Int, ids: [PostID])
     /// Page `index` of `feed` (index 0 begins a new page list). Format version 2.
     case page(feed: Feed, index: Int, page: FeedPage)
+    /// Row `row`'s image, as mapped by the last `rowObject`, was last answered
+    /// with these validators and this lifetime (a 200 or a 304). Format version 3.
+    case rowFreshness(row: Int, freshness: ImageFreshness)
     /// Ends a transaction: the records since the previous commit take effect together.
     case commit
 
@@ -50,6 +53,7 @@ public enum LogRecord: Equatable, Sendable {
         case .postRemoved(.string): 10
         case .postOrder: 11
         case .page: 12
+        case .rowFreshness: 13
         case .commit: 0x7F
         }
     }
@@ -98,7 +102,7 @@ public enum RecordCodec {
     /// The newest format version this daemon reads and writes. A log naming
     /// a higher one was written by a newer cached and is refused untouched
     /// (docs/storage-format.md, "Format evolution").
-    public static let formatVersion: UInt8 = 2
+    public static let formatVersion: UInt8 = 3
     /// The oldest format version there is (every version from it up is read).
     public static let firstFormatVersion: UInt8 = 1
     /// The file's first 8 bytes for format `version`: "CACHEDL" and the version.
@@ -111,10 +115,14 @@ public enum RecordCodec {
     public static let maxPayload = 64 << 20
 
     /// The format version that introduced record type `type`: 2 for types
-    /// 9 to 12, 1 for the others (an unknown type included: it is refused
-    /// whatever the header says).
+    /// 9 to 12, 3 for type 13, 1 for the others (an unknown type included:
+    /// it is refused whatever the header says).
     static func formatVersion(ofType type: UInt8) -> UInt8 {
-        (9...12).contains(type) ? 2 : 1
+        switch type {
+        case 9...12: 2
+        case 13: 3
+        default: 1
+        }
     }
 
     /// Appends the framed record to `out`.
@@ -144,6 +152,15 @@ public enum RecordCodec {
             p.append(feed.rawValue); p.putUnsigned(UInt64(index)); p.putBytes(Array(page.url.utf8))
             p.putOptionalString(page.validators.etag); p.putOptionalString(page.validators.lastModified)
             p.putOptionalString(page.next); p.putUnsigned(UInt64(page.count))
+        case let .rowFreshness(row, f):
+            p.putUnsigned(UInt64(row)); p.putOptionalString(f.validators.etag); p.putOptionalString(f.validators.lastModified)
+            p.putSigned(f.fetched)
+            switch f.lifetime {
+            case .unstated: p.append(LifetimeKind.unstated)
+            case .seconds(let s): p.append(LifetimeKind.seconds); p.putUnsigned(UInt64(max(0, s)))
+            case .noCache: p.append(LifetimeKind.noCache)
+            case .immutable: p.append(LifetimeKind.immutable)
+            }
         case .commit:
             break
         }
@@ -195,6 +212,7 @@ public enum RecordCodec {
             let validators = Validators(etag: try r.optionalString(), lastModified: try r.optionalString())
             let next = try r.optionalString()
             record = .page(feed: feed, index: index, page: FeedPage(url: url, validators: validators, next: next, count: try r.count()))
+        case 13: record = try rowFreshness(&r)
         case 0x7F: record = .commit
         default: throw .unknown("unknown record type \(hex(type))")
         }
@@ -202,6 +220,25 @@ public enum RecordCodec {
             throw .unknown("\(r.bytes.count) bytes after the last known field of a \(name(ofType: type)) record")
         }
         return record
+    }
+
+    /// The fields of a `rowFreshness` record (its type byte read).
+    private static func rowFreshness(_ r: inout PayloadReader) throws(RecordDecodingError) -> LogRecord {
+        let row = try r.count()
+        let validators = Validators(etag: try r.optionalString(), lastModified: try r.optionalString())
+        let fetched = try r.signed()
+        let lifetime: ImageFreshness.Lifetime
+        switch try r.byte() {
+        case LifetimeKind.unstated: lifetime = .unstated
+        case LifetimeKind.seconds:
+            let s = try r.unsigned()
+            guard s <= UInt64(Int64.max) else { throw RecordDecodingError(description: "lifetime out of range") }
+            lifetime = .seconds(Int64(s))
+        case LifetimeKind.noCache: lifetime = .noCache
+        case LifetimeKind.immutable: lifetime = .immutable
+        case let kind: throw .unknown("unknown lifetime kind \(kind) in a \(name(ofType: 13)) record")
+        }
+        return .rowFreshness(row: row, freshness: ImageFreshness(validators: validators, fetched: fetched, lifetime: lifetime))
     }
 
     /// The fields of a `postOrder` record (its type byte read).
@@ -220,7 +257,8 @@ public enum RecordCodec {
     static func name(ofType type: UInt8) -> String {
         let names: [UInt8: String] = [1: "post", 2: "postRemoved", 3: "manifestSize", 4: "row", 5: "rowObject",
                                       6: "objectRemoved", 7: "validators", 8: "access", 9: "stringPost",
-                                      10: "stringPostRemoved", 11: "postOrder", 12: "page", 0x7F: "commit"]
+                                      10: "stringPostRemoved", 11: "postOrder", 12: "page", 13: "rowFreshness",
+                                      0x7F: "commit"]
         return "\(names[type] ?? "unknown") (type \(hex(type)))"
     }
 

@@ -92,6 +92,14 @@ struct PayloadReader {
     }
 }
 
+/// The `u8 lifetime` of a `rowFreshness` record.
+enum LifetimeKind {
+    static let unstated: UInt8 = 0
+    static let seconds: UInt8 = 1
+    static let noCache: UInt8 = 2
+    static let immutable: UInt8 = 3
+}
+
 /// The `u8 kind` of a `postID` field.
 enum PostIDKind {
     static let integer: UInt8 = 1

@@ -18,9 +18,21 @@ extension Store {
     /// bytes that are not an image with `StoreError.notAnImage` naming the
     /// origin's `declaredContentType` (nil: it sent none) and what the bytes
     /// look like. Whether they are an image depends on the bytes alone.
+    /// `freshness`, when given, is logged for each row mapped (`rowFreshness`).
     public func commitObject(_ objectWriter: ObjectWriter, rows: [(row: Int, url: String)],
-                             declaredContentType: String?) throws(StoreError) -> ObjectRef {
-        try commitObject(objectWriter, rows: rows, declared: ImageType.declaration(declaredContentType))
+                             declaredContentType: String?, freshness: ImageFreshness? = nil) throws(StoreError) -> ObjectRef {
+        try commitObject(objectWriter, rows: rows, declared: ImageType.declaration(declaredContentType), freshness: freshness)
+    }
+
+    /// Logs `freshness` for each of `rows` that still has its URL and still
+    /// maps `ref` (the origin answered 304 to a revalidation of it), grouped
+    /// with the object commits waiting (`GroupCommit`). Rows remapped or
+    /// uncached meanwhile are left alone.
+    public func refreshFreshness(_ ref: ObjectRef, rows: [(row: Int, url: String)], freshness: ImageFreshness) throws(StoreError) {
+        try checkWritable()
+        try commitGroup.commit(ref, rows: rows, freshness: freshness, refreshOnly: true) { (batch) throws(StoreError) in
+            try writer.withLock { (w) throws(StoreError) in try logCommits(batch, &w) }
+        }
     }
 
     /// Makes a finished download durable and points `rows` at it.
@@ -33,7 +45,8 @@ extension Store {
         try commitObject(objectWriter, rows: rows, declared: nil)
     }
 
-    func commitObject(_ objectWriter: ObjectWriter, rows: [(row: Int, url: String)], declared: String?) throws(StoreError) -> ObjectRef {
+    func commitObject(_ objectWriter: ObjectWriter, rows: [(row: Int, url: String)], declared: String?,
+                      freshness: ImageFreshness? = nil) throws(StoreError) -> ObjectRef {
         guard let type = objectWriter.imageType else {
             objectWriter.discard()
             throw .notAnImage(objectWriter.refusalDetail(declared: declared))
@@ -87,27 +100,33 @@ extension Store {
             objectWriter.discard()
             throw .io(error)
         }
-        try commitGrouped(ref, rows: rows)
+        try commitGrouped(ref, rows: rows, freshness: freshness)
         return ref
     }
 
     /// Logs `ref`'s rows with every other commit waiting (`GroupCommit`).
-    func commitGrouped(_ ref: ObjectRef, rows: [(row: Int, url: String)]) throws(StoreError) {
-        try commitGroup.commit(ref, rows: rows) { (batch) throws(StoreError) in
+    func commitGrouped(_ ref: ObjectRef, rows: [(row: Int, url: String)], freshness: ImageFreshness? = nil) throws(StoreError) {
+        try commitGroup.commit(ref, rows: rows, freshness: freshness) { (batch) throws(StoreError) in
             try writer.withLock { (w) throws(StoreError) in try logCommits(batch, &w) }
         }
     }
 
-    /// Logs the row mappings of `batch` as one transaction and applies them.
-    /// Rows whose manifest URL changed since their download began are left alone.
+    /// Logs the row mappings of `batch` (and their freshness) as one
+    /// transaction and applies them. Rows whose manifest URL changed since
+    /// their download began are left alone; a refresh only touches rows that
+    /// still map its object.
     func logCommits(_ batch: [GroupCommit.Pending], _ w: inout WriterState) throws(StoreError) {
         let now = Clock.wallMilliseconds()
         let current = state.withLock { $0.rows }
         var records: [LogRecord] = []
         for c in batch {
-            let mapped = c.rows.filter { current.indices.contains($0.row) && current[$0.row].url == $0.url }
-            for r in mapped { records.append(.rowObject(row: r.row, hash: c.ref.hash, size: c.ref.size, type: c.ref.type)) }
-            if !mapped.isEmpty { records.append(.access(hash: c.ref.hash, time: now)) }
+            var mapped = c.rows.filter { current.indices.contains($0.row) && current[$0.row].url == $0.url }
+            if c.refreshOnly { mapped = mapped.filter { current[$0.row].object?.hash == c.ref.hash } }
+            for r in mapped {
+                if !c.refreshOnly { records.append(.rowObject(row: r.row, hash: c.ref.hash, size: c.ref.size, type: c.ref.type)) }
+                if let f = c.freshness { records.append(.rowFreshness(row: r.row, freshness: f)) }
+            }
+            if !mapped.isEmpty && !c.refreshOnly { records.append(.access(hash: c.ref.hash, time: now)) }
         }
         if !records.isEmpty { try append(records, &w) }
         state.withLock { $0.apply(transaction: records) }

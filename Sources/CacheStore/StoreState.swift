@@ -40,12 +40,13 @@ struct StoreState {
             manifestKnown = true
         case let .row(i, url, description):
             growRows(to: i + 1)
-            if rows[i].url != url { rows[i].object = nil; manifestGeneration += 1 }
+            if rows[i].url != url { rows[i].object = nil; rows[i].freshness = nil; manifestGeneration += 1 }
             rows[i].url = url
             rows[i].description = description
         case let .rowObject(i, hash, size, type):
             growRows(to: i + 1)
             let ref = ObjectRef(hash: hash, size: size, type: type)
+            if rows[i].object != ref { rows[i].freshness = nil }
             rows[i].object = ref
             if objects.updateValue(ref, forKey: hash) == nil { bytes += size }
         case let .objectRemoved(hash):
@@ -71,6 +72,9 @@ struct StoreState {
             if feed == .manifest { manifestKnown = true }
         case let .access(hash, time):
             if objects[hash] != nil { lastUse[hash] = max(lastUse[hash] ?? 0, time) }
+        case let .rowFreshness(i, freshness):
+            // Only of a row with an object: what it says is about that object.
+            if rows.indices.contains(i), rows[i].object != nil { rows[i].freshness = freshness }
         case .commit:
             break
         }
@@ -97,7 +101,7 @@ struct StoreState {
             unloggedUse.remove(hash)
         }
         for i in rows.indices {
-            if let h = rows[i].object?.hash, hashes.contains(h) { rows[i].object = nil }
+            if let h = rows[i].object?.hash, hashes.contains(h) { rows[i].object = nil; rows[i].freshness = nil }
         }
     }
 
@@ -176,6 +180,7 @@ struct StoreState {
             current.append(.row(row: i, url: row.url, description: row.description))
             if let o = row.object {
                 current.append(.rowObject(row: i, hash: o.hash, size: o.size, type: o.type))
+                if let f = row.freshness { current.append(.rowFreshness(row: i, freshness: f)) }
                 if let t = lastUse[o.hash], timed.insert(o.hash).inserted { current.append(.access(hash: o.hash, time: t)) }
             }
             if (i + 1) % chunk == 0 { flush() }

@@ -14,6 +14,9 @@ public struct Row: Sendable, Equatable {
     public var description: String?
     /// The cached object, or nil when the row is not cached.
     public var object: ObjectRef?
+    /// What the origin last said of the object's freshness; nil when not
+    /// cached, or mapped by a log older than format version 3.
+    public var freshness: ImageFreshness? = nil
 }
 
 /// HTTP validators kept per feed page for conditional requests.

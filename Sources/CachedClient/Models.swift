@@ -77,6 +77,23 @@ public struct ImageRow: Codable, Sendable, Equatable, Identifiable {
     public var type: String?
     /// The object file's absolute path (read-only; `openImage(row:)` hands out a verified descriptor instead).
     public var path: String?
+    /// Why the row's URL last failed, since it last succeeded (the daemon keeps it in memory only).
+    public var lastError: RowError?
+
+    /// A row's last failure.
+    public struct RowError: Codable, Sendable, Equatable {
+        /// When, unix seconds.
+        public var time: Double
+        /// Why, without the URL (`HTTP 404 Not Found`, `not an image: ...`).
+        public var reason: String
+        /// The origin's HTTP status, when it answered with an error status.
+        public var status: Int?
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case row, url, description, hash, size, type, path
+        case lastError = "last_error"
+    }
 
     public var id: Int { row }
     /// True when the image's bytes are in the store.
@@ -99,10 +116,25 @@ public struct Status: Codable, Sendable, Equatable {
     /// `hits`, `misses`, `downloads`, `download_bytes`, `coalesced`, `errors`,
     /// `requests`, `connections`, `upstream_errors`, `quarantined`, `evictions`.
     public var counters: [String: Int64]
+    /// The last prefetch that finished since the daemon started; nil when none did.
+    public var lastPrefetch: LastPrefetch?
+
+    /// A finished prefetch, as `status` keeps it.
+    public struct LastPrefetch: Codable, Sendable, Equatable {
+        /// When it started and finished, unix seconds.
+        public var started: Double
+        public var finished: Double
+        public var succeeded: Bool
+        /// Its answer's `posts` and `images` (no `failures`); nil when it failed as a whole.
+        public var summary: PrefetchSummary.Parts?
+        /// Why it failed, when it did.
+        public var error: String?
+    }
 
     enum CodingKeys: String, CodingKey {
         case posts, images, objects, bytes, version, store, socket, counters
         case imagesCached = "images_cached", maxBytes = "max_bytes", uptimeSeconds = "uptime_s", logRecords = "log_records"
+        case lastPrefetch = "last_prefetch"
     }
 }
 
@@ -124,9 +156,35 @@ public struct PrefetchSummary: Codable, Sendable, Equatable {
     public struct Posts: Codable, Sendable, Equatable {
         public var fetched: Int, unchanged: Int, removed: Int, invalid: Int
     }
+    /// Rows, each counted once: `downloaded`, `cached`, `revalidated`
+    /// (`changed` + `unchanged`), `failed` or `skipped`; `transfers` counts
+    /// HTTP requests, one per distinct URL.
     public struct Images: Codable, Sendable, Equatable {
         public var downloaded: Int, cached: Int, failed: Int
+        /// 0 from a daemon older than revalidation, which sends none of these five.
+        public var revalidated: Int, changed: Int, unchanged: Int, skipped: Int, transfers: Int
         public var bytes: Int64
+
+        enum CodingKeys: String, CodingKey { case downloaded, cached, failed, revalidated, changed, unchanged, skipped, transfers, bytes }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            downloaded = try c.decode(Int.self, forKey: .downloaded)
+            cached = try c.decode(Int.self, forKey: .cached)
+            failed = try c.decode(Int.self, forKey: .failed)
+            bytes = try c.decode(Int64.self, forKey: .bytes)
+            func count(_ k: CodingKeys) throws -> Int { try c.decodeIfPresent(Int.self, forKey: k) ?? 0 }
+            revalidated = try count(.revalidated)
+            changed = try count(.changed)
+            unchanged = try count(.unchanged)
+            skipped = try count(.skipped)
+            transfers = try count(.transfers)
+        }
+    }
+    /// The `posts` and `images` parts alone (`Status.LastPrefetch.summary`).
+    public struct Parts: Codable, Sendable, Equatable {
+        public var posts: Posts?
+        public var images: Images?
     }
     /// A row that could not be cached.
     public struct Failure: Codable, Sendable, Equatable {

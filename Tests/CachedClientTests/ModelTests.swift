@@ -35,6 +35,26 @@ import CacheProtocol
         #expect(summary.posts == nil && summary.images?.cached == 2 && summary.failures.first?.row == 4)
     }
 
+    /// Issue 24: a row's last error, the revalidation counts and status's last
+    /// prefetch; an older daemon's answers (none of them) still decode.
+    @Test func lastErrorsCountsAndTheLastPrefetchDecode() throws {
+        let failed = try decode(ImageRow.self, #"{"row":3,"url":"u","description":null,"hash":null,"size":null,"type":null,"path":null,"last_error":{"time":1764628800.5,"reason":"HTTP 404 Not Found","status":404}}"#)
+        #expect(failed.lastError == ImageRow.RowError(time: 1764628800.5, reason: "HTTP 404 Not Found", status: 404))
+        let html = try decode(ImageRow.self, #"{"row":3,"url":"u","description":null,"hash":null,"size":null,"type":null,"path":null,"last_error":{"time":1,"reason":"not an image","status":null}}"#)
+        #expect(html.lastError?.status == nil && html.lastError?.reason == "not an image")
+        let old = try decode(PrefetchSummary.self, #"{"ok":true,"posts":null,"images":{"downloaded":1,"cached":2,"failed":1,"bytes":3},"failures":[]}"#)
+        #expect(old.images?.revalidated == 0 && old.images?.transfers == 0)
+        let new = try decode(PrefetchSummary.self, #"{"ok":true,"posts":null,"images":{"downloaded":3,"cached":2,"revalidated":5,"changed":1,"unchanged":4,"failed":0,"skipped":2,"transfers":7,"bytes":3},"failures":[]}"#)
+        #expect(new.images?.changed == 1 && new.images?.unchanged == 4 && new.images?.skipped == 2 && new.images?.transfers == 7)
+        let base = #""posts":1,"images":2,"images_cached":1,"objects":1,"bytes":5,"max_bytes":0,"uptime_s":7,"counters":{},"version":"0.2.0","store":"/s","socket":"/k","log_records":9"#
+        #expect(try decode(Status.self, "{" + base + "}").lastPrefetch == nil)
+        #expect(try decode(Status.self, "{" + base + #","last_prefetch":null}"#).lastPrefetch == nil)
+        let ran = try decode(Status.self, "{" + base + #","last_prefetch":{"started":10.25,"finished":12.5,"succeeded":true,"summary":{"posts":null,"images":{"downloaded":1,"cached":0,"revalidated":0,"changed":0,"unchanged":0,"failed":0,"skipped":0,"transfers":1,"bytes":9}},"error":null}}"#)
+        #expect(ran.lastPrefetch?.succeeded == true && ran.lastPrefetch?.finished == 12.5 && ran.lastPrefetch?.summary?.images?.transfers == 1)
+        let failedRun = try decode(Status.self, "{" + base + #","last_prefetch":{"started":1,"finished":2,"succeeded":false,"summary":null,"error":"posts-url: HTTP 500"}}"#)
+        #expect(failedRun.lastPrefetch?.succeeded == false && failedRun.lastPrefetch?.summary == nil && failedRun.lastPrefetch?.error == "posts-url: HTTP 500")
+    }
+
     @Test func errorAnswersKeepTheDaemonsCode() {
         let e = CachedError(answer: .object([("ok", .bool(false)), ("error", .object([("code", .string("not_cached")), ("message", .string("row 3 is not cached"))]))]))
         #expect(e?.code == .notCached && e?.message == "row 3 is not cached")

@@ -46,6 +46,10 @@ import CacheProtocol
         #expect(a.value("cached_objects") == status["objects"].map { String($0.int) }, "objects: \(status)")
         #expect(a.value("cached_object_bytes") == status["bytes"].map { String($0.int) }, "bytes: \(status)")
         for s in a.samples { #expect(Int(s.value).map { $0 >= 0 } == true, "\(s.name) \(s.value) is a non-negative integer") }
+        // The prefetch that filled the store is the last one, and it succeeded.
+        let finished = status["last_prefetch"]?["finished"]?.double ?? 0
+        #expect(a.value("cached_last_prefetch_success") == "1" && a.value("cached_last_prefetch_timestamp_seconds") == String(Int64(finished)),
+                "\(http)\n\(status)")
     }
 
     @Test func prometheusScrapesTheDaemon() throws {

@@ -4,10 +4,12 @@ import CacheService
 /// Each subsystem's configuration, built from the settings here and nowhere else.
 extension Settings {
     var feedConfiguration: FeedConfiguration {
-        FeedConfiguration(postsURL: postsURL, imagesURL: imagesURL, imagesBaseURL: imagesBaseURL, maxObjectSize: maxObjectSize,
-                          postsShape: FeedShape(prefix: "posts", items: postsItems, next: postsNext, maxPages: postsMaxPages),
-                          imagesShape: FeedShape(prefix: "images", items: imagesItems, next: imagesNext, maxPages: imagesMaxPages),
-                          fields: ItemFields(postID: postsID, imageURL: imagesURLField, imageDescription: imagesDescriptionField))
+        var c = FeedConfiguration(postsURL: postsURL, imagesURL: imagesURL, imagesBaseURL: imagesBaseURL, maxObjectSize: maxObjectSize,
+                                  postsShape: FeedShape(prefix: "posts", items: postsItems, next: postsNext, maxPages: postsMaxPages),
+                                  imagesShape: FeedShape(prefix: "images", items: imagesItems, next: imagesNext, maxPages: imagesMaxPages),
+                                  fields: ItemFields(postID: postsID, imageURL: imagesURLField, imageDescription: imagesDescriptionField))
+        c.imagesRevalidateAfter = imagesRevalidateAfter
+        return c
     }
 
     var serviceConfiguration: ServiceConfiguration {

@@ -29,6 +29,8 @@ public struct Settings: Sendable, Equatable {
     public var socket: String
     public var maxSize: Int64 = 0
     public var maxObjectSize: Int64 = 64 << 20
+    /// Seconds an image stays fresh when its response states no lifetime; 0 = never revalidated.
+    public var imagesRevalidateAfter: Int64 = 86400
     /// Parallel downloads, retries, timeouts, redirects, TLS trust and proxy.
     public var fetch = FetchPolicy()
     /// `fetch-header`, in order; sent only to the origins of the feed URLs.

@@ -39,6 +39,8 @@ extension Settings {
               \.maxSize, parse: { k, v throws(SettingsError) in try ValueParser.size(k, v) }, format: { String($0) }),
         .make("max-object-size", "SIZE", .live, "largest image or feed body accepted",
               \.maxObjectSize, parse: { k, v throws(SettingsError) in try ValueParser.size(k, v, minimum: 1, "greater than 0") }, format: { String($0) }),
+        .make("images-revalidate-after", "AGE", .live, "seconds an image stays fresh when its response states no lifetime; 0 = never revalidated",
+              \.imagesRevalidateAfter, parse: { k, v throws(SettingsError) in try ValueParser.age(k, v) }, format: { String($0) }),
         .make("concurrency", "N", .restart, "parallel downloads, 1 to 256",
               \.fetch.concurrency, parse: { k, v throws(SettingsError) in try ValueParser.whole(k, v, 1...256) }, format: { String($0) }),
         .make("prefetch-on-start", "[BOOL]", .restart, "run a full prefetch right after start",

@@ -53,6 +53,19 @@ enum ValueParser {
         return v * scale
     }
 
+    /// A lifetime in whole seconds: `86400`, `90s`, `30m`, `12h`, `1d`;
+    /// 0 allowed; at most 3650 days.
+    static func age(_ key: String, _ text: String) throws(SettingsError) -> Int64 {
+        var t = text.trimmed().lowercased()
+        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        var scale: Int64 = 1
+        if let last = t.last, let unit = units[last] { t.removeLast(); scale = unit }
+        guard !t.isEmpty, t.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let v = Int64(t), v <= 3650 * 86400 / scale else {
+            throw SettingsError("\(key) must be whole seconds like 86400, or with a unit like 90s, 30m, 12h or 1d (at most 3650d), not \"\(text)\"")
+        }
+        return v * scale
+    }
+
     static func bool(_ key: String, _ text: String) throws(SettingsError) -> Bool {
         switch text.lowercased() {
         case "1", "true", "yes", "on": return true

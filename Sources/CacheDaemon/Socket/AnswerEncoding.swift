@@ -1,5 +1,6 @@
 import CacheProtocol
 import CacheService
+import CacheSystem
 
 /// The service's results as answer lines (docs/protocol.md, "Operations").
 enum AnswerEncoding {
@@ -49,8 +50,18 @@ enum AnswerEncoding {
         } else {
             for k: StaticString in withPath ? ["hash", "size", "type", "path"] : ["hash", "size", "type"] { o.field(k, object: nil) }
         }
+        o.field("last_error", object: e.lastError.map { f in
+            var fo = JSONObjectWriter()
+            fo.field("time", rawJSON: seconds(f.time))
+            fo.field("reason", f.reason)
+            if let status = f.status { fo.field("status", status) } else { fo.field("status", object: nil) }
+            return fo
+        })
         return o
     }
+
+    /// Unix seconds as a JSON number, to the millisecond.
+    static func seconds(_ t: Double) -> [UInt8] { Array(NumberText.fixed(t, 3).utf8) }
 
     /// The header line of a `read` answer; the object's bytes follow it.
     static func objectHeader(size: Int64, tag: [UInt8]?) -> [UInt8] {
@@ -64,22 +75,7 @@ enum AnswerEncoding {
 
     static func prefetch(_ r: PrefetchReport, tag: [UInt8]?) -> [UInt8] {
         Response.ok(tag: tag, capacity: 256) { o in
-            o.field("posts", object: r.posts.map { p in
-                var po = JSONObjectWriter()
-                po.field("fetched", p.fetched)
-                po.field("unchanged", p.unchanged)
-                po.field("removed", p.removed)
-                po.field("invalid", p.invalid)
-                return po
-            })
-            o.field("images", object: r.images.map { i in
-                var io = JSONObjectWriter()
-                io.field("downloaded", i.downloaded)
-                io.field("cached", i.cached)
-                io.field("failed", i.failed)
-                io.field("bytes", i.bytes)
-                return io
-            })
+            summary(r, into: &o)
             o.key("failures")
             o.rawArray((r.images?.failures ?? []).map { f in
                 var fo = JSONObjectWriter()
@@ -89,6 +85,46 @@ enum AnswerEncoding {
                 return fo.finished()
             })
         }
+    }
+
+    /// A prefetch report's `posts` and `images` objects (the `prefetch`
+    /// answer's, and `status`'s `last_prefetch.summary`).
+    private static func summary(_ r: PrefetchReport, into o: inout JSONObjectWriter) {
+        o.field("posts", object: r.posts.map { p in
+            var po = JSONObjectWriter()
+            po.field("fetched", p.fetched)
+            po.field("unchanged", p.unchanged)
+            po.field("removed", p.removed)
+            po.field("invalid", p.invalid)
+            return po
+        })
+        o.field("images", object: r.images.map { i in
+            var io = JSONObjectWriter()
+            io.field("downloaded", i.downloaded)
+            io.field("cached", i.cached)
+            io.field("revalidated", i.revalidated)
+            io.field("changed", i.changed)
+            io.field("unchanged", i.unchanged)
+            io.field("failed", i.failed)
+            io.field("skipped", i.skipped)
+            io.field("transfers", i.transfers)
+            io.field("bytes", i.bytes)
+            return io
+        })
+    }
+
+    private static func lastPrefetch(_ p: LastPrefetch) -> JSONObjectWriter {
+        var o = JSONObjectWriter()
+        o.field("started", rawJSON: seconds(p.started))
+        o.field("finished", rawJSON: seconds(p.finished))
+        o.field("succeeded", p.succeeded)
+        o.field("summary", object: p.report.map { r in
+            var so = JSONObjectWriter()
+            summary(r, into: &so)
+            return so
+        })
+        o.field("error", p.error)
+        return o
     }
 
     static func progress(_ p: Progress, tag: [UInt8]?) -> [UInt8] {
@@ -131,6 +167,7 @@ enum AnswerEncoding {
             o.field("store", s.storeDirectory)
             o.field("socket", socket)
             o.field("log_records", s.logRecords)
+            o.field("last_prefetch", object: s.lastPrefetch.map(lastPrefetch))
         }
     }
 

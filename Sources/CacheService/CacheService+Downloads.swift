@@ -1,0 +1,135 @@
+import CacheFetch
+import CacheStore
+import CacheSystem
+
+/// A stale image to revalidate: the object its rows map and the validators
+/// to send for it.
+struct Revalidation: Sendable {
+    var ref: ObjectRef
+    var freshness: ImageFreshness?
+}
+
+/// What a fetch of an image URL came to.
+struct FetchedImage: Sendable {
+    /// The object the URL's rows now map.
+    var ref: ObjectRef
+    /// The origin answered 304: nothing was downloaded.
+    var notModified: Bool
+}
+
+/// The single-flight fetch behind every image download and revalidation:
+/// one transfer per URL at a time, its result committed and remembered
+/// (a failure in `rowFailures`).
+extension CacheService {
+    /// Downloads the image at `url` once, however many callers ask at the same
+    /// time, and maps every row with that URL (in the manifest as it is when
+    /// the download ends) to the stored object.
+    func download(url: String, completion: @escaping @Sendable (Result<ObjectRef, CacheError>) -> Void) {
+        fetchImage(url: url, revalidating: nil) { completion($0.map(\.ref)) }
+    }
+
+    /// `download(url:)`, or with `revalidating` a conditional request for
+    /// a stale object: a 304 keeps it (its rows' freshness is logged), a 200
+    /// is stored and remaps the rows. A caller joining a flight already
+    /// running gets its result, whichever kind it is.
+    func fetchImage(url: String, revalidating: Revalidation?,
+                    completion: @escaping @Sendable (Result<FetchedImage, CacheError>) -> Void) {
+        guard imageFlight.join(url, completion) else { counters.withLock { $0.coalesced += 1 }; return }
+        let maxSize = feeds.withLock { $0.maxObjectSize }
+        // The temp file is opened when the first byte arrives, not when the
+        // download is queued: a prefetch of 10,000 URLs holds at most
+        // `concurrency` open files, not one per queued row.
+        let sink = ObjectSink { [store] () throws(StoreError) in try store.newObjectWriter(maxSize: maxSize) }
+        let sent = revalidating?.freshness?.validators ?? Validators()
+        let request = HTTPRequest(url: url, headers: Self.imageConditionalHeaders(sent), maxBodySize: maxSize)
+        http.fetch(request, into: sink) { [self] result in
+            pool.submit { [self] in
+                let outcome = commit(url, result, sink, revalidating: revalidating, sent: sent, view: manifestView())
+                noteOutcome(url, outcome)
+                imageFlight.finish(url, outcome)
+            }
+        }
+    }
+
+    /// `If-None-Match` and `If-Modified-Since` for the stored validators (none for none).
+    static func imageConditionalHeaders(_ v: Validators) -> [String] {
+        var h: [String] = []
+        if let e = v.etag { h.append("If-None-Match: \(e)") }
+        if let m = v.lastModified { h.append("If-Modified-Since: \(m)") }
+        return h
+    }
+
+    /// Remembers a failure (for `last_error` and backoff) or forgets the
+    /// URL's failures after a success.
+    private func noteOutcome(_ url: String, _ outcome: Result<FetchedImage, CacheError>) {
+        switch outcome {
+        case .success: rowFailures.withLock { $0.succeeded(url) }
+        case .failure(let e):
+            if case .origin = e { counters.withLock { $0.upstreamErrors += 1 } }
+            log.warning("image \(url) failed: \(e.reason)")
+            if e.reason == FetchError.cancelled(url: url).reason { return }  // the daemon is stopping: not the row's failure
+            var status: Int?
+            if case .origin(let f) = e { status = f.status }
+            let error = RowError(time: Double(Clock.wallMilliseconds()) / 1000, reason: e.reason, status: status)
+            rowFailures.withLock { $0.failed(url, error) }
+        }
+    }
+
+    /// Stores a finished fetch (on a worker).
+    private func commit(_ url: String, _ result: Result<HTTPResponse, FetchError>, _ sink: ObjectSink,
+                        revalidating: Revalidation?, sent: Validators, view: ManifestView) -> Result<FetchedImage, CacheError> {
+        let response: HTTPResponse
+        switch result {
+        case .failure(let e):
+            sink.discard()
+            // The sink's own failure (a full disk while streaming) is the store's, not the origin's.
+            if let refused = sink.failure { return .failure(Self.classify(refused, url: url)) }
+            return .failure(.origin(OriginFailure(subject: url, e)))
+        case .success(let r):
+            response = r
+        }
+        let now = Clock.wallMilliseconds()
+        if response.status == 304 {
+            sink.discard()
+            guard let revalidating, sent.etag != nil || sent.lastModified != nil else {
+                return .failure(.origin(OriginFailure(subject: url, url: url, status: 304, attempts: response.attempts,
+                                                      reason: "answered 304 Not Modified to a request that sent no validators")))
+            }
+            let freshness = FreshnessHeaders.refreshed(revalidating.freshness, by: response.headers, now: now)
+            // A no-cache answer restated as it was is stale whenever it came:
+            // nothing to log (5,000 no-cache rows would log 5,000 records a prefetch).
+            let same = freshness.lifetime == .noCache && revalidating.freshness.map {
+                $0.lifetime == .noCache && $0.validators == freshness.validators
+            } == true
+            if !same {
+                do throws(StoreError) {
+                    try store.refreshFreshness(revalidating.ref, rows: view.rows(for: url), freshness: freshness)
+                } catch { return .failure(.store(error, doing: "")) }
+            }
+            log.debug("revalidated \(url): 304, \(revalidating.ref.hash) kept")
+            return .success(FetchedImage(ref: revalidating.ref, notModified: true))
+        }
+        do throws(StoreError) {
+            let writer = try sink.finishedWriter()
+            // Whether the bytes are an image depends on the bytes alone, so
+            // every server gets the same answer; the declared type only
+            // appears in a refusal's message.
+            let ref = try store.commitObject(writer, rows: view.rows(for: url), declaredContentType: response.headers["content-type"],
+                                             freshness: FreshnessHeaders.freshness(response.headers, now: now))
+            counters.withLock { $0.downloads += 1; $0.downloadBytes += ref.size }
+            log.debug("downloaded \(url): \(ref.size) bytes, \(ref.hash)")
+            return .success(FetchedImage(ref: ref, notModified: false))
+        } catch {
+            return .failure(Self.classify(error, url: url, attempts: response.attempts))
+        }
+    }
+
+    /// Bytes the store refused because of what they are (not an image, too
+    /// large) are the origin's fault; anything else is the store's.
+    static func classify(_ error: StoreError, url: String, attempts: Int = 1) -> CacheError {
+        switch error {
+        case .notAnImage, .tooLarge: return .origin(OriginFailure(subject: url, url: url, attempts: attempts, reason: "\(error)"))
+        default: return .store(error, doing: "")
+        }
+    }
+}
