@@ -112,14 +112,24 @@ extension CacheService {
     /// the download ends) to the stored object.
     func download(url: String, completion: @escaping @Sendable (Result<ObjectRef, CacheError>) -> Void) {
         guard imageFlight.join(url, completion) else { counters.withLock { $0.coalesced += 1 }; return }
-        let maxSize = feeds.withLock { $0.maxObjectSize }
+        let (maxSize, headroom) = feeds.withLock { ($0.maxObjectSize, $0.minFreeSpace) }
+        // Under min-free-space nothing is asked of the origin: the room left is the posts' and the log's.
+        do throws(StoreError) { try store.checkHeadroom(headroom) } catch {
+            log.warning("image \(url) not downloaded: \(error)")
+            imageFlight.finish(url, .failure(.store(error, doing: "")))
+            return
+        }
         // The temp file is opened when the first byte arrives, not when the
         // download is queued: a prefetch of 10,000 URLs holds at most
-        // `concurrency` open files, not one per queued row.
-        let sink = ObjectSink { [store] () throws(StoreError) in try store.newObjectWriter(maxSize: maxSize) }
+        // `concurrency` open files, not one per queued row. A download in
+        // flight counts: its bytes are on the disk, so one that takes the
+        // free space under the headroom is stopped (`ObjectSink`) or not committed.
+        let sink = ObjectSink(headroom: { [store] () throws(StoreError) in try store.checkHeadroom(headroom) }) { [store] () throws(StoreError) in
+            try store.newObjectWriter(maxSize: maxSize)
+        }
         http.fetch(HTTPRequest(url: url, maxBodySize: maxSize), into: sink) { [self] result in
             pool.submit { [self] in
-                let outcome = commit(url, result, sink, view: manifestView())
+                let outcome = commit(url, result, sink, view: manifestView(), headroom: headroom)
                 if case .failure(let e) = outcome {
                     if case .origin = e { counters.withLock { $0.upstreamErrors += 1 } }
                     log.warning("image \(url) failed: \(e.reason)")
@@ -131,7 +141,7 @@ extension CacheService {
 
     /// Stores a finished download (on a worker).
     private func commit(_ url: String, _ result: Result<HTTPResponse, FetchError>, _ sink: ObjectSink,
-                        view: ManifestView) -> Result<ObjectRef, CacheError> {
+                        view: ManifestView, headroom: Int64) -> Result<ObjectRef, CacheError> {
         let response: HTTPResponse
         switch result {
         case .failure(let e):
@@ -144,6 +154,10 @@ extension CacheService {
         }
         do throws(StoreError) {
             let writer = try sink.finishedWriter()
+            do throws(StoreError) { try store.checkHeadroom(headroom) } catch {
+                writer.discard()
+                throw error
+            }
             // Whether the bytes are an image depends on the bytes alone, so
             // every server gets the same answer; the declared type only
             // appears in a refusal's message.
