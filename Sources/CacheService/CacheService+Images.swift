@@ -123,8 +123,9 @@ extension CacheService {
         // download is queued: a prefetch of 10,000 URLs holds at most
         // `concurrency` open files, not one per queued row. A download in
         // flight counts: its bytes are on the disk, so one that takes the
-        // free space under the headroom is stopped (`ObjectSink`) or not committed.
-        let sink = ObjectSink(headroom: { [store] () throws(StoreError) in try store.checkHeadroom(headroom) }) { [store] () throws(StoreError) in
+        // free space under the headroom is refused once its Content-Length
+        // says so, stopped while it streams (`ObjectSink`) or not committed.
+        let sink = ObjectSink(headroom: { [store] needed throws(StoreError) in try store.checkHeadroom(headroom, needed: needed) }) { [store] () throws(StoreError) in
             try store.newObjectWriter(maxSize: maxSize)
         }
         http.fetch(HTTPRequest(url: url, maxBodySize: maxSize), into: sink) { [self] result in

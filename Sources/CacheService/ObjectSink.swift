@@ -17,11 +17,12 @@ final class ObjectSink: BodySink {
     // finishes it; the lock (never contended) orders the two.
     private let state = Locked(State(), rank: .bodySink)
     private let open: @Sendable () throws(StoreError) -> ObjectWriter
-    private let headroom: @Sendable () throws(StoreError) -> Void
+    private let headroom: @Sendable (_ needed: Int64) throws(StoreError) -> Void
 
-    /// `headroom` throws when the store is under `min-free-space` (the
-    /// transfer then stops, and its temp file is removed at the end).
-    init(headroom: @escaping @Sendable () throws(StoreError) -> Void = {},
+    /// `headroom` throws when the store is under `min-free-space`, or would be
+    /// after `needed` more bytes (the transfer then stops, and its temp file
+    /// is removed at the end).
+    init(headroom: @escaping @Sendable (_ needed: Int64) throws(StoreError) -> Void = { _ in },
          open: @escaping @Sendable () throws(StoreError) -> ObjectWriter) {
         self.headroom = headroom
         self.open = open
@@ -37,7 +38,7 @@ final class ObjectSink: BodySink {
         try state.withLock { (s) throws(StoreError) in
             do throws(StoreError) {
                 if s.unchecked.map({ $0 >= Self.headroomInterval }) ?? true {
-                    try headroom()
+                    try headroom(0)
                     s.unchecked = 0
                 }
                 s.unchecked? += bytes.count
@@ -47,6 +48,15 @@ final class ObjectSink: BodySink {
                 s.failure = error
                 throw error
             }
+        }
+    }
+
+    /// A body whose announced length would take the free space under the
+    /// headroom is refused before its first byte is written.
+    func expect(length: Int64) throws {
+        do throws(StoreError) { try headroom(length) } catch {
+            state.withLock { $0.failure = error }
+            throw error
         }
     }
 

@@ -16,12 +16,13 @@ extension Store {
     }
 
     /// Throws `StoreError.belowHeadroom` when the store's file system has
-    /// less than `minimum` bytes free (0: never). The space under it is kept
-    /// for the posts and the log: image downloads call this before they
-    /// start, while they stream and before they are committed.
-    public func checkHeadroom(_ minimum: Int64) throws(StoreError) {
+    /// less than `minimum` bytes free (0: never), or would have after
+    /// `needed` more bytes are written. The space under it is kept for the
+    /// posts and the log: image downloads call this before they start, when
+    /// their length is announced, while they stream and before they are committed.
+    public func checkHeadroom(_ minimum: Int64, needed: Int64 = 0) throws(StoreError) {
         guard minimum > 0 else { return }
         let free = try freeSpace()
-        if free < minimum { throw .belowHeadroom(free: free, minimum: minimum) }
+        if free - max(needed, 0) < minimum { throw .belowHeadroom(free: free, minimum: minimum, needed: needed) }
     }
 }
