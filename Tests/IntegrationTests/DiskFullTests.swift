@@ -35,7 +35,8 @@ import CacheSystem
         let origin = try Origin()
         let scratch = Scratch()
         let disk = try SmallDisk(scratch, size: "1m")
-        let daemon = try Daemon(origin: origin, arguments: ["--store", disk.path + "/store"], scratch: scratch)
+        // min-free-space 0: the disk itself fills, which is what is tested here.
+        let daemon = try Daemon(origin: origin, arguments: ["--store", disk.path + "/store", "--min-free-space", "0"], scratch: scratch)
         #expect(try daemon.call("prefetch")["images"]?["downloaded"]?.int == 16)
 
         // Then a 2 MiB "PNG" that cannot fit on the 1 MiB disk. (Downloaded
@@ -87,7 +88,7 @@ import CacheSystem
         #expect(daemon.stop() == 0)
 
         // After a restart the store is consistent.
-        let restarted = try Daemon(origin: origin, arguments: ["--store", disk.path + "/store"], scratch: scratch)
+        let restarted = try Daemon(origin: origin, arguments: ["--store", disk.path + "/store", "--min-free-space", "0"], scratch: scratch)
         #expect(try restarted.call("get_post", [("id", num(1))])["post"] == feed[0])
         #expect(try restarted.call("verify")["corrupt"] == .array([]))
         #expect(restarted.stop() == 0)
@@ -109,7 +110,7 @@ import CacheSystem
         let scratch = Scratch()
         let disk = try SmallDisk(scratch, size: "1m")
         let store = disk.path + "/store"
-        var daemon = try Daemon(origin: origin, arguments: ["--store", store], scratch: scratch)
+        var daemon = try Daemon(origin: origin, arguments: ["--store", store, "--min-free-space", "0"], scratch: scratch)
         #expect(try daemon.call("prefetch")["images"]?["downloaded"]?.int == 16)
         #expect(daemon.stop() == 0)
         // A torn tail (as a crash leaves), then a disk with no room to save a copy of it.
@@ -118,7 +119,7 @@ import CacheSystem
         try log.write(contentsOf: Data((0..<3000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }))
         try log.close()
         disk.fill(chunk: 16 * 1024)
-        daemon = try Daemon(origin: origin, arguments: ["--store", store], scratch: scratch)
+        daemon = try Daemon(origin: origin, arguments: ["--store", store, "--min-free-space", "0"], scratch: scratch)
         #expect(daemon.log.contains("index.log was damaged"), "\(daemon.log)")
         #expect(daemon.log.contains("to nowhere"), "the tail could not be saved, and the log says so: \(daemon.log)")
         #expect(try daemon.call("list_posts")["total"]?.int == 100)
