@@ -74,6 +74,12 @@ import CacheSystem
         #expect(refresh["error"]?["code"] == .string("internal"))
         #expect(refresh["error"]?["message"]?.string?.contains("disk is full") == true, "\(refresh)")
         #expect(try daemon.call("list_posts") == posts, "the old posts are still served")
+        // Both feeds: the posts fail for the disk, the images go on and are
+        // reported with the failure; cachectl prints them, then the store's error (exit 1).
+        let all = try cachectl(["prefetch"], socket: daemon.socket)
+        #expect(all.status == 1, "\(all.stderr)")
+        #expect(all.stdout.hasPrefix("images: 0 downloaded, 16 already cached, 1 failed, 0 B\n  row 16 "), "\(all.stdout)")
+        #expect(all.stderr.contains("disk is full") && all.stderr.hasSuffix("(internal)\n"), "\(all.stderr)")
         for p in (posts["posts"]?.array ?? []).prefix(10) {
             let id = p["id"]?.int ?? 0
             let file = Array(try Data(contentsOf: URL(fileURLWithPath: disk.path + "/store/posts/\(id).json")))
