@@ -54,6 +54,9 @@ public enum CachectlMain {
             try Commands(invocation: invocation).run()
             exit(ExitCode.ok.rawValue)
         } catch let e as CLIError {
+            // What was printed first (a partial prefetch's summary) comes
+            // before the error also when both streams go to one pipe.
+            fflush(nil)  // every output stream (stdout is a C global Swift 6 will not name)
             Output.error("cachectl: \(e.message)\n")
             exit(e.code.rawValue)
         } catch let e as CachedError {

@@ -48,5 +48,9 @@ import CacheProtocol
         #expect(text.stdout == "posts:  100 fetched, 0 unchanged, 0 removed, 0 invalid\n", "\(text.stdout)")
         #expect(text.stderr.hasPrefix("cachectl: images-url \(origin.manifestURL): HTTP 404"), "\(text.stderr)")
         #expect(try daemon.call("list_posts")["total"]?.int == 100, "the posts were stored")
+        // Both streams into one pipe: the summary, then the error.
+        let both = try runProgram("/bin/sh", ["-c", "exec \"$0\" --socket \"$1\" prefetch 2>&1", Paths.cachectl, daemon.socket])
+        #expect(both.status == 6)
+        #expect(both.output.hasPrefix("posts:  0 fetched, 100 unchanged, 0 removed, 0 invalid\ncachectl: images-url "), "\(both.output)")
     }
 }
