@@ -26,7 +26,7 @@ _cachectl() {
     done
     case $cmd in
         "")
-            COMPREPLY=($(compgen -W "get prefetch status verify gc compact ping metrics --socket --instance --timeout --json --help" -- "$cur")) ;;
+            COMPREPLY=($(compgen -W "get prefetch status verify gc compact ping metrics --socket --instance --timeout --json --help --version" -- "$cur")) ;;
         get)
             if [[ -z $sub ]]; then
                 COMPREPLY=($(compgen -W "post posts image images" -- "$cur"))

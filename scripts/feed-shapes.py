@@ -715,10 +715,11 @@ def message(answer):
 
 
 def unchanged(d, ids_titles, total, name):
-    """The posts are still what they were: `total` of them, each id's title as before."""
+    """The posts are still what they were: `total` of them, each id's title as before.
+    Counted by `status`, from memory: a `list_posts` of posts never stored
+    would fetch them first (docs/protocol.md, "list_posts")."""
     try:
-        a = d.call({"op": "list_posts"})
-        got_total = a.get("total")
+        got_total = d.call({"op": "status"}).get("posts")
         bad = []
         for pid, title in ids_titles:
             p = d.call({"op": "get_post", "id": pid})

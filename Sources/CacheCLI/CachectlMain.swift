@@ -47,9 +47,16 @@ public enum CachectlMain {
                 print(Invocation.usage)
                 exit(0)
             }
+            if invocation.command == ["version"] {
+                print(Invocation.version)
+                exit(0)
+            }
             try Commands(invocation: invocation).run()
             exit(ExitCode.ok.rawValue)
         } catch let e as CLIError {
+            // What was printed first (a partial prefetch's summary) comes
+            // before the error also when both streams go to one pipe.
+            fflush(nil)  // every output stream (stdout is a C global Swift 6 will not name)
             Output.error("cachectl: \(e.message)\n")
             exit(e.code.rawValue)
         } catch let e as CachedError {
@@ -78,8 +85,12 @@ struct Invocation {
     /// The timeout when neither `--timeout` nor `CACHED_TIMEOUT` is given.
     static let defaultTimeout = 10.0
 
+    /// What `--version` prints: this cachectl's version and the protocol it speaks.
+    static let version = "cachectl \(cachedVersion) (protocol \(protocolVersion))"
+
     static let usage = """
     usage: cachectl [--socket PATH | --instance NAME] [--timeout SECONDS] [--json] COMMAND
+           cachectl --version | --help
 
     commands:
       get post ID                      print one post (ID may be negative: get post -5)
@@ -107,10 +118,13 @@ struct Invocation {
                       prefetch, verify, gc, compact) wait as long as the
                       daemon answers a ping within it every SECONDS
       --json          print the daemon's JSON answers instead of text
+      --version       print cachectl's version and protocol, then exit
       --              end of options: every later word is a command word
 
-    exit status: 0 success, 1 error, 2 usage, 3 daemon not running or not
-    answering, 4 not found or not cached, 5 prefetch with failed images, 6 feed failed.
+    exit status: 0 success, 1 error (the store's, such as a full disk), 2 usage,
+    3 daemon not running or not answering (or stopping), 4 not found or not
+    cached, 5 prefetch with failed images, 6 the origin failed (a feed, or the
+    image of get image).
     """
 
     static func parse(_ args: [String], environment: [String: String]) throws -> Invocation {
@@ -145,6 +159,9 @@ struct Invocation {
                 optionsEnded = true
             case "--help", "-h", "help":
                 inv.command = ["help"]
+                return inv
+            case "--version", "-V":
+                inv.command = ["version"]
                 return inv
             case "--json": inv.json = true
             case "--force", "-f": inv.force = true

@@ -242,6 +242,11 @@ struct Commands {
                         total: Int(event["total"]?.integer ?? 0), bytes: event["bytes"]?.integer ?? 0)
         }
         bar?.finish()
+        // A feed that failed while the other was done: what was done, then the error.
+        if !json, answer["ok"]?.bool == false, answer["posts"] != nil || answer["images"] != nil {
+            let done = Format.prefetch(answer)
+            if !done.isEmpty { print(done) }
+        }
         try check(answer)
         if json { printJSON(answer) } else { print(Format.prefetch(answer)) }
         let failed = answer["images"]?["failed"]?.integer ?? 0

@@ -114,6 +114,11 @@ let writeCallback: ccurl_data_cb = { data, size, count, userdata in
             // An error page is not the body we asked for: stop reading it.
             t.badStatus = status
             return 0
+        } else if let length = t.headers["content-length"].flatMap({ Int64($0) }) {
+            do { try t.sink.expect(length: length) } catch {
+                t.sinkError = "\(error)"
+                return 0
+            }
         }
     }
     if t.isRedirect {

@@ -81,6 +81,14 @@ public protocol BodySink: AnyObject, Sendable {
     func receive(_ bytes: UnsafeRawBufferPointer) throws
     /// Forgets everything received, before a retry.
     func reset() throws
+    /// Told, before the first chunk, the body's length as the response's
+    /// `Content-Length` gives it (when it does); throwing aborts the transfer.
+    func expect(length: Int64) throws
+}
+
+extension BodySink {
+    /// By default the announced length is not needed.
+    public func expect(length: Int64) throws {}
 }
 
 /// A sink that keeps the body in memory, up to a limit (for the JSON feeds).

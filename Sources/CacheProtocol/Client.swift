@@ -13,7 +13,9 @@ public enum ClientError: Error, CustomStringConvertible, Sendable {
     /// The socket's directory could be written by another user, who could
     /// have replaced the socket: nothing was sent. `reason` says how to fix it.
     case untrustedDirectory(socket: String, reason: String)
-    /// The daemon closed the connection before answering.
+    /// The daemon closed the connection before answering: an end of file, or
+    /// the connection reset (a daemon that is stopping closes connections
+    /// whose requests it has not read, and the kernel resets them).
     case closed(socket: String)
     /// The daemon answered something that is not a protocol line.
     case malformed(String)
@@ -29,7 +31,8 @@ public enum ClientError: Error, CustomStringConvertible, Sendable {
                 "(is it stopped? check systemctl status cached)"
         case let .untrustedDirectory(socket, reason):
             return "refusing to connect to cached at \(socket): \(reason)"
-        case let .closed(socket): return "cached closed the connection on \(socket) before answering"
+        case let .closed(socket):
+            return "cached closed the connection on \(socket) before answering (is it stopping or restarting? check systemctl status cached)"
         case let .malformed(what): return "malformed answer from cached: \(what)"
         case let .io(e): return "socket error: \(e)"
         }
@@ -170,7 +173,11 @@ public final class Client {
                 n = try bytes.withBytes { (raw) throws(SystemError) -> Int in
                     try UnixSocket.send(fd, UnsafeRawBufferPointer(rebasing: raw[sent...]))
                 }
-            } catch { throw .io(error) }
+            } catch {
+                // The daemon closed the connection (it is stopping) before reading the request.
+                if error.errno == EPIPE || error.errno == ECONNRESET { throw .closed(socket: socketPath) }
+                throw .io(error)
+            }
             // 0: the send timeout passed with the daemon not reading.
             if n == 0, let seconds = timeout.seconds { throw .timedOut(socket: socketPath, seconds: seconds) }
             sent += n
@@ -187,7 +194,10 @@ public final class Client {
             let got: UnixSocket.Received
             do {
                 got = try chunk.withMutableBytes { (raw) throws(SystemError) in try UnixSocket.receive(fd, into: raw, maxDescriptors: 8) }
-            } catch { throw .io(error) }
+            } catch {
+                if error.errno == ECONNRESET { throw .closed(socket: socketPath) }
+                throw .io(error)
+            }
             descriptors += got.descriptors
             if descriptors.count > ProtocolLimits.maxPendingDescriptors {
                 for d in descriptors { d.close() }

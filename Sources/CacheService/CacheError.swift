@@ -24,6 +24,9 @@ public enum CacheError: Error, Sendable, CustomStringConvertible {
     case invalid(String)
     /// Several failures of one operation (a prefetch's feeds and images).
     indirect case several([CacheError])
+    /// A prefetch of both feeds in which one feed failed and the other was
+    /// done: what was done (the failed feed's part nil) and why the one failed.
+    indirect case partialPrefetch(PrefetchReport, failure: CacheError)
 
     public var description: String {
         switch self {
@@ -35,6 +38,7 @@ public enum CacheError: Error, Sendable, CustomStringConvertible {
         case .notCached(let row): return "row \(row) is not cached"
         case .invalid(let why): return why
         case .several(let all): return all.map(\.description).joined(separator: "; ")
+        case .partialPrefetch(_, let failure): return failure.description
         }
     }
 
@@ -43,6 +47,7 @@ public enum CacheError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .store: return true
         case .several(let all): return all.contains { $0.isStoreFailure }
+        case .partialPrefetch(_, let failure): return failure.isStoreFailure
         default: return false
         }
     }
@@ -52,6 +57,7 @@ public enum CacheError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .origin(let f): return f.reason
         case .store(let e, _): return "\(e)"
+        case .partialPrefetch(_, let failure): return failure.reason
         default: return description
         }
     }

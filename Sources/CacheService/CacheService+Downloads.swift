@@ -35,16 +35,28 @@ extension CacheService {
     func fetchImage(url: String, revalidating: Revalidation?,
                     completion: @escaping @Sendable (Result<FetchedImage, CacheError>) -> Void) {
         guard imageFlight.join(url, completion) else { counters.withLock { $0.coalesced += 1 }; return }
-        let maxSize = feeds.withLock { $0.maxObjectSize }
+        let (maxSize, headroom) = feeds.withLock { ($0.maxObjectSize, $0.minFreeSpace) }
+        // Under min-free-space nothing is asked of the origin: the room left is the posts' and the log's.
+        do throws(StoreError) { try store.checkHeadroom(headroom) } catch {
+            let refused = CacheError.store(error, doing: "")
+            log.warning("image \(url) not downloaded: \(error)")
+            pool.submit { [self] in imageFlight.finish(url, .failure(refused)) }
+            return
+        }
         // The temp file is opened when the first byte arrives, not when the
         // download is queued: a prefetch of 10,000 URLs holds at most
-        // `concurrency` open files, not one per queued row.
-        let sink = ObjectSink { [store] () throws(StoreError) in try store.newObjectWriter(maxSize: maxSize) }
+        // `concurrency` open files, not one per queued row. A download in
+        // flight counts: its bytes are on the disk, so one that takes the
+        // free space under the headroom is refused once its Content-Length
+        // says so, stopped while it streams (`ObjectSink`) or not committed.
+        let sink = ObjectSink(headroom: { [store] needed throws(StoreError) in try store.checkHeadroom(headroom, needed: needed) }) { [store] () throws(StoreError) in
+            try store.newObjectWriter(maxSize: maxSize)
+        }
         let sent = revalidating?.freshness?.validators ?? Validators()
         let request = HTTPRequest(url: url, headers: Self.imageConditionalHeaders(sent), maxBodySize: maxSize)
         http.fetch(request, into: sink) { [self] result in
             pool.submit { [self] in
-                let outcome = commit(url, result, sink, revalidating: revalidating, sent: sent, view: manifestView())
+                let outcome = commit(url, result, sink, revalidating: revalidating, sent: sent, view: manifestView(), headroom: headroom)
                 noteOutcome(url, outcome)
                 imageFlight.finish(url, outcome)
             }
@@ -68,6 +80,9 @@ extension CacheService {
             if case .origin = e { counters.withLock { $0.upstreamErrors += 1 } }
             log.warning("image \(url) failed: \(e.reason)")
             if e.reason == FetchError.cancelled(url: url).reason { return }  // the daemon is stopping: not the row's failure
+            // The store's failures (a full disk, min-free-space) are not the
+            // row's: no last_error, no backoff; the next prefetch tries again.
+            guard case .origin = e else { return }
             var status: Int?
             if case .origin(let f) = e { status = f.status }
             let error = RowError(time: Double(Clock.wallMilliseconds()) / 1000, reason: e.reason, status: status)
@@ -77,7 +92,7 @@ extension CacheService {
 
     /// Stores a finished fetch (on a worker).
     private func commit(_ url: String, _ result: Result<HTTPResponse, FetchError>, _ sink: ObjectSink,
-                        revalidating: Revalidation?, sent: Validators, view: ManifestView) -> Result<FetchedImage, CacheError> {
+                        revalidating: Revalidation?, sent: Validators, view: ManifestView, headroom: Int64) -> Result<FetchedImage, CacheError> {
         let response: HTTPResponse
         switch result {
         case .failure(let e):
@@ -111,6 +126,10 @@ extension CacheService {
         }
         do throws(StoreError) {
             let writer = try sink.finishedWriter()
+            do throws(StoreError) { try store.checkHeadroom(headroom) } catch {
+                writer.discard()
+                throw error
+            }
             // Whether the bytes are an image depends on the bytes alone, so
             // every server gets the same answer; the declared type only
             // appears in a refusal's message.

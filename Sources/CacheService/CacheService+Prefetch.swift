@@ -20,8 +20,10 @@ extension CacheService {
     }
 
     /// Refreshes the feeds in `scope` and downloads every image not cached
-    /// (every image with `force`). Feed failures fail the whole answer; image
-    /// failures are listed. A prefetch with the same arguments as one already
+    /// (every image with `force`). Feed failures fail the answer (with
+    /// `all`, when one feed failed and the other was done, as
+    /// `CacheError.partialPrefetch` carrying what was done); image failures
+    /// are listed. A prefetch with the same arguments as one already
     /// running joins it: it gets the remaining progress events and the same
     /// answer. The work does not depend on any client staying connected.
     public func prefetch(_ scope: PrefetchScope, force: Bool, progress: @escaping @Sendable (Progress) -> Void,
@@ -65,6 +67,9 @@ extension CacheService {
                              + "\(i.failed) failed, \(i.skipped) skipped, \(i.transfers) transfers, \(i.bytes) bytes")
             }
             log.notice("prefetch \(key) finished in \(NumberText.fixed(seconds, 2)) s: \(parts.joined(separator: "; "))")
+        case .failure(.partialPrefetch(let r, let e)):
+            logFinished(key, .success(r), seconds: seconds)
+            log.warning("prefetch \(key) failed in part after \(NumberText.fixed(seconds, 2)) s: \(e)")
         case .failure(let e):
             log.warning("prefetch \(key) failed after \(NumberText.fixed(seconds, 2)) s: \(e)")
         }
@@ -79,9 +84,11 @@ extension CacheService {
                 return
             }
             prefetchImages(force: force, walked: refresh?.manifest, progress: progress) { result in
+                // One feed failing does not take the other's summary with it.
                 switch (result, postsError) {
                 case (.success(let summary), nil): completion(.success(PrefetchReport(posts: posts, images: summary)))
-                case (.success, let e?): completion(.failure(e))
+                case (.success(let summary), let e?): completion(.failure(.partialPrefetch(PrefetchReport(images: summary), failure: e)))
+                case (.failure(let e), nil) where scope.posts: completion(.failure(.partialPrefetch(PrefetchReport(posts: posts), failure: e)))
                 case (.failure(let e), nil): completion(.failure(e))
                 case (.failure(let e), let p?): completion(.failure(.several([p, e])))
                 }

@@ -108,8 +108,13 @@ public final class CacheService: Sendable {
     }
 
     /// `list_posts` as front-ends call it: now for a page of at most
-    /// `inlineListLimit` posts, later (built on a worker) for a larger one.
+    /// `inlineListLimit` posts, later (built on a worker) for a larger one,
+    /// or once the posts are fetched when they never were (`ensurePosts`).
     public func posts(offset: Int, limit: Int?, then completion: @escaping Completion<PostsPage>) -> Outcome<PostsPage> {
+        guard store.postsKnown else {
+            ensurePosts { [self] result in completion(result.map { posts(offset: offset, limit: limit) }) }
+            return .later
+        }
         let total = store.posts(offset: 0, limit: 0).total
         guard Self.pageSize(total: total, offset: offset, limit: limit) > Self.inlineListLimit else {
             return .now(.success(posts(offset: offset, limit: limit)))

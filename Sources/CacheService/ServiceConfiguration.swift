@@ -46,6 +46,9 @@ public struct FeedConfiguration: Sendable, Equatable {
     public var imagesBaseURL: String?
     /// Largest image or feed body accepted.
     public var maxObjectSize: Int64
+    /// Bytes kept free on the store's file system for the posts and the log
+    /// (`min-free-space`): below it image downloads are refused; 0 = off.
+    public var minFreeSpace: Int64
     /// Where the posts are in each page and how pages follow (`posts-items`, ...).
     public var postsShape: FeedShape
     /// The same for the manifest (`images-items`, ...).
@@ -60,11 +63,12 @@ public struct FeedConfiguration: Sendable, Equatable {
 
     public init(postsURL: String?, imagesURL: String?, imagesBaseURL: String?, maxObjectSize: Int64,
                 postsShape: FeedShape = FeedShape(prefix: "posts"), imagesShape: FeedShape = FeedShape(prefix: "images"),
-                fields: ItemFields = ItemFields()) {
+                fields: ItemFields = ItemFields(), minFreeSpace: Int64 = 0) {
         self.postsURL = postsURL
         self.imagesURL = imagesURL
         self.imagesBaseURL = imagesBaseURL
         self.maxObjectSize = maxObjectSize
+        self.minFreeSpace = minFreeSpace
         self.postsShape = postsShape
         self.imagesShape = imagesShape
         self.fields = fields

@@ -121,6 +121,11 @@ public struct RowFailure: Sendable {
 public struct PrefetchReport: Sendable {
     public var posts: PostsSummary?
     public var images: ImagesSummary?
+
+    public init(posts: PostsSummary? = nil, images: ImagesSummary? = nil) {
+        self.posts = posts
+        self.images = images
+    }
 }
 
 /// The last prefetch that finished, for `status` (`last_prefetch`).

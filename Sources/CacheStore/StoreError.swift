@@ -40,6 +40,11 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     /// `PostID.maxStringBytes`, no pages, or page counts that do not add up
     /// to the items given. What was wrong; nothing was written.
     case invalidFeed(String)
+    /// The store's file system has less than `min-free-space` free, or would
+    /// have once an image of `needed` bytes (its announced length) is
+    /// stored: the download is refused (or stopped, or not committed) so that
+    /// the posts and the log keep room. `free` is what was found, `minimum` the setting.
+    case belowHeadroom(free: Int64, minimum: Int64, needed: Int64)
 
     /// The error for a failure to open the store's files: `IndexLog`'s
     /// refusal of a newer log becomes `.writtenByNewerVersion`, anything else
@@ -92,6 +97,11 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
             return "store writes stopped: \(why); nothing more is written until cached is restarted"
         case .invalidFeed(let what):
             return "refused to store the feed: \(what); nothing was written"
+        case let .belowHeadroom(free, minimum, needed):
+            let found = needed > free - minimum && free >= minimum
+                ? "store has \(formatSize(free)) free, and this image of \(formatSize(needed)) would leave less than min-free-space \(formatSize(minimum))"
+                : "store has \(formatSize(free)) free, under min-free-space \(formatSize(minimum))"
+            return found + ": image downloads are refused until space is freed (gc, max-size, or a larger disk)"
         }
     }
 }

@@ -25,8 +25,9 @@ public struct CachedError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var code: Code
     public var message: String
-    /// Nothing listened on the socket, or the daemon did not answer in
-    /// time (cachectl's exit status 3), as opposed to a connection that broke.
+    /// Nothing listened on the socket, the daemon did not answer in time, or
+    /// it closed the connection before answering (a daemon stopping):
+    /// cachectl's exit status 3, as opposed to a transport that broke otherwise.
     package var isNotRunning = false
 
     public init(_ code: Code, _ message: String) {
@@ -43,7 +44,7 @@ public struct CachedError: Error, Sendable, Equatable, CustomStringConvertible {
         default: self.init(.unavailable, e.description)
         }
         switch e {
-        case .notRunning, .timedOut: isNotRunning = true
+        case .notRunning, .timedOut, .closed: isNotRunning = true
         default: break
         }
     }

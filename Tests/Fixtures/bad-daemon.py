@@ -31,12 +31,17 @@ request line on every connection the way MODE says, until killed:
                 client that keeps the connection)
   no-code       every answer is ok false with a number for error.code, and
                 a stray valid ping answer follows it
+  reset         waits for a request and closes the connection without
+                reading it, as a daemon that is stopping does: the client's
+                recvmsg fails with ECONNRESET
+  hangup        reads a request and closes the connection without answering
 
 Standard library only. Prints "ready" on stdout once it listens.
 """
 
 import json
 import os
+import select
 import socket
 import sys
 import tempfile
@@ -135,6 +140,11 @@ def answer(mode: str, op: str, conn: socket.socket, interval: float) -> bool:
 
 def serve(conn: socket.socket, mode: str, interval: float) -> None:
     buffer = b""
+    if mode == "reset":
+        # Unread bytes at close: the kernel resets the peer (ECONNRESET).
+        select.select([conn], [], [], 10)
+        conn.close()
+        return
     try:
         while True:
             data = conn.recv(65536)
@@ -147,7 +157,7 @@ def serve(conn: socket.socket, mode: str, interval: float) -> None:
                     op = str(json.loads(raw).get("op"))
                 except (ValueError, AttributeError):
                     op = ""
-                if not answer(mode, op, conn, interval):
+                if mode == "hangup" or not answer(mode, op, conn, interval):
                     return
     except OSError:
         return  # the client hung up

@@ -35,7 +35,8 @@ import CacheSystem
         let origin = try Origin()
         let scratch = Scratch()
         let disk = try SmallDisk(scratch, size: "1m")
-        let daemon = try Daemon(origin: origin, arguments: ["--store", disk.path + "/store"], scratch: scratch)
+        // min-free-space 0: the disk itself fills, which is what is tested here.
+        let daemon = try Daemon(origin: origin, arguments: ["--store", disk.path + "/store", "--min-free-space", "0"], scratch: scratch)
         #expect(try daemon.call("prefetch")["images"]?["downloaded"]?.int == 16)
 
         // Then a 2 MiB "PNG" that cannot fit on the 1 MiB disk. (Downloaded
@@ -73,6 +74,12 @@ import CacheSystem
         #expect(refresh["error"]?["code"] == .string("internal"))
         #expect(refresh["error"]?["message"]?.string?.contains("disk is full") == true, "\(refresh)")
         #expect(try daemon.call("list_posts") == posts, "the old posts are still served")
+        // Both feeds: the posts fail for the disk, the images go on and are
+        // reported with the failure; cachectl prints them, then the store's error (exit 1).
+        let all = try cachectl(["prefetch"], socket: daemon.socket)
+        #expect(all.status == 1, "\(all.stderr)")
+        #expect(all.stdout.hasPrefix("images: 0 downloaded, 16 already cached, 1 failed, 0 B\n  row 16 "), "\(all.stdout)")
+        #expect(all.stderr.contains("disk is full") && all.stderr.hasSuffix("(internal)\n"), "\(all.stderr)")
         for p in (posts["posts"]?.array ?? []).prefix(10) {
             let id = p["id"]?.int ?? 0
             let file = Array(try Data(contentsOf: URL(fileURLWithPath: disk.path + "/store/posts/\(id).json")))
@@ -87,7 +94,7 @@ import CacheSystem
         #expect(daemon.stop() == 0)
 
         // After a restart the store is consistent.
-        let restarted = try Daemon(origin: origin, arguments: ["--store", disk.path + "/store"], scratch: scratch)
+        let restarted = try Daemon(origin: origin, arguments: ["--store", disk.path + "/store", "--min-free-space", "0"], scratch: scratch)
         #expect(try restarted.call("get_post", [("id", num(1))])["post"] == feed[0])
         #expect(try restarted.call("verify")["corrupt"] == .array([]))
         #expect(restarted.stop() == 0)
@@ -109,7 +116,7 @@ import CacheSystem
         let scratch = Scratch()
         let disk = try SmallDisk(scratch, size: "1m")
         let store = disk.path + "/store"
-        var daemon = try Daemon(origin: origin, arguments: ["--store", store], scratch: scratch)
+        var daemon = try Daemon(origin: origin, arguments: ["--store", store, "--min-free-space", "0"], scratch: scratch)
         #expect(try daemon.call("prefetch")["images"]?["downloaded"]?.int == 16)
         #expect(daemon.stop() == 0)
         // A torn tail (as a crash leaves), then a disk with no room to save a copy of it.
@@ -118,7 +125,7 @@ import CacheSystem
         try log.write(contentsOf: Data((0..<3000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }))
         try log.close()
         disk.fill(chunk: 16 * 1024)
-        daemon = try Daemon(origin: origin, arguments: ["--store", store], scratch: scratch)
+        daemon = try Daemon(origin: origin, arguments: ["--store", store, "--min-free-space", "0"], scratch: scratch)
         #expect(daemon.log.contains("index.log was damaged"), "\(daemon.log)")
         #expect(daemon.log.contains("to nowhere"), "the tail could not be saved, and the log says so: \(daemon.log)")
         #expect(try daemon.call("list_posts")["total"]?.int == 100)

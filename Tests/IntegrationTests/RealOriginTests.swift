@@ -190,12 +190,37 @@ import CacheSystem
             #expect(r.status == 0 && r.posts?["fetched"]?.int == 1 && r.images?["downloaded"]?.int == 0, "\(r.problems)")
             #expect(try cachectl(["get", "post", "1"], socket: d.socket).stdout.contains("Title: \(title)"))
         }
-        let round5 = Date()
         let edited = logs(origin: 2, cache: 6)
         report("edit at the origin, stale", edited)
         #expect(sorted(edited.origin) == ["/images/manifest.json 304", "/posts.json 200"])
         #expect(sorted(edited.cache) == ["/images/manifest.json 304", "/images/manifest.json 304", "/images/manifest.json 304",
                                          "/posts.json 200", "/posts.json 200", "/posts.json 200"])
+
+        // 5b. Another edit, and the three prefetch together (docs/operations.md):
+        // the request that revalidates gets the edit; those answered from the
+        // stale copy meanwhile (UPDATING) find the feed unchanged and get
+        // the edit at their next prefetch.
+        let title2 = "edited again, hosts prefetching together"
+        try files.edit("posts.json", replacing: title, with: title2)
+        Thread.sleep(until: stale(after: Date()))
+        let together = Locked<[Int: PrefetchRun]>([:])
+        onThreads(3) { i in
+            let r = try? PrefetchRun(socket: sockets[i])
+            together.withLock { $0[i] = r }
+        }
+        let gotIt = (0..<3).filter { together.withLock { $0 }[$0]?.posts?["fetched"]?.int == 1 }
+        let firstRound = logs(origin: 1, cache: 6)
+        report("edit, 3 hosts at once", firstRound)
+        let updating = firstRound.cache.filter { $0.path == "/posts.json" && $0.cacheStatus == "UPDATING" }.count
+        print("[shared-cache] edit, 3 hosts at once: \(gotIt.count) got it, \(updating) answered from the stale copy")
+        #expect(!gotIt.isEmpty && gotIt.count + updating == 3, "got it: \(gotIt), UPDATING: \(updating)")
+        for i in 0..<3 {
+            let r = try PrefetchRun(socket: daemons[i].socket)
+            #expect(r.posts?["fetched"]?.int == (gotIt.contains(i) ? 0 : 1), "host \(i), next round: \(r.problems)")
+            #expect(try cachectl(["get", "post", "1"], socket: daemons[i].socket).stdout.contains("Title: \(title2)"))
+        }
+        _ = logs(origin: 0, cache: 6)
+        let round5 = Date()
 
         // 6. The origin goes down: the cache answers from its stale copy,
         // in full (nginx 1.22 answers 200, not 304, with a copy it could

@@ -266,6 +266,10 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
     func failure(_ e: CacheError, _ request: HTTPRequest) -> [UInt8] {
         service.noteRequests(0, errors: 1)
         let code = ProtocolError.code(e)
+        if case .partialPrefetch(let done, _) = e {
+            let line = AnswerEncoding.prefetchFailure(shown(done), ProtocolError(code, shown(e.description)), tag: nil)
+            return responses.body(HTTPResponses.status(code), request, type: HTTPResponses.json, line)
+        }
         return responses.error(HTTPResponses.status(code), code, shown(e.description), request)
     }
 }

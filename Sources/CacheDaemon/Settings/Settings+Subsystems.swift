@@ -7,7 +7,8 @@ extension Settings {
         var c = FeedConfiguration(postsURL: postsURL, imagesURL: imagesURL, imagesBaseURL: imagesBaseURL, maxObjectSize: maxObjectSize,
                                   postsShape: FeedShape(prefix: "posts", items: postsItems, next: postsNext, maxPages: postsMaxPages),
                                   imagesShape: FeedShape(prefix: "images", items: imagesItems, next: imagesNext, maxPages: imagesMaxPages),
-                                  fields: ItemFields(postID: postsID, imageURL: imagesURLField, imageDescription: imagesDescriptionField))
+                                  fields: ItemFields(postID: postsID, imageURL: imagesURLField, imageDescription: imagesDescriptionField),
+                                  minFreeSpace: minFreeSpace)
         c.imagesRevalidateAfter = imagesRevalidateAfter
         return c
     }

@@ -31,6 +31,11 @@ public struct Settings: Sendable, Equatable {
     public var maxObjectSize: Int64 = 64 << 20
     /// Seconds an image stays fresh when its response states no lifetime; 0 = never revalidated.
     public var imagesRevalidateAfter: Int64 = 86400
+    /// Free space kept on the store's file system for the posts and the log:
+    /// below it image downloads are refused (0 = off). 64M: as much as the
+    /// largest feed body `max-object-size` accepts by default, which is about
+    /// what one refresh of the posts writes.
+    public var minFreeSpace: Int64 = 64 << 20
     /// Parallel downloads, retries, timeouts, redirects, TLS trust and proxy.
     public var fetch = FetchPolicy()
     /// `fetch-header`, in order; sent only to the origins of the feed URLs.

@@ -41,6 +41,8 @@ extension Settings {
               \.maxObjectSize, parse: { k, v throws(SettingsError) in try ValueParser.size(k, v, minimum: 1, "greater than 0") }, format: { String($0) }),
         .make("images-revalidate-after", "AGE", .live, "seconds an image stays fresh when its response states no lifetime; 0 = never revalidated",
               \.imagesRevalidateAfter, parse: { k, v throws(SettingsError) in try ValueParser.age(k, v) }, format: { String($0) }),
+        .make("min-free-space", "SIZE", .live, "free space kept on the store's file system for the posts and the log; below it image downloads are refused; 0 = off",
+              \.minFreeSpace, parse: { k, v throws(SettingsError) in try ValueParser.size(k, v) }, format: { String($0) }),
         .make("concurrency", "N", .restart, "parallel downloads, 1 to 256",
               \.fetch.concurrency, parse: { k, v throws(SettingsError) in try ValueParser.whole(k, v, 1...256) }, format: { String($0) }),
         .make("prefetch-on-start", "[BOOL]", .restart, "run a full prefetch right after start",

@@ -74,17 +74,35 @@ enum AnswerEncoding {
     }
 
     static func prefetch(_ r: PrefetchReport, tag: [UInt8]?) -> [UInt8] {
-        Response.ok(tag: tag, capacity: 256) { o in
-            summary(r, into: &o)
-            o.key("failures")
-            o.rawArray((r.images?.failures ?? []).map { f in
-                var fo = JSONObjectWriter()
-                fo.field("row", f.row)
-                fo.field("url", f.url)
-                fo.field("error", f.error)
-                return fo.finished()
-            })
-        }
+        Response.ok(tag: tag, capacity: 256) { prefetchMembers(r, &$0) }
+    }
+
+    /// The error line of a prefetch in which one feed failed
+    /// (`CacheError.partialPrefetch`): `error` as any failure's, then what
+    /// was done, as a success gives it, the failed feed's member null
+    /// (docs/protocol.md, "prefetch").
+    static func prefetchFailure(_ r: PrefetchReport, _ e: ProtocolError, tag: [UInt8]?) -> [UInt8] {
+        var o = JSONObjectWriter(capacity: 256 + (tag?.count ?? 0))
+        o.field("ok", false)
+        if let tag { o.field("tag", rawJSON: tag) }
+        var inner = JSONObjectWriter()
+        inner.field("code", e.code.rawValue)
+        inner.field("message", e.message)
+        o.field("error", object: inner)
+        prefetchMembers(r, &o)
+        return o.line()
+    }
+
+    private static func prefetchMembers(_ r: PrefetchReport, _ o: inout JSONObjectWriter) {
+        summary(r, into: &o)
+        o.key("failures")
+        o.rawArray((r.images?.failures ?? []).map { f in
+            var fo = JSONObjectWriter()
+            fo.field("row", f.row)
+            fo.field("url", f.url)
+            fo.field("error", f.error)
+            return fo.finished()
+        })
     }
 
     /// A prefetch report's `posts` and `images` objects (the `prefetch`

@@ -20,6 +20,7 @@ extension ProtocolError {
         case .invalid: return .badRequest
         case .several(let all):
             return error.isStoreFailure ? .internal : all.first.map(code) ?? .internal
+        case .partialPrefetch(_, let failure): return code(failure)
         }
     }
 

@@ -117,9 +117,11 @@ final class Dispatcher: Sendable {
         }
     }
 
-    /// An error line, counted as an error answer.
+    /// An error line, counted as an error answer (a prefetch that failed in
+    /// part carries what it did).
     private func error(_ e: CacheError, _ tag: [UInt8]?) -> [UInt8] {
         service.noteRequests(0, errors: 1)
+        if case .partialPrefetch(let done, _) = e { return AnswerEncoding.prefetchFailure(done, ProtocolError(e), tag: tag) }
         return Response.error(ProtocolError(e), tag: tag)
     }
 }
