@@ -104,12 +104,17 @@ public final class CacheService: Sendable {
 
     /// `list_posts` as front-ends call it: now for a page of at most
     /// `inlineListLimit` posts, later (built on a worker) for a larger one.
-    public func posts(offset: Int, limit: Int?, then completion: @escaping Completion<PostsPage>) -> Outcome<PostsPage> {
+    /// With a `query`, only the posts whose title holds it (`PostSearch`):
+    /// a scan of every post, so on a worker once the store holds more than
+    /// `inlineListLimit`, whatever the page's size.
+    public func posts(offset: Int, limit: Int?, query: String? = nil,
+                      then completion: @escaping Completion<PostsPage>) -> Outcome<PostsPage> {
         let total = store.posts(offset: 0, limit: 0).total
-        guard Self.pageSize(total: total, offset: offset, limit: limit) > Self.inlineListLimit else {
-            return .now(.success(posts(offset: offset, limit: limit)))
+        let work = query == nil ? Self.pageSize(total: total, offset: offset, limit: limit) : total
+        guard work > Self.inlineListLimit else {
+            return .now(.success(posts(offset: offset, limit: limit, query: query)))
         }
-        pool.submit { [self] in completion(.success(posts(offset: offset, limit: limit))) }
+        pool.submit { [self] in completion(.success(posts(offset: offset, limit: limit, query: query))) }
         return .later
     }
 
@@ -123,10 +128,16 @@ public final class CacheService: Sendable {
         max(0, min(total - min(max(offset, 0), total), limit ?? Int.max))
     }
 
-    /// `list_posts`: posts in list order (ascending ids when all are integers, else the feed's) from `offset`, at most `limit` (always now).
-    public func posts(offset: Int, limit: Int?) -> PostsPage {
-        let (total, page) = store.posts(offset: offset, limit: limit ?? Int.max)
-        return PostsPage(total: total, ids: page.map(\.id), posts: page.map(\.json))
+    /// `list_posts`: posts in list order (ascending ids when all are
+    /// integers, else the feed's) from `offset`, at most `limit`; with a
+    /// `query`, of the posts whose title holds it, and `total` counts those
+    /// (always now).
+    public func posts(offset: Int, limit: Int?, query: String? = nil) -> PostsPage {
+        guard let query else {
+            let (total, page) = store.posts(offset: offset, limit: limit ?? Int.max)
+            return PostsPage(total: total, ids: page.map(\.id), posts: page.map(\.json))
+        }
+        return PostSearch(query).page(of: store.posts(offset: 0, limit: Int.max).page, offset: offset, limit: limit)
     }
 
     // MARK: Reload
