@@ -31,6 +31,8 @@ public final class CacheService: Sendable {
     let revalidation = Locked(FeedRevalidation())
     /// The manifest's URLs resolved, rebuilt when the manifest changes.
     let manifestViews = Locked<ManifestView?>(nil)
+    /// Every post's title lowercased, for `list_posts`'s `query`; rebuilt when the posts change.
+    let titles = Locked(TitleIndex())
     /// The running prefetches, by arguments, and who listens to each (CacheService+Prefetch.swift).
     let prefetches = Locked<[String: PrefetchListeners]>([:])
     /// Closures behind a lock are kept in a `Handler` (Handler.swift says why).
@@ -137,7 +139,14 @@ public final class CacheService: Sendable {
             let (total, page) = store.posts(offset: offset, limit: limit ?? Int.max)
             return PostsPage(total: total, ids: page.map(\.id), posts: page.map(\.json))
         }
-        return PostSearch(query).page(of: store.posts(offset: 0, limit: Int.max).page, offset: offset, limit: limit)
+        let generation = store.postsGeneration
+        let posts = store.posts(offset: 0, limit: Int.max).page
+        var index = titles.withLock { $0 }
+        if index.generation != generation {
+            index = TitleIndex(generation: generation, posts: posts)
+            titles.withLock { $0 = index }
+        }
+        return PostSearch(query).page(of: posts, titles: index, offset: offset, limit: limit)
     }
 
     // MARK: Reload

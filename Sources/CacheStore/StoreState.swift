@@ -24,6 +24,8 @@ struct StoreState {
     var evictions = 0
     /// Changes whenever a row's URL or the row count changes.
     var manifestGeneration = 0
+    /// Changes whenever a post is stored or removed.
+    var postsGeneration = 0
     /// Feeds whose logged validators held unsafe values (dropped on replay).
     var damagedValidators: Set<Feed> = []
 
@@ -31,8 +33,10 @@ struct StoreState {
         switch record {
         case let .post(id, json):
             posts[id] = json
+            postsGeneration += 1
         case let .postRemoved(id):
             posts[id] = nil
+            postsGeneration += 1
         case let .manifestSize(count):
             manifestGeneration += 1
             if rows.count > count { rows.removeLast(rows.count - count) }
