@@ -187,7 +187,7 @@ function setImage(tr, r, by) {
   if (type && !SHOWN.has(type)) {
     tr.setAttribute("data-hash", hash);
     const size = typeof r.size === "number" ? ", " + count(r.size) + " bytes" : "";
-    const ph = placeholder("unsupported", `${type}: browsers do not show this type${size} `);
+    const ph = placeholder("unsupported", `${type}: browsers do not show this type${size}`);
     const a = el("a", "", "download");
     a.href = "/objects/" + hash;
     ph.append(a);

@@ -44,10 +44,11 @@ h2.section { font-size: 1.3em; margin: .8em 0 .4em; }
 table { border-collapse: collapse; width: 100%; }
 td, th { border-bottom: 1px solid var(--line); padding: .4em; text-align: left; vertical-align: middle; }
 td.n { color: var(--muted); width: 3.5em; }
-td.img { width: 176px; height: 112px; }
-td.img img { display: block; max-width: 160px; max-height: 96px; }
+td.img { width: 176px; height: 80px; }
+td.img img { display: block; max-width: 160px; max-height: 72px; min-height: 32px; object-fit: contain; image-rendering: pixelated; }
 img[data-state="error"] { outline: 2px dashed #c33; min-width: 40px; min-height: 20px; }
-.placeholder { width: 160px; min-height: 48px; padding: .3em; display: flex; align-items: center; justify-content: center; text-align: center; border: 1px dashed var(--line); border-radius: 6px; color: var(--muted); font-size: .8em; overflow-wrap: anywhere; }
+.placeholder { width: 160px; min-height: 48px; padding: .3em; text-align: center; border: 1px dashed var(--line); border-radius: 6px; color: var(--muted); font-size: .8em; overflow-wrap: anywhere; }
+.placeholder a { display: block; }
 .placeholder[data-state="failed"] { color: #c33; border-color: #c336; }
 """#
 }

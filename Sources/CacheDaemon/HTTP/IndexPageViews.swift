@@ -22,6 +22,7 @@ function route() {
 }
 
 function selectTab(tab) {
+  if (st.tab !== tab) window.scrollTo(0, 0);
   st.tab = tab;
   $("main").dataset.tab = tab;
   for (const b of document.querySelectorAll("button[data-tab]")) b.setAttribute("aria-selected", String(b.dataset.tab === tab));
