@@ -140,13 +140,15 @@ public final class CacheService: Sendable {
             return PostsPage(total: total, ids: page.map(\.id), posts: page.map(\.json))
         }
         let generation = store.postsGeneration
-        let posts = store.posts(offset: 0, limit: Int.max).page
         var index = titles.withLock { $0 }
         if index.generation != generation {
-            index = TitleIndex(generation: generation, posts: posts)
+            index = TitleIndex(generation: generation, posts: store.posts(offset: 0, limit: Int.max).page)
             titles.withLock { $0 = index }
         }
-        return PostSearch(query).page(of: posts, titles: index, offset: offset, limit: limit)
+        let (total, ids) = PostSearch(query).matches(in: index, offset: offset, limit: limit)
+        // A post removed since the index was read is left out of the page.
+        let page = ids.compactMap { id in store.post(id: id).map { (id, $0) } }
+        return PostsPage(total: total, ids: page.map(\.0), posts: page.map(\.1))
     }
 
     // MARK: Reload

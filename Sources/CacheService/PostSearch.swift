@@ -13,23 +13,17 @@ struct PostSearch: Sendable {
 
     init(_ query: String) { needle = Array(query.lowercased().utf8) }
 
-    /// The matches among `posts` (in their order): the total, and the page
-    /// from `offset`, at most `limit`. A post `titles` does not know (stored
-    /// since it was built) has its title read from its JSON.
-    func page(of posts: [(id: PostID, json: [UInt8])], titles: TitleIndex, offset: Int, limit: Int?) -> PostsPage {
+    /// The matches among the posts `index` lists (in list order): their
+    /// number, and the ids of those from `offset`, at most `limit`.
+    func matches(in index: TitleIndex, offset: Int, limit: Int?) -> (total: Int, ids: [PostID]) {
         var total = 0
-        var ids: [PostID] = [], jsons: [[UInt8]] = []
+        var ids: [PostID] = []
         let end = limit.map { offset + $0 } ?? Int.max
-        for p in posts {
-            let title = titles.titles[p.id] ?? TitleIndex.title(p.json).map { Array($0.lowercased().utf8) }
-            guard let title, Self.contains(title, needle) else { continue }
-            if total >= offset && total < end {
-                ids.append(p.id)
-                jsons.append(p.json)
-            }
+        for entry in index.entries where Self.contains(entry.title, needle) {
+            if total >= offset && total < end { ids.append(entry.id) }
             total += 1
         }
-        return PostsPage(total: total, ids: ids, posts: jsons)
+        return (total, ids)
     }
 
     /// Whether `haystack` holds the bytes of `needle` (both lowercased
@@ -56,23 +50,23 @@ struct PostSearch: Sendable {
     }
 }
 
-/// Every post's title, lowercased, as of one `Store.postsGeneration`: a
-/// search compares strings instead of parsing every post (50,000 posts:
-/// about 2 MB of titles, built once per change of the posts). Lowercased
-/// UTF-8, compared byte for byte.
+/// Every post's id and title, lowercased, in list order, as of one
+/// `Store.postsGeneration` (which changes with the posts and their order):
+/// a search compares bytes instead of parsing every post, and reads the
+/// JSON of the page's matches alone (50,000 posts: about 2 MB of titles,
+/// built once per change of the posts). Lowercased UTF-8, compared byte
+/// for byte.
 struct TitleIndex: Sendable {
     /// The posts generation it was built at (-1: never built).
     var generation = -1
-    var titles: [PostID: [UInt8]] = [:]
+    /// A post without a title has an empty one, which matches nothing.
+    var entries: [(id: PostID, title: [UInt8])] = []
 
     init() {}
 
     init(generation: Int, posts: [(id: PostID, json: [UInt8])]) {
         self.generation = generation
-        titles.reserveCapacity(posts.count)
-        for p in posts {
-            titles[p.id] = Self.title(p.json).map { Array($0.lowercased().utf8) } ?? []  // no title matches nothing
-        }
+        entries = posts.map { ($0.id, Self.title($0.json).map { Array($0.lowercased().utf8) } ?? []) }
     }
 
     /// A post's title: `title` as a string, or `title.rendered`.

@@ -15,8 +15,11 @@ import CacheSystem
         post(6, #"{"id":6,"title":7}"#),
     ]
 
-    func search(_ q: String, offset: Int = 0, limit: Int? = nil, index: TitleIndex? = nil) -> PostsPage {
-        PostSearch(q).page(of: Self.posts, titles: index ?? TitleIndex(generation: 0, posts: Self.posts), offset: offset, limit: limit)
+    /// The search as the service makes its page: the matches' ids, then their JSON.
+    func search(_ q: String, offset: Int = 0, limit: Int? = nil) -> PostsPage {
+        let (total, ids) = PostSearch(q).matches(in: TitleIndex(generation: 0, posts: Self.posts), offset: offset, limit: limit)
+        let json = Dictionary(uniqueKeysWithValues: Self.posts.map { ($0.id, $0.json) })
+        return PostsPage(total: total, ids: ids, posts: ids.map { json[$0]! })
     }
 
     @Test func theTitleAloneIgnoringCaseStringOrRendered() {
@@ -37,11 +40,12 @@ import CacheSystem
         #expect(search("needle", offset: 0, limit: 0).total == 3)
     }
 
-    @Test func aPostTheIndexDoesNotKnowIsReadFromItsJSON() {
-        let old = TitleIndex(generation: 0, posts: Array(Self.posts.prefix(2)))
-        #expect(search("needle", index: old).ids == [.int(2), .int(3), .int(5)])
-        #expect(old.titles[.int(1)] == Array("sunt aut facere".utf8))
-        #expect(TitleIndex(generation: 0, posts: Self.posts).titles[.int(4)] == [], "no title: an empty entry, never parsed again")
+    @Test func theIndexKeepsListOrderAndAnEmptyTitleForAPostWithout() {
+        let index = TitleIndex(generation: 3, posts: Self.posts)
+        #expect(index.generation == 3)
+        #expect(index.entries.map(\.id) == Self.posts.map(\.id))
+        #expect(index.entries[0].title == Array("sunt aut facere".utf8))
+        #expect(index.entries[3].title.isEmpty && index.entries[5].title.isEmpty, "no title, or a number: empty, matching nothing")
     }
 
     @Test func bytesMatchLikeText() {
@@ -49,5 +53,25 @@ import CacheSystem
         #expect(!PostSearch.contains(Array("ab".utf8), Array("abc".utf8)))
         #expect(PostSearch.contains([], []))
         #expect(!PostSearch.contains(Array("abcab".utf8), Array("bb".utf8)))
+    }
+}
+
+/// The service's search over a real store: the index follows the posts.
+@Suite struct ServiceSearchTests {
+    @Test func aSearchBeforeAPrefetchDoesNotHideThePostsItStores() async throws {
+        let h = try await Harness.start()
+        defer { h.close() }
+        let s = h.service
+        #expect(s.posts(offset: 0, limit: nil, query: "qui").total == 0, "nothing stored yet (an index of no posts)")
+        _ = try await completion { s.prefetch(.posts, force: false, progress: { _ in }, then: $0) }.get()
+        let all = s.posts(offset: 0, limit: nil)
+        let expected = zip(all.ids, all.posts).filter { (_, json) in
+            (TitleIndex.title(json) ?? "").lowercased().contains("qui")
+        }
+        let found = s.posts(offset: 0, limit: nil, query: "QUI")
+        #expect(found.total == expected.count && found.total > 3, "\(found.total) of \(expected.count)")
+        #expect(found.ids == expected.map(\.0) && found.posts == expected.map(\.1), "in list order, the stored bytes")
+        let page = s.posts(offset: 2, limit: 2, query: "qui")
+        #expect(page.total == expected.count && page.ids == expected[2..<4].map(\.0))
     }
 }
