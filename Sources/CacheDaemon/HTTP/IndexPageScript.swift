@@ -13,7 +13,7 @@ const HASH = /^[0-9a-f]{32}$/;
 const SHOWN = new Set(["image/jpeg", "image/png", "image/gif", "image/webp", "image/bmp", "image/avif",
   "image/svg+xml", "image/vnd.microsoft.icon", "image/x-win-bitmap"]);
 const st = { events: 0, eventSeq: 0, sse: "connecting", postsOk: false, postsSeq: 0, imagesSeq: 0,
-  postsOffset: 0, postsTotal: 0, rowsOffset: 0, rowsTotal: 0, query: "", view: "list", tab: "posts" };
+  postsOffset: 0, postsTotal: 0, rowsOffset: 0, rowsTotal: 0, query: "", view: "list", tab: "posts", detailSeq: 0 };
 let rowByN = new Map();  // row number -> its <tr>, for the rows of the shown page
 
 function el(tag, cls, text) {

@@ -30,6 +30,7 @@ function selectTab(tab) {
 }
 
 async function showDetail(id) {
+  const seq = ++st.detailSeq;
   st.view = "detail";
   $("main").dataset.view = "detail";
   $("detail").hidden = false;
@@ -41,12 +42,13 @@ async function showDetail(id) {
   if (!id) { box.replaceChildren(); showError("detail", "not a post id"); return; }
   try {
     const { body } = await getJSON("/posts/" + encodeURIComponent(id));
-    if (location.hash !== "#post/" + encodeURIComponent(id) && decodeURIComponent(location.hash.slice(6)) !== id) return;
+    if (seq !== st.detailSeq || st.view !== "detail") return;  // another post, or the list, since
     if (!body || typeof body !== "object") throw new Error("/posts/{id}: not an object");
     const h = el("h2", "", postTitle(body) || "(untitled)");
     box.replaceChildren(h, el("p", "meta", postMeta(id, body)), el("div", "body", postBody(body)));
     box.setAttribute("data-id", id);
   } catch (e) {
+    if (seq !== st.detailSeq) return;
     box.replaceChildren();
     showError("detail", e.message);
   }
