@@ -96,3 +96,40 @@ extension HTTPBrowserTests {
         print("[http-browser] phone: \(page.summaryText); \(requested) images requested; screenshot \(page.screenshot)")
     }
 }
+
+extension HTTPBrowserTests {
+    /// String ids that need encoding (`posts-id = /slug`: a slash, a space,
+    /// `?`, `#`, `%` and non-ASCII), WordPress's `{"rendered": ...}` title
+    /// and body: the list shows each id and the title's text, and a post's
+    /// view fetches `/posts/{id}` with the id percent-encoded.
+    @Test func aStringIDWithSlashesAndARenderedTitleOpenInThePostView() throws {
+        let nginx = try Nginx()
+        let root = try #require(nginx.files).root
+        let slugs = ["2024/a b?c#d", "100% é", "plain"]
+        let feed = JSON.array(slugs.enumerated().map { i, slug in
+            .object([("slug", .string(slug)), ("author", .number(String(i + 3))),
+                     ("title", .object([("rendered", .string("Post &amp; <em>\(i)</em>"))])),
+                     ("content", .object([("rendered", .string("<p>first</p><p>second \(i)</p>"))]))])
+        })
+        try Data(feed.encoded).write(to: URL(fileURLWithPath: root + "/posts.json"))
+        let port = try unusedLocalPort()
+        let daemon = try Daemon(origin: nil, arguments: ["--posts-url", nginx.postsURL, "--posts-id", "/slug",
+                                                         "--images-url", nginx.manifestURL, "--http-listen", "127.0.0.1:\(port)"])
+        let r = try cachectl(["prefetch", "posts"], socket: daemon.socket)
+        try #require(r.status == 0, "\(r.stderr)")
+        let ids = "[...document.querySelectorAll('article.post')].map(a => [a.dataset.id, a.querySelector('h2').textContent, a.querySelector('.meta').textContent])"
+        let listed = Self.s("s.dataset.posts === '3'")
+        let open = "document.querySelector('article.post[data-id=\"100% é\"] h2 a').click()"
+        let shown = Self.s("s.dataset.view === 'detail'") + " && document.getElementById('detail-post').dataset.id === '100% é'"
+            + " && document.querySelector('#detail-post h2').textContent === 'Post & 1'"
+        let page = try PageCheck.run(url: "http://127.0.0.1:\(port)/", artifact: "http-page-string-ids", until: listed,
+                                     actions: [.do(open), .step(shown)],
+                                     eval: [ids, "location.hash", "document.querySelector('#detail-post .body').textContent"], daemon: daemon)
+        try #require(page.status == 0, "\(page.failure)")
+        #expect(page.errors.isEmpty, "the page logged errors: \(page.errors)")
+        let rows = (page.eval(ids)?.array ?? []).map { ($0.array ?? []).map { $0.string ?? "?" } }
+        #expect(rows == slugs.enumerated().map { i, slug in [slug, "Post & \(i)", "#\(slug) · user \(i + 3)"] }, "\(rows)")
+        #expect(page.eval("location.hash")?.string == "#post/100%25%20%C3%A9")
+        #expect(page.eval("document.querySelector('#detail-post .body').textContent")?.string == "first\nsecond 1", "a line after each block")
+    }
+}

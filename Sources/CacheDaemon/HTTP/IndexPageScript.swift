@@ -60,10 +60,13 @@ async function getJSON(path) {
 }
 
 // WordPress gives {"rendered": "<p>...</p>"} where others give a string: its
-// text, from an inert document (nothing in it runs or loads).
+// text, from an inert document (nothing in it runs or loads), a line after
+// each block.
 function rendered(v) {
   if (!(v && typeof v === "object" && typeof v.rendered === "string")) return v;
-  return new DOMParser().parseFromString(v.rendered, "text/html").body.textContent.trim();
+  const body = new DOMParser().parseFromString(v.rendered, "text/html").body;
+  for (const b of body.querySelectorAll("p, br, div, li, h1, h2, h3, h4, h5, h6, blockquote, pre, tr")) b.after("\n");
+  return body.textContent.replace(/\n{3,}/g, "\n\n").trim();
 }
 const postTitle = (p) => str(rendered(p.title));
 const postBody = (p) => str(rendered(p.body ?? p.content_text ?? p.summary ?? p.content));
