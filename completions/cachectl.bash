@@ -7,7 +7,7 @@ _cachectl() {
         --socket|-s|-o|--output)
             COMPREPLY=($(compgen -f -- "$cur"))
             return ;;
-        --timeout)
+        --timeout|--query|-q)
             COMPREPLY=()
             return ;;
         --instance)
@@ -19,7 +19,7 @@ _cachectl() {
     esac
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-            --socket|-s|-o|--output|--timeout|--instance) ((i++)) ;;
+            --socket|-s|-o|--output|--timeout|--instance|--query|-q) ((i++)) ;;
             -*) ;;
             *) if [[ -z $cmd ]]; then cmd=${COMP_WORDS[i]}; elif [[ -z $sub ]]; then sub=${COMP_WORDS[i]}; fi ;;
         esac
@@ -32,6 +32,8 @@ _cachectl() {
                 COMPREPLY=($(compgen -W "post posts image images" -- "$cur"))
             elif [[ $sub == image ]]; then
                 COMPREPLY=($(compgen -W "-o" -- "$cur"))
+            elif [[ $sub == posts ]]; then
+                COMPREPLY=($(compgen -W "--query" -- "$cur"))
             fi ;;
         prefetch)
             COMPREPLY=($(compgen -W "all posts images --force" -- "$cur")) ;;

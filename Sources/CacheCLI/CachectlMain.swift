@@ -78,6 +78,8 @@ struct Invocation {
     var json = false
     var command: [String] = []
     var output: String?
+    /// `get posts --query TEXT`: only posts whose title holds TEXT.
+    var query: String?
     var force = false
     /// Seconds to wait for the daemon (see `Commands.connect`); 0 for no limit.
     var timeout = Invocation.defaultTimeout
@@ -94,7 +96,8 @@ struct Invocation {
 
     commands:
       get post ID                      print one post (ID may be negative: get post -5)
-      get posts                        all posts, ascending id
+      get posts [--query TEXT]         all posts, ascending id; with --query those whose
+                                       title holds TEXT (any case, at most 256 bytes)
       get image ROW [-o FILE]          an image's metadata, or its bytes into FILE (- for stdout)
       get images                       all rows with their cache state
       prefetch [all|posts|images] [--force]
@@ -181,8 +184,13 @@ struct Invocation {
                 guard i < args.count else { throw CLIError(code: .usage, message: "-o needs a file name (or - for stdout)") }
                 inv.output = args[i]
                 i += 1
+            case "--query", "-q":
+                guard i < args.count else { throw CLIError(code: .usage, message: "--query needs the text to search titles for") }
+                inv.query = args[i]
+                i += 1
             default:
-                if a.hasPrefix("--socket=") { try nameSocket("--socket", String(a.dropFirst(9))) }
+                if a.hasPrefix("--query=") { inv.query = String(a.dropFirst(8)) }
+                else if a.hasPrefix("--socket=") { try nameSocket("--socket", String(a.dropFirst(9))) }
                 else if a.hasPrefix("--instance=") { try nameSocket("--instance", try instanceSocket(String(a.dropFirst(11)))) }
                 else if a.hasPrefix("--timeout=") { inv.timeout = try timeoutOption(String(a.dropFirst(10))) }
                 else if a.hasPrefix("-") && a != "-" { throw CLIError(code: .usage, message: "unknown option \(Format.visible(a)) (see cachectl --help)") }
@@ -190,6 +198,12 @@ struct Invocation {
             }
         }
         guard !inv.command.isEmpty else { throw CLIError(code: .usage, message: "no command given (see cachectl --help)") }
+        if let q = inv.query {
+            guard inv.command == ["get", "posts"] else { throw CLIError(code: .usage, message: "--query goes with get posts") }
+            guard q.utf8.count <= Request.maxQueryBytes else {
+                throw CLIError(code: .usage, message: "--query is at most \(Request.maxQueryBytes) bytes")
+            }
+        }
         return inv
     }
 

@@ -79,7 +79,7 @@ struct Commands {
     }
 
     /// What `get` takes, for its usage errors.
-    static let getSubjects = "post ID | posts | image ROW [-o FILE] | images"
+    static let getSubjects = "post ID | posts [--query TEXT] | image ROW [-o FILE] | images"
 
     private func get(_ args: [String]) throws {
         guard let subject = args.first else {
@@ -97,7 +97,7 @@ struct Commands {
             let answer = try call(connect(), "get_post", [("id", id)])
             if json { printJSON(answer) } else { print(Format.post(answer["post"] ?? .null, id: answer["id"])) }
         case ("posts", 1):
-            let answer = try call(connect(), "list_posts")
+            let answer = try call(connect(), "list_posts", invocation.query.map { [("query", JSON.string($0))] } ?? [])
             if json { printJSON(answer) } else { print(Format.postList(answer), terminator: "") }
         case ("image", 2):
             guard let row = Int(args[1]), row >= 0 else { throw CLIError(code: .usage, message: "row must be a non-negative integer, not \"\(args[1])\"") }

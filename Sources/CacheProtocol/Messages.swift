@@ -37,7 +37,8 @@ public enum Command: Sendable, Equatable {
     case ping
     case status
     case getPost(id: PostID)
-    case listPosts(offset: Int, limit: Int?)
+    /// `query`: only posts whose title holds it, case-insensitively (nil: every post).
+    case listPosts(offset: Int, limit: Int?, query: String? = nil)
     case getImage(row: Int, fetch: Bool)
     case listImages(offset: Int, limit: Int?)
     case read(hash: String)
@@ -107,7 +108,7 @@ public struct Request: Sendable {
         case "status": return .status
         case "get_post": return .getPost(id: try postID(f))
         case "list_posts":
-            return .listPosts(offset: try count(f, "offset") ?? 0, limit: try count(f, "limit"))
+            return .listPosts(offset: try count(f, "offset") ?? 0, limit: try count(f, "limit"), query: try query(f))
         case "get_image":
             return .getImage(row: try requiredCount(f, "row"), fetch: try boolean(f, "fetch") ?? true)
         case "list_images":
@@ -148,6 +149,19 @@ public struct Request: Sendable {
         if let s = v.string, let id = PostID(string: s) { return id }
         throw ProtocolError(.badRequest, "\"id\" must be an integer or a non-empty string of at most \(PostID.maxStringBytes) bytes")
     }
+
+    /// `list_posts`'s `query`: a string of at most `maxQueryBytes` bytes;
+    /// nil when absent, null or empty (every post).
+    private static func query(_ f: [String: JSON]) throws(ProtocolError) -> String? {
+        guard let v = f["query"], !v.isNull else { return nil }
+        guard let s = v.string, s.utf8.count <= maxQueryBytes else {
+            throw ProtocolError(.badRequest, "\"query\" must be a string of at most \(maxQueryBytes) bytes")
+        }
+        return s.isEmpty ? nil : s
+    }
+
+    /// The longest `query` of `list_posts` (and `q` of HTTP's `/posts`): 256 bytes.
+    public static let maxQueryBytes = 256
 
     private static func requiredCount(_ f: [String: JSON], _ name: String) throws(ProtocolError) -> Int {
         guard let c = try count(f, name) else { throw ProtocolError(.badRequest, "missing \"\(name)\"") }

@@ -35,6 +35,8 @@ public final class CacheService: Sendable {
     let revalidation = Locked(FeedRevalidation())
     /// The manifest's URLs resolved, rebuilt when the manifest changes.
     let manifestViews = Locked<ManifestView?>(nil)
+    /// Every post's title lowercased, for `list_posts`'s `query`; rebuilt when the posts change.
+    let titles = Locked(TitleIndex())
     /// The running prefetches, by arguments, and who listens to each (CacheService+Prefetch.swift).
     let prefetches = Locked<[String: PrefetchListeners]>([:])
     /// Closures behind a lock are kept in a `Handler` (Handler.swift says why).
@@ -110,16 +112,21 @@ public final class CacheService: Sendable {
     /// `list_posts` as front-ends call it: now for a page of at most
     /// `inlineListLimit` posts, later (built on a worker) for a larger one,
     /// or once the posts are fetched when they never were (`ensurePosts`).
-    public func posts(offset: Int, limit: Int?, then completion: @escaping Completion<PostsPage>) -> Outcome<PostsPage> {
+    /// With a `query`, only the posts whose title holds it (`PostSearch`):
+    /// a scan of every post, so on a worker once the store holds more than
+    /// `inlineListLimit`, whatever the page's size.
+    public func posts(offset: Int, limit: Int?, query: String? = nil,
+                      then completion: @escaping Completion<PostsPage>) -> Outcome<PostsPage> {
         guard store.postsKnown else {
-            ensurePosts { [self] result in completion(result.map { posts(offset: offset, limit: limit) }) }
+            ensurePosts { [self] result in completion(result.map { posts(offset: offset, limit: limit, query: query) }) }
             return .later
         }
         let total = store.posts(offset: 0, limit: 0).total
-        guard Self.pageSize(total: total, offset: offset, limit: limit) > Self.inlineListLimit else {
-            return .now(.success(posts(offset: offset, limit: limit)))
+        let work = query == nil ? Self.pageSize(total: total, offset: offset, limit: limit) : total
+        guard work > Self.inlineListLimit else {
+            return .now(.success(posts(offset: offset, limit: limit, query: query)))
         }
-        pool.submit { [self] in completion(.success(posts(offset: offset, limit: limit))) }
+        pool.submit { [self] in completion(.success(posts(offset: offset, limit: limit, query: query))) }
         return .later
     }
 
@@ -133,10 +140,25 @@ public final class CacheService: Sendable {
         max(0, min(total - min(max(offset, 0), total), limit ?? Int.max))
     }
 
-    /// `list_posts`: posts in list order (ascending ids when all are integers, else the feed's) from `offset`, at most `limit` (always now).
-    public func posts(offset: Int, limit: Int?) -> PostsPage {
-        let (total, page) = store.posts(offset: offset, limit: limit ?? Int.max)
-        return PostsPage(total: total, ids: page.map(\.id), posts: page.map(\.json))
+    /// `list_posts`: posts in list order (ascending ids when all are
+    /// integers, else the feed's) from `offset`, at most `limit`; with a
+    /// `query`, of the posts whose title holds it, and `total` counts those
+    /// (always now).
+    public func posts(offset: Int, limit: Int?, query: String? = nil) -> PostsPage {
+        guard let query else {
+            let (total, page) = store.posts(offset: offset, limit: limit ?? Int.max)
+            return PostsPage(total: total, ids: page.map(\.id), posts: page.map(\.json))
+        }
+        let generation = store.postsGeneration
+        var index = titles.withLock { $0 }
+        if index.generation != generation {
+            index = TitleIndex(generation: generation, posts: store.posts(offset: 0, limit: Int.max).page)
+            titles.withLock { $0 = index }
+        }
+        let (total, ids) = PostSearch(query).matches(in: index, offset: offset, limit: limit)
+        // A post removed since the index was read is left out of the page.
+        let page = ids.compactMap { id in store.post(id: id).map { (id, $0) } }
+        return PostsPage(total: total, ids: page.map(\.0), posts: page.map(\.1))
     }
 
     // MARK: Reload

@@ -282,6 +282,10 @@ public final class Store: Sendable {
     /// Changes whenever a row's URL or the number of rows changes, so that
     /// derived tables (resolved URLs) know when to rebuild.
     public var manifestGeneration: Int { state.withLock { $0.manifestGeneration } }
+    /// Changes whenever a post is stored or removed or the posts' order may
+    /// change, so that derived tables (the titles searches read) know when
+    /// to rebuild.
+    public var postsGeneration: Int { state.withLock { $0.postsGeneration } }
     public var manifestKnown: Bool { state.withLock { $0.manifestKnown } }
 
     public func row(_ index: Int) -> Row? {

@@ -24,6 +24,9 @@ struct StoreState {
     var evictions = 0
     /// Changes whenever a row's URL or the row count changes.
     var manifestGeneration = 0
+    /// Changes whenever a post is stored or removed or the feed's order is
+    /// recorded: whenever `listIDs` or a post's bytes may change.
+    var postsGeneration = 0
     /// Feeds whose logged validators held unsafe values (dropped on replay).
     var damagedValidators: Set<Feed> = []
 
@@ -31,8 +34,10 @@ struct StoreState {
         switch record {
         case let .post(id, json):
             posts[id] = json
+            postsGeneration += 1
         case let .postRemoved(id):
             posts[id] = nil
+            postsGeneration += 1
         case let .manifestSize(count):
             manifestGeneration += 1
             if rows.count > count { rows.removeLast(rows.count - count) }
@@ -60,6 +65,7 @@ struct StoreState {
             pages[feed] = .validators(v.sanitized)
             if feed == .manifest { manifestKnown = true }
         case let .postOrder(start, ids):
+            postsGeneration += 1
             recordedOrder.removeSubrange(min(start, recordedOrder.count)...)
             recordedOrder.append(contentsOf: ids)
         case let .page(feed, index, page):

@@ -68,8 +68,11 @@ public final class CachedClient: Sendable {
     }
 
     /// Posts in list order (ascending ids when every id is an integer, else the feed's) from `offset`, at most `limit` (all by default).
-    public func posts(offset: Int = 0, limit: Int? = nil) async throws(CachedError) -> [Post] {
-        let answer = try await call("list_posts", paging(offset, limit), quick: true)
+    /// With a `query` (at most 256 bytes), only the posts whose title holds
+    /// it, ignoring case: `offset` and `limit` page the matches.
+    public func posts(offset: Int = 0, limit: Int? = nil, query: String? = nil) async throws(CachedError) -> [Post] {
+        let search: [(String, JSON)] = query.map { [("query", .string($0))] } ?? []
+        let answer = try await call("list_posts", paging(offset, limit) + search, quick: true)
         guard let posts = answer["posts"]?.array else { throw CachedError(.malformed, "a list_posts answer without posts") }
         let ids = answer["ids"]?.array
         var out: [Post] = []

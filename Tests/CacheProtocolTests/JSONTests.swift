@@ -71,6 +71,15 @@ import Testing
         #expect(try parse(#"{"op":"get_post","id":"a\/b é"}"#).get().command == .getPost(id: .string("a/b é")))
         #expect(try parse(#"{"op":"list_posts"}"#).get().command == .listPosts(offset: 0, limit: nil))
         #expect(try parse(#"{"op":"list_posts","offset":5,"limit":2}"#).get().command == .listPosts(offset: 5, limit: 2))
+        #expect(try parse(#"{"op":"list_posts","query":"Élan"}"#).get().command == .listPosts(offset: 0, limit: nil, query: "Élan"))
+        #expect(try parse(#"{"op":"list_posts","query":""}"#).get().command == .listPosts(offset: 0, limit: nil), "empty: no query")
+        #expect(try parse(#"{"op":"list_posts","query":null}"#).get().command == .listPosts(offset: 0, limit: nil))
+        let longest = String(repeating: "é", count: 128)
+        #expect(try parse(#"{"op":"list_posts","query":"\#(longest)"}"#).get().command == .listPosts(offset: 0, limit: nil, query: longest))
+        for bad in [#"{"op":"list_posts","query":5}"#, #"{"op":"list_posts","query":"\#(longest)x"}"#] {
+            guard case .failure(let e) = parse(bad) else { Issue.record("\(bad) was accepted"); continue }
+            #expect(e.error.code == .badRequest && e.error.message.contains("256 bytes"), "\(e.error)")
+        }
         #expect(try parse(#"{"op":"get_image","row":3}"#).get().command == .getImage(row: 3, fetch: true))
         #expect(try parse(#"{"op":"get_image","row":3,"fetch":false}"#).get().command == .getImage(row: 3, fetch: false))
         #expect(try parse(#"{"op":"list_images","limit":1}"#).get().command == .listImages(offset: 0, limit: 1))

@@ -146,8 +146,17 @@ enum PageCheck {
         }
     }
 
+    /// A step after the conditions: wait for an expression, or evaluate one once.
+    enum Action {
+        case step(String)
+        case `do`(String)
+    }
+
+    /// The viewport: page_check's default, or a phone's (390x844, mobile).
+    static let phone = ["--width", "390", "--height", "844", "--mobile"]
+
     static func run(url: String, artifact: String, until: String, thenRun: String? = nil, until2: String? = nil,
-                    eval: [String] = [], daemon: Daemon) throws -> Result {
+                    actions: [Action] = [], viewport: [String] = [], eval: [String] = [], daemon: Daemon) throws -> Result {
         try requireInstalled("/usr/bin/chromium", package: "chromium")
         try requireInstalled("/usr/bin/python3", package: "python3")
         try FileManager.default.createDirectory(atPath: artifacts, withIntermediateDirectories: true)
@@ -157,6 +166,13 @@ enum PageCheck {
                     "--screenshot", png, "--report", json, "--chromium", "/usr/bin/chromium"]
         if let thenRun { args += ["--then-run", thenRun] }
         if let until2 { args += ["--until2", until2] }
+        for a in actions {
+            switch a {
+            case .step(let js): args += ["--step", js]
+            case .do(let js): args += ["--do", js]
+            }
+        }
+        args += viewport
         for e in eval { args += ["--eval", e] }
         let r = try runProgram("/usr/bin/python3", args)
         let report = (try? JSONParser.parse(Array(Data(contentsOf: URL(fileURLWithPath: json))))) ?? .null

@@ -337,10 +337,12 @@ class Client:
         """The ids the posts are kept by (``posts-id``), in ``posts()``'s order."""
         return self._quick("list_posts", offset=offset, limit=limit).get("ids", [])
 
-    def posts(self, offset: int = 0, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+    def posts(self, offset: int = 0, limit: Optional[int] = None, query: Optional[str] = None) -> List[Dict[str, Any]]:
         """Posts from ``offset``, at most ``limit``: in ascending id order
-        when every id is an integer, else in the feed's order."""
-        return self._quick("list_posts", offset=offset, limit=limit)["posts"]
+        when every id is an integer, else in the feed's order. With
+        ``query`` (at most 256 bytes of UTF-8), only the posts whose title
+        holds it, ignoring case; ``offset`` and ``limit`` page the matches."""
+        return self._quick("list_posts", offset=offset, limit=limit, query=query)["posts"]
 
     def image(self, row: int, fetch: bool = True) -> Dict[str, Any]:
         """Row ``row`` (``row``, ``url``, ``description``, ``hash``, ``size``,

@@ -44,7 +44,7 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
         }
         switch path.first ?? "" {
         case "" where path.count == 1:
-            return readOnly(request) { .now(responses.body(.ok, request, type: "text/html; charset=utf-8", IndexPage.html) {
+            return readOnly(request) { .now(responses.body(.ok, request, type: "text/html; charset=utf-8", IndexPage.html(admin: allowAdmin)) {
                 $0.field("Cache-Control", "no-cache")
                 $0.field("Content-Security-Policy", "default-src 'none'; connect-src 'self'; img-src 'self' data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
             }) }
@@ -81,13 +81,32 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
 
     // MARK: Posts and images
 
+    /// `/posts`: `offset`, `limit`, `q` (a title search, as `list_posts`'s
+    /// `query`) and `with_ids=1` (each item `{"id":..., "post":...}`).
     private func posts(_ request: HTTPRequest, _ reply: Reply) -> Answer {
-        let page: (offset: Int, limit: Int?)
-        do throws(CacheError) { page = try paging(request) } catch { return .now(failure(error, request)) }
+        let page: (offset: Int, limit: Int?), query: String?, withIDs: Bool
+        do throws(CacheError) {
+            page = try paging(request)
+            query = try searchQuery(request)
+            withIDs = try flag(request, "with_ids")
+        } catch { return .now(failure(error, request)) }
         let encode: @Sendable (PostsPage) -> [UInt8] = { [responses] p in
-            responses.body(.ok, request, type: HTTPResponses.json, Self.array(p.posts)) { $0.field("X-Total-Count", p.total) }
+            let items = withIDs ? zip(p.ids, p.posts).map { Self.postWithID($0, $1) } : p.posts
+            return responses.body(.ok, request, type: HTTPResponses.json, Self.array(items)) { $0.field("X-Total-Count", p.total) }
         }
-        return outcome(service.posts(offset: page.offset, limit: page.limit, then: finishing(reply, request, encode)), request, encode)
+        let outcome = service.posts(offset: page.offset, limit: page.limit, query: query, then: finishing(reply, request, encode))
+        return self.outcome(outcome, request, encode)
+    }
+
+    /// `{"id":<id>,"post":<stored JSON>}`: `get_post`'s answer without `ok`.
+    static func postWithID(_ id: PostID, _ json: [UInt8]) -> [UInt8] {
+        var w = JSONWriter(capacity: json.count + 40)
+        w.raw(Array(#"{"id":"#.utf8))
+        w.postID(id)
+        w.raw(Array(#","post":"#.utf8))
+        w.raw(json)
+        w.raw([UInt8(ascii: "}")])
+        return w.bytes
     }
 
     private func post(_ text: String, _ request: HTTPRequest) -> Answer {
@@ -217,6 +236,22 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
             return v
         }
         return (try number("offset") ?? 0, try number("limit"))
+    }
+
+    /// `q`: at most `Request.maxQueryBytes` bytes; nil when absent or empty.
+    private func searchQuery(_ request: HTTPRequest) throws(CacheError) -> String? {
+        guard let q = request.query("q"), !q.isEmpty else { return nil }
+        guard q.utf8.count <= Request.maxQueryBytes else { throw .invalid("q is at most \(Request.maxQueryBytes) bytes") }
+        return q
+    }
+
+    /// A flag of the query: `1` or `true`, `0` or `false`; false when absent.
+    private func flag(_ request: HTTPRequest, _ name: String) throws(CacheError) -> Bool {
+        switch request.query(name) {
+        case nil, "0", "false": return false
+        case "1", "true": return true
+        default: throw .invalid("\(name) is 0 or 1")
+        }
     }
 
     /// A decimal integer without sign or spaces (at most 18 digits).

@@ -23,9 +23,9 @@ final class Dispatcher: Sendable {
             return .now(AnswerEncoding.status(service.status(), socket: socketPath, tag: tag))
         case .getPost(let id):
             return now(service.post(id: id), tag) { Response.ok(tag: tag, id: $0.id, name: "post", rawJSON: $0.json) }
-        case let .listPosts(offset, limit):
+        case let .listPosts(offset, limit, query):
             let encode = { @Sendable (page: PostsPage) in AnswerEncoding.posts(page, tag: tag) }
-            return answer(service.posts(offset: offset, limit: limit, then: finish(reply, encode)), tag, encode)
+            return answer(service.posts(offset: offset, limit: limit, query: query, then: finish(reply, encode)), tag, encode)
         case let .getImage(row, fetch):
             return answer(service.image(row: row, fetch: fetch, then: finish(reply) { AnswerEncoding.image($0, tag: tag) }), tag) {
                 AnswerEncoding.image($0, tag: tag)

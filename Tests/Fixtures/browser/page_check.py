@@ -4,7 +4,9 @@
     page_check.py URL --until 'JS EXPRESSION' [--timeout 30]
                   [--screenshot OUT.png] [--report OUT.json]
                   [--then-run 'SHELL COMMAND'] [--until2 'JS EXPRESSION']
+                  [--step 'JS EXPRESSION' | --do 'JS EXPRESSION' ...]
                   [--eval 'JS EXPRESSION' ...]
+                  [--width 1200 --height 2400 --mobile]
                   [--startup-timeout 60] [--chromium /usr/bin/chromium]
 
 Talks the DevTools protocol over --remote-debugging-pipe (NUL-terminated JSON;
@@ -14,6 +16,10 @@ needs no websocket library: Python 3.11 standard library only.
 Opens a page target, navigates to URL and evaluates --until every 100 ms until
 it is truthy (JS truthiness) or --timeout seconds pass. Then, when given, runs
 --then-run in a shell (the page stays open) and polls --until2 the same way.
+Then the --step and --do options in their order: a --step is waited for as
+--until is, a --do is evaluated once (a click, a new location.hash); the
+report's "phase" names the step that timed out (step 3). --width, --height
+and --mobile set the viewport (1200x2400, not mobile, by default).
 At the end it prints a JSON report: whether it held, the data-* attributes of
 the page's #summary element, console errors, uncaught exceptions and log
 errors, and the value of each --eval expression; writes it to --report, and a
@@ -225,14 +231,14 @@ class CDPError(DriverError):
 
 
 class Page:
-    def __init__(self, browser):
+    def __init__(self, browser, width=1200, height=2400, mobile=False):
         self.b = browser
         target = browser.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         self.session = browser.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for m in ("Page.enable", "Runtime.enable", "Log.enable"):
             self.call(m)
         self.call("Emulation.setDeviceMetricsOverride",
-                  {"width": 1200, "height": 2400, "deviceScaleFactor": 1, "mobile": False})
+                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile})
 
     def call(self, method, params=None, timeout=30):
         return self.b.call(method, params, self.session, timeout)
@@ -279,6 +285,13 @@ class EvalError(Exception):
     pass
 
 
+class Ordered(argparse.Action):
+    """--step and --do into one list of (kind, expression), in order."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        getattr(namespace, self.dest).append((option_string.lstrip("-"), values))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("url")
@@ -288,6 +301,13 @@ def main():
     ap.add_argument("--report", help="write the JSON report here")
     ap.add_argument("--then-run", help="shell command to run once --until holds")
     ap.add_argument("--until2", help="JS expression to wait for after --then-run")
+    ap.add_argument("--step", action=Ordered, dest="actions", default=[], metavar="JS",
+                    help="JS expression to wait for after --until2 (repeatable, in order with --do)")
+    ap.add_argument("--do", action=Ordered, dest="actions", default=[], metavar="JS",
+                    help="JS expression to evaluate once, in order with --step (repeatable)")
+    ap.add_argument("--width", type=int, default=1200)
+    ap.add_argument("--height", type=int, default=2400)
+    ap.add_argument("--mobile", action="store_true", help="emulate a phone (touch, mobile viewport)")
     ap.add_argument("--eval", action="append", default=[], metavar="JS",
                     help="JS expression whose value goes in the report's \"eval\" (repeatable)")
     ap.add_argument("--startup-timeout", type=float, default=60, help="seconds for Chromium to answer (60)")
@@ -305,7 +325,7 @@ def main():
         browser = Browser(a.chromium, a.startup_timeout)
         report["browser"] = browser.wait_ready().get("product")
         report["startup_seconds"] = round(time.monotonic() - started, 2)
-        page = Page(browser)
+        page = Page(browser, a.width, a.height, a.mobile)
         status = 1
         report["phase"] = "navigate"
         # A page that does not open is the page's failure (1), not the driver's.
@@ -327,6 +347,18 @@ def main():
         if ok and a.until2:
             report["phase"] = "until2"
             ok, err = page.wait_until(a.until2, a.timeout)
+        for n, (kind, expr) in enumerate(a.actions if ok else [], 1):
+            report["phase"] = f"step {n}"
+            if kind == "do":
+                try:
+                    page.evaluate(expr)
+                except EvalError as e:
+                    ok, err = False, f"--do {expr!r}: {e}"
+            else:
+                ok, err = page.wait_until(expr, a.timeout)
+            if not ok:
+                err = f"{err or 'timed out'} (waiting for {expr!r})" if kind == "step" else err
+                break
         if ok:
             report["phase"] = "done"
             status = 0
@@ -368,6 +400,8 @@ def main():
             print(f"page_check: cannot open {a.url}: {err}", file=sys.stderr)
         elif phase == "then-run":
             print(f"page_check: {err}", file=sys.stderr)
+        elif phase.startswith("step"):
+            print(f"page_check: {phase}: {err}", file=sys.stderr)
         else:
             print(f"page_check: timed out waiting for --{phase}"
                   + (f" (last evaluation error: {err})" if err else ""), file=sys.stderr)

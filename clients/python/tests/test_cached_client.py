@@ -38,6 +38,11 @@ def test_posts_are_the_stored_dicts_in_ascending_order(daemon, origin):
         posts = c.posts()
         assert [p["id"] for p in posts] == sorted(p["id"] for p in feed)
         assert [p["id"] for p in c.posts(offset=10, limit=5)] == [11, 12, 13, 14, 15]
+        # A title search (list_posts query): any case, paged like the list.
+        found = [p for p in feed if "qui" in p["title"].lower()]
+        assert c.posts(query="QUI") == sorted(found, key=lambda p: p["id"])
+        assert [p["id"] for p in c.posts(offset=1, limit=2, query="qui")] == sorted(p["id"] for p in found)[1:3]
+        assert c.posts(query="no title holds this") == []
         # An integer id is found by its decimal spelling too (protocol.md, "Post ids").
         assert c.post("7") == c.post(7)
         assert c.post_ids(offset=10, limit=3) == [11, 12, 13]

@@ -1,0 +1,252 @@
+/// The page's script, first part: the two lists, a page of each at a time.
+/// Posts come from `/posts?with_ids=1` (`q=` while the search box holds
+/// text), rows from `/images`, each with `offset` and `limit` and the total
+/// from `X-Total-Count`; only the rows of the shown page exist, and their
+/// images load lazily (`loading="lazy"`: only rows near the viewport).
+/// The second part (`IndexPage.views`) has the post view, the tabs, the
+/// search box, the prefetch button and the event stream.
+extension IndexPage {
+    static let script = #"""
+const $ = (id) => document.getElementById(id);
+const HASH = /^[0-9a-f]{32}$/;
+// What Chromium, Firefox and Safari all draw; a row of another type says so.
+const SHOWN = new Set(["image/jpeg", "image/png", "image/gif", "image/webp", "image/bmp", "image/avif",
+  "image/svg+xml", "image/vnd.microsoft.icon", "image/x-win-bitmap"]);
+const st = { events: 0, eventSeq: 0, sse: "connecting", postsOk: false, postsSeq: 0, imagesSeq: 0,
+  postsOffset: 0, postsTotal: 0, rowsOffset: 0, rowsTotal: 0, query: "", view: "list", tab: "posts", detailSeq: 0 };
+let rowByN = new Map();  // row number -> its <tr>, for the rows of the shown page
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+const str = (v) => (typeof v === "string" ? v : (typeof v === "number" ? String(v) : ""));
+const count = (n) => n.toLocaleString("en");
+
+function summary() {
+  const s = $("summary"), rows = $("rows");
+  const q = (sel) => rows.querySelectorAll(sel).length;
+  const d = {
+    posts: document.querySelectorAll("#post-list article.post").length, "posts-total": st.postsTotal,
+    "posts-offset": st.postsOffset, query: st.query, rows: rows.rows.length, "rows-total": st.rowsTotal,
+    "rows-offset": st.rowsOffset, loaded: q('img[data-state="loaded"]'), placeholders: q('[data-state="placeholder"]'),
+    failed: q('[data-state="failed"]'), unsupported: q('[data-state="unsupported"]'), events: st.events,
+    sse: st.sse, view: st.view, tab: st.tab,
+  };
+  for (const k in d) s.setAttribute("data-" + k, String(d[k]));
+  s.textContent = `${count(st.postsTotal)} ${st.query ? "matching " : ""}posts · ${count(st.rowsTotal)} images · ${st.sse}`;
+}
+
+function showError(which, message) {
+  const e = $(which + "-error");
+  e.hidden = message === null;
+  e.textContent = message === null ? "" : message;
+}
+
+// The body and the total (X-Total-Count) of a GET; an Error with the daemon's message.
+async function getJSON(path) {
+  let r, body = null;
+  try { r = await fetch(path, { cache: "no-store" }); }
+  catch (e) { throw new Error("the daemon does not answer"); }
+  try { body = await r.json(); } catch (e) { /* not JSON */ }
+  if (!r.ok) {
+    const m = body && body.error && typeof body.error.message === "string" ? body.error.message : "";
+    throw new Error(m || `${path}: HTTP ${r.status}`);
+  }
+  const total = Number(r.headers.get("X-Total-Count"));
+  return { body, total: Number.isInteger(total) ? total : null };
+}
+
+// WordPress gives {"rendered": "<p>...</p>"} where others give a string: its
+// text, from an inert document (nothing in it runs or loads), a line after
+// each block.
+function rendered(v) {
+  if (!(v && typeof v === "object" && typeof v.rendered === "string")) return v;
+  const body = new DOMParser().parseFromString(v.rendered, "text/html").body;
+  for (const b of body.querySelectorAll("p, br, div, li, h1, h2, h3, h4, h5, h6, blockquote, pre, tr")) b.after("\n");
+  return body.textContent.replace(/\n{3,}/g, "\n\n").trim();
+}
+const postTitle = (p) => str(rendered(p.title));
+const postBody = (p) => str(rendered(p.body ?? p.content_text ?? p.summary ?? p.content));
+// Who wrote it, in the feeds the daemon reads (jsonplaceholder, JSON Feed, Mastodon, GitHub, WordPress).
+function postUser(p) {
+  const a = p.author, name = (o) => (o && typeof o === "object" ? str(o.name ?? o.login ?? o.acct) : "");
+  return str(p.userId ?? p.user_id) || name(p.authors && p.authors[0]) || name(a) || name(p.account)
+    || name(p.user) || str(a);
+}
+
+function postMeta(id, p) {
+  const user = postUser(p);
+  return "#" + str(id) + (user ? " · user " + user : "");
+}
+
+function postItem(id, p) {
+  const a = el("article", "post"), h = el("h2"), link = el("a", "", postTitle(p) || "(untitled)");
+  a.setAttribute("data-id", str(id));
+  link.href = "#post/" + encodeURIComponent(str(id));
+  h.append(link);
+  a.append(h, el("p", "meta", postMeta(id, p)), el("p", "body", postBody(p)));
+  return a;
+}
+
+// The pager under a list: "1–100 of 50,000", its buttons off at the ends.
+function pager(which, offset, size, total) {
+  const nav = $(which + "-pager");
+  nav.hidden = total <= size;
+  nav.querySelector(".range").textContent = total === 0 ? "none" :
+    `${count(offset + 1)}–${count(Math.min(offset + size, total))} of ${count(total)}`;
+  for (const b of nav.querySelectorAll("button")) {
+    const back = b.dataset.go === "first" || b.dataset.go === "prev";
+    b.disabled = back ? offset === 0 : offset + size >= total;
+  }
+}
+
+// The offset a pager button leads to.
+function pagerTarget(go, offset, size, total) {
+  const last = Math.max(0, Math.floor((total - 1) / size) * size);
+  return { first: 0, prev: Math.max(0, offset - size), next: Math.min(last, offset + size), last }[go] ?? offset;
+}
+
+async function loadPosts() {
+  const seq = ++st.postsSeq, q = st.query;
+  let path = `/posts?with_ids=1&offset=${st.postsOffset}&limit=${PAGE_POSTS}`;
+  if (q) path += "&q=" + encodeURIComponent(q);
+  try {
+    const { body, total } = await getJSON(path);
+    if (seq !== st.postsSeq) return;
+    if (!Array.isArray(body)) throw new Error("/posts: not a list");
+    st.postsTotal = total ?? body.length;
+    if (body.length === 0 && st.postsOffset > 0 && st.postsTotal > 0) {  // the list shrank under this page
+      st.postsOffset = pagerTarget("last", 0, PAGE_POSTS, st.postsTotal);
+      return loadPosts();
+    }
+    const box = document.createDocumentFragment();
+    for (const item of body) {
+      if (item && typeof item === "object" && item.post && typeof item.post === "object") box.append(postItem(item.id, item.post));
+    }
+    $("post-list").replaceChildren(box);
+    emptyHint("posts", st.postsTotal === 0, q);
+    pager("posts", st.postsOffset, PAGE_POSTS, st.postsTotal);
+    st.postsOk = true;
+    showError("posts", null);
+  } catch (e) {
+    if (seq !== st.postsSeq) return;
+    st.postsOk = false;
+    showError("posts", e.message);
+  }
+  summary();
+}
+
+// The hint of an empty list: what to run, or that a search found nothing.
+function emptyHint(which, empty, q) {
+  const hint = $(which + "-empty");
+  hint.hidden = !empty;
+  if (!empty) return;
+  if (q) { hint.textContent = `no post title holds “${q}”`; return; }
+  const admin = document.body.dataset.admin === "1";
+  hint.replaceChildren(`no ${which} yet: run `, el("code", "", "cachectl prefetch"), admin ? " or press Prefetch" : "");
+}
+
+function rowElement(n) {
+  let tr = rowByN.get(n);
+  if (!tr) {
+    tr = el("tr");
+    rowByN.set(n, tr);
+    tr.setAttribute("data-row", String(n));
+    tr.append(el("td", "n", String(n)), el("td", "desc"), el("td", "img"));
+    tr.eventAt = 0;
+  }
+  return tr;
+}
+
+function placeholder(state, text, title) {
+  const ph = el("div", "placeholder", text);
+  ph.setAttribute("data-state", state);
+  if (title) ph.title = title;
+  return ph;
+}
+
+// Why a row has no image: its last download's failure, or not yet tried.
+function missing(err) {
+  if (!err || typeof err !== "object" || typeof err.reason !== "string") return placeholder("placeholder", "not cached yet");
+  const when = Number.isFinite(err.time) ? new Date(err.time * 1000).toLocaleString() : "";
+  const status = Number.isInteger(err.status) ? `HTTP ${err.status}` : "";
+  return placeholder("failed", "failed: " + err.reason, [status, when].filter(Boolean).join(", "));
+}
+
+// Shows `r.hash` in row `tr`: an image, a type browsers cannot show, or why there is none.
+function setImage(tr, r, by) {
+  const cell = tr.cells[2], hash = r.hash;
+  if (!(typeof hash === "string" && HASH.test(hash))) {
+    tr.removeAttribute("data-hash");
+    tr.removeAttribute("data-filled-by");
+    cell.replaceChildren(missing(r.last_error));
+    return;
+  }
+  tr.setAttribute("data-filled-by", by);
+  const type = str(r.type);
+  if (type && !SHOWN.has(type)) {
+    tr.setAttribute("data-hash", hash);
+    const size = typeof r.size === "number" ? ", " + count(r.size) + " bytes" : "";
+    const ph = placeholder("unsupported", `${type}: browsers do not show this type${size}`);
+    const a = el("a", "", "download");
+    a.href = "/objects/" + hash;
+    ph.append(a);
+    cell.replaceChildren(ph);
+    return;
+  }
+  if (tr.getAttribute("data-hash") === hash && cell.querySelector("img")) return;
+  tr.setAttribute("data-hash", hash);
+  const img = el("img");
+  img.setAttribute("data-state", "loading");
+  img.loading = "lazy";
+  img.decoding = "async";
+  img.alt = tr.cells[1].textContent;
+  img.onload = () => { img.setAttribute("data-state", img.naturalWidth > 0 ? "loaded" : "error"); summary(); };
+  img.onerror = () => { img.setAttribute("data-state", "error"); summary(); };
+  img.src = "/objects/" + hash;
+  cell.replaceChildren(img);
+}
+
+// One row of a listing into its <tr>, unless a row event since is newer.
+function showRow(r, since) {
+  const tr = rowElement(r.row), desc = str(r.description);
+  tr.cells[1].textContent = desc;
+  const img = tr.cells[2].querySelector("img");
+  if (img) img.alt = desc;
+  if (tr.eventAt > since) return tr;
+  const same = typeof r.hash === "string" && tr.getAttribute("data-hash") === r.hash;
+  if (!(same && tr.getAttribute("data-filled-by") === "event")) setImage(tr, r, "listing");
+  tr.cells[2].title = [str(r.type), typeof r.size === "number" ? count(r.size) + " bytes" : ""].filter(Boolean).join(", ");
+  return tr;
+}
+
+async function loadImages() {
+  const seq = ++st.imagesSeq, since = st.eventSeq, offset = st.rowsOffset;
+  try {
+    const { body, total } = await getJSON(`/images?offset=${offset}&limit=${PAGE_ROWS}`);
+    if (seq !== st.imagesSeq) return;
+    if (!Array.isArray(body)) throw new Error("/images: not a list");
+    st.rowsTotal = total ?? body.length;
+    const old = rowByN, box = document.createDocumentFragment();
+    rowByN = new Map();
+    for (const r of body) {
+      if (!r || typeof r !== "object" || !Number.isInteger(r.row) || rowByN.has(r.row)) continue;
+      if (old.has(r.row)) rowByN.set(r.row, old.get(r.row));
+      box.append(showRow(r, since));
+    }
+    $("rows").replaceChildren(box);
+    emptyHint("images", st.rowsTotal === 0, "");
+    pager("images", offset, PAGE_ROWS, st.rowsTotal);
+    showError("images", null);
+  } catch (e) {
+    if (seq !== st.imagesSeq) return;
+    showError("images", e.message);
+  }
+  summary();
+}
+
+"""#
+}
