@@ -78,7 +78,7 @@ import CacheSystem
         // reported with the failure; cachectl prints them, then the store's error (exit 1).
         let all = try cachectl(["prefetch"], socket: daemon.socket)
         #expect(all.status == 1, "\(all.stderr)")
-        #expect(all.stdout.hasPrefix("images: 0 downloaded, 16 already cached, 1 failed, 0 B\n  row 16 "), "\(all.stdout)")
+        #expect(all.stdout.hasPrefix("images: 0 downloaded, 16 already cached, 0 revalidated (0 changed, 0 unchanged), 1 failed, 0 skipped; 1 transfers, 0 B\n  row 16 "), "\(all.stdout)")
         #expect(all.stderr.contains("disk is full") && all.stderr.hasSuffix("(internal)\n"), "\(all.stderr)")
         for p in (posts["posts"]?.array ?? []).prefix(10) {
             let id = p["id"]?.int ?? 0

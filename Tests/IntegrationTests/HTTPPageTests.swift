@@ -18,7 +18,7 @@ extension HTTPBrowserTests {
     static let longBody = (1...40).map { "line \($0) of post 40" }.joined(separator: "\n")
 
     /// The origin's feed and manifest: rows cycle over the bundled images,
-    /// row 3 is a TIFF, row 7 a missing file.
+    /// row 3 is a TIFF, row 7 a missing file (a 404, shown as failed with its reason).
     static func writeOrigin(_ root: String) throws {
         var feed: [JSON] = []
         for i in 1...posts {
@@ -42,10 +42,15 @@ extension HTTPBrowserTests {
 
     @Test func thePagePagesSearchesShowsAPostAndPrefetchesFromAnEmptyStore() throws {
         let nginx = try Nginx()
-        try Self.writeOrigin(try #require(nginx.files).root)
+        let root = try #require(nginx.files).root
+        // The feed is empty at first: a first listing fetches it (no posts),
+        // then the origin gets its 250 posts, which only a prefetch brings.
+        try Data("[]".utf8).write(to: URL(fileURLWithPath: root + "/posts.json"))
         let port = try unusedLocalPort()
         let daemon = try Daemon(origin: nil, arguments: ["--posts-url", nginx.postsURL, "--images-url", nginx.manifestURL,
                                                          "--http-listen", "127.0.0.1:\(port)", "--http-allow-admin", "true"])
+        #expect(try daemon.call("list_posts")["total"]?.int == 0)
+        try Self.writeOrigin(root)
         let empty = Self.s("s.dataset.postsTotal === '0' && s.dataset.rowsTotal === '\(Self.rows)' && s.dataset.rows === '50'")
             + " && " + Self.js("!$('posts-empty').hidden && $('posts-empty').textContent.includes('cachectl prefetch') && !$('prefetch').hidden")
         let firstRow = "document.querySelector('tr[data-row]')"
@@ -54,7 +59,9 @@ extension HTTPBrowserTests {
             .step(Self.s("s.dataset.postsTotal === '250' && s.dataset.posts === '100' && s.dataset.unsupported === '1' && Number(s.dataset.loaded) >= 1")
                   + " && " + Self.js("$('status').textContent.startsWith('prefetched') && $('posts-empty').hidden")),
             .step(Self.js("document.querySelector('tr[data-row=\"3\"]').textContent.includes('image/tiff')"
-                          + " && document.querySelector('tr[data-row=\"7\"] [data-state]').dataset.state !== 'loaded'"
+                          // Row 7 is a 404: it says so, with the reason (last_error), not "not cached yet".
+                          + " && document.querySelector('tr[data-row=\"7\"] [data-state]').dataset.state === 'failed'"
+                          + " && document.querySelector('tr[data-row=\"7\"]').textContent.includes('failed: HTTP 404')"
                           + " && [...document.querySelectorAll('tr[data-row] img')].every(i => i.loading === 'lazy')")),
             .do("document.querySelector('#posts-pager [data-go=next]').click()"),
             .step(Self.s("s.dataset.postsOffset === '100'") + " && document.querySelector('article.post').dataset.id === '101'"),

@@ -89,7 +89,7 @@ import CacheSystem
         let r = try cachectl(["prefetch"], socket: daemon.socket)
         #expect(r.status == 5, "\(r.stdout)\(r.stderr)")
         let cached = bigStored + stored
-        #expect(r.stdout.hasPrefix("posts:  100 fetched, 0 unchanged, 0 removed, 0 invalid\nimages: 0 downloaded, \(cached) already cached, \(26 - cached) failed"), "\(r.stdout)")
+        #expect(r.stdout.hasPrefix("posts:  100 fetched, 0 unchanged, 0 removed, 0 invalid\nimages: 0 downloaded, \(cached) already cached, 0 revalidated (0 changed, 0 unchanged), \(26 - cached) failed"), "\(r.stdout)")
         #expect(r.stdout.components(separatedBy: Self.message).count - 1 == 26 - cached, "\(r.stdout)")
         #expect(r.stderr == "cachectl: \(26 - cached) images failed to download\n", "\(r.stderr)")
         #expect(try daemon.call("list_posts")["total"]?.int == 100)

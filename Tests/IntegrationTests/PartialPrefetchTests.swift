@@ -21,7 +21,7 @@ import CacheProtocol
         // cachectl: the summary on stdout, then the error; the origin's: exit 6.
         let text = try cachectl(["prefetch"], socket: daemon.socket)
         #expect(text.status == 6, "\(text.stderr)")
-        #expect(text.stdout == "images: 0 downloaded, 16 already cached, 0 failed, 0 B\n", "\(text.stdout)")
+        #expect(text.stdout == "images: 0 downloaded, 16 already cached, 0 revalidated (0 changed, 0 unchanged), 0 failed, 0 skipped; 0 transfers, 0 B\n", "\(text.stdout)")
         #expect(text.stderr.hasPrefix("cachectl: posts-url \(origin.postsURL): HTTP 404") && text.stderr.hasSuffix(" (upstream)\n"), "\(text.stderr)")
         let json = try cachectl(["--json", "prefetch"], socket: daemon.socket)
         #expect(json.status == 6)
