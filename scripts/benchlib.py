@@ -76,3 +76,23 @@ def start_cached(procs, bin_dir, store, sock, *args):
     if not wait_for(lambda: subprocess.run([cachectl, "--socket", sock, "ping"], capture_output=True).returncode == 0):
         raise SystemExit("cached did not start")
     return cachectl
+
+
+def call_socket(path, request, timeout=None):
+    """One request over cached's Unix socket at `path`; its answer line as JSON."""
+    import json
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(timeout)
+    try:
+        s.connect(path)
+        s.sendall((json.dumps(request) + "\n").encode())
+        data = b""
+        while not data.endswith(b"\n"):
+            b = s.recv(1 << 20)
+            if not b:
+                break
+            data += b
+    finally:
+        s.close()
+    return json.loads(data)

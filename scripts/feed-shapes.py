@@ -48,7 +48,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "Tests", "Fixtures", "feeds")
 sys.path.insert(0, HERE)
 sys.path.insert(0, FIXTURES)
-from benchlib import free_port, stop, wait_for  # noqa: E402
+from benchlib import call_socket, free_port, stop, wait_for  # noqa: E402
 import shapes  # noqa: E402
 
 RESULTS = []
@@ -235,20 +235,7 @@ class Daemon:
         return r.returncode, answer, r.stderr.strip()
 
     def call(self, request):
-        s = socket.socket(socket.AF_UNIX)
-        s.settimeout(60)
-        try:
-            s.connect(self.sock)
-            s.sendall((json.dumps(request) + "\n").encode())
-            data = b""
-            while not data.endswith(b"\n"):
-                b = s.recv(1 << 20)
-                if not b:
-                    break
-                data += b
-        finally:
-            s.close()
-        return json.loads(data)
+        return call_socket(self.sock, request, timeout=60)
 
     def http(self, path):
         c = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=30)

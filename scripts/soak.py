@@ -26,7 +26,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import free_port, nginx_conf, stop, wait_for  # noqa: E402
+from benchlib import call_socket, free_port, nginx_conf, stop, wait_for  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 RESULTS = []
@@ -110,17 +110,7 @@ class Daemon:
 
     def call(self, request):
         """One request over the socket; its answer line as JSON."""
-        s = socket.socket(socket.AF_UNIX)
-        s.connect(self.sock)
-        s.sendall((json.dumps(request) + "\n").encode())
-        data = b""
-        while not data.endswith(b"\n"):
-            b = s.recv(1 << 20)
-            if not b:
-                break
-            data += b
-        s.close()
-        return json.loads(data)
+        return call_socket(self.sock, request)
 
     def alive(self):
         return self.p.poll() is None

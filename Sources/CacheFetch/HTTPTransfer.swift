@@ -137,6 +137,9 @@ let writeCallback: ccurl_data_cb = { data, size, count, userdata in
     return n
 }
 
+/// Response fields whose lines are joined into one list (see `headerCallback`).
+private let listFields: Set<String> = ["link", "cache-control", "pragma"]
+
 let headerCallback: ccurl_data_cb = { data, size, count, userdata in
     guard let userdata, let data else { return 0 }
     let t = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
@@ -145,9 +148,11 @@ let headerCallback: ccurl_data_cb = { data, size, count, userdata in
     if line.starts(with: "HTTP/".utf8) {
         t.headers = [:]  // a new response (after a 100-continue)
     } else if let field = HeaderField.parse(line) {
-        // `Link` is a list (RFC 8288): given on several lines it is one list
-        // (RFC 9110 5.3), both kept. Other fields keep their last line.
-        if field.name == "link", let earlier = t.headers[field.name] { t.headers[field.name] = earlier + ", " + field.value }
+        // List fields (RFC 9110 5.3) given on several lines are one list:
+        // `Link` (RFC 8288) and `Cache-Control`/`Pragma` (a CDN adds its own
+        // line beside the app's: a no-store on the first must not be lost).
+        // Other fields keep their last line.
+        if listFields.contains(field.name), let earlier = t.headers[field.name] { t.headers[field.name] = earlier + ", " + field.value }
         else { t.headers[field.name] = field.value }
     }
     return n

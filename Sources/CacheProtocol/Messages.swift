@@ -239,15 +239,18 @@ public enum Response {
         return out
     }
 
-    /// A failure line.
-    public static func error(_ e: ProtocolError, tag: [UInt8]?) -> [UInt8] {
-        var o = JSONObjectWriter()
+    /// A failure line; `fill` adds members after `error` (a partial
+    /// prefetch's summary).
+    public static func error(_ e: ProtocolError, tag: [UInt8]?, capacity: Int = 128,
+                             _ fill: (inout JSONObjectWriter) -> Void = { _ in }) -> [UInt8] {
+        var o = JSONObjectWriter(capacity: capacity + (tag?.count ?? 0))
         o.field("ok", false)
         if let tag { o.field("tag", rawJSON: tag) }
         var inner = JSONObjectWriter()
         inner.field("code", e.code.rawValue)
         inner.field("message", e.message)
         o.field("error", object: inner)
+        fill(&o)
         return o.line()
     }
 

@@ -31,9 +31,11 @@ public enum MetricsText {
         ]
         for (name, key, help) in counters { metric(name + "_total", "counter", help, s["counters"]?[key]) }
         // Absent until a prefetch finished since the daemon started.
-        if let last = s["last_prefetch"], let finished = last["finished"]?.double, finished.isFinite, finished >= 0 {
-            // Whole seconds: every sample of this text is an integer.
-            let text = String(Int64(finished))
+        if let last = s["last_prefetch"], let finished = last["finished"]?.double, finished.isFinite, finished >= 0,
+           let whole = Int64(exactly: finished.rounded(.down)) {
+            // Whole seconds: every sample of this text is an integer (a daemon's
+            // value out of range is left out, never trapped on).
+            let text = String(whole)
             out += "# HELP cached_last_prefetch_timestamp_seconds When the last prefetch finished (unix seconds), whether it succeeded or not.\n"
             out += "# TYPE cached_last_prefetch_timestamp_seconds gauge\ncached_last_prefetch_timestamp_seconds \(text)\n"
             let ok = last["succeeded"] == .bool(true) ? 1 : 0

@@ -110,6 +110,12 @@ extension CacheService {
                 return .failure(.origin(OriginFailure(subject: url, url: url, status: 304, attempts: response.attempts,
                                                       reason: "answered 304 Not Modified to a request that sent no validators")))
             }
+            // Evicted or collected while the request was out: a 304 has no
+            // bytes to put back. Not the row's fault; the next prefetch downloads it.
+            guard store.objectRef(revalidating.ref.hash) != nil, store.objectIsPresent(revalidating.ref) else {
+                return .failure(.store(.missingObject(revalidating.ref.hash, rows: view.rows(for: url).map(\.row)),
+                                       doing: "revalidating \(url), whose copy was removed meanwhile (the next prefetch downloads it)"))
+            }
             let freshness = FreshnessHeaders.refreshed(revalidating.freshness, by: response.headers, now: now)
             // A no-cache answer restated as it was is stale whenever it came:
             // nothing to log (5,000 no-cache rows would log 5,000 records a prefetch).

@@ -61,8 +61,10 @@ enum FreshnessHeaders {
         for part in value.split(separator: ",") {
             let item = part.trimmingSpaces()
             guard !item.isEmpty else { continue }
-            let pieces = item.split(separator: "=", maxSplits: 1)
+            // `=` alone, or `=x`, names no directive: skipped (it used to trap).
+            let pieces = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = pieces[0].trimmingSpaces().lowercased()
+            guard !name.isEmpty else { continue }
             var v = pieces.count > 1 ? pieces[1].trimmingSpaces() : ""
             if v.count >= 2, v.hasPrefix("\""), v.hasSuffix("\"") { v = String(v.dropFirst().dropLast()) }
             if out[name] == nil { out[name] = v }  // the first of a repeated directive counts

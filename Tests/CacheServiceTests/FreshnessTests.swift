@@ -23,6 +23,11 @@ import CacheStore
         #expect(Self.lifetime(["cache-control": "max-age=100", "age": "400"]) == .noCache)
         #expect(Self.lifetime(["cache-control": "max-age=10", "expires": "Thu, 01 Jan 1970 00:00:01 GMT"]) == .seconds(10),
                 "max-age wins over Expires")
+        // Any origin may send these; a directive without a name is skipped (`=` alone trapped).
+        for odd in ["=", ",=,", " = ", "=5", "max-age=60, =, no"] { _ = Self.lifetime(["cache-control": odd]) }
+        #expect(Self.lifetime(["cache-control": "=, max-age=60"]) == .seconds(60))
+        // Two Cache-Control lines arrive joined (HTTPTransfer's list fields): no-store on either counts.
+        #expect(Self.lifetime(["cache-control": "no-store, max-age=31536000"]) == .noCache)
     }
 
     @Test func expiresIsMeasuredFromDate() {

@@ -82,15 +82,7 @@ enum AnswerEncoding {
     /// was done, as a success gives it, the failed feed's member null
     /// (docs/protocol.md, "prefetch").
     static func prefetchFailure(_ r: PrefetchReport, _ e: ProtocolError, tag: [UInt8]?) -> [UInt8] {
-        var o = JSONObjectWriter(capacity: 256 + (tag?.count ?? 0))
-        o.field("ok", false)
-        if let tag { o.field("tag", rawJSON: tag) }
-        var inner = JSONObjectWriter()
-        inner.field("code", e.code.rawValue)
-        inner.field("message", e.message)
-        o.field("error", object: inner)
-        prefetchMembers(r, &o)
-        return o.line()
+        Response.error(e, tag: tag, capacity: 256) { prefetchMembers(r, &$0) }
     }
 
     private static func prefetchMembers(_ r: PrefetchReport, _ o: inout JSONObjectWriter) {
