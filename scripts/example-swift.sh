@@ -15,9 +15,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# (A second try: SwiftPM may plan the first build of the path dependency
-# from a stale description when files moved in it since the last one.)
+# (A second try, from scratch: SwiftPM may plan the build of the path
+# dependency from a stale description when files were added to or moved in
+# it since the last build, and a plain retry can fail the same way.)
 if ! swift build --package-path "$here/Examples/SwiftClient" > "$work/build.log" 2>&1; then
+  rm -rf "$here/Examples/SwiftClient/.build"
   swift build --package-path "$here/Examples/SwiftClient" 2>&1 | tail -20
 fi
 example="$(swift build --package-path "$here/Examples/SwiftClient" --show-bin-path)/cached-screens"
