@@ -86,6 +86,40 @@ long clinux_pread_nowait(int fd, void *buf, unsigned long len, long off) {
     return syscall(SYS_preadv2, fd, &iov, 1, off, 0L, RWF_NOWAIT);
 }
 
+#include <sys/ioctl.h>
+#include <sys/vfs.h>
+#include <linux/fs.h>
+#ifndef SYS_cachestat
+#define SYS_cachestat 451
+#endif
+struct clinux_cachestat_range { uint64_t off, len; };
+struct clinux_cachestat { uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted; };
+int clinux_cached_pages(int fd, uint64_t off, uint64_t len, uint64_t *cached, uint64_t *total) {
+    struct clinux_cachestat_range range = { off, len };
+    struct clinux_cachestat cs;
+    memset(&cs, 0, sizeof cs);
+    if (syscall(SYS_cachestat, fd, &range, &cs, 0) != 0) return -1;
+    long page = sysconf(_SC_PAGESIZE);
+    *cached = cs.nr_cache;
+    *total = (len + (uint64_t)page - 1) / (uint64_t)page;
+    return 0;
+}
+
+int clinux_file_flags(int fd, uint32_t *flags) {
+    int f = 0;
+    if (ioctl(fd, FS_IOC_GETFLAGS, &f) != 0) return -1;
+    *flags = (uint32_t)f;
+    return 0;
+}
+uint32_t clinux_nocow_flag(void) { return FS_NOCOW_FL; }
+
+int clinux_fs_type(int fd, int64_t *type) {
+    struct statfs st;
+    if (fstatfs(fd, &st) != 0) return -1;
+    *type = (int64_t)st.f_type;
+    return 0;
+}
+
 /* Ranks of the locks this thread holds, innermost last. 32 is far deeper
    than any nesting the daemon has (three); deeper pushes are not tracked. */
 static __thread int lock_ranks[32];

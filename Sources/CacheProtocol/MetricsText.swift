@@ -27,9 +27,14 @@ public enum MetricsText {
             ("download_bytes", "download_bytes", "Bytes of images downloaded."),
             ("coalesced", "coalesced", "Requests that joined a download, feed refresh or prefetch already running."),
             ("errors", "errors", "Error answers sent."), ("upstream_errors", "upstream_errors", "Failed fetches from the origin."),
-            ("quarantined", "quarantined", "Objects that failed verification."), ("evictions", "evictions", "Objects evicted by max-size."),
+            ("quarantined", "quarantined", "Objects that failed verification or could not be read, set aside."),
+            ("read_errors", "read_errors", "Read errors (EIO) met on object files."), ("evictions", "evictions", "Objects evicted by max-size."),
         ]
         for (name, key, help) in counters { metric(name + "_total", "counter", help, s["counters"]?[key]) }
+        if let mode = s["verify_reads"]?.string {
+            out += "# HELP cached_verify_reads The verify-reads mode in effect (1 for the mode in effect).\n# TYPE cached_verify_reads gauge\n"
+            for m in ["always", "on-change"] { out += "cached_verify_reads{mode=\"\(m)\"} \(m == mode ? 1 : 0)\n" }
+        }
         // Absent until a prefetch finished since the daemon started.
         if let last = s["last_prefetch"], let finished = last["finished"]?.double, finished.isFinite, finished >= 0,
            let whole = Int64(exactly: finished.rounded(.down)) {

@@ -14,6 +14,7 @@ extension CacheService {
     public static func open(_ configuration: ServiceConfiguration, userAgent: String, log: Logger) throws(CacheError) -> CacheService {
         var storeConfiguration = StoreConfiguration(directory: configuration.storeDirectory, maxBytes: configuration.maxBytes)
         storeConfiguration.compactionSlack = configuration.compactionSlack
+        storeConfiguration.verifyReads = configuration.verifyReads
         storeConfiguration.onWritesStopped = { [log] why in
             log.error("store writes stopped: \(why); reads go on, every write now fails; restart cached to reopen the store")
         }
@@ -22,6 +23,8 @@ extension CacheService {
         let store: Store
         do { store = try Store(storeConfiguration) } catch { throw .store(error, doing: "cannot open the store") }
         logRecovery(store, log)
+        let verification = store.readVerification
+        log.notice("verify-reads: \(verification.mode.rawValue) (\(verification.reason))")
         var policy = configuration.fetch
         policy.userAgent = userAgent
         return CacheService(store: store, http: HTTPClient(policy: policy, credentials: configuration.credentials),

@@ -3,21 +3,28 @@ import CacheSystem
 
 /// `verify`, `gc` and `compact`: always on a worker.
 extension CacheService {
-    /// Re-hashes every object; corrupt ones are quarantined and fetched again.
+    /// Re-hashes every object (whatever `verify-reads` says); corrupt and
+    /// unreadable ones are quarantined and fetched again.
     public func verify(then completion: @escaping @Sendable (VerifyReport) -> Void) {
         pool.submit { [self] in
             let objects = store.knownObjects()
             var corrupt: [Hash128] = []
             var urls = Set<String>()
             let view = manifestView()
+            var quarantined = 0
             for hash in objects {
                 do throws(StoreError) {
-                    let (fd, _) = try store.openVerified(hash)
+                    let (fd, _) = try store.openVerified(hash, rehash: true)
                     fd.close()
                 } catch {
                     switch error {
                     case .corruptObject(_, _, let rows), .missingObject(_, let rows):
                         corrupt.append(hash)
+                        quarantined += 1
+                        urls.formUnion(rows.compactMap { view.resolved($0) })
+                    case .unreadableObject(_, _, _, let outcome, let rows):
+                        corrupt.append(hash)
+                        if outcome != .handledAlready { quarantined += 1 }
                         urls.formUnion(rows.compactMap { view.resolved($0) })
                     default:
                         break
@@ -25,7 +32,7 @@ extension CacheService {
                     log.warning("verify: \(error)")
                 }
             }
-            counters.withLock { $0.quarantined += corrupt.count }
+            counters.withLock { $0.quarantined += quarantined }
             let report = VerifyReport(checked: objects.count, corrupt: corrupt.map(\.hex), repaired: 0)
             repair(urls, report, completion)
         }

@@ -19,6 +19,9 @@ extension CacheService {
         if let bytes = store.readVerifiedIfCached(hash, upTo: Self.inlineObjectLimit, header: { prefix(Int64($0)) }) {
             return .now(.success(.inline(bytes)))
         }
+        if let (fd, size) = store.openTrustedIfCached(hash) {
+            return .now(.success(.file(prefix: prefix(size), fd, size: size)))
+        }
         pool.submit { [self] in
             verifiedFile(hash, retry: true) { result in
                 completion(result.map { .file(prefix: prefix($0.size), $0.descriptor, size: $0.size) })
@@ -52,41 +55,84 @@ extension CacheService {
 
     private static var badHash: CacheError { .invalid("\"hash\" must be 32 lowercase hex digits") }
 
-    /// On a worker: the object's file, verified; a corrupt one is quarantined
-    /// and, once, downloaded again.
+    /// On a worker: the object's file, verified; a corrupt or unreadable
+    /// one is quarantined and, once, downloaded again (`repair`). An object
+    /// being repaired is waited for.
     private func verifiedFile(_ hash: Hash128, retry: Bool, _ completion: @escaping Completion<VerifiedFile>) {
         guard store.objectRef(hash) != nil else {
-            completion(.failure(.notFound("object \(hash.hex) is not in the store")))
+            let joined = retry && repairFlight.joinIfRunning(hash) { [self] failure in
+                if let failure { completion(.failure(.notFound(failure))) } else { verifiedFile(hash, retry: false, completion) }
+            }
+            if !joined { completion(.failure(.notFound("object \(hash.hex) is not in the store"))) }
             return
         }
         do throws(StoreError) {
             let (fd, size) = try store.openVerified(hash)
             completion(.success(VerifiedFile(descriptor: fd, size: size)))
         } catch {
-            log.warning("read: \(error)")
             switch error {
-            case .missingObject: completion(.failure(.notFound("\(error)")))
+            case .missingObject:
+                log.warning("read: \(error)")
+                completion(.failure(.notFound("\(error)")))
             case .corruptObject(_, _, let rows):
-                counters.withLock { $0.quarantined += 1 }
-                refetch(hash, rows: rows, error: error, retry: retry, completion)
-            default: completion(.failure(.store(error, doing: "")))
+                noteQuarantined(error)
+                repair(hash, rows: rows, error: error, retry: retry, completion)
+            case .unreadableObject(_, _, _, let outcome, let rows):
+                if outcome != .handledAlready { noteQuarantined(error) }
+                repair(hash, rows: rows, error: error, retry: retry, completion)
+            default:
+                log.warning("read: \(error)")
+                completion(.failure(.store(error, doing: "")))
             }
         }
     }
 
-    /// Downloads a quarantined object again from a row that still names it.
-    private func refetch(_ hash: Hash128, rows: [Int], error: StoreError, retry: Bool,
-                         _ completion: @escaping Completion<VerifiedFile>) {
+    /// Logs (once per object: only the request that set its file aside
+    /// comes here) and counts an object quarantined.
+    func noteQuarantined(_ error: StoreError) {
+        log.warning("read: \(error)")
+        counters.withLock { $0.quarantined += 1 }
+    }
+
+    /// Downloads a quarantined object again from a row that still names it,
+    /// one download per object however many requests wait for it, then
+    /// serves it if the bytes match the hash asked for.
+    private func repair(_ hash: Hash128, rows: [Int], error: StoreError, retry: Bool,
+                        _ completion: @escaping Completion<VerifiedFile>) {
+        guard retry else {
+            completion(.failure(.notFound("\(error)")))
+            return
+        }
+        let first = repairFlight.join(hash) { [self] failure in
+            if let failure { completion(.failure(.notFound(failure))) } else { verifiedFile(hash, retry: false, completion) }
+        }
+        guard first else { return }
         let view = manifestView()
-        guard retry, let url = rows.lazy.compactMap({ view.resolved($0) }).first else {
-            completion(.failure(.notFound("\(error); no row refers to it any more")))
+        guard let url = rows.lazy.compactMap({ view.resolved($0) }).first else {
+            // Another request set it aside and may have brought it back already.
+            repairFlight.finish(hash, store.objectRef(hash) != nil ? nil : "\(error); no row refers to it any more")
             return
         }
         download(url: url) { [self] result in
             if case .success(let ref) = result, ref.hash == hash {
-                verifiedFile(hash, retry: false, completion)
+                repairFlight.finish(hash, nil)
             } else {
-                completion(.failure(.notFound("\(error); downloading it again from \(url) did not give the same bytes")))
+                repairFlight.finish(hash, "\(error); downloading it again from \(url) did not give the same bytes")
+            }
+        }
+    }
+
+    /// A read error met while an object file was being sent (the event
+    /// loop's `sendfile`): the transfer was cut (never wrong bytes); here,
+    /// on a worker, the file is set aside, counted, logged once and
+    /// downloaded again, so the next request is served.
+    public func objectReadFailed(path: String, file: FileIdentity?, _ error: SystemError) {
+        pool.submit { [self] in
+            guard let failure = store.readFailed(path: path, file: file, error),
+                  case .unreadableObject(let hash, _, _, let outcome, let rows) = failure else { return }
+            if outcome != .handledAlready { noteQuarantined(failure) }
+            repair(hash, rows: rows, error: failure, retry: true) { result in
+                if case .success(let file) = result { file.descriptor.close() }
             }
         }
     }

@@ -27,6 +27,9 @@ public final class CacheService: Sendable {
     let postsFlight = SingleFlight<Int, Result<PostsRefresh, CacheError>>()
     let manifestFlight = SingleFlight<Int, Result<Int, CacheError>>()
     let imageFlight = SingleFlight<String, Result<FetchedImage, CacheError>>()
+    /// Objects quarantined and being downloaded again (`repair`): nil when
+    /// it came back, else why not.
+    let repairFlight = SingleFlight<Hash128, String?>()
     /// Each failing image URL's last failure and how often in a row (RowFailures.swift).
     let rowFailures = Locked(RowFailures())
     /// The last prefetch that finished, for `status`.
@@ -90,9 +93,17 @@ public final class CacheService: Sendable {
         return ServiceStatus(posts: s.posts, images: s.rows, imagesCached: s.rowsCached, objects: s.objects,
                              bytes: s.bytes, maxBytes: maxBytes,
                              uptimeSeconds: (Clock.monotonicNanoseconds() - started) / 1_000_000_000,
-                             counters: counters.withLock { $0 }, evictions: s.evictions,
+                             counters: counterValues(), evictions: s.evictions,
                              storeDirectory: store.directory, logRecords: s.logRecords,
-                             lastPrefetch: lastPrefetch.withLock { $0 })
+                             lastPrefetch: lastPrefetch.withLock { $0 },
+                             verifyReads: store.readVerification.mode.rawValue)
+    }
+
+    /// The counters, with the store's own (read errors) filled in.
+    func counterValues() -> CounterValues {
+        var all = counters.withLock { $0 }
+        all.readErrors = store.readErrors
+        return all
     }
 
     // MARK: Posts

@@ -14,4 +14,7 @@ public struct CounterValues: Sendable, Equatable {
     /// whose URL cannot be fetched (no request is made for it).
     public var upstreamErrors = 0
     public var quarantined = 0
+    /// Read errors met on object files (`Store.readErrors`): each also
+    /// quarantined its object.
+    public var readErrors = 0
 }

@@ -18,6 +18,8 @@ public struct ServiceConfiguration: Sendable, Equatable {
     public var workerThreads: Int
     /// Log records beyond the live ones before the log is compacted.
     public var compactionSlack: Int
+    /// When object bytes are hashed again before they are served.
+    public var verifyReads: VerifyReads = .always
 
     public init(feeds: FeedConfiguration, storeDirectory: String, maxBytes: Int64, fetch: FetchPolicy,
                 credentials: FetchCredentials = .none,

@@ -184,6 +184,8 @@ public struct ServiceStatus: Sendable {
     public var logRecords: Int
     /// The last prefetch that finished since the daemon started; nil when none did.
     public var lastPrefetch: LastPrefetch? = nil
+    /// The `verify-reads` mode in effect: `always` or `on-change`.
+    public var verifyReads = "always"
 }
 
 /// What happens in the service that a front-end may show as it happens

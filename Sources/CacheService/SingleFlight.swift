@@ -19,6 +19,16 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
     }
 
+    /// Adds `waiter` for `key` only when a flight for it is running; false
+    /// (and `waiter` dropped) when none is.
+    func joinIfRunning(_ key: Key, _ waiter: @escaping Waiter) -> Bool {
+        flights.withLock { f in
+            guard f[key] != nil else { return false }
+            f[key]!.append(waiter)
+            return true
+        }
+    }
+
     /// Ends the flight for `key`, handing `value` to every waiter.
     func finish(_ key: Key, _ value: Value) {
         let waiters = flights.withLock { $0.removeValue(forKey: key) } ?? []

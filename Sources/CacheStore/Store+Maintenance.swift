@@ -25,6 +25,7 @@ extension Store {
             s.removeObjects(Set(victims))
             s.evictions += victims.count
         }
+        distrust(Set(victims))
         for h in victims { _ = try? unlinkObjectFile(h) }
     }
 
@@ -66,6 +67,7 @@ extension Store {
         if !unreferenced.isEmpty {
             try append(unreferenced.sorted().map { .objectRemoved(hash: $0) }, &w)
             state.withLock { $0.removeObjects(unreferenced) }
+            distrust(unreferenced)
         }
         do throws(SystemError) { return try removeUnreferencedObjectFiles(keep: keep) } catch { throw .io(error) }
     }

@@ -74,6 +74,7 @@ extension Store {
             // keep it and discard the good download).
             if let existing, existing.size == ref.size, fileHolds(path, ref.hash) {
                 objectWriter.discard()
+                trustCommitted(ref.hash, path)
             } else {
                 try objectWriter.syncAndClose()
                 if existing != nil {
@@ -95,6 +96,7 @@ extension Store {
                     try files.syncDirectory(objectsDirectory)
                     durableFanouts.withLock { _ = $0.insert(fanout) }
                 }
+                trustCommitted(ref.hash, path)
             }
         } catch {
             objectWriter.discard()
@@ -154,6 +156,7 @@ extension Store {
             guard state.withLock({ $0.objects[hash] != nil }) else { return }
             try append([.objectRemoved(hash: hash)], &w)
             state.withLock { $0.apply(.objectRemoved(hash: hash)) }
+            distrust([hash])
         }
     }
 
@@ -177,6 +180,7 @@ extension Store {
             guard !gone.isEmpty else { return 0 }
             try append(gone.map { .objectRemoved(hash: $0) }, &w)
             state.withLock { $0.removeObjects(Set(gone)) }
+            distrust(Set(gone))
             return gone.count
         }
     }

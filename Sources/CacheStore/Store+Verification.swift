@@ -4,14 +4,22 @@ import Glibc
 import CLinux
 import CacheSystem
 
-/// Verified reads: an object is hashed before its bytes are served, and
-/// one that does not match its name is moved to quarantine/.
+/// Verified reads: an object is hashed before its bytes are served (or,
+/// under `verify-reads = on-change`, trusted while its file is unchanged),
+/// and one that does not match its name is moved to quarantine/.
 extension Store {
 
     /// Opens an object after checking its bytes against its name. On a
     /// mismatch the file is moved to `quarantine/`, the object is forgotten
-    /// (its rows become uncached) and `corruptObject` is thrown.
-    public func openVerified(_ hash: Hash128) throws(StoreError) -> (FileDescriptor, Int64) {
+    /// (its rows become uncached) and `corruptObject` is thrown; on a read
+    /// error (a bad sector, a failed file-system checksum) the same happens
+    /// and `unreadableObject` is thrown (`quarantineUnreadable`).
+    ///
+    /// Under `verify-reads = on-change` (`readVerification`), a file hashed
+    /// before whose identity (`FileIdentity`) has not changed and whose
+    /// pages are all in the page cache is not hashed again; `rehash` hashes
+    /// it whatever the mode (`verify`, the scrub).
+    public func openVerified(_ hash: Hash128, rehash: Bool = false) throws(StoreError) -> (FileDescriptor, Int64) {
         let path = objectPath(hash)
         let fd: FileDescriptor
         do throws(SystemError) { fd = try files.open(path, O_RDONLY) } catch {
@@ -20,50 +28,65 @@ extension Store {
                 try? forgetObject(hash)
                 throw .missingObject(hash, rows: rows)
             }
+            if error.isMediaError { throw unreadable(hash, error, file: nil) }
             throw .io(error)
+        }
+        let identity: FileIdentity
+        do throws(SystemError) { identity = try fd.identity() } catch {
+            fd.close()
+            throw error.isMediaError ? unreadable(hash, error, file: nil) : .io(error)
+        }
+        if !rehash, trustsUnchanged(hash, fd, identity) {
+            touch(hash)
+            return (fd, identity.size)
         }
         let digest: Hash128
         let size: Int64
         do throws(SystemError) {
             (digest, size) = try Store.hashFile(fd)
-            try fd.seek(to: 0)
         } catch {
             fd.close()
-            throw .io(error)
+            // Any failure of a read of a regular file the store opened is the file's.
+            throw unreadable(hash, error, file: identity)
         }
         guard digest == hash else {
             fd.close()
             let rows = rowsReferencing(hash)
             throw .corruptObject(hash, quarantinedTo: quarantine(hash), rows: rows)
         }
+        trustIfChecked(hash, fd, identity)
         touch(hash)
         return (fd, size)
     }
 
-    /// True when the file at `path` (never through a symbolic link) hashes to `hash`.
+    /// True when the file at `path` (never through a symbolic link) hashes
+    /// to `hash`. A read error counts as a read fault (`readErrors`) and is false.
     func fileHolds(_ path: String, _ hash: Hash128) -> Bool {
         guard let fd = try? files.open(path, O_RDONLY) else { return false }
         defer { fd.close() }
-        return (try? Store.hashFile(fd))?.0 == hash
+        do throws(SystemError) { return try Store.hashFile(fd).0 == hash } catch {
+            noteReadError(error)
+            return false
+        }
     }
 
-    /// XXH3-128 and length of a file from its current position (0). Large
-    /// files are hashed through a read-only mapping: no copy into user memory,
-    /// which matters on `read`, where the bytes are hashed before each send.
+    /// Bytes read per `pread` when hashing a file.
+    static let hashReadSize = 1 << 20
+
+    /// XXH3-128 and length of a file from offset 0, read with `pread` into
+    /// one reused buffer. Never through a memory mapping: a read error on a
+    /// mapped page is a SIGBUS, or on btrfs a fault retried for ever (a
+    /// worker spinning in the kernel, its request never answered), where
+    /// `pread` returns `EIO` at once.
     static func hashFile(_ fd: FileDescriptor) throws(SystemError) -> (Hash128, Int64) {
-        let length = try fd.size()
-        if length >= 64 * 1024, let mapped = mmap(nil, Int(length), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd.rawValue, 0),
-           mapped != MAP_FAILED {
-            defer { munmap(mapped, Int(length)) }
-            return (Hash128(of: UnsafeRawBufferPointer(start: mapped, count: Int(length))), length)
-        }
         var hasher = StreamingHasher()
         var size: Int64 = 0
-        var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: hashReadSize, alignment: 64)
+        defer { buffer.deallocate() }
         while true {
-            let n = try buffer.withMutableBytes { (raw) throws(SystemError) in try fd.read(into: raw) }
+            let n = try fd.read(into: buffer, at: size)
             if n == 0 { break }
-            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             size += Int64(n)
         }
         return (hasher.digest(), size)
@@ -80,12 +103,13 @@ extension Store {
         guard let fd = try? files.open(Self.objectRelativePath(hash), O_RDONLY) else { return nil }
         defer { fd.close() }
         let size = Int(ref.size)
+        let trusted = readVerification.mode == .onChange && trustsUnchanged(hash, fd, nil, checkCache: false)
         let head = header(size)
         var ok = false
         // Header, then the file read straight into the same (uninitialised) buffer.
         let out = [UInt8](unsafeUninitializedCapacity: head.count + size + 1) { buffer, count in
             _ = buffer.initialize(from: head)
-            ok = Store.readsWholeFromCache(fd, hash, size: size,
+            ok = Store.readsWholeFromCache(fd, trusted ? nil : hash, size: size,
                                            into: UnsafeMutableRawBufferPointer(start: buffer.baseAddress! + head.count, count: size + 1))
             count = ok ? head.count + size : 0
         }
@@ -100,7 +124,10 @@ extension Store {
     /// hash matches. Nil means "take the slow path" (`openVerified` on a
     /// worker), which also handles every error and a mismatch. The caller
     /// owns the descriptor.
+    /// Under `on-change`, any object trusted and wholly in the page cache
+    /// is opened with nothing read (`openTrustedIfCached`).
     public func openVerifiedIfCached(_ hash: Hash128, upTo limit: Int) -> (FileDescriptor, Int64)? {
+        if readVerification.mode == .onChange, let opened = openTrustedIfCached(hash) { return opened }
         guard let ref = state.withLock({ $0.objects[hash] }), ref.size <= limit else { return nil }
         guard let fd = try? files.open(objectPath(hash), O_RDONLY) else { return nil }
         let size = Int(ref.size)
@@ -121,27 +148,11 @@ extension Store {
     /// alone (`preadv2(RWF_NOWAIT)` at offset 0, the position unmoved).
     /// EAGAIN, a short read (not all cached) or another size: false, and
     /// the slow path decides.
-    static func readsWholeFromCache(_ fd: FileDescriptor, _ hash: Hash128, size: Int, into body: UnsafeMutableRawBufferPointer) -> Bool {
+    /// A nil `hash`: the file is trusted (`on-change`), its bytes are not hashed.
+    static func readsWholeFromCache(_ fd: FileDescriptor, _ hash: Hash128?, size: Int, into body: UnsafeMutableRawBufferPointer) -> Bool {
         let n = clinux_pread_nowait(fd.rawValue, body.baseAddress, UInt(body.count), 0)
-        return n == size && Hash128(of: UnsafeRawBufferPointer(rebasing: body[0..<size])) == hash
-    }
-
-    /// A name in quarantine/ no other quarantined file has.
-    func quarantineName(_ hash: Hash128) -> String {
-        "\(quarantineDirectory)/\(hash.hex)-\(Clock.wallSeconds())-\(TempName.next(""))"
-    }
-
-    /// Moves an object's file to `quarantine/` and forgets it; returns where it went.
-    @discardableResult
-    public func quarantine(_ hash: Hash128) -> String? {
-        let target = quarantineName(hash)
-        let moved: String?
-        do throws(SystemError) {
-            try files.rename(objectPath(hash), target)
-            try files.syncDirectory(quarantineDirectory)
-            moved = target
-        } catch { moved = nil }
-        try? forgetObject(hash)
-        return moved
+        guard n == size else { return false }
+        guard let hash else { return true }
+        return Hash128(of: UnsafeRawBufferPointer(rebasing: body[0..<size])) == hash
     }
 }

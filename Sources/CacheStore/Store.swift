@@ -33,6 +33,13 @@ public final class Store: Sendable {
     /// Fan-out directories whose entry in objects/ this process has fsynced.
     let durableFanouts = Locked<Set<String>>([])
 
+    /// How reads are verified here (`verify-reads`, resolved at open).
+    public let readVerification: ReadVerification
+    /// Files hashed and found to hold their object, for `on-change`.
+    let trusted = Locked(TrustedFiles())
+    /// Object read errors met (`readErrors`).
+    let readErrorCount = Locked(0)
+
     /// Entries of the store it did not make, reported once each when met.
     let ignored: IgnoredEntries
 
@@ -99,6 +106,8 @@ public final class Store: Sendable {
             throw .io(SystemError(error.call, error.subject + " (index.log had been cut first: \(r.problem); the cut bytes are in \(r.savedTo))", errno: error.errno))
         }
         replayed.orderPosts()
+        readVerification = ReadVerification.resolve(configuration.verifyReads, directory: files.descriptor,
+                                                    realPath: directory + "/objects")
         recovery = log.recovery
         state = Locked(replayed, rank: .storeState)
         writer = Locked(WriterState(log: log, compactedLength: log.length), rank: .storeWriter)

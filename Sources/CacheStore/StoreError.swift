@@ -15,6 +15,10 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     case corruptObject(Hash128, quarantinedTo: String?, rows: [Int])
     /// The object's file is gone; `rows` pointed to it (now uncached).
     case missingObject(Hash128, rows: [Int])
+    /// An object's file at `path` could not be read (`error`: a bad sector,
+    /// a failed file-system checksum); it was set aside as `outcome` says
+    /// and forgotten. `rows` named it.
+    case unreadableObject(Hash128, path: String, SystemError, QuarantineOutcome, rows: [Int])
     /// The store's log or lock file was removed, replaced or cut while the
     /// store was open: writes stop (a write into a file nobody will read
     /// again would be acknowledged and lost) until the store is reopened.
@@ -87,6 +91,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
             return "object \(hash) failed verification" + (to.map { "; moved to \($0)" } ?? "")
         case .missingObject(let hash, _):
             return "object \(hash) is not in the store"
+        case let .unreadableObject(hash, path, error, outcome, _):
+            return "object \(hash) could not be read from \(path): \(error.call): \(error.reason); \(outcome)"
         case .untrusted(let why):
             return "refusing to use the store: \(why)"
         case let .notAStore(dir, found, log):

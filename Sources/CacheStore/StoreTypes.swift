@@ -98,6 +98,9 @@ public struct StoreConfiguration: Sendable {
     /// error: a post whose file name is taken by another post's (two string
     /// ids whose hashes collide), once per post. The daemon logs it.
     public var onWarning: (@Sendable (String) -> Void)?
+    /// When object bytes are hashed again before they are served
+    /// (`ReadVerification.resolve`). Default `always`.
+    public var verifyReads: VerifyReads = .always
 
     public init(directory: String, maxBytes: Int64 = 0) {
         self.directory = directory

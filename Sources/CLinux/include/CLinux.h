@@ -49,6 +49,20 @@ void clinux_set_thread_name(const char *name);
     page cache; -1 with errno EAGAIN when the read would block on the disk. */
 long clinux_pread_nowait(int fd, void *buf, unsigned long len, long off);
 
+/** cachestat(2) (Linux 6.5): how many of the pages of [off, off + len) of
+    `fd` are in the page cache; 0 with both counts set, or -1 with errno
+    (ENOSYS on an older kernel). */
+int clinux_cached_pages(int fd, uint64_t off, uint64_t len, uint64_t *cached, uint64_t *total);
+
+/** The file's inode flags (FS_IOC_GETFLAGS): 0 with *flags set, or -1 with
+    errno (ENOTTY where the file system has none). */
+int clinux_file_flags(int fd, uint32_t *flags);
+/** FS_NOCOW_FL: on btrfs, a file without data checksums. */
+uint32_t clinux_nocow_flag(void);
+
+/** fstatfs(fd).f_type: which file system holds `fd`; 0 with *type set, or -1 with errno. */
+int clinux_fs_type(int fd, int64_t *type);
+
 /** The lock-order check (debug builds): pushes `rank` on this thread's stack
     of held lock ranks and returns the rank on top before it (0: none held). */
 int clinux_lock_rank_push(int rank);

@@ -60,6 +60,7 @@ final class Daemon {
             service.onEvent = { [events = http.events] in events.publish($0) }
         }
         var running = settings
+        loop.onFileReadError = { [service] path, file, error in service.objectReadFailed(path: path, file: file, error) }
         loop.onReload = { [unowned loop, self] in self.reload(loop, service, current: &running) }
         startWatchdog(loop, manager, http)
         service.start()

@@ -1,5 +1,6 @@
 import CacheFetch
 import CacheService
+import CacheStore
 
 /// Each subsystem's configuration, built from the settings here and nowhere else.
 extension Settings {
@@ -14,8 +15,10 @@ extension Settings {
     }
 
     var serviceConfiguration: ServiceConfiguration {
-        ServiceConfiguration(feeds: feedConfiguration, storeDirectory: store, maxBytes: maxSize, fetch: fetch,
-                             credentials: fetchCredentials)
+        var c = ServiceConfiguration(feeds: feedConfiguration, storeDirectory: store, maxBytes: maxSize, fetch: fetch,
+                                     credentials: fetchCredentials)
+        c.verifyReads = verifyReads
+        return c
     }
 
     /// The configured headers, for the origins of posts-url and images-url.

@@ -1,3 +1,4 @@
+import CacheStore
 import CacheFetch
 import CacheProtocol
 import CacheSystem
@@ -28,6 +29,7 @@ public struct Settings: Sendable, Equatable {
     /// Default per `DefaultPaths.socket`.
     public var socket: String
     public var maxSize: Int64 = 0
+    public var verifyReads: VerifyReads = .auto
     public var maxObjectSize: Int64 = 64 << 20
     /// Seconds an image stays fresh when its response states no lifetime; 0 = never revalidated.
     public var imagesRevalidateAfter: Int64 = 86400

@@ -1,3 +1,4 @@
+import CacheStore
 import CacheFetch
 import CacheProtocol
 import CacheSystem
@@ -37,6 +38,8 @@ extension Settings {
               \.socket, parse: { k, v throws(SettingsError) in try ValueParser.socketPath(k, v) }, format: { $0 }),
         .make("max-size", "SIZE", .restart, "cap on the bytes of cached images; 0 = none",
               \.maxSize, parse: { k, v throws(SettingsError) in try ValueParser.size(k, v) }, format: { String($0) }),
+        .make("verify-reads", "MODE", .restart, "always, on-change or auto: when an object's bytes are hashed again before they are served; auto is on-change where the file system checks data itself (btrfs, ZFS), else always",
+              \.verifyReads, parse: { k, v throws(SettingsError) in try ValueParser.verifyReads(k, v) }, format: { $0.rawValue }),
         .make("max-object-size", "SIZE", .live, "largest image or feed body accepted",
               \.maxObjectSize, parse: { k, v throws(SettingsError) in try ValueParser.size(k, v, minimum: 1, "greater than 0") }, format: { String($0) }),
         .make("images-revalidate-after", "AGE", .live, "seconds an image stays fresh when its response states no lifetime; 0 = never revalidated",

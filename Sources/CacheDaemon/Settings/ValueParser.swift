@@ -1,3 +1,4 @@
+import CacheStore
 import CacheProtocol
 #if canImport(Glibc)
 import Glibc
@@ -77,6 +78,11 @@ enum ValueParser {
     static func logLevel(_ key: String, _ text: String) throws(SettingsError) -> LogLevel {
         guard let l = LogLevel(name: text) else { throw SettingsError("\(key) must be one of error, warning, notice, info, debug, not \"\(text)\"") }
         return l
+    }
+
+    static func verifyReads(_ key: String, _ text: String) throws(SettingsError) -> VerifyReads {
+        guard let v = VerifyReads(rawValue: text) else { throw SettingsError("\(key) must be one of always, on-change, auto, not \"\(text)\"") }
+        return v
     }
 
     static func url(_ key: String, _ value: String) throws(SettingsError) -> String {

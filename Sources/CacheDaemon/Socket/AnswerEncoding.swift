@@ -178,6 +178,7 @@ enum AnswerEncoding {
             o.field("socket", socket)
             o.field("log_records", s.logRecords)
             o.field("last_prefetch", object: s.lastPrefetch.map(lastPrefetch))
+            o.field("verify_reads", s.verifyReads)
         }
     }
 
@@ -193,6 +194,7 @@ enum AnswerEncoding {
         co.field("connections", c.connections)
         co.field("upstream_errors", c.upstreamErrors)
         co.field("quarantined", c.quarantined)
+        co.field("read_errors", c.readErrors)
         co.field("evictions", evictions)
         return co
     }

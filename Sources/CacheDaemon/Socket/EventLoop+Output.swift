@@ -45,6 +45,10 @@ extension EventLoop {
                 do {
                     sent = try UnixSocket.sendFile(c.fd, from: fd, offset: &position, count: Int(min(size - c.readyOffset, EventLoop.maxSendfile)))
                 } catch {
+                    // The file could not be read (the transfer is cut short:
+                    // a client sees fewer bytes than announced, never wrong
+                    // ones), or the client went away.
+                    if error.isMediaError { onFileReadError(fd.path, try? fd.identity(), error) }
                     close(c)
                     return
                 }

@@ -56,6 +56,10 @@ final class EventLoop {
     /// Called about once a second from the loop (the watchdog's heartbeat:
     /// it proves the loop itself still turns).
     var onTick: () -> Void = {}
+    /// Called on the loop thread when sending a file failed reading it (a
+    /// media error from `sendfile`: `SystemError.isMediaError`), with the
+    /// file's path and identity, before the connection is closed.
+    var onFileReadError: (String, FileIdentity?, SystemError) -> Void = { _, _, _ in }
 
     /// One read takes up to 64 KiB: a whole pipelined burst of requests
     /// in one call, and the buffer is allocated once.
