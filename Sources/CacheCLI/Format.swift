@@ -176,6 +176,7 @@ enum Format {
             lines.append("counters: " + pairs.map { "\(visible($0.0))=\(text($0.1))" }.joined(separator: " "))
         }
         lines.append("last prefetch: " + lastPrefetch(s["last_prefetch"]))
+        if let mode = s["verify_reads"]?.string { lines.append("verify reads: \(visible(mode))") }
         return lines.joined(separator: "\n")
     }
 

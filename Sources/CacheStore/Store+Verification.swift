@@ -42,6 +42,7 @@ extension Store {
         }
         let digest: Hash128
         let size: Int64
+        wholeHashes.withLock { $0 += 1 }
         do throws(SystemError) {
             (digest, size) = try Store.hashFile(fd)
         } catch {

@@ -39,6 +39,8 @@ public final class Store: Sendable {
     let trusted = Locked(TrustedFiles())
     /// Object read errors met (`readErrors`).
     let readErrorCount = Locked(0)
+    /// Objects `openVerified` hashed whole (not trusted): for tests.
+    let wholeHashes = Locked(0)
 
     /// Entries of the store it did not make, reported once each when met.
     let ignored: IgnoredEntries

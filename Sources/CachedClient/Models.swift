@@ -114,10 +114,13 @@ public struct Status: Codable, Sendable, Equatable {
     public var socket: String
     public var logRecords: Int
     /// `hits`, `misses`, `downloads`, `download_bytes`, `coalesced`, `errors`,
-    /// `requests`, `connections`, `upstream_errors`, `quarantined`, `evictions`.
+    /// `requests`, `connections`, `upstream_errors`, `quarantined`,
+    /// `read_errors`, `evictions`.
     public var counters: [String: Int64]
     /// The last prefetch that finished since the daemon started; nil when none did.
     public var lastPrefetch: LastPrefetch?
+    /// The `verify-reads` mode in effect, `always` or `on-change` (nil from a daemon that predates it).
+    public var verifyReads: String?
 
     /// A finished prefetch, as `status` keeps it.
     public struct LastPrefetch: Codable, Sendable, Equatable {
@@ -134,7 +137,7 @@ public struct Status: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case posts, images, objects, bytes, version, store, socket, counters
         case imagesCached = "images_cached", maxBytes = "max_bytes", uptimeSeconds = "uptime_s", logRecords = "log_records"
-        case lastPrefetch = "last_prefetch"
+        case lastPrefetch = "last_prefetch", verifyReads = "verify_reads"
     }
 }
 
