@@ -14,11 +14,16 @@ final class BtrfsLoop {
     static let mkfsCandidates = ["/usr/sbin/mkfs.btrfs", "/sbin/mkfs.btrfs"]
 
     /// Why no btrfs can be mounted on a loop device here, or nil when one can
-    /// (checked once per test process, and printed once when there is a reason).
-    static let unavailableReason: String? = {
-        let reason = findUnavailableReason()
-        if let reason { print("BtrfsLoop: the btrfs disk-fault tests are skipped: \(reason)") }
-        return reason
+    /// (checked once per test process).
+    static let unavailableReason: String? = findUnavailableReason()
+
+    /// Whether btrfs can be mounted: a suite's condition, asked only when it
+    /// is about to run; the reason it cannot is printed then, once.
+    static var isAvailable: Bool { announcedReason == nil }
+
+    private static let announcedReason: String? = {
+        if let unavailableReason { print("BtrfsLoop: the btrfs disk-fault tests are skipped: \(unavailableReason)") }
+        return unavailableReason
     }()
 
     private static func findUnavailableReason() -> String? {
