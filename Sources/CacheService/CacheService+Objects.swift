@@ -97,7 +97,7 @@ extension CacheService {
     /// Downloads a quarantined object again from a row that still names it,
     /// one download per object however many requests wait for it, then
     /// serves it if the bytes match the hash asked for.
-    private func repair(_ hash: Hash128, rows: [Int], error: StoreError, retry: Bool,
+    func repair(_ hash: Hash128, rows: [Int], error: StoreError, retry: Bool,
                         _ completion: @escaping Completion<VerifiedFile>) {
         guard retry else {
             completion(.failure(.notFound("\(error)")))

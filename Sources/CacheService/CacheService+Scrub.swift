@@ -1,0 +1,241 @@
+import CacheStore
+import CacheSystem
+
+/// The scrub (docs/operations.md, "Scrub"): the `cached-scrub` thread
+/// re-hashes every object in hash order, paced to `scrub-rate`, one pass
+/// every `scrub-interval`, in every `verify-reads` mode; its findings are
+/// handled as a read's are, and its position is kept in `scrub.state`, so a
+/// pass resumes across restarts.
+extension CacheService {
+    /// New `scrub-interval` and `scrub-rate` (a reload): taken at once.
+    public func apply(_ scrub: ScrubSettings) {
+        scrubber.apply(scrub)
+    }
+
+    /// Starts the `cached-scrub` thread; it idles while scrub-interval is 0.
+    func startScrub() {
+        scrubber.noteStarted()
+        Threads.start(name: "cached-scrub") { [self] in
+            scrubLoop()
+            scrubber.noteStopped()
+        }
+    }
+
+    /// Stops the thread, mid-pass too (its position is saved), waiting
+    /// `scrubStopSeconds` at most: it stops within the hashing of one object.
+    func stopScrub() {
+        if !scrubber.stop(timeout: Self.scrubStopSeconds) {
+            log.warning("scrub: still hashing an object at exit; that check is abandoned")
+        }
+    }
+
+    /// The longest hash of one object (64 MiB, max-object-size's default,
+    /// from a slow disk) fits; the whole stop stays well inside systemd's 90 s.
+    static let scrubStopSeconds = 2.0
+
+    /// Waits for each pass's time and runs it, until the daemon stops.
+    private func scrubLoop() {
+        let daemonStart = Clock.wallSeconds()
+        var startNow = loadScrubState()
+        while true {
+            let (settings, generation, stopping) = scrubber.snapshot
+            if stopping { return }
+            if settings.isOff {
+                scrubber.progress.withLock { $0.nextStart = nil }
+                if !scrubber.pause(seconds: 3600, generation: generation) { return }
+                continue
+            }
+            if let pass = scrubber.progress.withLock({ $0.state.current }) {
+                if !scrubPass(pass) { return }
+                continue
+            }
+            let now = Clock.wallSeconds()
+            let last = scrubber.progress.withLock { $0.state.last?.started }
+            let next = startNow ? now : ScrubSchedule.nextStart(lastStarted: last, interval: settings.interval, daemonStart: daemonStart, now: now)
+            scrubber.progress.withLock { $0.nextStart = next }
+            guard next <= now else {
+                // A minute at most: a clock set forward or back is noticed.
+                if !scrubber.pause(seconds: Double(min(next - now, 60)), generation: generation) { return }
+                continue
+            }
+            startNow = false
+            scrubber.progress.withLock { p in
+                p.state.current = ScrubState.Pass(started: now)
+                p.nextStart = nil
+            }
+            saveScrubState()
+        }
+    }
+
+    /// Takes `scrub.state` as it was left; true when it was damaged, and a
+    /// new pass is to start at once.
+    private func loadScrubState() -> Bool {
+        switch store.readScrubState() {
+        case .absent:
+            return false
+        case .found(let state):
+            scrubber.progress.withLock { $0.state = state }
+            return false
+        case .damaged(let why):
+            log.warning("scrub: \(why); it is replaced, and a new pass starts as soon as the scrub runs")
+            return true
+        }
+    }
+
+    /// Runs `pass` (from its position, when it is resumed) to its end; false
+    /// once the daemon is stopping. Scrub-interval 0 pauses it where it is.
+    private func scrubPass(_ pass: ScrubState.Pass) -> Bool {
+        let refs = store.objectsInHashOrder(after: pass.position)
+        scrubber.progress.withLock { p in
+            p.passObjects = pass.totals.objects + refs.count
+            p.passBytes = pass.totals.bytes + refs.reduce(0) { $0 + $1.size }
+        }
+        logPassStart(pass, refs)
+        var pacer = ScrubPacer(rate: scrubber.settings.rate)
+        let checkpoint = UInt64(ScrubSchedule.checkpointSeconds(interval: scrubber.settings.interval)) * 1_000_000_000
+        var saved = Clock.monotonicNanoseconds()
+        for ref in refs {
+            let (settings, _, stopping) = scrubber.snapshot
+            guard !stopping, !settings.isOff else {
+                saveScrubState()
+                return !stopping
+            }
+            pacer.change(rate: settings.rate)
+            let start = Clock.monotonicNanoseconds()
+            let finding = scrubCheck(ref.hash)
+            scrubber.progress.withLock { $0.record(ref, finding) }
+            let paced = pace(&pacer, ref.size, startedAt: start)
+            if !paced || Clock.monotonicNanoseconds() - saved >= checkpoint {
+                saveScrubState()
+                saved = Clock.monotonicNanoseconds()
+            }
+            if !paced { return false }
+        }
+        finishPass()
+        return true
+    }
+
+    /// Waits until `pacer` lets the next object begin, `size` bytes having
+    /// been hashed from `start` on; false once stopping. A reload of the
+    /// rate, or of the interval to 0, ends the wait.
+    private func pace(_ pacer: inout ScrubPacer, _ size: Int64, startedAt start: UInt64) -> Bool {
+        let next = pacer.hashed(size, startedAt: start)
+        while true {
+            let now = Clock.monotonicNanoseconds()
+            guard next > now + ScrubPacer.smallestPause else { return true }
+            let (settings, generation, stopping) = scrubber.snapshot
+            if stopping { return false }
+            if settings.rate != pacer.rate || settings.isOff { return true }
+            _ = scrubber.pause(seconds: Double(next - now) / 1e9, generation: generation)
+        }
+    }
+
+    /// Hashes one object whatever `verify-reads` says, leaving its use time
+    /// alone, and handles what is found as a read would (`scrubFinding`).
+    func scrubCheck(_ hash: Hash128) -> ScrubFinding {
+        guard store.objectRef(hash) != nil else { return .skipped }
+        do throws(StoreError) {
+            let (fd, _) = try store.openVerified(hash, rehash: true, touching: false)
+            fd.close()
+            return .clean
+        } catch {
+            return scrubFinding(hash, error)
+        }
+    }
+
+    /// A corrupt or unreadable object was set aside by the store: it is
+    /// counted and logged once (`noteQuarantined`) and downloaded again
+    /// through the repair flight. A missing file's rows are downloaded
+    /// again when next asked for, as after any file that went missing.
+    private func scrubFinding(_ hash: Hash128, _ error: StoreError) -> ScrubFinding {
+        switch error {
+        case .corruptObject(_, _, let rows):
+            noteQuarantined(error)
+            repairFound(hash, rows, error, "corrupt")
+            return .corrupt
+        case .unreadableObject(_, _, _, let outcome, let rows):
+            if outcome != .handledAlready { noteQuarantined(error) }
+            repairFound(hash, rows, error, "unreadable")
+            return .unreadable
+        case .missingObject:
+            log.warning("scrub: \(error): its file is gone; its rows are downloaded again when next asked for")
+            return .missing
+        default:
+            log.warning("scrub: object \(hash) not checked: \(error)")
+            return .skipped
+        }
+    }
+
+    /// Downloads a found object again (`repair`) and logs how that went.
+    private func repairFound(_ hash: Hash128, _ rows: [Int], _ error: StoreError, _ found: String) {
+        repair(hash, rows: rows, error: error, retry: true) { [log] result in
+            switch result {
+            case .success(let file):
+                file.descriptor.close()
+                log.notice("scrub: object \(hash), found \(found), was downloaded again")
+            case .failure(let failure):
+                log.warning("scrub: object \(hash), found \(found), was not downloaded again: \(failure)")
+            }
+        }
+    }
+
+    /// Records the pass under way as the last one, and saves and logs it.
+    private func finishPass() {
+        let now = Clock.wallSeconds()
+        let done = scrubber.progress.withLock { $0.finish(at: now) }
+        saveScrubState()
+        guard let done else { return }
+        let t = done.totals
+        let what = "scrub: pass over \(t.objects) objects (\(formatSize(t.bytes))) finished in \(done.ended - done.started) s"
+        if t.findings == 0 {
+            log.notice(what + ": nothing found")
+        } else {
+            log.warning(what + ": \(t.corrupt) corrupt, \(t.unreadable) unreadable, \(t.missing) missing (each logged above)")
+        }
+    }
+
+    private func logPassStart(_ pass: ScrubState.Pass, _ refs: [ObjectRef]) {
+        let rate = formatSize(scrubber.settings.rate)
+        if let position = pass.position {
+            log.notice("scrub: resuming the pass started \(max(0, Clock.wallSeconds() - pass.started)) s ago after object \(position) "
+                       + "(\(pass.totals.objects) checked, \(refs.count) to go) at \(rate)/s")
+        } else {
+            log.info("scrub: pass started over \(refs.count) objects at \(rate)/s")
+        }
+    }
+
+    /// Writes `scrub.state`; a failure is logged (once an hour) and the scrub goes on.
+    private func saveScrubState() {
+        let state = scrubber.progress.withLock { $0.state }
+        do throws(StoreError) { try store.writeScrubState(state) } catch {
+            if let held = scrubber.saveFailures.withLock({ $0.admit("save") }) {
+                log.warning("scrub: could not save its position in scrub.state: \(error); a restart resumes from the last position saved" + LogThrottle.suffix(held))
+            }
+        }
+    }
+}
+
+extension Scrubber.Progress {
+    /// Counts `finding` for `ref` in the pass under way and since the start.
+    mutating func record(_ ref: ObjectRef, _ finding: ScrubFinding) {
+        guard var pass = state.current else { return }
+        pass.position = ref.hash
+        pass.totals.count(finding, size: ref.size)
+        state.current = pass
+        sinceStart.count(finding, size: ref.size)
+        if finding == .skipped {
+            // It left the index: the pass covers one object fewer.
+            passObjects -= 1
+            passBytes -= ref.size
+        }
+    }
+
+    /// Ends the pass under way at `now`; what it came to.
+    mutating func finish(at now: Int64) -> ScrubState.Finished? {
+        guard let pass = state.current else { return nil }
+        let done = ScrubState.Finished(started: pass.started, ended: max(now, pass.started), totals: pass.totals)
+        state.last = done
+        state.current = nil
+        return done
+    }
+}
