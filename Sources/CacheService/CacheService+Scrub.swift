@@ -12,11 +12,16 @@ extension CacheService {
         scrubber.apply(scrub)
     }
 
-    /// Starts the `cached-scrub` thread; it idles while scrub-interval is 0.
+    /// Reads `scrub.state` (so that `status` shows it from the first answer)
+    /// and starts the `cached-scrub` thread; it idles while scrub-interval is 0.
     func startScrub() {
+        let daemonStart = Clock.wallSeconds()
+        let startNow = loadScrubState()
+        let next = nextScrub(daemonStart: daemonStart, startNow: startNow)
+        scrubber.progress.withLock { $0.nextStart = next }
         scrubber.noteStarted()
         Threads.start(name: "cached-scrub") { [self] in
-            scrubLoop()
+            scrubLoop(daemonStart: daemonStart, startNow: startNow)
             scrubber.noteStopped()
         }
     }
@@ -34,9 +39,9 @@ extension CacheService {
     static let scrubStopSeconds = 2.0
 
     /// Waits for each pass's time and runs it, until the daemon stops.
-    private func scrubLoop() {
-        let daemonStart = Clock.wallSeconds()
-        var startNow = loadScrubState()
+    /// `startNow`: scrub.state was damaged, a new pass is due at once.
+    private func scrubLoop(daemonStart: Int64, startNow: Bool) {
+        var startNow = startNow
         while true {
             let (settings, generation, stopping) = scrubber.snapshot
             if stopping { return }
@@ -50,8 +55,7 @@ extension CacheService {
                 continue
             }
             let now = Clock.wallSeconds()
-            let last = scrubber.progress.withLock { $0.state.last?.started }
-            let next = startNow ? now : ScrubSchedule.nextStart(lastStarted: last, interval: settings.interval, daemonStart: daemonStart, now: now)
+            let next = nextScrub(daemonStart: daemonStart, startNow: startNow, now: now) ?? now
             scrubber.progress.withLock { $0.nextStart = next }
             guard next <= now else {
                 // A minute at most: a clock set forward or back is noticed.
@@ -65,6 +69,16 @@ extension CacheService {
             }
             saveScrubState()
         }
+    }
+
+    /// When the next pass starts by the settings in effect; nil when off,
+    /// or when one is under way.
+    private func nextScrub(daemonStart: Int64, startNow: Bool, now: Int64 = Clock.wallSeconds()) -> Int64? {
+        let settings = scrubber.settings
+        let (current, last) = scrubber.progress.withLock { ($0.state.current, $0.state.last?.started) }
+        guard !settings.isOff, current == nil else { return nil }
+        if startNow { return now }
+        return ScrubSchedule.nextStart(lastStarted: last, interval: settings.interval, daemonStart: daemonStart, now: now)
     }
 
     /// Takes `scrub.state` as it was left; true when it was damaged, and a
