@@ -45,30 +45,33 @@ extension CacheService {
         while true {
             let (settings, generation, stopping) = scrubber.snapshot
             if stopping { return }
+            let goOn: Bool
             if settings.isOff {
                 scrubber.progress.withLock { $0.nextStart = nil }
-                if !scrubber.pause(seconds: 3600, generation: generation) { return }
-                continue
+                goOn = scrubber.pause(seconds: 3600, generation: generation)
+            } else if let pass = scrubber.progress.withLock({ $0.state.current }) {
+                goOn = scrubPass(pass)
+            } else {
+                goOn = awaitPass(daemonStart: daemonStart, startNow: &startNow, generation: generation)
             }
-            if let pass = scrubber.progress.withLock({ $0.state.current }) {
-                if !scrubPass(pass) { return }
-                continue
-            }
-            let now = Clock.wallSeconds()
-            let next = nextScrub(daemonStart: daemonStart, startNow: startNow, now: now) ?? now
-            scrubber.progress.withLock { $0.nextStart = next }
-            guard next <= now else {
-                // A minute at most: a clock set forward or back is noticed.
-                if !scrubber.pause(seconds: Double(min(next - now, 60)), generation: generation) { return }
-                continue
-            }
-            startNow = false
-            scrubber.progress.withLock { p in
-                p.state.current = ScrubState.Pass(started: now)
-                p.nextStart = nil
-            }
-            saveScrubState()
+            if !goOn { return }
         }
+    }
+
+    /// Begins a pass when one is due, else waits (a minute at most, so that
+    /// a clock set forward or back is noticed); false once stopping.
+    private func awaitPass(daemonStart: Int64, startNow: inout Bool, generation: Int) -> Bool {
+        let now = Clock.wallSeconds()
+        let next = nextScrub(daemonStart: daemonStart, startNow: startNow, now: now) ?? now
+        scrubber.progress.withLock { $0.nextStart = next }
+        guard next <= now else { return scrubber.pause(seconds: Double(min(next - now, 60)), generation: generation) }
+        startNow = false
+        scrubber.progress.withLock { p in
+            p.state.current = ScrubState.Pass(started: now)
+            p.nextStart = nil
+        }
+        saveScrubState()
+        return true
     }
 
     /// When the next pass starts by the settings in effect; nil when off,
@@ -100,11 +103,7 @@ extension CacheService {
     /// once the daemon is stopping. Scrub-interval 0 pauses it where it is.
     private func scrubPass(_ pass: ScrubState.Pass) -> Bool {
         let refs = store.objectsInHashOrder(after: pass.position)
-        scrubber.progress.withLock { p in
-            p.passObjects = pass.totals.objects + refs.count
-            p.passBytes = pass.totals.bytes + refs.reduce(0) { $0 + $1.size }
-        }
-        logPassStart(pass, refs)
+        notePassStart(pass, refs)
         var pacer = ScrubPacer(rate: scrubber.settings.rate)
         let checkpoint = UInt64(ScrubSchedule.checkpointSeconds(interval: scrubber.settings.interval)) * 1_000_000_000
         var saved = Clock.monotonicNanoseconds()
@@ -115,10 +114,7 @@ extension CacheService {
                 return !stopping
             }
             pacer.change(rate: settings.rate)
-            let start = Clock.monotonicNanoseconds()
-            let finding = scrubCheck(ref.hash)
-            scrubber.progress.withLock { $0.record(ref, finding) }
-            let paced = pace(&pacer, ref.size, startedAt: start)
+            let paced = scrubOne(ref, &pacer)
             if !paced || Clock.monotonicNanoseconds() - saved >= checkpoint {
                 saveScrubState()
                 saved = Clock.monotonicNanoseconds()
@@ -127,6 +123,15 @@ extension CacheService {
         }
         finishPass()
         return true
+    }
+
+    /// Checks one object, counts what was found, and waits as the rate says;
+    /// false once stopping.
+    private func scrubOne(_ ref: ObjectRef, _ pacer: inout ScrubPacer) -> Bool {
+        let start = Clock.monotonicNanoseconds()
+        let finding = scrubCheck(ref.hash)
+        scrubber.progress.withLock { $0.record(ref, finding) }
+        return pace(&pacer, ref.size, startedAt: start)
     }
 
     /// Waits until `pacer` lets the next object begin, `size` bytes having
@@ -208,7 +213,12 @@ extension CacheService {
         }
     }
 
-    private func logPassStart(_ pass: ScrubState.Pass, _ refs: [ObjectRef]) {
+    /// Sets what the pass covers in all (`status`'s progress) and logs its start.
+    private func notePassStart(_ pass: ScrubState.Pass, _ refs: [ObjectRef]) {
+        scrubber.progress.withLock { p in
+            p.passObjects = pass.totals.objects + refs.count
+            p.passBytes = pass.totals.bytes + refs.reduce(0) { $0 + $1.size }
+        }
         let rate = formatSize(scrubber.settings.rate)
         if let position = pass.position {
             log.notice("scrub: resuming the pass started \(max(0, Clock.wallSeconds() - pass.started)) s ago after object \(position) "

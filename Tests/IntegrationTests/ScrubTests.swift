@@ -144,6 +144,26 @@ import CacheProtocol
         #expect(saved.objects >= checked && saved.objects < 15)
     }
 
+    /// A damaged scrub.state is no error: a warning, and a new pass at once
+    /// (not ten minutes after the start), which replaces it.
+    @Test func aDamagedStateFileStartsANewPassWithAWarning() throws {
+        let origin = try Origin()
+        let scratch = Scratch()
+        var daemon = try Daemon(origin: origin, arguments: ["--scrub-interval", "0"], scratch: scratch)
+        _ = try daemon.call("prefetch", [("what", .string("images"))])
+        daemon.stop()
+        let file = daemon.store + "/scrub.state"
+        try "cached scrub state 1\npass 5 - 1 2 3 4 5\ncheck 00\n".write(toFile: file, atomically: false, encoding: .utf8)
+        daemon = try Daemon(origin: origin, arguments: ["--scrub-interval", "600", "--scrub-rate", "1G"], scratch: scratch)
+        #expect(daemon.log.contains("warning: scrub: \(daemon.store)/scrub.state: it has no check line; it is replaced, and a new pass starts"),
+                "\(daemon.log)")
+        #expect(waitUntil(10) { (try? Self.scrub(daemon)["last"]?["checked"]?["objects"]?.int) == 15 }, "\(daemon.log)")
+        // Saved just after the status shows it.
+        #expect(waitUntil(5) { (try? String(contentsOfFile: file, encoding: .utf8))?.hasPrefix("cached scrub state 1\nlast ") == true })
+        #expect(waitUntil(5) { ((try? Self.scrub(daemon)["next_start"]?.int) ?? nil ?? 0) > Int(Date().timeIntervalSince1970) + 500 },
+                "the next a whole interval on: \(String(describing: try? Self.scrub(daemon)))")
+    }
+
     /// scrub-interval 0: no pass, no state file, an object changed on disk
     /// stays unfound until read.
     @Test func anIntervalOfZeroRunsNoScrub() throws {
