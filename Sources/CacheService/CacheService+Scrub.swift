@@ -233,7 +233,8 @@ extension CacheService {
         let state = scrubber.progress.withLock { $0.state }
         do throws(StoreError) { try store.writeScrubState(state) } catch {
             if let held = scrubber.saveFailures.withLock({ $0.admit("save") }) {
-                log.warning("scrub: could not save its position in scrub.state: \(error); a restart resumes from the last position saved" + LogThrottle.suffix(held))
+                log.warning("scrub: could not save its position in scrub.state: \(error); "
+                            + "a restart resumes from the last position saved" + LogThrottle.suffix(held))
             }
         }
     }

@@ -2,7 +2,8 @@ import CacheSystem
 
 /// What one scrub pass (a paced re-hash of every object) has checked and found.
 public struct ScrubTotals: Sendable, Equatable {
-    /// Objects hashed, and their bytes.
+    /// Objects checked (each once, whatever was found), and their bytes as
+    /// the index knows them.
     public var objects = 0
     public var bytes: Int64 = 0
     /// Objects whose bytes did not match their name (quarantined).
@@ -141,12 +142,16 @@ extension ScrubState {
     }
 
     private static func number(_ word: Substring) throws(ScrubStateDamage) -> Int64 {
-        guard word.utf8.allSatisfy(ASCII.isDigit), let n = Int64(word) else { throw ScrubStateDamage("\"\(Printable.escaped(Array(word.utf8), limit: 40))\" is not a count or a time") }
+        guard word.utf8.allSatisfy(ASCII.isDigit), let n = Int64(word) else {
+            throw ScrubStateDamage("\"\(Printable.escaped(Array(word.utf8), limit: 40))\" is not a count or a time")
+        }
         return n
     }
 
     private static func hash(_ word: Substring) throws(ScrubStateDamage) -> Hash128 {
-        guard let h = Hash128(hex: word) else { throw ScrubStateDamage("\"\(Printable.escaped(Array(word.utf8), limit: 40))\" is not an object's hash") }
+        guard let h = Hash128(hex: word) else {
+            throw ScrubStateDamage("\"\(Printable.escaped(Array(word.utf8), limit: 40))\" is not an object's hash")
+        }
         return h
     }
 }
