@@ -177,7 +177,32 @@ enum Format {
         }
         lines.append("last prefetch: " + lastPrefetch(s["last_prefetch"]))
         if let mode = s["verify_reads"]?.string { lines.append("verify reads: \(visible(mode))") }
+        if let scrub = s["scrub"], !scrub.isNull { lines.append("scrub: " + self.scrub(scrub)) }
         return lines.joined(separator: "\n")
+    }
+
+    /// `status`'s `scrub` in a line: when the last pass ended and what it
+    /// found, the pass under way, when the next starts.
+    static func scrub(_ s: JSON) -> String {
+        var parts: [String] = []
+        if let l = s["last"], !l.isNull {
+            let c = l["checked"]
+            parts.append("last pass ended \(ago(l["ended"]?.double)) ago: \(text(c?["objects"])) objects (\(size(c?["bytes"]?.integer ?? 0))) checked, "
+                         + "\(text(c?["corrupt"])) corrupt, \(text(c?["unreadable"])) unreadable, \(text(c?["missing"])) missing")
+        } else {
+            parts.append("no pass ended yet")
+        }
+        if let p = s["pass"], !p.isNull {
+            let c = p["checked"]
+            parts.append((s["state"]?.string == "off" ? "paused" : "running") + ": \(text(c?["objects"]))/\(text(p["objects"])) objects, "
+                         + "\(size(c?["bytes"]?.integer ?? 0)) of \(size(p["bytes"]?.integer ?? 0))")
+        }
+        if s["state"]?.string == "off" {
+            parts.append("off (scrub-interval 0)")
+        } else if let next = s["next_start"]?.double {
+            parts.append("next in \(max(0, Int64(next - Double(time(nil))))) s")
+        }
+        return parts.joined(separator: "; ")
     }
 
     /// `status`'s `last_prefetch` in a line.

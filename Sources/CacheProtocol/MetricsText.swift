@@ -47,7 +47,42 @@ public enum MetricsText {
             out += "# HELP cached_last_prefetch_success Whether the last prefetch succeeded (1) or failed as a whole (0).\n"
             out += "# TYPE cached_last_prefetch_success gauge\ncached_last_prefetch_success \(ok)\n"
         }
+        out += scrub(s["scrub"])
         return out
     }
 
+    /// The scrub's lines: its state, what it checked and found since the
+    /// daemon started (counters), when the last pass ended and what it found.
+    static func scrub(_ scrub: JSON?) -> String {
+        guard let scrub, let state = scrub["state"]?.string else { return "" }
+        var out = "# HELP cached_scrub_state The scrub's state (1 for the state it is in).\n# TYPE cached_scrub_state gauge\n"
+        for s in ["off", "idle", "running"] { out += "cached_scrub_state{state=\"\(s)\"} \(s == state ? 1 : 0)\n" }
+        func metric(_ name: String, _ type: String, _ help: String, _ value: JSON?) {
+            guard let v = value?.integer else { return }
+            out += "# HELP cached_scrub_\(name) \(help)\n# TYPE cached_scrub_\(name) \(type)\ncached_scrub_\(name) \(v)\n"
+        }
+        let total = scrub["since_start"]
+        metric("objects_checked_total", "counter", "Objects the scrub hashed since the daemon started.", total?["objects"])
+        metric("bytes_checked_total", "counter", "Bytes the scrub hashed since the daemon started.", total?["bytes"])
+        if let total {
+            out += "# HELP cached_scrub_findings_total Objects the scrub found corrupt, unreadable or missing since the daemon started.\n"
+            out += "# TYPE cached_scrub_findings_total counter\n"
+            for kind in ["corrupt", "unreadable", "missing"] {
+                out += "cached_scrub_findings_total{kind=\"\(kind)\"} \(total[kind]?.integer ?? 0)\n"
+            }
+        }
+        if let last = scrub["last"], !last.isNull {
+            metric("last_end_timestamp_seconds", "gauge", "When the last scrub pass ended (unix seconds).", last["ended"])
+            let c = last["checked"]
+            let found = ["corrupt", "unreadable", "missing"].reduce(Int64(0)) { $0 + (c?[$1]?.integer ?? 0) }
+            metric("last_objects_checked", "gauge", "Objects the last scrub pass checked.", c?["objects"])
+            metric("last_findings", "gauge", "Objects the last scrub pass found corrupt, unreadable or missing.", .number(String(found)))
+        }
+        if let pass = scrub["pass"], !pass.isNull {
+            metric("pass_objects", "gauge", "Objects the scrub pass under way covers.", pass["objects"])
+            metric("pass_objects_checked", "gauge", "Objects the scrub pass under way has checked.", pass["checked"]?["objects"])
+        }
+        metric("next_start_timestamp_seconds", "gauge", "When the next scrub pass starts (unix seconds).", scrub["next_start"])
+        return out
+    }
 }

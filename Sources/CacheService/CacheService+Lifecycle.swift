@@ -52,8 +52,8 @@ extension CacheService {
 
     /// Starts what need not delay readiness: post files that differ from
     /// the log are rewritten, objects whose files went missing are dropped,
-    /// and use times reach the log once a minute (so eviction order
-    /// survives restarts).
+    /// use times reach the log once a minute (so eviction order survives
+    /// restarts), and the scrub's thread starts (`startScrub`).
     public func start() {
         pool.submit { [self] in
             let fixed = store.reconcilePostFiles()
@@ -71,6 +71,7 @@ extension CacheService {
                 if seconds % Self.accessLogSeconds == 0 { logAccessTimes() }
             }
         }
+        startScrub()
     }
 
     /// Use times are logged once a minute: a crash loses at most a minute of
@@ -81,12 +82,13 @@ extension CacheService {
         do { try store.logAccessTimes() } catch { log.warning("could not log access times: \(error)") }
     }
 
-    /// Cancels transfers (their temp files are discarded), lets the workers
-    /// finish what is queued (commits in progress complete or roll back),
-    /// and only then logs the use times and closes the store. Anything
-    /// abandoned in tmp/ is removed at the next start.
+    /// Stops the scrub (its position saved), cancels transfers (their temp
+    /// files are discarded), lets the workers finish what is queued (commits
+    /// in progress complete or roll back), and only then logs the use times
+    /// and closes the store. Anything abandoned in tmp/ is removed at the next start.
     public func shutdown() {
         stopping.withLock { $0 = true }
+        stopScrub()
         http.shutdown(timeout: Self.transferCancelSeconds)
         if !pool.stop(timeout: Self.workerDrainSeconds) { log.warning("workers still busy at exit; their work is abandoned") }
         logAccessTimes()

@@ -47,6 +47,8 @@ public final class CacheService: Sendable {
     let eventObserver = Locked<Handler<ServiceEvent>?>(nil)
     /// Set when `shutdown` begins: the access-time thread stops.
     let stopping = Locked(false)
+    /// The scrub thread's settings, stop flag and progress (CacheService+Scrub.swift).
+    let scrubber: Scrubber
 
     /// A service over an open store (`open` opens one from a configuration).
     init(store: Store, http: HTTPClient, pool: WorkerPool, log: Logger, configuration: ServiceConfiguration) {
@@ -56,6 +58,7 @@ public final class CacheService: Sendable {
         self.log = log
         self.feeds = Locked(configuration.feeds)
         self.maxBytes = configuration.maxBytes
+        self.scrubber = Scrubber(configuration.scrub)
     }
 
     // MARK: Counting for front-ends
@@ -96,7 +99,8 @@ public final class CacheService: Sendable {
                              counters: counterValues(), evictions: s.evictions,
                              storeDirectory: store.directory, logRecords: s.logRecords,
                              lastPrefetch: lastPrefetch.withLock { $0 },
-                             verifyReads: store.readVerification.mode.rawValue)
+                             verifyReads: store.readVerification.mode.rawValue,
+                             scrub: scrubber.status())
     }
 
     /// The counters, with the store's own (read errors) filled in.

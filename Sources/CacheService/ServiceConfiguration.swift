@@ -20,6 +20,8 @@ public struct ServiceConfiguration: Sendable, Equatable {
     public var compactionSlack: Int
     /// When object bytes are hashed again before they are served.
     public var verifyReads: VerifyReads = .always
+    /// The background scrub (`scrub-interval`, `scrub-rate`; a reload changes them: `apply(_:)`).
+    public var scrub = ScrubSettings()
 
     public init(feeds: FeedConfiguration, storeDirectory: String, maxBytes: Int64, fetch: FetchPolicy,
                 credentials: FetchCredentials = .none,

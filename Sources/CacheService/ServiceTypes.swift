@@ -186,6 +186,9 @@ public struct ServiceStatus: Sendable {
     public var lastPrefetch: LastPrefetch? = nil
     /// The `verify-reads` mode in effect: `always` or `on-change`.
     public var verifyReads = "always"
+    /// The background scrub: its state, the pass under way, the last one.
+    public var scrub = ScrubStatus(state: .off, interval: 0, rate: ScrubSettings.defaultRate, pass: nil, last: nil,
+                                   nextStart: nil, sinceStart: ScrubStatus.Counts())
 }
 
 /// What happens in the service that a front-end may show as it happens

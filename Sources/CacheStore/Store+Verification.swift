@@ -18,8 +18,10 @@ extension Store {
     /// Under `verify-reads = on-change` (`readVerification`), a file hashed
     /// before whose identity (`FileIdentity`) has not changed and whose
     /// pages are all in the page cache is not hashed again; `rehash` hashes
-    /// it whatever the mode (`verify`, the scrub).
-    public func openVerified(_ hash: Hash128, rehash: Bool = false) throws(StoreError) -> (FileDescriptor, Int64) {
+    /// it whatever the mode (`verify`, the scrub). With `touching` false the
+    /// object's use time is left as it was (the scrub: its reads are no use,
+    /// and must not reorder eviction).
+    public func openVerified(_ hash: Hash128, rehash: Bool = false, touching: Bool = true) throws(StoreError) -> (FileDescriptor, Int64) {
         let path = objectPath(hash)
         let fd: FileDescriptor
         do throws(SystemError) { fd = try files.open(path, O_RDONLY) } catch {
@@ -37,7 +39,7 @@ extension Store {
             throw error.isMediaError ? unreadable(hash, error, file: nil) : .io(error)
         }
         if !rehash, trustsUnchanged(hash, fd, identity) {
-            touch(hash)
+            if touching { touch(hash) }
             return (fd, identity.size)
         }
         let digest: Hash128
@@ -55,7 +57,7 @@ extension Store {
             throw setAsideFile(hash, file: identity, .mismatch)
         }
         trustIfChecked(hash, fd, identity)
-        touch(hash)
+        if touching { touch(hash) }
         return (fd, size)
     }
 

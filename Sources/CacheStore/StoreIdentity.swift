@@ -10,7 +10,8 @@ import CacheSystem
 /// later, as such). Without it, the directory is taken as a new store only
 /// when it holds nothing, or nothing but what a store being created holds
 /// before its log header is durable: `lock`, an `index.log` without the
-/// header, a set-aside `index.log.corrupt-*`, temp files, and the store's
+/// header, a set-aside `index.log.corrupt-*`, temp files, `scrub.state`
+/// (the store's own, though only an open store writes it), and the store's
 /// empty subdirectories (`tmp/` may hold temp files); `lost+found` (the root
 /// of a file system made for the store) is ignored.
 enum StoreIdentity {
@@ -76,7 +77,8 @@ enum StoreIdentity {
     private static func isOwnTopLevel(_ entry: ConfinedDirectory.Entry) -> Bool {
         switch entry.kind {
         case .directory: StoreNames.subdirectories.contains(entry.name) || entry.name == "lost+found"
-        case .regular: entry.name == StoreNames.lockFile || StoreNames.isSetAsideLog(entry.name) || StoreNames.isTempName(entry.name)
+        case .regular: entry.name == StoreNames.lockFile || entry.name == StoreNames.scrubStateFile
+            || StoreNames.isSetAsideLog(entry.name) || StoreNames.isTempName(entry.name)
         case .symbolicLink, .special: false
         }
     }

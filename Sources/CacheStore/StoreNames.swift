@@ -9,6 +9,8 @@ enum StoreNames {
     static let lockFile = "lock"
     /// The index log at the top of the store.
     static let logFile = "index.log"
+    /// The scrub's progress at the top of the store (`ScrubState`).
+    static let scrubStateFile = "scrub.state"
     /// What follows a log's name in the name of the damaged tail set aside
     /// beside it (`index.log.corrupt-<time>-<pid>`).
     static let setAsideInfix = ".corrupt-"

@@ -121,6 +121,8 @@ public struct Status: Codable, Sendable, Equatable {
     public var lastPrefetch: LastPrefetch?
     /// The `verify-reads` mode in effect, `always` or `on-change` (nil from a daemon that predates it).
     public var verifyReads: String?
+    /// The background scrub; nil from a daemon without one.
+    public var scrub: Scrub?
 
     /// A finished prefetch, as `status` keeps it.
     public struct LastPrefetch: Codable, Sendable, Equatable {
@@ -135,9 +137,59 @@ public struct Status: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case posts, images, objects, bytes, version, store, socket, counters
+        case posts, images, objects, bytes, version, store, socket, counters, scrub
         case imagesCached = "images_cached", maxBytes = "max_bytes", uptimeSeconds = "uptime_s", logRecords = "log_records"
         case lastPrefetch = "last_prefetch", verifyReads = "verify_reads"
+    }
+}
+
+extension Status {
+    /// The background re-hash of every object (docs/operations.md, "Scrub").
+    public struct Scrub: Codable, Sendable, Equatable {
+        /// `off`, `idle` or `running`.
+        public var state: String
+        /// `scrub-interval` in seconds and `scrub-rate` in bytes per second.
+        public var intervalSeconds: Int64
+        public var rate: Int64
+        /// The pass under way; nil between passes.
+        public var pass: Pass?
+        /// The last pass that ended; nil before the first.
+        public var last: LastPass?
+        /// When the next pass starts, unix seconds; nil while one runs or when off.
+        public var nextStart: Int64?
+        /// Everything the scrub checked and found since the daemon started.
+        public var sinceStart: Counts
+
+        /// Objects and bytes checked, and the objects found corrupt, unreadable or missing.
+        public struct Counts: Codable, Sendable, Equatable {
+            public var objects: Int
+            public var bytes: Int64
+            public var corrupt: Int
+            public var unreadable: Int
+            public var missing: Int
+        }
+
+        /// A pass under way: when it started (unix seconds), the last object
+        /// it checked, the objects and bytes it covers, what it checked so far.
+        public struct Pass: Codable, Sendable, Equatable {
+            public var started: Int64
+            public var position: String?
+            public var objects: Int
+            public var bytes: Int64
+            public var checked: Counts
+        }
+
+        /// A pass that ended, unix seconds, and what it checked and found.
+        public struct LastPass: Codable, Sendable, Equatable {
+            public var started: Int64
+            public var ended: Int64
+            public var checked: Counts
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case state, rate, pass, last
+            case intervalSeconds = "interval_s", nextStart = "next_start", sinceStart = "since_start"
+        }
     }
 }
 

@@ -55,6 +55,20 @@ import CacheProtocol
         #expect(failedRun.lastPrefetch?.succeeded == false && failedRun.lastPrefetch?.summary == nil && failedRun.lastPrefetch?.error == "posts-url: HTTP 500")
     }
 
+    /// Issue 25: status's scrub; an older daemon's status (none) still decodes.
+    @Test func theScrubDecodes() throws {
+        let base = #""posts":1,"images":2,"images_cached":1,"objects":1,"bytes":5,"max_bytes":0,"uptime_s":7,"counters":{},"version":"0.2.0","store":"/s","socket":"/k","log_records":9"#
+        #expect(try decode(Status.self, "{" + base + "}").scrub == nil)
+        let counts = #"{"objects":7,"bytes":700,"corrupt":1,"unreadable":0,"missing":2}"#
+        let s = try decode(Status.self, "{" + base + #","scrub":{"state":"running","interval_s":604800,"rate":8388608,"#
+                           + #""pass":{"started":100,"position":"00112233445566778899aabbccddeeff","objects":15,"bytes":1500,"checked":\#(counts)},"#
+                           + #""last":{"started":1,"ended":9,"checked":\#(counts)},"next_start":null,"since_start":\#(counts)}}"#)
+        let scrub = try #require(s.scrub)
+        #expect(scrub.state == "running" && scrub.intervalSeconds == 604800 && scrub.rate == 8 << 20 && scrub.nextStart == nil)
+        #expect(scrub.pass?.objects == 15 && scrub.pass?.checked.objects == 7 && scrub.pass?.position == "00112233445566778899aabbccddeeff")
+        #expect(scrub.last?.ended == 9 && scrub.last?.checked.missing == 2 && scrub.sinceStart.corrupt == 1)
+    }
+
     @Test func errorAnswersKeepTheDaemonsCode() {
         let e = CachedError(answer: .object([("ok", .bool(false)), ("error", .object([("code", .string("not_cached")), ("message", .string("row 3 is not cached"))]))]))
         #expect(e?.code == .notCached && e?.message == "row 3 is not cached")

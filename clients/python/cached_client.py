@@ -320,7 +320,8 @@ class Client:
         return {"version": a.get("version"), "protocol": a.get("protocol")}
 
     def status(self) -> Dict[str, Any]:
-        """What the store holds and the counters (the ``status`` answer)."""
+        """What the store holds, the counters and the scrub (the ``status``
+        answer as a dict; ``status()["scrub"]["last"]`` is the last scrub pass)."""
         a = self._quick("status")
         a.pop("ok", None)
         return a

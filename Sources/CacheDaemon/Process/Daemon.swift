@@ -136,6 +136,7 @@ final class Daemon {
         let plan = current.reloadPlan(to: fresh)
         service.apply(plan.applied.feedConfiguration)
         service.apply(plan.applied.fetchCredentials)
+        service.apply(plan.applied.scrubSettings)
         log.setLevel(plan.applied.logLevel)
         loop.limits = plan.applied.loopLimits
         let source = fresh.configFile ?? "the environment and flags"

@@ -18,8 +18,11 @@ extension Settings {
         var c = ServiceConfiguration(feeds: feedConfiguration, storeDirectory: store, maxBytes: maxSize, fetch: fetch,
                                      credentials: fetchCredentials)
         c.verifyReads = verifyReads
+        c.scrub = scrubSettings
         return c
     }
+
+    var scrubSettings: ScrubSettings { ScrubSettings(interval: scrubInterval, rate: scrubRate) }
 
     /// The configured headers, for the origins of posts-url and images-url.
     var fetchCredentials: FetchCredentials {

@@ -1,6 +1,7 @@
 import CacheStore
 import CacheFetch
 import CacheProtocol
+import CacheService
 import CacheSystem
 
 /// The daemon's settings (docs/operations.md, "Configuration"), typed. The
@@ -30,6 +31,10 @@ public struct Settings: Sendable, Equatable {
     public var socket: String
     public var maxSize: Int64 = 0
     public var verifyReads: VerifyReads = .auto
+    /// Seconds from the start of one scrub pass to the start of the next; 0 = no scrub.
+    public var scrubInterval = ScrubSettings.defaultInterval
+    /// Bytes per second the scrub hashes at most.
+    public var scrubRate = ScrubSettings.defaultRate
     public var maxObjectSize: Int64 = 64 << 20
     /// Seconds an image stays fresh when its response states no lifetime; 0 = never revalidated.
     public var imagesRevalidateAfter: Int64 = 86400

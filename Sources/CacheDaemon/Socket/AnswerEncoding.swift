@@ -179,6 +179,7 @@ enum AnswerEncoding {
             o.field("log_records", s.logRecords)
             o.field("last_prefetch", object: s.lastPrefetch.map(lastPrefetch))
             o.field("verify_reads", s.verifyReads)
+            o.field("scrub", object: scrub(s.scrub))
         }
     }
 

@@ -26,6 +26,10 @@ def test_ping_and_status(daemon):
         assert c.ping()["protocol"] == 1
         s = c.status()
         assert s["posts"] == 0 and s["socket"] == daemon.socket and "ok" not in s
+        # The scrub, idle at its defaults: a week between passes, 8 MiB/s, none ended yet.
+        scrub = s["scrub"]
+        assert scrub["state"] == "idle" and scrub["interval_s"] == 604800 and scrub["rate"] == 8 << 20
+        assert scrub["last"] is None and scrub["pass"] is None and scrub["since_start"]["objects"] == 0
 
 
 def test_posts_are_the_stored_dicts_in_ascending_order(daemon, origin):

@@ -1,0 +1,162 @@
+import CacheStore
+
+/// The scrub's settings (`scrub-interval`, `scrub-rate`): a reload (SIGHUP)
+/// changes them in the running scrub (`CacheService.apply(_:)`).
+public struct ScrubSettings: Sendable, Equatable {
+    /// Seconds from the start of one pass over every object to the start of
+    /// the next; 0: no scrub.
+    public var interval: Int64
+    /// Bytes hashed per second at most.
+    public var rate: Int64
+
+    public init(interval: Int64 = ScrubSettings.defaultInterval, rate: Int64 = ScrubSettings.defaultRate) {
+        self.interval = interval
+        self.rate = max(1, rate)
+    }
+
+    /// A week: every object is re-hashed about 52 times a year.
+    public static let defaultInterval: Int64 = 604_800
+    /// 8 MiB/s: a 100 GiB store in under four hours of a week, a small share of any disk.
+    public static let defaultRate: Int64 = 8 << 20
+
+    /// True when no scrub runs.
+    public var isOff: Bool { interval <= 0 }
+}
+
+/// Keeps the bytes hashed per second under the rate. Each object hashed
+/// pushes the earliest start of the next one by its size over the rate,
+/// counted from when it began, so the hashing itself counts; time spent
+/// waiting for something else (a slow disk, the schedule) earns no credit
+/// for a burst later. Times are monotonic nanoseconds.
+struct ScrubPacer: Sendable, Equatable {
+    private(set) var rate: Int64
+    /// When the next object may begin.
+    private(set) var next: UInt64 = 0
+
+    init(rate: Int64) { self.rate = max(1, rate) }
+
+    /// Notes `bytes` hashed from `start` on; returns when the next object may begin.
+    mutating func hashed(_ bytes: Int64, startedAt start: UInt64) -> UInt64 {
+        next = max(next, start) + Self.nanoseconds(bytes, at: rate)
+        return next
+    }
+
+    /// A new rate: what was owed at the old one is forgiven.
+    mutating func change(rate newRate: Int64) {
+        guard max(1, newRate) != rate else { return }
+        rate = max(1, newRate)
+        next = 0
+    }
+
+    /// How long `bytes` take at `rate` bytes per second.
+    static func nanoseconds(_ bytes: Int64, at rate: Int64) -> UInt64 {
+        UInt64(min(Double(max(0, bytes)) / Double(max(1, rate)) * 1e9, 1e18))
+    }
+
+    /// Waits shorter than this are not worth a sleep: small objects are
+    /// hashed back to back until a millisecond is owed.
+    static let smallestPause: UInt64 = 1_000_000
+}
+
+/// When passes start and how often a pass saves its position.
+enum ScrubSchedule {
+    /// A store never scrubbed, or one whose pass is due when the daemon
+    /// starts, is scrubbed no sooner than this many seconds after the start
+    /// (or `scrub-interval`, when shorter): a start has work enough.
+    static let startupDelay: Int64 = 600
+
+    /// When the next pass starts (unix seconds): `interval` after the last
+    /// one started, and no sooner than `startupDelay` (or `interval`) after
+    /// the daemon started at `daemonStart`, nor before `now`. A last start
+    /// in the future (the clock was set back) counts as `now`.
+    static func nextStart(lastStarted: Int64?, interval: Int64, daemonStart: Int64, now: Int64) -> Int64 {
+        let earliest = max(now, daemonStart + min(interval, startupDelay))
+        guard let lastStarted else { return earliest }
+        return max(min(lastStarted, now) + interval, earliest)
+    }
+
+    /// Seconds between saves of a pass's position: once a minute, more often
+    /// when passes come more often than every 100 minutes (a hundredth of the
+    /// interval, at least a second), so that a short pass resumes too.
+    static func checkpointSeconds(interval: Int64) -> Int64 {
+        min(60, max(1, interval / 100))
+    }
+}
+
+/// The scrub, for `status` (docs/protocol.md, `status`, `scrub`).
+public struct ScrubStatus: Sendable, Equatable {
+    /// `off` (scrub-interval 0), `idle` (between passes) or `running`.
+    public enum State: String, Sendable { case off, idle, running }
+
+    /// What was checked and found: objects and bytes hashed, and the
+    /// objects found corrupt, unreadable or missing.
+    public struct Counts: Sendable, Equatable {
+        public var objects = 0
+        public var bytes: Int64 = 0
+        public var corrupt = 0
+        public var unreadable = 0
+        public var missing = 0
+    }
+
+    /// The pass under way (or paused by scrub-interval 0).
+    public struct Pass: Sendable, Equatable {
+        /// When it started, unix seconds (before a restart it resumed across, too).
+        public var started: Int64
+        /// The last object checked (32 hex digits); nil before the first.
+        public var position: String?
+        /// The objects and bytes it covers in all.
+        public var objects: Int
+        public var bytes: Int64
+        /// What it has checked and found so far.
+        public var checked: Counts
+    }
+
+    /// The last pass that ended.
+    public struct LastPass: Sendable, Equatable {
+        public var started: Int64
+        public var ended: Int64
+        public var checked: Counts
+    }
+
+    public var state: State
+    /// `scrub-interval` (seconds) and `scrub-rate` (bytes per second).
+    public var interval: Int64
+    public var rate: Int64
+    public var pass: Pass?
+    public var last: LastPass?
+    /// When the next pass starts, unix seconds; nil while one runs or when off.
+    public var nextStart: Int64?
+    /// Everything checked and found since the daemon started (the counters of `/metrics`).
+    public var sinceStart: Counts
+}
+
+extension ScrubStatus.Counts {
+    init(_ t: ScrubTotals) {
+        self.init(objects: t.objects, bytes: t.bytes, corrupt: t.corrupt, unreadable: t.unreadable, missing: t.missing)
+    }
+}
+
+/// What the scrub found of one object.
+enum ScrubFinding: Sendable, Equatable {
+    /// Its bytes match its name.
+    case clean
+    case corrupt, unreadable, missing
+    /// Not checked: it left the index, or the check failed for a reason
+    /// not its file's (logged).
+    case skipped
+}
+
+extension ScrubTotals {
+    /// Counts `finding` for an object of `size` bytes.
+    mutating func count(_ finding: ScrubFinding, size: Int64) {
+        guard finding != .skipped else { return }
+        objects += 1
+        bytes += size
+        switch finding {
+        case .corrupt: corrupt += 1
+        case .unreadable: unreadable += 1
+        case .missing: missing += 1
+        case .clean, .skipped: break
+        }
+    }
+}
