@@ -16,7 +16,7 @@ extension CacheService {
             let view = manifestView()
             for hash in objects {
                 do throws(StoreError) {
-                    let (fd, _) = try store.openVerified(hash, rehash: true)
+                    let (fd, _) = try store.openVerified(hash, rehash: true, touching: false)
                     fd.close()
                 } catch {
                     switch error {
