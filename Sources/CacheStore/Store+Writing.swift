@@ -69,7 +69,7 @@ extension Store {
     }
 
     func compactIfNeeded(_ w: inout WriterState) throws(StoreError) {
-        let live = state.withLock { $0.posts.count + $0.rows.count * 2 + $0.objects.count + 4 }
+        let live = state.withLock { $0.posts.count + $0.rows.count * 2 + $0.objects.count + $0.chunks.count + 4 }
         // By records (many small changes) or by bytes (few large ones: a
         // string-id feed whose order changes logs its whole order each time).
         if w.log.recordCount > 2 * live + configuration.compactionSlack
