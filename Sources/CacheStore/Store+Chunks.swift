@@ -1,0 +1,122 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CacheSystem
+
+/// Chunk digests outside a commit: an object stored without them (before
+/// format version 4) gets them the first time it is hashed whole anyway,
+/// in that same pass, and they are logged then. No object is downloaded
+/// again for this (docs/storage-format.md, "Format evolution").
+extension Store {
+    /// Bytes per chunk of the digests the store records: 1 MiB.
+    public static var chunkSize: Int64 { Int64(1) << Int64(ChunkDigests.defaultShift) }
+
+    /// The chunk digests the index holds for the object `hash`, if any.
+    public func chunkDigests(_ hash: Hash128) -> ChunkDigests? {
+        state.withLock { $0.chunks[hash] }
+    }
+
+    /// True when `hash` is a known object larger than one chunk whose chunk
+    /// digests the index lacks (stored by a daemon of format version 3 or older).
+    public func lacksChunkDigests(_ hash: Hash128) -> Bool {
+        state.withLock { s in s.objects[hash].map { $0.size > Self.chunkSize && s.chunks[hash] == nil } ?? false }
+    }
+
+    /// Opens an object and hashes it whole against its name, as
+    /// `openVerified` does, computing its chunk digests in the same pass
+    /// (read a chunk at a time with `pread`). A mismatch, a read error (EIO)
+    /// or a short read: the file is quarantined and `corruptObject` thrown;
+    /// a missing file: `missingObject`. Logs nothing: the digests (nil for
+    /// an object of one chunk or less) are for `recordChunkDigests`. The
+    /// descriptor's position is 0; the caller owns it.
+    public func openVerifiedComputingChunks(_ hash: Hash128) throws(StoreError) -> (FileDescriptor, Int64, ChunkDigests?) {
+        let fd = try openObjectFile(hash)
+        let found: (hash: Hash128, size: Int64, chunks: ChunkDigests?)
+        do throws(SystemError) { found = try Self.hashFileInChunks(fd) } catch {
+            fd.close()
+            throw unreadable(hash, error)
+        }
+        guard found.hash == hash else {
+            fd.close()
+            throw corrupt(hash)
+        }
+        touch(hash)
+        return (fd, found.size, found.chunks)
+    }
+
+    /// Logs, as one transaction, the digests in `found` of objects the index
+    /// still holds without digests and whose size they fit; the others are
+    /// dropped. The log moves to format version 4 first when it is older.
+    public func recordChunkDigests(_ found: [(hash: Hash128, chunks: ChunkDigests)]) throws(StoreError) {
+        guard !found.isEmpty else { return }
+        try writer.withLock { (w) throws(StoreError) in
+            let records: [LogRecord] = state.withLock { s in
+                found.filter { f in s.chunks[f.hash] == nil && s.objects[f.hash].map { f.chunks.fit(size: $0.size) } == true }
+                    .map { .objectChunks(hash: $0.hash, chunks: $0.chunks) }
+            }
+            guard !records.isEmpty else { return }
+            try append(records, &w)
+            state.withLock { $0.apply(transaction: records) }
+            try compactIfNeeded(&w)
+        }
+    }
+
+    /// The object's file opened read-only beneath the store; a missing one
+    /// is forgotten (its rows become uncached) and `missingObject` thrown.
+    func openObjectFile(_ hash: Hash128) throws(StoreError) -> FileDescriptor {
+        do throws(SystemError) { return try files.open(objectPath(hash), O_RDONLY) } catch {
+            guard error.errno == ENOENT else { throw .io(error) }
+            let rows = rowsReferencing(hash)
+            try? forgetObject(hash)
+            throw .missingObject(hash, rows: rows)
+        }
+    }
+
+    /// Quarantines the object (its rows become uncached) and returns the
+    /// error that says so: what a mismatch gets.
+    func corrupt(_ hash: Hash128) -> StoreError {
+        let rows = rowsReferencing(hash)
+        return .corruptObject(hash, quarantinedTo: quarantine(hash), rows: rows)
+    }
+
+    /// A read of the object's file failed (EIO from a bad sector, a file
+    /// shorter than its size): warned with the cause, then handled as a mismatch.
+    func unreadable(_ hash: Hash128, _ cause: SystemError) -> StoreError {
+        configuration.onWarning?("reading object \(hash) failed: \(cause); it is handled as a corrupt object")
+        return corrupt(hash)
+    }
+
+    /// XXH3-128, length and chunk digests of a file from offset 0, in one
+    /// pass: each chunk is read with `pread` into one buffer and hashed
+    /// twice while it is in the CPU's cache (into the whole and alone).
+    /// Not mapped: a read error must be an error, not a SIGBUS.
+    static func hashFileInChunks(_ fd: FileDescriptor) throws(SystemError) -> (hash: Hash128, size: Int64, chunks: ChunkDigests?) {
+        var whole = StreamingHasher()
+        var chunker = ChunkHasher()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(chunkSize), alignment: 64)
+        defer { buffer.deallocate() }
+        var offset: Int64 = 0
+        while true {
+            let n = try readFully(fd, into: buffer, at: offset)
+            if n == 0 { break }
+            let piece = UnsafeRawBufferPointer(rebasing: buffer[..<n])
+            whole.update(piece)
+            chunker.update(piece)
+            offset += Int64(n)
+            if n < buffer.count { break }
+        }
+        return (whole.digest(), offset, chunker.digestsSoFar)
+    }
+
+    /// Reads into all of `buffer` from `offset`, looping over short reads;
+    /// fewer bytes only at the end of the file. The count read.
+    static func readFully(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
+        var done = 0
+        while done < buffer.count {
+            let n = try fd.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]), at: offset + Int64(done))
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+}
