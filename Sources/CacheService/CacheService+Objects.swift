@@ -50,7 +50,7 @@ extension CacheService {
         return .success(objectInfo(ref))
     }
 
-    private static var badHash: CacheError { .invalid("\"hash\" must be 32 lowercase hex digits") }
+    static var badHash: CacheError { .invalid("\"hash\" must be 32 lowercase hex digits") }
 
     /// On a worker: the object's file, verified; a corrupt one is quarantined
     /// and, once, downloaded again.
@@ -68,25 +68,29 @@ extension CacheService {
             case .missingObject: completion(.failure(.notFound("\(error)")))
             case .corruptObject(_, _, let rows):
                 counters.withLock { $0.quarantined += 1 }
-                refetch(hash, rows: rows, error: error, retry: retry, completion)
+                refetch(hash, rows: rows, error: error, retry: retry, failed: { completion(.failure($0)) }) { [self] in
+                    verifiedFile(hash, retry: false, completion)
+                }
             default: completion(.failure(.store(error, doing: "")))
             }
         }
     }
 
-    /// Downloads a quarantined object again from a row that still names it.
-    private func refetch(_ hash: Hash128, rows: [Int], error: StoreError, retry: Bool,
-                         _ completion: @escaping Completion<VerifiedFile>) {
+    /// Downloads a quarantined object again from a row that still names it,
+    /// then reads it `again`; `failed` when it cannot (no `retry`, no row,
+    /// other bytes).
+    func refetch(_ hash: Hash128, rows: [Int], error: StoreError, retry: Bool,
+                 failed: @escaping @Sendable (CacheError) -> Void, again: @escaping @Sendable () -> Void) {
         let view = manifestView()
         guard retry, let url = rows.lazy.compactMap({ view.resolved($0) }).first else {
-            completion(.failure(.notFound("\(error); no row refers to it any more")))
+            failed(.notFound("\(error); no row refers to it any more"))
             return
         }
-        download(url: url) { [self] result in
+        download(url: url) { result in
             if case .success(let ref) = result, ref.hash == hash {
-                verifiedFile(hash, retry: false, completion)
+                again()
             } else {
-                completion(.failure(.notFound("\(error); downloading it again from \(url) did not give the same bytes")))
+                failed(.notFound("\(error); downloading it again from \(url) did not give the same bytes"))
             }
         }
     }
