@@ -256,7 +256,7 @@ public enum RecordCodec {
         let hash = Hash128(bytes: try r.raw(16))
         let shift = try r.byte()
         guard ChunkDigests.knownShifts.contains(shift) else {
-            throw .unknown("unknown chunk size 2^\(shift) in a \(name(ofType: 14)) record")
+            throw .unknown("unknown chunk size 2^\(shift) in an \(name(ofType: 14)) record")
         }
         let n = try r.count()
         // 16 bytes each: a count past what is left is damage, never an allocation.
