@@ -222,9 +222,9 @@ import Testing
 
     @Test func aNewerHeaderOrRecordStopsTheScanAsNewerNotDamage() {
         var newerHeader = Self.threeTransactions().bytes
-        newerHeader[7] = 4
+        newerHeader[7] = 5
         let header = LogScanner.scan(newerHeader) { _ in Issue.record("nothing may be applied") }
-        #expect(header.newer == .formatVersion(4))
+        #expect(header.newer == .formatVersion(5))
         #expect(header.validLength == 0)
 
         var (bytes, ends) = Self.threeTransactions()
