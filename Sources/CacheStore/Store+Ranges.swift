@@ -54,14 +54,14 @@ extension Store {
     }
 
     /// Checks the chunks `wanted` of the file behind `fd` against `digests`,
-    /// and that the file is `ref.size` bytes. Reads at most 1 MiB at a time
-    /// into one buffer, whatever the chunk size the log names.
+    /// and that the file is `ref.size` bytes, reading through one buffer of
+    /// `hashingPiece` bytes whatever the chunk size the log names.
     private func verifyChunks(_ fd: FileDescriptor, _ ref: ObjectRef, _ digests: ChunkDigests,
                               _ wanted: ClosedRange<Int>) throws(StoreError) {
         let fileSize: Int64
         do throws(SystemError) { fileSize = try fd.size() } catch { throw unreadable(ref.hash, error) }
         guard fileSize == ref.size else { throw corrupt(ref.hash) }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(min(digests.chunkSize, Self.chunkSize)), alignment: 64)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.hashingPiece, alignment: 64)
         defer { buffer.deallocate() }
         for i in wanted {
             let start = Int64(i) << Int64(digests.shift)
