@@ -43,13 +43,19 @@ public struct ChunkDigests: Sendable, Equatable {
     }
 }
 
-/// Hashes a stream into per-chunk digests as it passes, in the same pass as
-/// the object's own hash: `ObjectWriter` feeds it the download, a whole
-/// read (`Store.hashFileInChunks`) the file.
-struct ChunkHasher: ~Copyable {
+/// Hashes a stream whole (XXH3-128, the object's name) and by chunk in the
+/// same pass: `ObjectWriter` feeds it the download, a whole read
+/// (`Store.hashFileInChunks`) the file. The first chunk costs nothing more:
+/// its digest is the whole's state when the stream reaches its end (XXH3's
+/// digest does not end the stream). Later chunks are hashed a second time,
+/// alone, so an object of one chunk or less, the common image, is hashed
+/// once, as before chunk digests.
+struct ObjectHasher: ~Copyable {
     let shift: UInt8
-    private var hasher = StreamingHasher()
-    /// Bytes of the current chunk hashed so far.
+    private var whole = StreamingHasher()
+    /// The chunk being hashed alone (the second and later ones).
+    private var chunk = StreamingHasher()
+    /// Bytes of that chunk hashed so far.
     private var filled: Int64 = 0
     private var digests: [Hash128] = []
     /// Every byte passed in so far.
@@ -57,39 +63,53 @@ struct ChunkHasher: ~Copyable {
 
     init(shift: UInt8 = ChunkDigests.defaultShift) { self.shift = shift }
 
-    /// Hashes the next bytes of the stream, closing each chunk as it fills.
+    private var chunkSize: Int64 { Int64(1) << Int64(shift) }
+
+    /// Hashes the next bytes of the stream.
     mutating func update(_ bytes: UnsafeRawBufferPointer) {
-        let chunk = Int64(1) << Int64(shift)
         var rest = bytes
-        while !rest.isEmpty {
-            let take = Int(min(Int64(rest.count), chunk - filled))
-            hasher.update(UnsafeRawBufferPointer(rebasing: rest[..<take]))
-            filled += Int64(take)
+        if size < chunkSize {
+            let take = Int(min(Int64(rest.count), chunkSize - size))
+            whole.update(UnsafeRawBufferPointer(rebasing: rest[..<take]))
             size += Int64(take)
+            if size == chunkSize { digests.append(whole.digest()) }
             rest = UnsafeRawBufferPointer(rebasing: rest[take...])
-            if filled == chunk { closeChunk() }
+        }
+        guard !rest.isEmpty else { return }
+        whole.update(rest)
+        size += Int64(rest.count)
+        while !rest.isEmpty {
+            let take = Int(min(Int64(rest.count), chunkSize - filled))
+            chunk.update(UnsafeRawBufferPointer(rebasing: rest[..<take]))
+            filled += Int64(take)
+            rest = UnsafeRawBufferPointer(rebasing: rest[take...])
+            if filled == chunkSize { closeChunk() }
         }
     }
 
     /// Starts over, for a retried transfer.
     mutating func reset() {
-        hasher.reset()
+        whole.reset()
+        chunk.reset()
         filled = 0
         digests = []
         size = 0
     }
 
+    /// The XXH3-128 of the stream so far.
+    var hash: Hash128 { whole.digest() }
+
     /// The digests of the stream so far, its last chunk however full, or
     /// nil for a stream of one chunk or less, which needs none.
     var digestsSoFar: ChunkDigests? {
-        let all = filled > 0 ? digests + [hasher.digest()] : digests
+        let all = filled > 0 ? digests + [chunk.digest()] : digests
         guard all.count >= 2, all.count <= ChunkDigests.maxDigests else { return nil }
         return ChunkDigests(shift: shift, digests: all)
     }
 
     private mutating func closeChunk() {
-        digests.append(hasher.digest())
-        hasher.reset()
+        digests.append(chunk.digest())
+        chunk.reset()
         filled = 0
     }
 }

@@ -19,8 +19,7 @@ public final class ObjectWriter: @unchecked Sendable {
     /// The most bytes accepted; more fails with `StoreError.tooLarge`.
     public let maxSize: Int64
     private let fd: FileDescriptor
-    private var hasher = StreamingHasher()
-    private var chunker = ChunkHasher()
+    private var hasher = ObjectHasher()
     private(set) public var size: Int64 = 0
     /// The body's first bytes, up to `ImageType.sniffLength` (4 KiB), from
     /// which its type is decided.
@@ -47,7 +46,6 @@ public final class ObjectWriter: @unchecked Sendable {
         }
         do throws(SystemError) { try fd.writeAll(bytes) } catch { throw .io(error) }
         hasher.update(bytes)
-        chunker.update(bytes)
         size += Int64(bytes.count)
     }
 
@@ -58,7 +56,6 @@ public final class ObjectWriter: @unchecked Sendable {
             try fd.seek(to: 0)
         } catch { throw .io(error) }
         hasher.reset()
-        chunker.reset()
         size = 0
         head = []
     }
@@ -72,10 +69,10 @@ public final class ObjectWriter: @unchecked Sendable {
     func refusalDetail(declared: String?) -> String {
         ImageType.refusalDetail(declared: declared, head: head)
     }
-    public var hash: Hash128 { hasher.digest() }
+    public var hash: Hash128 { hasher.hash }
     /// The digest of each chunk of the bytes so far; nil while they fit in
     /// one chunk (`ChunkDigests.defaultShift`).
-    public var chunkDigests: ChunkDigests? { chunker.digestsSoFar }
+    public var chunkDigests: ChunkDigests? { hasher.digestsSoFar }
 
     func syncAndClose() throws(SystemError) {
         try fd.sync()

@@ -12,7 +12,8 @@ extension Store {
     public static var chunkSize: Int64 { Int64(1) << Int64(ChunkDigests.defaultShift) }
 
     /// Bytes read at a time when chunks are hashed: below malloc's mmap
-    /// threshold, so the buffer is memory reused from one read to the next,
+    /// threshold (128 KiB by default, 1 MiB as the daemon sets it), so the
+    /// buffer is memory reused from one read to the next,
     /// not fresh pages faulted in on each (a 1 MiB buffer spent a quarter of
     /// a 1-byte range's time in page faults), and small enough to stay in
     /// the CPU's cache between the copy and the hash.
@@ -94,12 +95,12 @@ extension Store {
     }
 
     /// XXH3-128, length and chunk digests of a file from offset 0, in one
-    /// pass: read with `pread`, `hashingPiece` bytes at a time, each piece
-    /// hashed twice while it is in the CPU's cache (into the whole and into
-    /// its chunk). Not mapped: a read error must be an error, not a SIGBUS.
+    /// pass (`ObjectHasher`): read with `pread`, `hashingPiece` bytes at a
+    /// time, each piece hashed into the whole and, past the first chunk,
+    /// into its chunk while it is in the CPU's cache. Not mapped: a read
+    /// error must be an error, not a SIGBUS.
     static func hashFileInChunks(_ fd: FileDescriptor) throws(SystemError) -> (hash: Hash128, size: Int64, chunks: ChunkDigests?) {
-        var whole = StreamingHasher()
-        var chunker = ChunkHasher()
+        var hasher = ObjectHasher()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: hashingPiece, alignment: 64)
         defer { buffer.deallocate() }
         var offset: Int64 = 0
@@ -107,12 +108,11 @@ extension Store {
             let n = try readFully(fd, into: buffer, at: offset)
             if n == 0 { break }
             let piece = UnsafeRawBufferPointer(rebasing: buffer[..<n])
-            whole.update(piece)
-            chunker.update(piece)
+            hasher.update(piece)
             offset += Int64(n)
             if n < buffer.count { break }
         }
-        return (whole.digest(), offset, chunker.digestsSoFar)
+        return (hasher.hash, offset, hasher.digestsSoFar)
     }
 
     /// Reads into all of `buffer` from `offset`, looping over short reads;

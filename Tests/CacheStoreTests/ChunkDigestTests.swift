@@ -65,6 +65,20 @@ enum ChunkFixtures {
         }
     }
 
+    /// One append spanning several chunks, pieces straddling each boundary,
+    /// single bytes across the first: the same digests.
+    @Test(arguments: [4 * chunk, chunk - 1, chunk + 1, 1])
+    func theDigestsDoNotDependOnThePieces(_ piece: Int) throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        let size = piece == 1 ? Self.chunk + 9 : 3 * Self.chunk + 17
+        let bytes = ChunkFixtures.png(size, seed: 5)
+        let w = try ChunkFixtures.writer(bytes, store, piece: piece)
+        defer { w.discard() }
+        #expect(w.hash == Hash128(of: bytes) && w.chunkDigests == ChunkFixtures.digests(bytes))
+    }
+
     /// A retried transfer starts its digests over too.
     @Test func aResetWriterForgetsItsChunks() throws {
         let dir = TempDir(); defer { dir.cleanup() }
