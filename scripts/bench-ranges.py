@@ -3,7 +3,7 @@
 range lies in saves (docs/performance.md, "Ranges").
 
   scripts/bench-ranges.py BIN_DIR [--base BASE_BIN_DIR] [--runs N] [--seconds S]
-                          [--kind KIND ...] [--connections C ...]
+                          [--kind KIND ...] [--connections C ...] [--prefetch-runs N]
 
 One nginx origin serves one 64 MiB PNG (random bytes after its signature).
 Each daemon (BIN_DIR's, and BASE_BIN_DIR's when given: a build of another
@@ -17,7 +17,9 @@ same requests, the daemons interleaved in every round (the order rotated):
   whole          a plain GET of the object (64 MiB hashed and sent)
 
 at 1 and 8 connections; requests/s and the daemon's CPU per request,
-medians of the rounds. A benchmark: it prints figures and asserts nothing.
+medians of the rounds. Then the commit side: each build downloads the image
+into a fresh store, interleaved (--prefetch-runs). A benchmark: it prints
+figures and asserts nothing.
 """
 import argparse
 import json
@@ -118,11 +120,28 @@ class Side:
         cachectl = start_cached(procs, bin_dir, store, sock, "--images-url", manifest, "--max-object-size", "80M",
                                 "--http-listen", "127.0.0.1:%d" % self.port, "--config", "/dev/null")
         self.pid = procs[-1].pid
-        started = time.time()
         subprocess.run([cachectl, "--socket", sock, "prefetch", "images"], check=True, capture_output=True)
-        # One sample: the download and commit, chunk digests included (noisy; not a figure of the table).
-        print("  %s: prefetch of the 64 MiB image from nginx took %.2f s" % (name, time.time() - started), flush=True)
         self.base = "http://127.0.0.1:%d" % self.port
+
+
+def prefetches(bins, tmp, manifest, runs):
+    """The commit side: each build downloads the 64 MiB image into a fresh
+    store `runs` times, the builds interleaved (order rotated); the
+    daemon's wall seconds and CPU seconds for each: {name: [(s, cpu s)]}."""
+    got = {name: [] for name in bins}
+    names = list(bins)
+    for r in range(runs):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            procs = []
+            store, sock = os.path.join(tmp, "prefetch-" + name), os.path.join(tmp, "prefetch-%s.sock" % name)
+            cachectl = start_cached(procs, bins[name], store, sock, "--images-url", manifest, "--max-object-size", "80M",
+                                    "--config", "/dev/null")
+            before, started = cpu_seconds(procs[-1].pid), time.time()
+            subprocess.run([cachectl, "--socket", sock, "prefetch", "images"], check=True, capture_output=True)
+            got[name].append((time.time() - started, cpu_seconds(procs[-1].pid) - before))
+            stop(procs[-1])
+            shutil.rmtree(store, ignore_errors=True)
+    return got
 
 
 def measure(sides, tmp, runs, seconds, kinds, connections):
@@ -149,7 +168,9 @@ def table(got, names):
     return rows
 
 
-def run(bin_dir, base_dir, runs, seconds, kinds=tuple(KINDS), connections=(1, 8)):
+def run(bin_dir, base_dir, runs, seconds, kinds=tuple(KINDS), connections=(1, 8), prefetch_runs=0):
+    """The table's rows (kind, c, {side: (req/s, CPU us)}) and, with
+    `prefetch_runs`, the prefetch medians {side: (s, CPU s)}."""
     tmp = tempfile.mkdtemp(prefix="cached-ranges-")
     os.chmod(tmp, 0o755)  # nginx's workers run as an unprivileged user
     procs = []
@@ -171,7 +192,12 @@ def run(bin_dir, base_dir, runs, seconds, kinds=tuple(KINDS), connections=(1, 8)
             sides.insert(0, Side("base", base_dir, tmp, manifest, procs))
         for s in sides:
             check_ranges(s.base, os.path.join(www, "big.png"))
-        return table(measure(sides, tmp, runs, seconds, kinds, connections), [s.name for s in sides])
+        rows = table(measure(sides, tmp, runs, seconds, kinds, connections), [s.name for s in sides])
+        for p in reversed(procs[1:]):
+            stop(p)
+        bins = {"base": base_dir, "new": bin_dir} if base_dir else {"new": bin_dir}
+        got = prefetches(bins, tmp, manifest, prefetch_runs) if prefetch_runs else {}
+        return rows, {n: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for n, v in got.items()}
     finally:
         for p in reversed(procs):
             stop(p)
@@ -186,19 +212,26 @@ def main():
     ap.add_argument("--seconds", type=int, default=3)
     ap.add_argument("--kind", action="append", choices=list(KINDS), help="only these requests (repeatable; default all)")
     ap.add_argument("--connections", action="append", type=int, help="only these concurrencies (repeatable; default 1 and 8)")
+    ap.add_argument("--prefetch-runs", type=int, default=5, help="downloads of the image into a fresh store per build (0: none)")
     a = ap.parse_args()
-    rows = run(a.bin, a.base, a.runs, a.seconds, a.kind or tuple(KINDS), a.connections or (1, 8))
+    rows, pre = run(a.bin, a.base, a.runs, a.seconds, a.kind or tuple(KINDS), a.connections or (1, 8), a.prefetch_runs)
     if a.base:
         print("\n| request (64 MiB object) | c | base req/s | new req/s | new/base | base CPU us/req | new CPU us/req |")
         print("|---|---|---|---|---|---|---|")
         for kind, c, m in rows:
             print("| %s | %d | %.1f | %.1f | %.1fx | %.0f | %.0f |" % (kind, c, m["base"][0], m["new"][0], m["new"][0] / m["base"][0],
                                                                    m["base"][1], m["new"][1]))
-        print("\nMedians of %d rounds of %d s, base and new interleaved (order rotated); the same wrk for both." % (a.runs, a.seconds))
+        if pre:
+            print("| prefetch of the image into a fresh store, s (CPU s); ratio base s / new s | - | %.2f (%.2f) | %.2f (%.2f) | %.2fx | - | - |"
+                  % (pre["base"][0], pre["base"][1], pre["new"][0], pre["new"][1], pre["base"][0] / pre["new"][0]))
+        print("\nMedians of %d rounds of %d s (prefetch: of %d), base and new interleaved (order rotated); the same wrk for both."
+              % (a.runs, a.seconds, a.prefetch_runs))
     else:
         print("\n| request (64 MiB object) | c | req/s | CPU us/req |\n|---|---|---|---|")
         for kind, c, m in rows:
             print("| %s | %d | %.1f | %.0f |" % (kind, c, m["new"][0], m["new"][1]))
+        if pre:
+            print("\nprefetch of the image into a fresh store: %.2f s, %.2f CPU s (median of %d)" % (pre["new"][0], pre["new"][1], a.prefetch_runs))
 
 
 if __name__ == "__main__":

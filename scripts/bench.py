@@ -504,7 +504,7 @@ class Bench:
         64 MiB more)."""
         peer = "build %s, same ranges" % self.ranges_base if self.ranges_base else "whole GET, same object"
         print("== ranges: Range of a 64 MiB object over HTTP vs %s (wrk)" % peer, flush=True)
-        rows = load_script("bench-ranges").run(self.bin, self.ranges_base, self.runs, 3 if not self.quick else 1)
+        rows, _ = load_script("bench-ranges").run(self.bin, self.ranges_base, self.runs, 3 if not self.quick else 1)
         figures = {(kind, c): m for kind, c, m in rows}
         for kind in ("range 1 byte", "range 1 MiB"):
             for c in (1, 8):
