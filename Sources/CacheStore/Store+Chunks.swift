@@ -25,7 +25,8 @@ extension Store {
     }
 
     /// True when `hash` is a known object larger than one chunk whose chunk
-    /// digests the index lacks (stored by a daemon of format version 3 or older).
+    /// digests the index lacks (stored by a daemon of format version 3 or
+    /// older, or whose digests could not be logged).
     public func lacksChunkDigests(_ hash: Hash128) -> Bool {
         state.withLock { s in s.objects[hash].map { $0.size > Self.chunkSize && s.chunks[hash] == nil } ?? false }
     }
