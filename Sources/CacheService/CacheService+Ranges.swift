@@ -7,10 +7,13 @@ import CacheSystem
 /// Bytes outside them were not checked and must not be sent. The receiver
 /// closes it.
 public struct VerifiedRange: Sendable {
+    /// The object's file, read-only; its position is 0.
     public var descriptor: FileDescriptor
     /// The whole object's size.
     public var size: Int64
+    /// Where the verified bytes to send begin.
     public var offset: Int64
+    /// How many there are (at least 1).
     public var length: Int64
 }
 

@@ -18,6 +18,7 @@ public struct ChunkDigests: Sendable, Equatable {
     /// 4 TiB in 1 MiB chunks. A larger object gets none and is verified whole.
     static let maxDigests = (RecordCodec.maxPayload - 64) / 16
 
+    /// Digests of chunks of `1 << shift` bytes, in order.
     public init(shift: UInt8, digests: [Hash128]) {
         self.shift = shift
         self.digests = digests
