@@ -200,6 +200,19 @@ bench-compare: release bench-deps
 	python3 scripts/bench-compare.py .build/bench-base/.build/release "$$($(SWIFT) build -c release --show-bin-path)" --runs $(BENCH_RUNS)
 	git worktree remove --force .build/bench-base
 
+# HTTP ranges of a 64 MiB object (1 byte, 1 MiB; whole GETs for reference)
+# against a build of RANGES_BASE, the commit before chunk digests, which
+# hashed the whole object for any range: A/B interleaved, the same wrk
+# (scripts/bench-ranges.py; docs/performance.md, "Ranges").
+RANGES_BASE ?= f3ab24b
+.PHONY: bench-ranges
+bench-ranges: release bench-deps
+	rm -rf .build/ranges-base; git worktree prune
+	git worktree add --force --detach .build/ranges-base $(RANGES_BASE)
+	cd .build/ranges-base && $(SWIFT) build -c release
+	python3 scripts/bench-ranges.py "$$($(SWIFT) build -c release --show-bin-path)" --base .build/ranges-base/.build/release --runs $(BENCH_RUNS)
+	git worktree remove --force .build/ranges-base
+
 # Replay time and resident memory for a log of REPLAY_RECORDS records (a benchmark, not a test).
 REPLAY_RECORDS ?= 1000000
 bench-store: release

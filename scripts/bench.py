@@ -5,7 +5,7 @@ Prints one table of medians over RUNS runs (default 5) with each peer's figure
 and the ratio, and writes it with the machine's description to
 bench/results.md. Benchmarks, not tests: nothing here passes or fails.
 
-  scripts/bench.py BIN_DIR [--runs N] [--quick] [--only SECTION ...]
+  scripts/bench.py BIN_DIR [--runs N] [--quick] [--only SECTION ...] [--ranges-base BASE_BIN_DIR]
 """
 import argparse
 import importlib.util
@@ -51,8 +51,9 @@ class Procs:
 
 
 class Bench:
-    def __init__(self, bin_dir, runs, quick, only=None, output=None):
+    def __init__(self, bin_dir, runs, quick, only=None, output=None, ranges_base=None):
         self.only = only
+        self.ranges_base = ranges_base
         self.output = os.path.abspath(output or os.path.join(ROOT, "bench", "results.md"))
         self.bin = bin_dir
         self.runs = runs
@@ -492,6 +493,27 @@ class Bench:
                      "nginx's worker, worker_processes 1", cpu_us("nginx-large"), "lower", "(reported)")
         self.procs.stop(cached)
 
+    # 8. Ranges -----------------------------------------------------------------
+    def ranges(self):
+        """HTTP `Range` requests of a 64 MiB object (scripts/bench-ranges.py):
+        1 byte and 1 MiB, verified by the chunks they lie in, against the
+        whole-object verification they needed before. With `--ranges-base`
+        (`make bench-ranges`) that is a build of the commit before chunk
+        digests asked the same ranges, interleaved; without it, whole GETs of
+        the same object, which hash what such a range hashed then (and send
+        64 MiB more)."""
+        peer = "build %s, same ranges" % self.ranges_base if self.ranges_base else "whole GET, same object"
+        print("== ranges: Range of a 64 MiB object over HTTP vs %s (wrk)" % peer, flush=True)
+        rows, _ = load_script("bench-ranges").run(self.bin, self.ranges_base, self.runs, 3 if not self.quick else 1)
+        figures = {(kind, c): m for kind, c, m in rows}
+        for kind in ("range 1 byte", "range 1 MiB"):
+            for c in (1, 8):
+                m = figures[(kind, c)]
+                base = m["base"] if self.ranges_base else figures[("whole", c)]["new"]
+                label = "%s of a 64 MiB object, c=%d" % (kind.replace("range ", "Range of "), c)
+                self.row("ranges", "req/s, " + label, m["new"][0], peer, base[0], "higher", "(reported)")
+                self.row("ranges", "CPU us per request, " + label, m["new"][1], peer, base[1], "lower", "(reported)")
+
     def start_static_nginx(self, name, static, workers, types, extra=""):
         """nginx serving `static` (/posts/N as application/json, /images/N with
         cached's Content-Type for that row) on a free port; the port."""
@@ -561,7 +583,7 @@ http { access_log off; sendfile on; keepalive_requests 100000; %(extra)s
         try:
             for name, section in (("rate", self.request_rate), ("prefetch", self.prefetch), ("serving", self.serving),
                                   ("cli", self.cli), ("memory", self.idle_memory), ("scale", self.scale),
-                                  ("http", self.http)):
+                                  ("http", self.http), ("ranges", self.ranges)):
                 if not self.only or name in self.only:
                     section()
             self.report()
@@ -771,7 +793,8 @@ if __name__ == "__main__":
     ap.add_argument("bin")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="smaller runs, for a smoke test")
-    ap.add_argument("--only", action="append", help="run only this section (rate, prefetch, serving, cli, memory, scale, http); repeatable")
+    ap.add_argument("--only", action="append", help="run only this section (rate, prefetch, serving, cli, memory, scale, http, ranges); repeatable")
     ap.add_argument("--output", help="where the table goes (default bench/results.md)")
+    ap.add_argument("--ranges-base", help="the ranges section compares with this build (BIN_DIR of another commit) instead of whole GETs")
     a = ap.parse_args()
-    Bench(a.bin, a.runs, a.quick, a.only, a.output).run()
+    Bench(a.bin, a.runs, a.quick, a.only, a.output, a.ranges_base).run()

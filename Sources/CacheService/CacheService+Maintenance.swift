@@ -6,18 +6,22 @@ extension CacheService {
     /// Re-hashes every object (whatever `verify-reads` says). Corrupt and
     /// unreadable ones are set aside by the store, which logs, counts and
     /// starts their repair (`objectSetAside`); missing ones are counted
-    /// here and downloaded again. The report waits for all of it.
+    /// here and downloaded again. The report waits for all of it. An object
+    /// larger than a chunk without chunk digests (stored before format
+    /// version 4) gets them from the same pass, logged `chunkDigestBatch`
+    /// objects to a transaction.
     public func verify(then completion: @escaping @Sendable (VerifyReport) -> Void) {
         pool.submit { [self] in
             let objects = store.knownObjects()
             var setAside: [Hash128] = []
             var missing: [Hash128] = []
             var urls = Set<String>()
+            var digested: [(hash: Hash128, chunks: ChunkDigests)] = []
             let view = manifestView()
             for hash in objects {
                 do throws(StoreError) {
-                    let (fd, _) = try store.openVerified(hash, rehash: true, touching: false)
-                    fd.close()
+                    if let chunks = try verifyObject(hash) { digested.append((hash, chunks)) }
+                    if digested.count == Self.chunkDigestBatch { recordChunkDigests(&digested) }
                 } catch {
                     switch error {
                     case .corruptObject, .unreadableObject:
@@ -31,10 +35,37 @@ extension CacheService {
                     }
                 }
             }
+            recordChunkDigests(&digested)
             counters.withLock { $0.quarantined += missing.count }
             let report = VerifyReport(checked: objects.count, corrupt: (setAside + missing).map(\.hex), repaired: 0)
             repair(setAside, missing: urls, report, completion)
         }
+    }
+
+    /// Objects whose new chunk digests `verify` logs in one transaction.
+    static let chunkDigestBatch = 256
+
+    /// One object of `verify`, hashed whole (whatever `verify-reads` says,
+    /// its use time left alone): the chunk digests it lacked, computed in
+    /// that pass, or nil.
+    private func verifyObject(_ hash: Hash128) throws(StoreError) -> ChunkDigests? {
+        guard store.lacksChunkDigests(hash) else {
+            let (fd, _) = try store.openVerified(hash, rehash: true, touching: false)
+            fd.close()
+            return nil
+        }
+        let (fd, _, chunks) = try store.openVerifiedComputingChunks(hash, touching: false)
+        fd.close()
+        return chunks
+    }
+
+    /// Logs the chunk digests `verify` found and empties the list; a failure
+    /// is logged (they are computed again by the next whole hash).
+    private func recordChunkDigests(_ digested: inout [(hash: Hash128, chunks: ChunkDigests)]) {
+        do throws(StoreError) { try store.recordChunkDigests(digested) } catch {
+            log.warning("verify: could not log the chunk digests of \(digested.count) objects: \(error)")
+        }
+        digested.removeAll()
     }
 
     /// Waits for the repairs of `setAside` and downloads `urls` (of missing

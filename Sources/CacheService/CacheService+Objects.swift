@@ -53,45 +53,56 @@ extension CacheService {
         return .success(objectInfo(ref))
     }
 
-    private static var badHash: CacheError { .invalid("\"hash\" must be 32 lowercase hex digits") }
+    static var badHash: CacheError { .invalid("\"hash\" must be 32 lowercase hex digits") }
 
     /// On a worker: the object's file, verified. One that is corrupt,
     /// unreadable or missing waits for its repair when one is under way
     /// (the store reported the file set aside: `objectSetAside`), then is
     /// served if the bytes came back.
     private func verifiedFile(_ hash: Hash128, retry: Bool, _ completion: @escaping Completion<VerifiedFile>) {
+        let failed: @Sendable (CacheError) -> Void = { completion(.failure($0)) }
+        let again: @Sendable () -> Void = { [self] in verifiedFile(hash, retry: false, completion) }
         guard store.objectRef(hash) != nil else {
-            afterRepair(hash, retry: retry, else: "object \(hash.hex) is not in the store", completion)
+            afterRepair(hash, retry: retry, else: "object \(hash.hex) is not in the store", failed: failed, again: again)
             return
         }
         do throws(StoreError) {
             let (fd, size) = try store.openVerified(hash)
             completion(.success(VerifiedFile(descriptor: fd, size: size)))
         } catch {
-            switch error {
-            case .corruptObject, .unreadableObject:
-                // Logged and counted once, where the file was set aside.
-                afterRepair(hash, retry: retry, else: "\(error); no row refers to it any more", completion)
-            case .missingObject:
-                log.warning("read: \(error)")
-                afterRepair(hash, retry: retry, else: "\(error)", completion)
-            default:
-                log.warning("read: \(error)")
-                completion(.failure(.store(error, doing: "")))
-            }
+            afterFailure(hash, error, retry: retry, doing: "read", failed: failed, again: again)
         }
     }
 
-    /// Joins the repair of `hash` if one is under way and then tries once
-    /// more; tries once more at once if the object is back already; else
-    /// answers `notFound(why)`.
-    private func afterRepair(_ hash: Hash128, retry: Bool, else why: String, _ completion: @escaping Completion<VerifiedFile>) {
-        guard retry else { completion(.failure(.notFound(why))); return }
-        let joined = repairFlight.joinIfRunning(hash) { [self] failure in
-            if let failure { completion(.failure(.notFound(failure))) } else { verifiedFile(hash, retry: false, completion) }
+    /// What a read (of the whole or a range) does when opening `hash`
+    /// failed with `error`: a corrupt, unreadable or missing object waits for
+    /// its repair (`afterRepair`); any other failure is answered.
+    func afterFailure(_ hash: Hash128, _ error: StoreError, retry: Bool, doing: String,
+                      failed: @escaping @Sendable (CacheError) -> Void, again: @escaping @Sendable () -> Void) {
+        switch error {
+        case .corruptObject, .unreadableObject:
+            // Logged and counted once, where the file was set aside.
+            afterRepair(hash, retry: retry, else: "\(error); no row refers to it any more", failed: failed, again: again)
+        case .missingObject:
+            log.warning("\(doing): \(error)")
+            afterRepair(hash, retry: retry, else: "\(error)", failed: failed, again: again)
+        default:
+            log.warning("\(doing): \(error)")
+            failed(.store(error, doing: ""))
+        }
+    }
+
+    /// Joins the repair of `hash` if one is under way and then reads
+    /// `again` (once); reads again at once if the object is back already;
+    /// else fails with `notFound(why)`.
+    func afterRepair(_ hash: Hash128, retry: Bool, else why: String,
+                     failed: @escaping @Sendable (CacheError) -> Void, again: @escaping @Sendable () -> Void) {
+        guard retry else { failed(.notFound(why)); return }
+        let joined = repairFlight.joinIfRunning(hash) { failure in
+            if let failure { failed(.notFound(failure)) } else { again() }
         }
         if joined { return }
-        if store.objectRef(hash) != nil { verifiedFile(hash, retry: false, completion) } else { completion(.failure(.notFound(why))) }
+        if store.objectRef(hash) != nil { again() } else { failed(.notFound(why)) }
     }
 
     /// The store's report of an object file set aside (called under its

@@ -14,6 +14,8 @@ final class GroupCommit: Sendable {
         var freshness: ImageFreshness?
         /// A 304: the rows keep `ref` (if they still map it) and only their freshness is logged.
         var refreshOnly = false
+        /// The digests of the object's chunks, logged with its mapping (nil: one chunk or less).
+        var chunks: ChunkDigests? = nil
     }
 
     private struct State {
@@ -33,10 +35,10 @@ final class GroupCommit: Sendable {
     /// Queues `ref` and its rows and returns once they are logged: by this
     /// caller, as leader of a batch, through `log`, or by another leader.
     func commit(_ ref: ObjectRef, rows: [(row: Int, url: String)], freshness: ImageFreshness? = nil, refreshOnly: Bool = false,
-                log: ([Pending]) throws(StoreError) -> Void) throws(StoreError) {
+                chunks: ChunkDigests? = nil, log: ([Pending]) throws(StoreError) -> Void) throws(StoreError) {
         let id = state.update { g -> UInt64 in
             g.nextID += 1
-            g.queue.append(Pending(id: g.nextID, ref: ref, rows: rows, freshness: freshness, refreshOnly: refreshOnly))
+            g.queue.append(Pending(id: g.nextID, ref: ref, rows: rows, freshness: freshness, refreshOnly: refreshOnly, chunks: chunks))
             return g.nextID
         }
         while true {

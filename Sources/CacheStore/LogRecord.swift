@@ -36,6 +36,10 @@ public enum LogRecord: Equatable, Sendable {
     /// Row `row`'s image, as mapped by the last `rowObject`, was last answered
     /// with these validators and this lifetime (a 200 or a 304). Format version 3.
     case rowFreshness(row: Int, freshness: ImageFreshness)
+    /// The object `hash`'s bytes, cut in chunks of `1 << chunks.shift`, hash
+    /// to `chunks.digests`: a range is verified by the chunks it covers.
+    /// Logged for objects larger than one chunk. Format version 4.
+    case objectChunks(hash: Hash128, chunks: ChunkDigests)
     /// Ends a transaction: the records since the previous commit take effect together.
     case commit
 
@@ -54,6 +58,7 @@ public enum LogRecord: Equatable, Sendable {
         case .postOrder: 11
         case .page: 12
         case .rowFreshness: 13
+        case .objectChunks: 14
         case .commit: 0x7F
         }
     }
@@ -102,7 +107,7 @@ public enum RecordCodec {
     /// The newest format version this daemon reads and writes. A log naming
     /// a higher one was written by a newer cached and is refused untouched
     /// (docs/storage-format.md, "Format evolution").
-    public static let formatVersion: UInt8 = 3
+    public static let formatVersion: UInt8 = 4
     /// The oldest format version there is (every version from it up is read).
     public static let firstFormatVersion: UInt8 = 1
     /// The file's first 8 bytes for format `version`: "CACHEDL" and the version.
@@ -115,12 +120,13 @@ public enum RecordCodec {
     public static let maxPayload = 64 << 20
 
     /// The format version that introduced record type `type`: 2 for types
-    /// 9 to 12, 3 for type 13, 1 for the others (an unknown type included:
-    /// it is refused whatever the header says).
+    /// 9 to 12, 3 for type 13, 4 for type 14, 1 for the others (an unknown
+    /// type included: it is refused whatever the header says).
     static func formatVersion(ofType type: UInt8) -> UInt8 {
         switch type {
         case 9...12: 2
         case 13: 3
+        case 14: 4
         default: 1
         }
     }
@@ -161,6 +167,9 @@ public enum RecordCodec {
             case .noCache: p.append(LifetimeKind.noCache)
             case .immutable: p.append(LifetimeKind.immutable)
             }
+        case let .objectChunks(hash, chunks):
+            p.append(contentsOf: hash.bytes); p.append(chunks.shift); p.putUnsigned(UInt64(chunks.digests.count))
+            for d in chunks.digests { p.append(contentsOf: d.bytes) }
         case .commit:
             break
         }
@@ -213,6 +222,7 @@ public enum RecordCodec {
             let next = try r.optionalString()
             record = .page(feed: feed, index: index, page: FeedPage(url: url, validators: validators, next: next, count: try r.count()))
         case 13: record = try rowFreshness(&r)
+        case 14: record = try objectChunks(&r)
         case 0x7F: record = .commit
         default: throw .unknown("unknown record type \(hex(type))")
         }
@@ -241,6 +251,22 @@ public enum RecordCodec {
         return .rowFreshness(row: row, freshness: ImageFreshness(validators: validators, fetched: fetched, lifetime: lifetime))
     }
 
+    /// The fields of an `objectChunks` record (its type byte read).
+    private static func objectChunks(_ r: inout PayloadReader) throws(RecordDecodingError) -> LogRecord {
+        let hash = Hash128(bytes: try r.raw(16))
+        let shift = try r.byte()
+        guard ChunkDigests.knownShifts.contains(shift) else {
+            throw .unknown("unknown chunk size 2^\(shift) in an \(name(ofType: 14)) record")
+        }
+        let n = try r.count()
+        // 16 bytes each: a count past what is left is damage, never an allocation.
+        guard n <= r.bytes.count / 16 else { throw RecordDecodingError(description: "record ends early") }
+        var digests: [Hash128] = []
+        digests.reserveCapacity(n)
+        for _ in 0..<n { digests.append(Hash128(bytes: try r.raw(16))) }
+        return .objectChunks(hash: hash, chunks: ChunkDigests(shift: shift, digests: digests))
+    }
+
     /// The fields of a `postOrder` record (its type byte read).
     private static func postOrder(_ r: inout PayloadReader) throws(RecordDecodingError) -> LogRecord {
         let start = try r.count()
@@ -258,7 +284,7 @@ public enum RecordCodec {
         let names: [UInt8: String] = [1: "post", 2: "postRemoved", 3: "manifestSize", 4: "row", 5: "rowObject",
                                       6: "objectRemoved", 7: "validators", 8: "access", 9: "stringPost",
                                       10: "stringPostRemoved", 11: "postOrder", 12: "page", 13: "rowFreshness",
-                                      0x7F: "commit"]
+                                      14: "objectChunks", 0x7F: "commit"]
         return "\(names[type] ?? "unknown") (type \(hex(type)))"
     }
 

@@ -3,8 +3,9 @@ import Glibc
 #endif
 import CacheSystem
 
-/// Receives one download into a temp file under `tmp/`, hashing as it writes,
-/// so an image never has to sit whole in memory.
+/// Receives one download into a temp file under `tmp/`, hashing as it writes
+/// (the whole, and each chunk for `ChunkDigests`, in the same pass), so an
+/// image never has to sit whole in memory nor be read back.
 ///
 /// Owned by one thread at a time: the fetch thread while bytes arrive, then
 /// the worker that commits it. `Store.commitObject` or `discard()` ends it.
@@ -18,7 +19,7 @@ public final class ObjectWriter: @unchecked Sendable {
     /// The most bytes accepted; more fails with `StoreError.tooLarge`.
     public let maxSize: Int64
     private let fd: FileDescriptor
-    private var hasher = StreamingHasher()
+    private var hasher = ObjectHasher()
     private(set) public var size: Int64 = 0
     /// The body's first bytes, up to `ImageType.sniffLength` (4 KiB), from
     /// which its type is decided.
@@ -37,7 +38,7 @@ public final class ObjectWriter: @unchecked Sendable {
 
     deinit { discard() }
 
-    /// Appends a chunk of the body.
+    /// Appends the next bytes of the body.
     public func append(_ bytes: UnsafeRawBufferPointer) throws(StoreError) {
         guard size + Int64(bytes.count) <= maxSize else { throw .tooLarge(limit: maxSize) }
         if head.count < ImageType.sniffLength {
@@ -68,7 +69,10 @@ public final class ObjectWriter: @unchecked Sendable {
     func refusalDetail(declared: String?) -> String {
         ImageType.refusalDetail(declared: declared, head: head)
     }
-    public var hash: Hash128 { hasher.digest() }
+    public var hash: Hash128 { hasher.hash }
+    /// The digest of each chunk of the bytes so far; nil while they fit in
+    /// one chunk (`ChunkDigests.defaultShift`).
+    public var chunkDigests: ChunkDigests? { hasher.digestsSoFar }
 
     func syncAndClose() throws(SystemError) {
         try fd.sync()

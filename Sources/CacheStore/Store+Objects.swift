@@ -102,25 +102,28 @@ extension Store {
             objectWriter.discard()
             throw .io(error)
         }
-        try commitGrouped(ref, rows: rows, freshness: freshness)
+        try commitGrouped(ref, rows: rows, freshness: freshness, chunks: objectWriter.chunkDigests)
         return ref
     }
 
-    /// Logs `ref`'s rows with every other commit waiting (`GroupCommit`).
-    func commitGrouped(_ ref: ObjectRef, rows: [(row: Int, url: String)], freshness: ImageFreshness? = nil) throws(StoreError) {
-        try commitGroup.commit(ref, rows: rows, freshness: freshness) { (batch) throws(StoreError) in
+    /// Logs `ref`'s rows (and its chunk digests) with every other commit waiting (`GroupCommit`).
+    func commitGrouped(_ ref: ObjectRef, rows: [(row: Int, url: String)], freshness: ImageFreshness? = nil,
+                       chunks: ChunkDigests? = nil) throws(StoreError) {
+        try commitGroup.commit(ref, rows: rows, freshness: freshness, chunks: chunks) { (batch) throws(StoreError) in
             try writer.withLock { (w) throws(StoreError) in try logCommits(batch, &w) }
         }
     }
 
-    /// Logs the row mappings of `batch` (and their freshness) as one
-    /// transaction and applies them. Rows whose manifest URL changed since
-    /// their download began are left alone; a refresh only touches rows that
+    /// Logs the row mappings of `batch` (with their freshness, and each
+    /// object's chunk digests unless the index has them) as one transaction
+    /// and applies them. Rows whose manifest URL changed since their
+    /// download began are left alone; a refresh only touches rows that
     /// still map its object.
     func logCommits(_ batch: [GroupCommit.Pending], _ w: inout WriterState) throws(StoreError) {
         let now = Clock.wallMilliseconds()
-        let current = state.withLock { $0.rows }
+        let (current, chunked) = state.withLock { s in (s.rows, batch.map(\.ref.hash).filter { s.chunks[$0] != nil }) }
         var records: [LogRecord] = []
+        var digested = Set(chunked)
         for c in batch {
             var mapped = c.rows.filter { current.indices.contains($0.row) && current[$0.row].url == $0.url }
             if c.refreshOnly { mapped = mapped.filter { current[$0.row].object?.hash == c.ref.hash } }
@@ -128,7 +131,11 @@ extension Store {
                 if !c.refreshOnly { records.append(.rowObject(row: r.row, hash: c.ref.hash, size: c.ref.size, type: c.ref.type)) }
                 if let f = c.freshness { records.append(.rowFreshness(row: r.row, freshness: f)) }
             }
-            if !mapped.isEmpty && !c.refreshOnly { records.append(.access(hash: c.ref.hash, time: now)) }
+            guard !mapped.isEmpty && !c.refreshOnly else { continue }
+            records.append(.access(hash: c.ref.hash, time: now))
+            if let chunks = c.chunks, digested.insert(c.ref.hash).inserted {
+                records.append(.objectChunks(hash: c.ref.hash, chunks: chunks))
+            }
         }
         if !records.isEmpty { try append(records, &w) }
         state.withLock { $0.apply(transaction: records) }

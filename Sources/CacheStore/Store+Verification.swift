@@ -22,17 +22,7 @@ extension Store {
     /// object's use time is left as it was (the scrub: its reads are no use,
     /// and must not reorder eviction).
     public func openVerified(_ hash: Hash128, rehash: Bool = false, touching: Bool = true) throws(StoreError) -> (FileDescriptor, Int64) {
-        let path = objectPath(hash)
-        let fd: FileDescriptor
-        do throws(SystemError) { fd = try files.open(path, O_RDONLY) } catch {
-            if error.errno == ENOENT {
-                let rows = rowsReferencing(hash)
-                forgetIfFileGone(hash)
-                throw .missingObject(hash, rows: rows)
-            }
-            if error.isMediaError { throw unreadable(hash, error, file: nil) }
-            throw .io(error)
-        }
+        let fd = try openObjectFile(hash)
         let identity: FileIdentity
         do throws(SystemError) { identity = try fd.identity() } catch {
             fd.close()
@@ -72,18 +62,17 @@ extension Store {
         }
     }
 
-    /// Bytes read per `pread` when hashing a file.
-    static let hashReadSize = 1 << 20
 
     /// XXH3-128 and length of a file from offset 0, read with `pread` into
-    /// one reused buffer. Never through a memory mapping: a read error on a
+    /// one buffer of `hashingPiece` bytes (below malloc's mmap threshold, and
+    /// in the CPU's cache between the copy and the hash). Never through a memory mapping: a read error on a
     /// mapped page is a SIGBUS, or on btrfs a fault retried for ever (a
     /// worker spinning in the kernel, its request never answered), where
     /// `pread` returns `EIO` at once.
     static func hashFile(_ fd: FileDescriptor) throws(SystemError) -> (Hash128, Int64) {
         var hasher = StreamingHasher()
         var size: Int64 = 0
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: hashReadSize, alignment: 64)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: hashingPiece, alignment: 64)
         defer { buffer.deallocate() }
         while true {
             let n = try fd.read(into: buffer, at: size)

@@ -31,9 +31,10 @@ extension Store {
     }
 
     /// Appends one transaction and publishes the new record count. A
-    /// transaction holding a record the log's format version does not
-    /// (a string id, an order, pages: version 2) first moves the log to that
-    /// version (`upgradeLog`). The log and lock are checked after the fsync:
+    /// transaction holding a record the log's format version does not (a
+    /// string id, an order, pages: version 2; a freshness: 3; chunk
+    /// digests: 4) first moves the log to that version (`upgradeLog`).
+    /// The log and lock are checked after the fsync:
     /// a transaction that went into a file that was deleted, replaced or cut
     /// meanwhile is not acknowledged, and no later write is accepted.
     func append(_ records: [LogRecord], _ w: inout WriterState) throws(StoreError) {
@@ -69,7 +70,7 @@ extension Store {
     }
 
     func compactIfNeeded(_ w: inout WriterState) throws(StoreError) {
-        let live = state.withLock { $0.posts.count + $0.rows.count * 2 + $0.objects.count + 4 }
+        let live = state.withLock { $0.posts.count + $0.rows.count * 2 + $0.objects.count + $0.chunks.count + 4 }
         // By records (many small changes) or by bytes (few large ones: a
         // string-id feed whose order changes logs its whole order each time).
         if w.log.recordCount > 2 * live + configuration.compactionSlack

@@ -13,6 +13,9 @@ struct StoreState {
     var listIDs: [PostID] = []
     var rows: [Row] = []
     var objects: [Hash128: ObjectRef] = [:]
+    /// The chunk digests of objects larger than one chunk that have them
+    /// (`objectChunks` records); dropped with the object.
+    var chunks: [Hash128: ChunkDigests] = [:]
     /// Each known feed's pages, as its `validators` or `page` records left them.
     var pages: [Feed: StoredPages] = [:]
     var manifestKnown = false
@@ -81,6 +84,9 @@ struct StoreState {
         case let .rowFreshness(i, freshness):
             // Only of a row with an object: what it says is about that object.
             if rows.indices.contains(i), rows[i].object != nil { rows[i].freshness = freshness }
+        case let .objectChunks(hash, digests):
+            // Only of a known object whose size they fit: what they say is about its bytes.
+            if let ref = objects[hash], digests.fit(size: ref.size) { chunks[hash] = digests }
         case .commit:
             break
         }
@@ -103,6 +109,7 @@ struct StoreState {
     mutating func removeObjects(_ hashes: Set<Hash128>) {
         for hash in hashes {
             if let old = objects.removeValue(forKey: hash) { bytes -= old.size }
+            chunks[hash] = nil
             lastUse[hash] = nil
             unloggedUse.remove(hash)
         }
@@ -163,7 +170,7 @@ struct StoreState {
     /// Small transactions rather than one, so that damage in a compacted log
     /// loses only what follows it: posts in chunks, the feed order in chunks
     /// (when it is not ascending id order), each chunk of rows with their
-    /// mappings and use times, and last each feed's size and pages (a prefix
+    /// mappings, use times and chunk digests, and last each feed's size and pages (a prefix
     /// without them leaves the feed unknown, so the next prefetch refetches
     /// it unconditionally).
     func liveTransactions(chunk: Int = 64) -> [[LogRecord]] {
@@ -179,15 +186,18 @@ struct StoreState {
             out += PostOrderRecords.records(for: feedIDs).map { [$0] }
         }
         if postsKnown { out.append(Self.pageRecords(.posts, pages[.posts]!)) }
-        // One use time per object, after the first row that maps it (several
-        // rows may share one object; their use time is the object's).
+        // One use time and one set of chunk digests per object, after the first
+        // row that maps it (several rows may share one object: these are the object's).
         var timed = Set<Hash128>()
         for (i, row) in rows.enumerated() {
             current.append(.row(row: i, url: row.url, description: row.description))
             if let o = row.object {
                 current.append(.rowObject(row: i, hash: o.hash, size: o.size, type: o.type))
                 if let f = row.freshness { current.append(.rowFreshness(row: i, freshness: f)) }
-                if let t = lastUse[o.hash], timed.insert(o.hash).inserted { current.append(.access(hash: o.hash, time: t)) }
+                if timed.insert(o.hash).inserted {
+                    if let t = lastUse[o.hash] { current.append(.access(hash: o.hash, time: t)) }
+                    if let c = chunks[o.hash] { current.append(.objectChunks(hash: o.hash, chunks: c)) }
+                }
             }
             if (i + 1) % chunk == 0 { flush() }
         }

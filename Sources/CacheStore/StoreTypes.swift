@@ -96,7 +96,9 @@ public struct StoreConfiguration: Sendable {
     public var onIgnoredEntry: (@Sendable (String) -> Void)?
     /// Called with a warning about the store's own files that is not an
     /// error: a post whose file name is taken by another post's (two string
-    /// ids whose hashes collide), once per post. The daemon logs it.
+    /// ids whose hashes collide), once per post; an object file that could
+    /// not be read for a range (the cause: it is then handled as corrupt);
+    /// chunk digests that could not be logged. The daemon logs it.
     public var onWarning: (@Sendable (String) -> Void)?
     /// Called once for each object file set aside (its bytes did not match
     /// its name, or it could not be read), under the store's writer lock and

@@ -2,7 +2,8 @@ import CacheHTTP
 import CacheService
 
 /// Image and object bytes over HTTP: verified by the service before any
-/// byte is sent, as `read` is; `ETag`, `If-None-Match`, single `Range`s.
+/// byte is sent, as `read` is; `ETag`, `If-None-Match`, single `Range`s
+/// (of an object larger than one chunk: only the chunks the range lies in).
 extension HTTPFrontEnd {
     /// `Cache-Control` of `/objects/{hash}`: its bytes never change.
     static let immutable = "public, max-age=31536000, immutable"
@@ -23,14 +24,18 @@ extension HTTPFrontEnd {
         }
         let honourRange = HTTPConditional.rangeApplies(ifRange: request.ifRange, etag: etag)
         let rangeHeader = honourRange ? request.range : nil
-        if case .unsatisfiable = HTTPRange.resolve(rangeHeader, size: info.size) {
+        let range = HTTPRange.resolve(rangeHeader, size: info.size)
+        if case .unsatisfiable = range {
             return .now(responses.error(.rangeNotSatisfiable, .badRequest, "the range is past the object's \(info.size) bytes", request) {
                 $0.field("Content-Range", "bytes */\(info.size)")
             })
         }
         if request.method == .head {
-            var head = objectHead(info, HTTPRange.resolve(rangeHeader, size: info.size), size: info.size, request, cacheControl)
+            var head = objectHead(info, range, size: info.size, request, cacheControl)
             return .now(head.finish())
+        }
+        if case let .part(start, length) = range, info.size > CacheService.rangeChunkSize {
+            return rangeAnswer(info, start: start, length: length, request, cacheControl, reply, missing: missing)
         }
         let outcome = service.object(hash: info.hash, prefix: { _ in [] }) { [self] result in
             switch result {
@@ -45,6 +50,31 @@ extension HTTPFrontEnd {
         case .now(.failure(.notFound)) where missing != nil: return missing!()
         case .now(.failure(let e)): return .now(failure(e, request))
         }
+    }
+
+    /// A range of an object larger than one chunk: only the chunks it lies
+    /// in are verified (on a worker), then the range is sent.
+    private func rangeAnswer(_ info: ObjectInfo, start: Int64, length: Int64, _ request: HTTPRequest, _ cacheControl: String,
+                             _ reply: Reply, missing: (@Sendable () -> Answer)?) -> Answer {
+        let outcome = service.objectRange(hash: info.hash, offset: start, length: length) { [self] result in
+            switch result {
+            case .success(let part): finish(rangeFile(part, info, request, cacheControl), reply)
+            case .failure(.notFound) where missing != nil: finish(missing!(), reply)
+            case .failure(let e): reply.finish(failure(e, request))
+            }
+        }
+        switch outcome {
+        case .later: return .later
+        case .now(.success(let part)): return rangeFile(part, info, request, cacheControl)
+        case .now(.failure(.notFound)) where missing != nil: return missing!()
+        case .now(.failure(let e)): return .now(failure(e, request))
+        }
+    }
+
+    /// The verified range `part` as a 206.
+    private func rangeFile(_ part: VerifiedRange, _ info: ObjectInfo, _ request: HTTPRequest, _ cacheControl: String) -> Answer {
+        var head = objectHead(info, .part(start: part.offset, length: part.length), size: part.size, request, cacheControl)
+        return .nowFile(head.finish(), part.descriptor, offset: part.offset, length: part.length)
     }
 
     /// The verified `body` as the answer: whole, or the part `rangeHeader` asks for.
