@@ -117,23 +117,42 @@ extension CacheService {
         pool.submit { [self] in repair(s.hash, rows: s.rows, error: s.error) }
     }
 
-    /// Downloads a set-aside object again from a row that named it and
-    /// ends its repair flight: nil for the waiters when the bytes match the
-    /// hash, else why not. A download already running for the URL may have
-    /// been a revalidation (its 304 is of no use for an object just set
-    /// aside): when the first result is not the object, one more download
-    /// of its own.
+    /// Downloads a set-aside object again from every URL of the rows that
+    /// named it (the same bytes may sit under several URLs: each row is
+    /// mapped again), then ends its repair flight: nil for the waiters when
+    /// one of them gave bytes matching the hash, else why not.
     func repair(_ hash: Hash128, rows: [Int], error: StoreError) {
         let view = manifestView()
-        guard let url = rows.lazy.compactMap({ view.resolved($0) }).first else {
+        var urls: [String] = []
+        for url in rows.compactMap({ view.resolved($0) }) where !urls.contains(url) { urls.append(url) }
+        guard !urls.isEmpty else {
             repairFlight.finish(hash, "\(error); no row refers to it any more")
             return
         }
-        let failed = "\(error); downloading it again from \(url) did not give the same bytes"
+        let failed = "\(error); downloading it again from \(urls.joined(separator: ", ")) did not give the same bytes"
+        let tally = Locked((left: urls.count, back: false))
+        for url in urls {
+            repairDownload(hash, url) { [self] back in
+                let done = tally.withLock { t -> Bool? in
+                    t.back = t.back || back
+                    t.left -= 1
+                    return t.left == 0 ? t.back : nil
+                }
+                guard let done else { return }
+                repairFlight.finish(hash, done ? nil : failed)
+            }
+        }
+    }
+
+    /// One URL of a repair: true when it gave the object's bytes. A download
+    /// already running for the URL may have been a revalidation (its 304 is
+    /// of no use for an object just set aside): when the first result is not
+    /// the object, one more download of its own.
+    private func repairDownload(_ hash: Hash128, _ url: String, then: @escaping @Sendable (Bool) -> Void) {
         download(url: url) { [self] first in
-            if case .success(let ref) = first, ref.hash == hash { repairFlight.finish(hash, nil); return }
-            download(url: url) { [self] second in
-                if case .success(let ref) = second, ref.hash == hash { repairFlight.finish(hash, nil) } else { repairFlight.finish(hash, failed) }
+            if case .success(let ref) = first, ref.hash == hash { then(true); return }
+            download(url: url) { second in
+                if case .success(let ref) = second, ref.hash == hash { then(true) } else { then(false) }
             }
         }
     }

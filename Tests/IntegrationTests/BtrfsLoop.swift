@@ -117,17 +117,78 @@ extension BtrfsLoop {
         // 64 bytes inside one block in the middle of the file; the byte flipped is the 33rd.
         let runStart = (original.count / 2) / Self.blockSize * Self.blockSize + 1024
         let run = Array(original[runStart..<(runStart + 64)])
-        try Self.flush(path)
-        let places = try findOnDevice(run, phase: runStart % Self.blockSize)
-        // Old copies of the same bytes (a dropped temp file's freed extent) may
-        // be found too: each is changed, the file's own among them.
-        guard !places.isEmpty, places.count <= 4 else {
-            throw HarnessError("the 64 bytes at \(runStart) of \(path) are \(places.count) times in \(image), not 1 to 4")
-        }
-        for place in places { try flipByte(at: place + 32) }
         let damaged = Rot(path: path, inode: try Self.inode(path), blockOffset: (runStart + 32) / Self.blockSize * Self.blockSize)
-        try prove(damaged, original: original)
-        return damaged
+        try Self.flush(path)
+        // Where the byte is on the device: the file's extent from FIEMAP
+        // (filefrag; on btrfs its addresses are the file system's logical
+        // ones), mapped to the device by btrfs-map-logical. (Searching the
+        // image for the bytes found a stale copy now and then.)
+        let target = runStart + 32
+        let place = try devicePlace(of: path, at: target)
+        guard try imageBytes(at: place - 32, count: 64) == run else {
+            throw HarnessError("\(path) byte \(target) is not at image offset \(place) (the bytes there differ)")
+        }
+        try flipByte(at: place)
+        // A page sent with sendfile moments ago can stay referenced (so
+        // cached) briefly: the cache is dropped again for up to 2 s.
+        var tries = 0
+        while true {
+            do {
+                try prove(damaged, original: original)
+                return damaged
+            } catch where tries < 20 {
+                tries += 1
+                usleep(100_000)
+            }
+        }
+    }
+
+    /// The image offset of byte `offset` of the file at `path`.
+    private func devicePlace(of path: String, at offset: Int) throws -> Int {
+        let map = try runProgram("/usr/sbin/filefrag", ["-v", "-b1", path])
+        guard map.status == 0 else { throw HarnessError("filefrag -v -b1 \(path): \(map.output)") }
+        var logical: Int?
+        for line in map.output.split(separator: "\n") {
+            // "   0:        0..  102399:   13938688..  14041087: 102400: last,eof"
+            let f = line.split(whereSeparator: { $0 == " " || $0 == ":" || $0 == "." }).map(String.init)
+            guard f.count >= 5, Int(f[0]) != nil, let start = Int(f[1]), let end = Int(f[2]), let physical = Int(f[3]),
+                  start <= offset, offset <= end else { continue }
+            logical = physical + (offset - start)
+        }
+        guard let logical else { throw HarnessError("filefrag names no extent holding byte \(offset) of \(path): \(map.output)") }
+        let device = try loopDevice()
+        // btrfs-map-logical reads the extent tree from the device: the
+        // transaction that holds the file's extent must be committed first.
+        let committed = try runProgram("/bin/sync", ["-f", path])
+        guard committed.status == 0 else { throw HarnessError("sync -f \(path): \(committed.output)") }
+        // It looks the address up as an extent: the block's start.
+        let blockStart = logical / Self.blockSize * Self.blockSize
+        let mapped = try runProgram("/usr/bin/btrfs-map-logical", ["-l", String(blockStart), device])
+        // "mirror 1 logical 13938688 physical 13938688 device /dev/loop0"
+        let words = mapped.output.split(whereSeparator: \.isWhitespace).map(String.init)
+        guard mapped.status == 0, let i = words.firstIndex(of: "physical"), i + 1 < words.count, let physical = Int(words[i + 1]) else {
+            throw HarnessError("btrfs-map-logical -l \(blockStart) \(device): \(mapped.output)")
+        }
+        return physical + (logical - blockStart)
+    }
+
+    /// The loop device backed by the image.
+    private func loopDevice() throws -> String {
+        let listing = try runProgram("/sbin/losetup", ["-j", image])
+        guard listing.status == 0, let device = listing.output.split(separator: ":").first, device.hasPrefix("/dev/loop") else {
+            throw HarnessError("losetup -j \(image): \(listing.output)")
+        }
+        return String(device)
+    }
+
+    /// `count` bytes of the image from `offset`.
+    private func imageBytes(at offset: Int, count: Int) throws -> [UInt8] {
+        let fd = open(image, O_RDONLY)
+        guard fd >= 0 else { throw HarnessError("open \(image): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var out = [UInt8](repeating: 0, count: count)
+        let n = out.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, off_t(offset)) }
+        return Array(out[0..<max(0, n)])
     }
 
     /// True while `rot` still holds: the same inode, its block still `EIO`.
@@ -149,49 +210,6 @@ extension BtrfsLoop {
         var st = stat()
         guard stat(path, &st) == 0 else { throw HarnessError("stat \(path): \(String(cString: strerror(errno)))") }
         return UInt64(st.st_ino)
-    }
-
-    /// The image offsets where `run` begins `phase` bytes into a block (data
-    /// extents are block-aligned on the device), read region by region
-    /// (`SEEK_DATA`, `SEEK_HOLE`: the sparse image's holes are skipped).
-    private func findOnDevice(_ run: [UInt8], phase: Int) throws -> [Int] {
-        let fd = open(image, O_RDONLY)
-        guard fd >= 0 else { throw HarnessError("open \(image): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        let seekData: Int32 = 3, seekHole: Int32 = 4   // <unistd.h> with _GNU_SOURCE; Glibc does not export them
-        let chunkSize = 4 << 20
-        var buffer = [UInt8](repeating: 0, count: chunkSize)
-        var found: [Int] = []
-        var offset: off_t = 0
-        while offset < Self.imageBytes {
-            let start = lseek(fd, offset, seekData)
-            if start < 0 { break }   // ENXIO: no data after offset
-            let end = lseek(fd, start, seekHole)
-            var at = Int(start) / Self.blockSize * Self.blockSize
-            while at < Int(end) {
-                let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, chunkSize, off_t(at)) }
-                guard n > 0 else { break }
-                found += Self.matches(run, in: buffer, count: n, phase: phase).map { at + $0 }
-                at += n
-            }
-            offset = end
-        }
-        return found
-    }
-
-    /// Offsets (within `buffer`) of the blocks whose bytes at `phase` are `run`.
-    private static func matches(_ run: [UInt8], in buffer: [UInt8], count: Int, phase: Int) -> [Int] {
-        var out: [Int] = []
-        buffer.withUnsafeBytes { raw in
-            run.withUnsafeBytes { needle in
-                var block = 0
-                while block + phase + needle.count <= count {
-                    if memcmp(raw.baseAddress! + block + phase, needle.baseAddress!, needle.count) == 0 { out.append(block + phase) }
-                    block += blockSize
-                }
-            }
-        }
-        return out
     }
 
     /// Inverts the byte at `offset` of the image, through to the image file.
