@@ -96,3 +96,14 @@ def call_socket(path, request, timeout=None):
     finally:
         s.close()
     return json.loads(data)
+
+
+def interleave(sides, runs):
+    """Runs every side once per round, the order rotating each round (A B C,
+    B C A, ...), and returns each side's results: like with like, in one run."""
+    names = list(sides)
+    got = {n: [] for n in names}
+    for r in range(runs):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            got[n].append(sides[n]())
+    return got
