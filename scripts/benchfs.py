@@ -128,7 +128,8 @@ def file_systems(bench):
     """Where each store goes: [(label, directory, the verify-reads mode it
     must report or None)], the scratch file system first, then btrfs when it
     could be mounted."""
-    out = [(mount_type(bench.tmp), bench.tmp, None)]
+    scratch = mount_type(bench.tmp)
+    out = [(scratch if scratch != "btrfs" else "scratch btrfs", bench.tmp, None)]
     btrfs = bench.btrfs.path()
     if btrfs:
         out.append(("btrfs", btrfs, "on-change"))
@@ -174,14 +175,16 @@ def serving(bench):
     print("== serving bytes: open, read, plain reads of the files and cat, the store on each file system "
           "(scripts/bench-open.py)", flush=True)
     manifest = write_images(bench.nginx_www(), bench.nginx_url, small, large)
-    stores, modes = {}, {}
+    stores, modes, daemons = {}, {}, []
     for label, root, expected in file_systems(bench):
-        store, sock = os.path.join(root, "store-read"), os.path.join(bench.tmp, "read-%s.sock" % label)
-        bench.start_cached(store, sock, "--images-url", manifest, "--concurrency", "16")
+        store, sock = os.path.join(root, "store-read"), os.path.join(bench.tmp, "read-%s.sock" % label.replace(" ", "-"))
+        daemons.append(bench.start_cached(store, sock, "--images-url", manifest, "--concurrency", "16"))
         bench.cachectl(sock, "prefetch", "images")
         modes[label] = verify_reads(sock, label, expected)
         stores[label] = (store, sock)
     got = load_script("bench-open").measure_reads(bench.bin, stores, bench.runs)
+    for p in daemons:
+        bench.procs.stop(p)
     for label in stores:
         if label == "btrfs":
             btrfs_serving_rows(bench, got[label])
@@ -236,9 +239,9 @@ def large_setup(bench, label, root, expected, manifest, nginx):
     """On one file system: a daemon with its store under `root`, prefetched
     from the large origin, and nginx serving its exact answer bodies from a
     static copy under `root` (`nginx`: [(name, worker_processes)]). The
-    daemon's side {"base", "pid"}, its paths, bodies and types, and nginx's
-    ports by name."""
-    sock, port = os.path.join(bench.tmp, "http-large-%s.sock" % label), free_port()
+    daemon's side {"base", "pid", "process"}, its paths, its bodies, and
+    nginx's ports by name."""
+    sock, port = os.path.join(bench.tmp, "http-large-%s.sock" % label.replace(" ", "-")), free_port()
     cached = bench.start_cached(os.path.join(root, "store-http-large"), sock, "--http-listen", "127.0.0.1:%d" % port,
                                 "--images-url", manifest)
     bench.cachectl(sock, "prefetch", "images")
@@ -254,7 +257,7 @@ def large_setup(bench, label, root, expected, manifest, nginx):
     servers = {name: bench.start_static_nginx(name, os.path.join(root, "static-large"), workers, types)
                for name, workers in nginx}
     check_same_answers(servers, paths, bodies, types)
-    return {"base": base, "pid": cached.pid}, paths, bodies, servers
+    return {"base": base, "pid": cached.pid, "process": cached}, paths, bodies, servers
 
 
 def http_large_images(bench):
@@ -302,6 +305,8 @@ def http_large_images(bench):
         else:
             not_measured(bench, "http", "GET /images/{row} body MiB/s, both on btrfs, " + label,
                          "nginx static from btrfs, worker_processes 1", "at least nginx's (1 worker)")
+    for side in cacheds.values():
+        bench.procs.stop(side["process"])
 
 
 class LargeFigures:
