@@ -182,7 +182,7 @@ powerloss: deps lazyfs
 # store on the scratch file system and on a btrfs loop mount the bench makes,
 # which needs root: without it those rows say "not measured"), redis-cli
 # (cachectl per call), and at scale; medians of BENCH_RUNS rotated rounds;
-# writes bench/results.md (about 25 minutes). A benchmark: it prints figures
+# writes bench/results.md (about 30 minutes). A benchmark: it prints figures
 # and asserts nothing. docs/performance.md says how each is compared.
 BENCH_RUNS ?= 5
 BENCH_PACKAGES := redis-server redis-tools nginx-light aria2 curl time wrk btrfs-progs
