@@ -89,20 +89,25 @@ long clinux_pread_nowait(int fd, void *buf, unsigned long len, long off) {
 #include <sys/ioctl.h>
 #include <sys/vfs.h>
 #include <linux/fs.h>
-#ifndef SYS_cachestat
-#define SYS_cachestat 451
-#endif
-struct clinux_cachestat_range { uint64_t off, len; };
-struct clinux_cachestat { uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted; };
-int clinux_cached_pages(int fd, uint64_t off, uint64_t len, uint64_t *cached, uint64_t *total) {
-    struct clinux_cachestat_range range = { off, len };
-    struct clinux_cachestat cs;
-    memset(&cs, 0, sizeof cs);
-    if (syscall(SYS_cachestat, fd, &range, &cs, 0) != 0) return -1;
+#include <sys/mman.h>
+int clinux_pages_uptodate(int fd, uint64_t len) {
+    if (len == 0) return 1;
     long page = sysconf(_SC_PAGESIZE);
-    *cached = cs.nr_cache;
-    *total = (len + (uint64_t)page - 1) / (uint64_t)page;
-    return 0;
+    size_t pages = (size_t)((len + (uint64_t)page - 1) / (uint64_t)page);
+    void *map = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) return -1;
+    unsigned char small[512];
+    unsigned char *vec = pages <= sizeof small ? small : malloc(pages);
+    int result = -1;
+    if (vec != NULL && mincore(map, (size_t)len, vec) == 0) {
+        result = 1;
+        for (size_t i = 0; i < pages; i++) if (!(vec[i] & 1)) { result = 0; break; }
+    }
+    int saved = errno;
+    if (vec != small) free(vec);
+    munmap(map, (size_t)len);
+    errno = saved;
+    return result;
 }
 
 int clinux_file_flags(int fd, uint32_t *flags) {

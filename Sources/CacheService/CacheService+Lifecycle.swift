@@ -20,6 +20,9 @@ extension CacheService {
         }
         storeConfiguration.onIgnoredEntry = { [log] line in log.warning(line) }
         storeConfiguration.onWarning = { [log] line in log.warning(line) }
+        // The service does not exist yet: the store reports to it through this.
+        let setAside = SetAsideRelay()
+        storeConfiguration.onSetAside = { setAside.report($0) }
         let store: Store
         do { store = try Store(storeConfiguration) } catch { throw .store(error, doing: "cannot open the store") }
         logRecovery(store, log)
@@ -27,9 +30,11 @@ extension CacheService {
         log.notice("verify-reads: \(verification.mode.rawValue) (\(verification.reason))")
         var policy = configuration.fetch
         policy.userAgent = userAgent
-        return CacheService(store: store, http: HTTPClient(policy: policy, credentials: configuration.credentials),
-                            pool: WorkerPool(threads: configuration.workerThreads, name: "cached-worker"),
-                            log: log, configuration: configuration)
+        let service = CacheService(store: store, http: HTTPClient(policy: policy, credentials: configuration.credentials),
+                                   pool: WorkerPool(threads: configuration.workerThreads, name: "cached-worker"),
+                                   log: log, configuration: configuration)
+        setAside.connect(service)
+        return service
     }
 
     /// The store directory, resolved (links and relative spellings followed once).
@@ -92,4 +97,21 @@ extension CacheService {
     /// for queued disk work stay well inside it.
     static let transferCancelSeconds = 5.0
     static let workerDrainSeconds = 10.0
+}
+
+/// Carries the store's `onSetAside` reports to the service, which is made
+/// after the store (weakly held: the store's configuration must not keep
+/// the service alive).
+final class SetAsideRelay: Sendable {
+    private let target = Locked<WeakService>(WeakService())
+
+    private struct WeakService: Sendable {
+        weak var service: CacheService?
+    }
+
+    func connect(_ service: CacheService) { target.withLock { $0.service = service } }
+
+    func report(_ s: SetAside) {
+        target.withLock { $0.service }?.objectSetAside(s)
+    }
 }

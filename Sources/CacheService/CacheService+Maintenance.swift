@@ -3,60 +3,65 @@ import CacheSystem
 
 /// `verify`, `gc` and `compact`: always on a worker.
 extension CacheService {
-    /// Re-hashes every object (whatever `verify-reads` says); corrupt and
-    /// unreadable ones are quarantined and fetched again.
+    /// Re-hashes every object (whatever `verify-reads` says). Corrupt and
+    /// unreadable ones are set aside by the store, which logs, counts and
+    /// starts their repair (`objectSetAside`); missing ones are counted
+    /// here and downloaded again. The report waits for all of it.
     public func verify(then completion: @escaping @Sendable (VerifyReport) -> Void) {
         pool.submit { [self] in
             let objects = store.knownObjects()
-            var corrupt: [Hash128] = []
+            var setAside: [Hash128] = []
+            var missing: [Hash128] = []
             var urls = Set<String>()
             let view = manifestView()
-            var quarantined = 0
             for hash in objects {
                 do throws(StoreError) {
                     let (fd, _) = try store.openVerified(hash, rehash: true)
                     fd.close()
                 } catch {
                     switch error {
-                    case .corruptObject(_, _, let rows), .missingObject(_, let rows):
-                        corrupt.append(hash)
-                        quarantined += 1
+                    case .corruptObject, .unreadableObject:
+                        setAside.append(hash)
+                    case .missingObject(_, let rows):
+                        missing.append(hash)
                         urls.formUnion(rows.compactMap { view.resolved($0) })
-                    case .unreadableObject(_, _, _, let outcome, let rows):
-                        corrupt.append(hash)
-                        if outcome != .handledAlready { quarantined += 1 }
-                        urls.formUnion(rows.compactMap { view.resolved($0) })
+                        log.warning("verify: \(error)")
                     default:
-                        break
+                        log.warning("verify: \(error)")
                     }
-                    log.warning("verify: \(error)")
                 }
             }
-            counters.withLock { $0.quarantined += quarantined }
-            let report = VerifyReport(checked: objects.count, corrupt: corrupt.map(\.hex), repaired: 0)
-            repair(urls, report, completion)
+            counters.withLock { $0.quarantined += missing.count }
+            let report = VerifyReport(checked: objects.count, corrupt: (setAside + missing).map(\.hex), repaired: 0)
+            repair(setAside, missing: urls, report, completion)
         }
     }
 
-    /// Downloads `urls` again; the report counts the corrupt objects that
-    /// came back with the bytes their name says (once each, however many
-    /// URLs name one).
-    private func repair(_ urls: Set<String>, _ report: VerifyReport, _ completion: @escaping @Sendable (VerifyReport) -> Void) {
-        if urls.isEmpty { completion(report); return }
+    /// Waits for the repairs of `setAside` and downloads `urls` (of missing
+    /// objects) again; the report counts the objects that came back with
+    /// the bytes their name says (once each, however many URLs name one).
+    private func repair(_ setAside: [Hash128], missing urls: Set<String>, _ report: VerifyReport,
+                        _ completion: @escaping @Sendable (VerifyReport) -> Void) {
+        let waits = setAside.count + urls.count
+        if waits == 0 { completion(report); return }
         let corrupt = Set(report.corrupt)
-        let progress = Locked((repaired: Set<String>(), left: urls.count))
+        let progress = Locked((repaired: Set<String>(), left: waits))
+        let done: @Sendable (String?) -> Void = { hex in
+            let finished = progress.withLock { p -> Int? in
+                if let hex, corrupt.contains(hex) { p.repaired.insert(hex) }
+                p.left -= 1
+                return p.left == 0 ? p.repaired.count : nil
+            }
+            if let n = finished {
+                var out = report
+                out.repaired = n
+                completion(out)
+            }
+        }
+        for hash in setAside { awaitRepair(hash) { back in done(back ? hash.hex : nil) } }
         for url in urls {
             download(url: url) { result in
-                let finished = progress.withLock { p -> Int? in
-                    if case .success(let ref) = result, corrupt.contains(ref.hash.hex) { p.repaired.insert(ref.hash.hex) }
-                    p.left -= 1
-                    return p.left == 0 ? p.repaired.count : nil
-                }
-                if let n = finished {
-                    var done = report
-                    done.repaired = n
-                    completion(done)
-                }
+                if case .success(let ref) = result { done(ref.hash.hex) } else { done(nil) }
             }
         }
     }

@@ -55,15 +55,13 @@ extension CacheService {
 
     private static var badHash: CacheError { .invalid("\"hash\" must be 32 lowercase hex digits") }
 
-    /// On a worker: the object's file, verified; a corrupt or unreadable
-    /// one is quarantined and, once, downloaded again (`repair`). An object
-    /// being repaired is waited for.
+    /// On a worker: the object's file, verified. One that is corrupt,
+    /// unreadable or missing waits for its repair when one is under way
+    /// (the store reported the file set aside: `objectSetAside`), then is
+    /// served if the bytes came back.
     private func verifiedFile(_ hash: Hash128, retry: Bool, _ completion: @escaping Completion<VerifiedFile>) {
         guard store.objectRef(hash) != nil else {
-            let joined = retry && repairFlight.joinIfRunning(hash) { [self] failure in
-                if let failure { completion(.failure(.notFound(failure))) } else { verifiedFile(hash, retry: false, completion) }
-            }
-            if !joined { completion(.failure(.notFound("object \(hash.hex) is not in the store"))) }
+            afterRepair(hash, retry: retry, else: "object \(hash.hex) is not in the store", completion)
             return
         }
         do throws(StoreError) {
@@ -71,15 +69,12 @@ extension CacheService {
             completion(.success(VerifiedFile(descriptor: fd, size: size)))
         } catch {
             switch error {
+            case .corruptObject, .unreadableObject:
+                // Logged and counted once, where the file was set aside.
+                afterRepair(hash, retry: retry, else: "\(error); no row refers to it any more", completion)
             case .missingObject:
                 log.warning("read: \(error)")
-                completion(.failure(.notFound("\(error)")))
-            case .corruptObject(_, _, let rows):
-                noteQuarantined(error)
-                repair(hash, rows: rows, error: error, retry: retry, completion)
-            case .unreadableObject(_, _, _, let outcome, let rows):
-                if outcome != .handledAlready { noteQuarantined(error) }
-                repair(hash, rows: rows, error: error, retry: retry, completion)
+                afterRepair(hash, retry: retry, else: "\(error)", completion)
             default:
                 log.warning("read: \(error)")
                 completion(.failure(.store(error, doing: "")))
@@ -87,53 +82,71 @@ extension CacheService {
         }
     }
 
-    /// Logs (once per object: only the request that set its file aside
-    /// comes here) and counts an object quarantined.
-    func noteQuarantined(_ error: StoreError) {
-        log.warning("read: \(error)")
-        counters.withLock { $0.quarantined += 1 }
-    }
-
-    /// Downloads a quarantined object again from a row that still names it,
-    /// one download per object however many requests wait for it, then
-    /// serves it if the bytes match the hash asked for.
-    private func repair(_ hash: Hash128, rows: [Int], error: StoreError, retry: Bool,
-                        _ completion: @escaping Completion<VerifiedFile>) {
-        guard retry else {
-            completion(.failure(.notFound("\(error)")))
-            return
-        }
-        let first = repairFlight.join(hash) { [self] failure in
+    /// Joins the repair of `hash` if one is under way and then tries once
+    /// more; tries once more at once if the object is back already; else
+    /// answers `notFound(why)`.
+    private func afterRepair(_ hash: Hash128, retry: Bool, else why: String, _ completion: @escaping Completion<VerifiedFile>) {
+        guard retry else { completion(.failure(.notFound(why))); return }
+        let joined = repairFlight.joinIfRunning(hash) { [self] failure in
             if let failure { completion(.failure(.notFound(failure))) } else { verifiedFile(hash, retry: false, completion) }
         }
-        guard first else { return }
+        if joined { return }
+        if store.objectRef(hash) != nil { verifiedFile(hash, retry: false, completion) } else { completion(.failure(.notFound(why))) }
+    }
+
+    /// The store's report of an object file set aside (called under its
+    /// writer lock, before the index forgets the object: nothing here
+    /// blocks or calls the store). Logged and counted once; its repair
+    /// begins, so a request that finds the object gone finds it being
+    /// downloaded again.
+    func objectSetAside(_ s: SetAside) {
+        log.warning("read: \(s.error)")
+        counters.withLock { $0.quarantined += 1 }
+        guard s.repair, repairFlight.begin(s.hash) else { return }
+        pool.submit { [self] in repair(s.hash, rows: s.rows, error: s.error) }
+    }
+
+    /// Downloads a set-aside object again from a row that named it and
+    /// ends its repair flight: nil for the waiters when the bytes match the
+    /// hash, else why not. A download already running for the URL may have
+    /// been a revalidation (its 304 is of no use for an object just set
+    /// aside): when the first result is not the object, one more download
+    /// of its own.
+    func repair(_ hash: Hash128, rows: [Int], error: StoreError) {
         let view = manifestView()
         guard let url = rows.lazy.compactMap({ view.resolved($0) }).first else {
-            // Another request set it aside and may have brought it back already.
-            repairFlight.finish(hash, store.objectRef(hash) != nil ? nil : "\(error); no row refers to it any more")
+            repairFlight.finish(hash, "\(error); no row refers to it any more")
             return
         }
-        download(url: url) { [self] result in
-            if case .success(let ref) = result, ref.hash == hash {
-                repairFlight.finish(hash, nil)
-            } else {
-                repairFlight.finish(hash, "\(error); downloading it again from \(url) did not give the same bytes")
+        let failed = "\(error); downloading it again from \(url) did not give the same bytes"
+        download(url: url) { [self] first in
+            if case .success(let ref) = first, ref.hash == hash { repairFlight.finish(hash, nil); return }
+            download(url: url) { [self] second in
+                if case .success(let ref) = second, ref.hash == hash { repairFlight.finish(hash, nil) } else { repairFlight.finish(hash, failed) }
             }
         }
+    }
+
+    /// Waits for the repair of `hash` when one is under way: true when the
+    /// object came back. Calls `then` at once with false when none runs.
+    func awaitRepair(_ hash: Hash128, then: @escaping @Sendable (Bool) -> Void) {
+        if !repairFlight.joinIfRunning(hash, { then($0 == nil) }) { then(store.objectRef(hash) != nil) }
     }
 
     /// A read error met while an object file was being sent (the event
     /// loop's `sendfile`): the transfer was cut (never wrong bytes); here,
-    /// on a worker, the file is set aside, counted, logged once and
-    /// downloaded again, so the next request is served.
+    /// on a worker, the file is set aside as `openVerified` sets one aside
+    /// (logged once, counted, downloaded again), so the next request is served.
     public func objectReadFailed(path: String, file: FileIdentity?, _ error: SystemError) {
-        pool.submit { [self] in
-            guard let failure = store.readFailed(path: path, file: file, error),
-                  case .unreadableObject(let hash, _, _, let outcome, let rows) = failure else { return }
-            if outcome != .handledAlready { noteQuarantined(failure) }
-            repair(hash, rows: rows, error: failure, retry: true) { result in
-                if case .success(let file) = result { file.descriptor.close() }
-            }
-        }
+        pool.submit { [self] in _ = store.readFailed(path: path, file: file, error) }
+    }
+
+    /// `objectInfo`, or when the object is being repaired (set aside and
+    /// downloaded again), its info once the repair ends.
+    public func objectInfo(hash hex: String, then completion: @escaping Completion<ObjectInfo>) -> Outcome<ObjectInfo> {
+        let now = objectInfo(hash: hex)
+        guard case .failure(.notFound) = now, let hash = Hash128(hex: hex) else { return .now(now) }
+        let joined = repairFlight.joinIfRunning(hash) { [self] _ in completion(objectInfo(hash: hex)) }
+        return joined ? .later : .now(now)
     }
 }

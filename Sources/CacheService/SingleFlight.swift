@@ -19,6 +19,16 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
     }
 
+    /// Starts a flight for `key` with no waiter yet: true when none was
+    /// running (the caller does the work, then calls `finish`).
+    func begin(_ key: Key) -> Bool {
+        flights.withLock { f in
+            guard f[key] == nil else { return false }
+            f[key] = []
+            return true
+        }
+    }
+
     /// Adds `waiter` for `key` only when a flight for it is running; false
     /// (and `waiter` dropped) when none is.
     func joinIfRunning(_ key: Key, _ waiter: @escaping Waiter) -> Bool {

@@ -9,8 +9,8 @@ public enum VerifyReads: String, Sendable, CaseIterable {
     /// Every read hashes the bytes it serves.
     case always
     /// An object hashed once is trusted while its file's device, inode,
-    /// size, mtime and ctime stay the same and its pages are in the page
-    /// cache; anything else and it is hashed again.
+    /// size, mtime and ctime stay the same and all its pages are in the
+    /// page cache and up to date; anything else and it is hashed again.
     case onChange = "on-change"
     /// `on-change` where the file system checks data itself, else `always`.
     case auto
@@ -34,8 +34,9 @@ public struct ReadVerification: Sendable, Equatable {
     /// What `setting` means on the file system holding `directory` (the
     /// store's objects/). `auto` looks at the file system's type and, for
     /// btrfs, at its mount options (`nodatasum` and `nodatacow` turn its
-    /// data checksums off); files marked NOCOW are hashed always whatever
-    /// the mode (`Store.trustsFile`).
+    /// data checksums off); where `auto` chose `on-change` for the file
+    /// system's checksums, a file marked NOCOW is hashed on every read all
+    /// the same (`Store.trustIfChecked`).
     public static func resolve(_ setting: VerifyReads, directory: FileDescriptor, realPath: String,
                                mountInfo: String? = ReadVerification.mountInfo()) -> ReadVerification {
         switch setting {

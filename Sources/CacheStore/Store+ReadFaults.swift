@@ -7,40 +7,63 @@ import CacheSystem
 public enum QuarantineOutcome: Sendable, Equatable, CustomStringConvertible {
     /// Renamed to this path in `quarantine/`.
     case moved(String)
-    /// It could not even be renamed: unlinked.
+    /// It could not be renamed: unlinked.
     case unlinked
-    /// Another request had quarantined it (or it was replaced) already:
-    /// nothing done, nothing to count again.
+    /// It could be neither renamed nor unlinked (a file system gone
+    /// read-only): left where it is, and forgotten all the same.
+    case kept(SystemError)
+    /// A download of the same bytes is replacing it (the damaged file is
+    /// linked into `quarantine/` first).
+    case replaced
+    /// Another request had set it aside (or it was replaced) already:
+    /// nothing done, nothing to count or log again.
     case handledAlready
 
     public var description: String {
         switch self {
         case .moved(let to): "moved to \(to)"
         case .unlinked: "it could not be moved to quarantine/ and was removed"
+        case .kept(let e): "it could be neither moved to quarantine/ nor removed (\(e)); the index forgets it"
+        case .replaced: "a download of the same bytes replaces it"
         case .handledAlready: "already set aside by another request"
         }
     }
 }
 
-/// Read faults (docs/operations.md, "Disk faults"): a read error is the
-/// file's fault, it is set aside and forgotten, and counted; and the trust
-/// of `verify-reads = on-change` (`TrustedFiles`).
+/// An object file set aside, as the store reports it once
+/// (`StoreConfiguration.onSetAside`).
+public struct SetAside: Sendable {
+    public var hash: Hash128
+    /// The rows that named the object.
+    public var rows: [Int]
+    /// `corruptObject` or `unreadableObject`: its description names the
+    /// file, and for a read error the errno.
+    public var error: StoreError
+    /// True when the object is wanted again (download it from a row); false
+    /// when a commit of the same bytes is replacing it already.
+    public var repair: Bool
+}
+
+/// Why an object's file is set aside.
+enum FileFault {
+    /// Its bytes do not hash to its name.
+    case mismatch
+    /// Reading (or opening) it failed.
+    case unreadable(SystemError)
+}
+
+/// Read faults (docs/operations.md, "Verified reads and disk faults"): a
+/// file that fails is set aside and forgotten once, reported once
+/// (`onSetAside`) and counted; and the trust of `verify-reads = on-change`
+/// (`TrustedFiles`).
 extension Store {
-    /// Object read errors met so far (every one counted once per object file).
+    /// Object read errors met so far (each once per object file).
     public var readErrors: Int { readErrorCount.withLock { $0 } }
 
-    func noteReadError(_ error: SystemError) {
-        readErrorCount.withLock { $0 += 1 }
-    }
-
     /// The error for object `hash`, whose file gave `error` when read (or
-    /// opened): its file is quarantined (`quarantineUnreadable`) and the
-    /// error is counted, unless another request did both first.
+    /// opened): set aside (`setAsideFile`) unless another request did first.
     func unreadable(_ hash: Hash128, _ error: SystemError, file: FileIdentity?) -> StoreError {
-        let rows = rowsReferencing(hash)
-        let outcome = quarantineUnreadable(hash, file: file)
-        if outcome != .handledAlready { noteReadError(error) }
-        return .unreadableObject(hash, path: objectPath(hash), error, outcome, rows: rows)
+        setAsideFile(hash, file: file, .unreadable(error))
     }
 
     /// A read error met outside the store (the event loop's `sendfile` of
@@ -63,31 +86,57 @@ extension Store {
         return hash
     }
 
-    /// Sets aside the file of an object that could not be read: renamed
-    /// to `quarantine/` (or, when even that fails, unlinked) and forgotten
-    /// in the log, under the writer lock. Only while the index still knows
-    /// the object, and (given `file`) only while its name still holds that
-    /// very file: a file a repair has put there since is left alone.
-    func quarantineUnreadable(_ hash: Hash128, file: FileIdentity?) -> QuarantineOutcome {
+    /// Sets aside the file of object `hash` for `fault`, under the writer
+    /// lock: renamed to `quarantine/` (or unlinked, or when even that fails
+    /// kept), reported once (`onSetAside`, before the index forgets it, so
+    /// that a repair is under way before any request can find the object
+    /// gone), counted, and forgotten in the log. Only while the index still
+    /// knows the object, and (given `file`) only while its name still holds
+    /// that very file, identity and all: a file a repair has put there
+    /// since is left alone (`handledAlready`). Returns the error to answer.
+    func setAsideFile(_ hash: Hash128, file: FileIdentity?, _ fault: FileFault) -> StoreError {
         let path = objectPath(hash)
-        return writer.withLock { w -> QuarantineOutcome in
-            guard state.withLock({ $0.objects[hash] != nil }) else { return .handledAlready }
-            if let file, let now = try? files.status(path), now.device != file.device || now.inode != file.inode {
-                return .handledAlready
-            }
-            let outcome = setAside(path, hash)
+        return writer.withLock { w -> StoreError in
+            let known = state.withLock { $0.objects[hash] != nil }
+            let current = try? files.identity(path)
+            if !known || (file != nil && current != file) { return faultError(hash, path, fault, .handledAlready, rows: []) }
+            let rows = rowsReferencing(hash)
+            let outcome = moveAside(path, hash)
+            let error = faultError(hash, path, fault, outcome, rows: rows)
+            if case .unreadable = fault { readErrorCount.withLock { $0 += 1 } }
+            configuration.onSetAside?(SetAside(hash: hash, rows: rows, error: error, repair: true))
             // Forgotten in memory even when the log cannot be appended (a full
             // or failing disk): the file is gone, and the next start drops the
             // object as missing (`dropMissingObjects`).
             try? append([.objectRemoved(hash: hash)], &w)
             state.withLock { $0.apply(.objectRemoved(hash: hash)) }
             trusted.withLock { $0.forget(hash) }
-            return outcome
+            return error
         }
     }
 
+    /// `corruptObject` or `unreadableObject`, as `fault` says.
+    private func faultError(_ hash: Hash128, _ path: String, _ fault: FileFault, _ outcome: QuarantineOutcome, rows: [Int]) -> StoreError {
+        switch fault {
+        case .mismatch:
+            if case .moved(let to) = outcome { return .corruptObject(hash, quarantinedTo: to, rows: rows) }
+            return .corruptObject(hash, quarantinedTo: nil, rows: rows)
+        case .unreadable(let e):
+            return .unreadableObject(hash, path: path, e, outcome, rows: rows)
+        }
+    }
+
+    /// The file of object `hash`, which a commit of the same bytes is about
+    /// to replace, could not be read: counted and reported (no repair: the
+    /// commit is one).
+    func noteReplacedUnreadable(_ hash: Hash128, _ error: SystemError) {
+        readErrorCount.withLock { $0 += 1 }
+        let failure = StoreError.unreadableObject(hash, path: objectPath(hash), error, .replaced, rows: [])
+        configuration.onSetAside?(SetAside(hash: hash, rows: [], error: failure, repair: false))
+    }
+
     /// Renames `path` into quarantine/, or unlinks it when it cannot be renamed.
-    private func setAside(_ path: String, _ hash: Hash128) -> QuarantineOutcome {
+    private func moveAside(_ path: String, _ hash: Hash128) -> QuarantineOutcome {
         let target = quarantineName(hash)
         do throws(SystemError) {
             try files.rename(path, target)
@@ -95,8 +144,22 @@ extension Store {
             return .moved(target)
         } catch {
             if error.errno == ENOENT { return .handledAlready }
-            do throws(SystemError) { try files.unlink(path) } catch { return .handledAlready }
+            do throws(SystemError) { try files.unlink(path) } catch { return .kept(error) }
             return .unlinked
+        }
+    }
+
+    /// Forgets an object whose file was found missing, under the writer
+    /// lock and only if it still is (a repair may have put it back since)
+    /// and no commit of it is in flight.
+    func forgetIfFileGone(_ hash: Hash128) {
+        let path = objectPath(hash)
+        try? writer.withLock { (w) throws(StoreError) in
+            guard state.withLock({ $0.objects[hash] != nil }), pendingObjects.withLock({ $0[hash] == nil }),
+                  (try? files.identity(path)) == .some(nil) else { return }
+            try append([.objectRemoved(hash: hash)], &w)
+            state.withLock { $0.apply(.objectRemoved(hash: hash)) }
+            trusted.withLock { $0.forget(hash) }
         }
     }
 
@@ -105,18 +168,12 @@ extension Store {
         "\(quarantineDirectory)/\(hash.hex)-\(Clock.wallSeconds())-\(TempName.next(""))"
     }
 
-    /// Moves an object's file to `quarantine/` and forgets it; returns where it went.
+    /// Sets an object's file aside as one whose bytes do not match
+    /// (`setAsideFile`, whatever file is there now); returns where it went.
     @discardableResult
     public func quarantine(_ hash: Hash128) -> String? {
-        let target = quarantineName(hash)
-        let moved: String?
-        do throws(SystemError) {
-            try files.rename(objectPath(hash), target)
-            try files.syncDirectory(quarantineDirectory)
-            moved = target
-        } catch { moved = nil }
-        try? forgetObject(hash)
-        return moved
+        if case .corruptObject(_, let to, _) = setAsideFile(hash, file: nil, .mismatch) { return to }
+        return nil
     }
 
     // MARK: on-change trust

@@ -25,7 +25,7 @@ extension Store {
         do throws(SystemError) { fd = try files.open(path, O_RDONLY) } catch {
             if error.errno == ENOENT {
                 let rows = rowsReferencing(hash)
-                try? forgetObject(hash)
+                forgetIfFileGone(hash)
                 throw .missingObject(hash, rows: rows)
             }
             if error.isMediaError { throw unreadable(hash, error, file: nil) }
@@ -52,8 +52,7 @@ extension Store {
         }
         guard digest == hash else {
             fd.close()
-            let rows = rowsReferencing(hash)
-            throw .corruptObject(hash, quarantinedTo: quarantine(hash), rows: rows)
+            throw setAsideFile(hash, file: identity, .mismatch)
         }
         trustIfChecked(hash, fd, identity)
         touch(hash)
@@ -61,12 +60,12 @@ extension Store {
     }
 
     /// True when the file at `path` (never through a symbolic link) hashes
-    /// to `hash`. A read error counts as a read fault (`readErrors`) and is false.
+    /// to `hash`. A read error is false, and reported (`noteReplacedUnreadable`).
     func fileHolds(_ path: String, _ hash: Hash128) -> Bool {
         guard let fd = try? files.open(path, O_RDONLY) else { return false }
         defer { fd.close() }
         do throws(SystemError) { return try Store.hashFile(fd).0 == hash } catch {
-            noteReadError(error)
+            noteReplacedUnreadable(hash, error)
             return false
         }
     }

@@ -98,6 +98,12 @@ public struct StoreConfiguration: Sendable {
     /// error: a post whose file name is taken by another post's (two string
     /// ids whose hashes collide), once per post. The daemon logs it.
     public var onWarning: (@Sendable (String) -> Void)?
+    /// Called once for each object file set aside (its bytes did not match
+    /// its name, or it could not be read), under the store's writer lock and
+    /// before the index forgets the object: it must not block or call the
+    /// store. The service logs and counts it there, and starts the repair,
+    /// so that no request can find the object gone with no repair under way.
+    public var onSetAside: (@Sendable (SetAside) -> Void)?
     /// When object bytes are hashed again before they are served
     /// (`ReadVerification.resolve`). Default `always`.
     public var verifyReads: VerifyReads = .always

@@ -180,6 +180,22 @@ public final class ConfinedDirectory: Sendable {
         }
     }
 
+    /// The identity of `p` itself (`lstat`: a link's own); nil when it does not exist.
+    public func identity(_ p: String) throws(SystemError) -> FileIdentity? {
+        do {
+            return try inParent(p) { (dir, name) throws(SystemError) -> FileIdentity? in
+                var st = stat()
+                if fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0 {
+                    if errno == ENOENT || errno == ENOTDIR { return nil }
+                    throw SystemError("lstat", p)
+                }
+                return FileIdentity(st)
+            }
+        } catch where error.errno == ENOENT || error.errno == ENOTDIR {
+            return nil
+        }
+    }
+
     /// Flushes the entries of directory `p` (after a rename or unlink in it).
     public func syncDirectory(_ p: String) throws(SystemError) {
         let fd = try open(p, O_RDONLY | O_DIRECTORY)

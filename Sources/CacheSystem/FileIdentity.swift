@@ -41,14 +41,12 @@ extension FileDescriptor {
     }
 
     /// True when every page of the file's first `length` bytes is in the
-    /// page cache (`cachestat`), so reading them cannot wait for the disk;
-    /// false when some are not, or the kernel cannot tell.
+    /// page cache and up to date (`mincore` of a mapping never touched), so
+    /// reading them cannot wait for the disk and cannot fail there; false
+    /// when some are not (a page whose read failed is not up to date), or
+    /// the kernel cannot tell.
     public func isCached(length: Int64) -> Bool {
-        guard length > 0 else { return true }
-        var cached: UInt64 = 0
-        var total: UInt64 = 0
-        guard clinux_cached_pages(rawValue, 0, UInt64(length), &cached, &total) == 0 else { return false }
-        return cached >= total
+        clinux_pages_uptodate(rawValue, UInt64(max(0, length))) == 1
     }
 
     /// True when the file has btrfs's `NOCOW` attribute (`chattr +C`):
@@ -68,13 +66,8 @@ extension FileDescriptor {
 }
 
 extension SystemError {
-    /// True for the errors a storage device or a file system reports for
-    /// bytes it cannot give back: a bad sector or a failed data checksum
-    /// (`EIO`; `EBADMSG` and `EUCLEAN`, which ext4 and XFS use for
-    /// checksum and corruption failures; `ENODATA`, `EREMOTEIO`, `ENXIO`
-    /// from a device that went away). Not a full disk, not a missing file,
-    /// not a lack of descriptors or memory.
-    /// The symbolic name of a media error's errno (`EIO`), else `errno N`.
+    /// The symbolic name of a media error's errno (`EIO`) or of a few other
+    /// common ones (`ENOENT`, `EACCES`, `ENOMEM`), else `errno N`.
     public static func errnoName(_ e: Int32) -> String {
         switch e {
         case EIO: "EIO"
@@ -96,6 +89,12 @@ extension SystemError {
         return "\(String(cString: strerror(errno))) (" + (name.hasPrefix("errno") ? name : "\(name), errno \(errno)") + ")"
     }
 
+    /// True for the errors a storage device or a file system reports for
+    /// bytes it cannot give back: a bad sector or a failed data checksum
+    /// (`EIO`; `EBADMSG` and `EUCLEAN`, which ext4 and XFS use for
+    /// checksum and corruption failures; `ENODATA`, `EREMOTEIO`, `ENXIO`
+    /// from a device that went away). Not a full disk, not a missing file,
+    /// not a lack of descriptors or memory.
     public var isMediaError: Bool {
         switch errno {
         case EIO, EBADMSG, EUCLEAN, ENODATA, EREMOTEIO, ENXIO: true

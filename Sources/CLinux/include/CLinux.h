@@ -49,10 +49,11 @@ void clinux_set_thread_name(const char *name);
     page cache; -1 with errno EAGAIN when the read would block on the disk. */
 long clinux_pread_nowait(int fd, void *buf, unsigned long len, long off);
 
-/** cachestat(2) (Linux 6.5): how many of the pages of [off, off + len) of
-    `fd` are in the page cache; 0 with both counts set, or -1 with errno
-    (ENOSYS on an older kernel). */
-int clinux_cached_pages(int fd, uint64_t off, uint64_t len, uint64_t *cached, uint64_t *total);
+/** Whether every page of the first `len` bytes of `fd` is in the page cache
+    and up to date (mincore(2) of a mapping that is never touched: a page
+    whose read from the disk failed is in the cache but not up to date, and
+    does not count): 1 when all are, 0 when some are not, -1 with errno. */
+int clinux_pages_uptodate(int fd, uint64_t len);
 
 /** The file's inode flags (FS_IOC_GETFLAGS): 0 with *flags set, or -1 with
     errno (ENOTTY where the file system has none). */

@@ -174,10 +174,18 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
     }
 
     /// `/objects/{hash}`: content-addressed, so cacheable for ever.
+    /// One being repaired (set aside and downloaded again) is answered once it is back.
     private func objectByHash(_ hash: String, _ request: HTTPRequest, _ reply: Reply) -> Answer {
-        switch service.objectInfo(hash: hash) {
-        case .success(let info): return object(info, request, cacheControl: Self.immutable, reply)
-        case .failure(let e): return .now(failure(e, request))
+        let outcome = service.objectInfo(hash: hash) { [self] result in
+            switch result {
+            case .success(let info): finish(object(info, request, cacheControl: Self.immutable, reply), reply)
+            case .failure(let e): reply.finish(failure(e, request))
+            }
+        }
+        switch outcome {
+        case .later: return .later
+        case .now(.success(let info)): return object(info, request, cacheControl: Self.immutable, reply)
+        case .now(.failure(let e)): return .now(failure(e, request))
         }
     }
 
