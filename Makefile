@@ -178,12 +178,14 @@ powerloss: deps lazyfs
 	CACHED_POWERLOSS_ROUNDS=$(POWERLOSS_ROUNDS) $(SWIFT) test --skip-build --filter PowerLossTests $(BUILD_FLAGS)
 
 # cached against Redis (the same client, the same answer bytes), curl and
-# aria2c (prefetch from nginx), plain file reads and cat (open, read),
-# redis-cli (cachectl per call), and at scale; medians of BENCH_RUNS rotated
-# rounds; writes bench/results.md (about 25 minutes). A benchmark: it prints
-# figures and asserts nothing. docs/performance.md says how each is compared.
+# aria2c (prefetch from nginx), plain file reads and cat (open, read; the
+# store on the scratch file system and on a btrfs loop mount the bench makes,
+# which needs root: without it those rows say "not measured"), redis-cli
+# (cachectl per call), and at scale; medians of BENCH_RUNS rotated rounds;
+# writes bench/results.md (about 30 minutes). A benchmark: it prints figures
+# and asserts nothing. docs/performance.md says how each is compared.
 BENCH_RUNS ?= 5
-BENCH_PACKAGES := redis-server redis-tools nginx-light aria2 curl time wrk
+BENCH_PACKAGES := redis-server redis-tools nginx-light aria2 curl time wrk btrfs-progs
 bench-deps:
 	$(call install_missing,$(BENCH_PACKAGES))
 

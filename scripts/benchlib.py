@@ -1,11 +1,14 @@
 """What the bench scripts share: running a command, waiting for a condition,
-a free TCP port, stopping a process."""
+a free TCP port, stopping a process, rotated rounds, loading a sibling script."""
+import importlib.util
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def sh(cmd, **kw):
@@ -96,3 +99,22 @@ def call_socket(path, request, timeout=None):
     finally:
         s.close()
     return json.loads(data)
+
+
+def interleave(sides, runs):
+    """Runs every side once per round, the order rotating each round (A B C,
+    B C A, ...), and returns each side's results: like with like, in one run."""
+    names = list(sides)
+    got = {n: [] for n in names}
+    for r in range(runs):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            got[n].append(sides[n]())
+    return got
+
+
+def load_script(name):
+    """One of the standalone bench scripts beside this one (their names have hyphens)."""
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_"), os.path.join(ROOT, "scripts", name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
