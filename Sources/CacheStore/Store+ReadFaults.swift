@@ -206,11 +206,11 @@ extension Store {
     }
 
     /// The object's file opened with nothing read, when it is trusted and
-    /// wholly in the page cache (`on-change`); nil otherwise.
-    public func openTrustedIfCached(_ hash: Hash128) -> (FileDescriptor, Int64)? {
+    /// (unless `cachedOrNot`) wholly in the page cache (`on-change`); nil otherwise.
+    public func openTrustedIfCached(_ hash: Hash128, cachedOrNot: Bool = false) -> (FileDescriptor, Int64)? {
         guard readVerification.mode == .onChange, objectRef(hash) != nil,
               let fd = try? files.open(Self.objectRelativePath(hash), O_RDONLY) else { return nil }
-        guard let identity = try? fd.identity(), trustsUnchanged(hash, fd, identity) else {
+        guard let identity = try? fd.identity(), trustsUnchanged(hash, fd, identity, checkCache: !cachedOrNot) else {
             fd.close()
             return nil
         }

@@ -116,9 +116,14 @@ extension Store {
     /// worker), which also handles every error and a mismatch. The caller
     /// owns the descriptor.
     /// Under `on-change`, any object trusted and wholly in the page cache
-    /// is opened with nothing read (`openTrustedIfCached`).
+    /// is opened with nothing read (`openTrustedIfCached`); where the mode
+    /// rests on the file system's own checksums (btrfs, ZFS), on its
+    /// identity alone: nothing is read through the descriptor here, and
+    /// whatever the client reads through it is either bytes the file system
+    /// checked or `EIO`, whether they come from the page cache or the disk.
     public func openVerifiedIfCached(_ hash: Hash128, upTo limit: Int) -> (FileDescriptor, Int64)? {
-        if readVerification.mode == .onChange, let opened = openTrustedIfCached(hash) { return opened }
+        if readVerification.mode == .onChange,
+           let opened = openTrustedIfCached(hash, cachedOrNot: readVerification.fileSystemChecksums) { return opened }
         guard let ref = state.withLock({ $0.objects[hash] }), ref.size <= limit else { return nil }
         guard let fd = try? files.open(objectPath(hash), O_RDONLY) else { return nil }
         let size = Int(ref.size)
