@@ -166,30 +166,24 @@ public final class ConfinedDirectory: Sendable {
 
     /// `lstat` of `p` (the link itself for a link); nil when it does not exist.
     public func status(_ p: String) throws(SystemError) -> FileStatus? {
-        do {
-            return try inParent(p) { (dir, name) throws(SystemError) -> FileStatus? in
-                var st = stat()
-                if fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0 {
-                    if errno == ENOENT || errno == ENOTDIR { return nil }
-                    throw SystemError("lstat", p)
-                }
-                return FileStatus(st)
-            }
-        } catch where error.errno == ENOENT || error.errno == ENOTDIR {
-            return nil
-        }
+        try linkStatus(p).map(FileStatus.init)
     }
 
     /// The identity of `p` itself (`lstat`: a link's own); nil when it does not exist.
     public func identity(_ p: String) throws(SystemError) -> FileIdentity? {
+        try linkStatus(p).map(FileIdentity.init)
+    }
+
+    /// `fstatat(AT_SYMLINK_NOFOLLOW)` of `p` in its parent; nil when it does not exist.
+    private func linkStatus(_ p: String) throws(SystemError) -> stat? {
         do {
-            return try inParent(p) { (dir, name) throws(SystemError) -> FileIdentity? in
+            return try inParent(p) { (dir, name) throws(SystemError) -> stat? in
                 var st = stat()
                 if fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0 {
                     if errno == ENOENT || errno == ENOTDIR { return nil }
                     throw SystemError("lstat", p)
                 }
-                return FileIdentity(st)
+                return st
             }
         } catch where error.errno == ENOENT || error.errno == ENOTDIR {
             return nil
