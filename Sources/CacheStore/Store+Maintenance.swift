@@ -25,7 +25,7 @@ extension Store {
             s.removeObjects(Set(victims))
             s.evictions += victims.count
         }
-        distrust(Set(victims))
+        forgetCached(Set(victims))
         for h in victims { _ = try? unlinkObjectFile(h) }
     }
 
@@ -67,7 +67,7 @@ extension Store {
         if !unreferenced.isEmpty {
             try append(unreferenced.sorted().map { .objectRemoved(hash: $0) }, &w)
             state.withLock { $0.removeObjects(unreferenced) }
-            distrust(unreferenced)
+            forgetCached(unreferenced)
         }
         do throws(SystemError) { return try removeUnreferencedObjectFiles(keep: keep) } catch { throw .io(error) }
     }

@@ -163,7 +163,7 @@ extension Store {
             guard state.withLock({ $0.objects[hash] != nil }) else { return }
             try append([.objectRemoved(hash: hash)], &w)
             state.withLock { $0.apply(.objectRemoved(hash: hash)) }
-            distrust([hash])
+            forgetCached([hash])
         }
     }
 
@@ -187,7 +187,7 @@ extension Store {
             guard !gone.isEmpty else { return 0 }
             try append(gone.map { .objectRemoved(hash: $0) }, &w)
             state.withLock { $0.removeObjects(Set(gone)) }
-            distrust(Set(gone))
+            forgetCached(Set(gone))
             return gone.count
         }
     }

@@ -110,7 +110,7 @@ extension Store {
             // object as missing (`dropMissingObjects`).
             try? append([.objectRemoved(hash: hash)], &w)
             state.withLock { $0.apply(.objectRemoved(hash: hash)) }
-            trusted.withLock { $0.forget(hash) }
+            forgetCached([hash])
             return error
         }
     }
@@ -159,7 +159,7 @@ extension Store {
                   (try? files.identity(path)) == .some(nil) else { return }
             try append([.objectRemoved(hash: hash)], &w)
             state.withLock { $0.apply(.objectRemoved(hash: hash)) }
-            trusted.withLock { $0.forget(hash) }
+            forgetCached([hash])
         }
     }
 
@@ -218,9 +218,11 @@ extension Store {
         return (fd, identity.size)
     }
 
-    /// Drops the trust of objects the index no longer holds.
-    func distrust(_ hashes: Set<Hash128>) {
-        guard readVerification.mode == .onChange, !hashes.isEmpty else { return }
-        trusted.withLock { $0.forget(hashes) }
+    /// Drops what is kept in memory of objects the index no longer holds:
+    /// their trust and their bytes.
+    func forgetCached(_ hashes: Set<Hash128>) {
+        guard !hashes.isEmpty else { return }
+        if readVerification.mode == .onChange { trusted.withLock { $0.forget(hashes) } }
+        smallObjects.withLock { $0.remove(hashes) }
     }
 }

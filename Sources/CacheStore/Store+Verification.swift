@@ -89,11 +89,18 @@ extension Store {
     /// which also handles every error and a mismatch.
     /// The bytes are read straight after `header(size)` in one buffer, which
     /// is returned whole: the answer line and its payload, ready to send.
+    /// An object of at most 64 KiB read so is kept in memory and served from
+    /// there next time (`SmallObjects`: hashed again under `always`).
     public func readVerifiedIfCached(_ hash: Hash128, upTo limit: Int, header: (Int) -> [UInt8]) -> [UInt8]? {
         guard let ref = state.withLock({ $0.objects[hash] }), ref.size <= limit else { return nil }
+        let size = Int(ref.size)
+        if let kept = smallObjects.withLock({ $0.get(hash) }), kept.count == size,
+           readVerification.mode == .onChange || kept.withUnsafeBytes({ Hash128(of: $0) }) == hash {
+            touch(hash)
+            return header(size) + kept
+        }
         guard let fd = try? files.open(Self.objectRelativePath(hash), O_RDONLY) else { return nil }
         defer { fd.close() }
-        let size = Int(ref.size)
         let trusted = readVerification.mode == .onChange && trustsUnchanged(hash, fd, nil, checkCache: false)
         let head = header(size)
         var ok = false
@@ -105,6 +112,7 @@ extension Store {
             count = ok ? head.count + size : 0
         }
         guard ok else { return nil }
+        if size <= SmallObjects.maxObjectSize { smallObjects.withLock { $0.put(hash, Array(out[head.count...])) } }
         touch(hash)
         return out
     }

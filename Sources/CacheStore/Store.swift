@@ -39,6 +39,8 @@ public final class Store: Sendable {
     let trusted = Locked(TrustedFiles())
     /// Object read errors met (`readErrors`).
     let readErrorCount = Locked(0)
+    /// Small objects' verified bytes, kept in memory (`SmallObjects`).
+    let smallObjects = Locked(SmallObjects())
     /// Objects `openVerified` hashed whole (not trusted): for tests.
     let wholeHashes = Locked(0)
 
