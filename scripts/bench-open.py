@@ -11,7 +11,8 @@ Four ways of reading every cached object once, A/B interleaved per round
          socket (the daemon verifies the object, or under verify-reads
          on-change trusts it unchanged, and passes a descriptor), the
          descriptor read into a 128 KiB buffer and closed; 16 opens in flight
-  read   cached-bench read-all --mode read: the verified bytes over the socket
+  read   cached-bench read-all --mode read --window 16: the verified bytes
+         over the socket, 16 reads in flight
   cat    cat of every object file to /dev/null (timed from outside)
 
 A benchmark: it prints figures and asserts nothing.
@@ -59,7 +60,7 @@ def _cat(store):
 
 
 def _bench(bin_dir, sock, mode):
-    window = ["--window", str(OPEN_WINDOW)] if mode == "open" else []
+    window = ["--window", str(OPEN_WINDOW)] if mode in ("open", "read") else []
     out = subprocess.run(["nice", os.path.join(bin_dir, "cached-bench"), "read-all", "--socket", sock, "--mode", mode,
                           "--rounds", str(ROUNDS_PER_RUN)] + window, check=True, capture_output=True, text=True).stdout
     return json.loads(out)["mib_per_s"]

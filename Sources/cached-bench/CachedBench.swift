@@ -36,9 +36,10 @@ struct CachedBench {
                 let rounds = Int(option("--rounds") ?? "1") ?? 1
                 // read: the bytes over the socket; open: a descriptor per
                 // object, read here; files: the object files read directly.
+                let window = max(1, Int(option("--window") ?? "16") ?? 16)
                 switch option("--mode") ?? "read" {
-                case "read": try ReadAllBenchmark.run(socket: socket, rounds: rounds)
-                case "open": try ReadAllBenchmark.runOpen(socket: socket, rounds: rounds, window: max(1, Int(option("--window") ?? "16") ?? 16))
+                case "read": try ReadAllBenchmark.run(socket: socket, rounds: rounds, window: window)
+                case "open": try ReadAllBenchmark.runOpen(socket: socket, rounds: rounds, window: window)
                 case "files": try ReadAllBenchmark.runFiles(socket: socket, rounds: rounds)
                 default: fail(usage)
                 }

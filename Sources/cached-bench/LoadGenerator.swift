@@ -206,7 +206,7 @@ struct LoadGenerator {
 /// reused buffer (the client should cost as little as `cat`'s write to /dev/null).
 enum ReadAllBenchmark {
     // Long on purpose: the benchmark's hot loop in one function (see `run()` above).
-    static func run(socket: String, rounds: Int) throws {
+    static func run(socket: String, rounds: Int, window: Int = 16) throws {
         let list = try Client(socketPath: socket).call("list_images")
         let hashes = Array(Set((list["images"]?.array ?? []).compactMap { $0["hash"]?.string }))
         let fd = try UnixSocket.connect(path: socket)
@@ -215,9 +215,9 @@ enum ReadAllBenchmark {
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var bytes = 0
         let start = Clock.monotonicNanoseconds()
-        // Up to `window` reads in flight, so hashing the next object on the
-        // server overlaps sending this one, as a throughput client would do.
-        let window = 4
+        // Up to `window` reads in flight (16, as for `open`), so hashing the
+        // next object on the server overlaps sending this one, as a
+        // throughput client would do.
         let order = (0..<rounds).flatMap { _ in hashes }
         var next = 0
         func sendRequest() throws(SystemError) {
