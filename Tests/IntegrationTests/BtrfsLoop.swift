@@ -112,7 +112,31 @@ extension BtrfsLoop {
     /// first block still reads its bytes. Thrown when it cannot be proven,
     /// so that no test passes because the rot missed.
     func rot(file path: String) throws -> Rot {
-        let original = try Array(Data(contentsOf: URL(fileURLWithPath: path)))
+        var attempt = 1
+        while true {
+            do { return try rotOnce(path) } catch let e as Replaced {
+                // The daemon replaced the file meanwhile (a repair finishing):
+                // its new inode is rotted.
+                if attempt >= 4 { throw HarnessError("\(path) was replaced \(attempt) times while it was being rotted: \(e)") }
+            } catch let e as NotTaken {
+                // Seen under load, one run in a few: the block still read
+                // back after 2 s of dropping its pages. Once more, from the
+                // top (a byte flipped already is not flipped back).
+                if attempt >= 4 { throw e.error }
+                usleep(500_000)
+            }
+            attempt += 1
+        }
+    }
+
+    /// The file was replaced (another inode) while it was being rotted.
+    private struct Replaced: Error {}
+    /// The flipped block still read back; `error` says how.
+    private struct NotTaken: Error { var error: Error }
+
+    private func rotOnce(_ path: String) throws -> Rot {
+        // Read with pread, never mapped: a mapped page cannot be dropped.
+        let original = try Self.readAll(path)
         guard original.count >= 4 * Self.blockSize else { throw HarnessError("\(path) is too small to rot (\(original.count) bytes)") }
         // 64 bytes inside one block in the middle of the file; the byte flipped is the 33rd.
         let runStart = (original.count / 2) / Self.blockSize * Self.blockSize + 1024
@@ -125,21 +149,43 @@ extension BtrfsLoop {
         // image for the bytes found a stale copy now and then.)
         let target = runStart + 32
         let place = try devicePlace(of: path, at: target)
-        guard try imageBytes(at: place - 32, count: 64) == run else {
+        var flipped = run
+        flipped[32] ^= 0xFF
+        let there = try imageBytes(at: place - 32, count: 64)
+        if there == run {
+            try flipByte(at: place)
+        } else if there != flipped {
             throw HarnessError("\(path) byte \(target) is not at image offset \(place) (the bytes there differ)")
         }
-        try flipByte(at: place)
         // A page sent with sendfile moments ago can stay referenced (so
         // cached) briefly: the cache is dropped again for up to 2 s.
         var tries = 0
         while true {
+            guard (try? Self.inode(path)) == damaged.inode else { throw Replaced() }
             do {
                 try prove(damaged, original: original)
                 return damaged
             } catch where tries < 20 {
                 tries += 1
                 usleep(100_000)
+            } catch {
+                throw NotTaken(error: error)
             }
+        }
+    }
+
+    /// The whole file, read with `pread`.
+    private static func readAll(_ path: String) throws -> [UInt8] {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw HarnessError("open \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(out.count)) }
+            guard n >= 0 else { throw HarnessError("pread \(path): \(String(cString: strerror(errno)))") }
+            if n == 0 { return out }
+            out += buffer[0..<n]
         }
     }
 
@@ -231,7 +277,7 @@ extension BtrfsLoop {
     private func prove(_ rot: Rot, original: [UInt8]) throws {
         Self.dropCachedPages(rot.path)
         if Self.readBlock(rot.path, at: rot.blockOffset).errno != EIO {
-            try? "1\n".write(toFile: "/proc/sys/vm/drop_caches", atomically: false, encoding: .utf8)
+            try? "3\n".write(toFile: "/proc/sys/vm/drop_caches", atomically: false, encoding: .utf8)
         }
         let damaged = Self.readBlock(rot.path, at: rot.blockOffset)
         guard damaged.errno == EIO else {
