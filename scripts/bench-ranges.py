@@ -34,6 +34,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import free_port, nginx_conf, start_cached, stop, wait_for  # noqa: E402
+from benchhttp import wrk_requests_script  # noqa: E402
 
 MIB = 1 << 20
 SIZE = 64 * MIB
@@ -54,22 +55,7 @@ def wrk_script(path, kind):
     else:
         reqs = "\n  ".join('reqs[%d] = wrk.format("GET", "%s", {Range = "%s"})' % (i + 1, path, make(n))
                            for i, n in enumerate(OFFSETS))
-    return """
-local reqs = {}
-local i = 0
-function init(args)
-  %s
-end
-function request()
-  i = i %% #reqs + 1
-  return reqs[i]
-end
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("BENCH %%d %%d %%d %%d %%d\\n", summary.requests, summary.bytes, summary.duration,
-    e.connect + e.read + e.write + e.timeout, e.status))
-end
-""" % reqs
+    return wrk_requests_script("\n", reqs)
 
 
 def cpu_seconds(pid):

@@ -74,12 +74,17 @@ def wrk_script(paths):
     """A wrk script asking for `paths` in turn (the same sequence for every
     server) and printing, when done, the exact requests, bytes (heads
     included), duration and errors on one line."""
-    return """
-local paths = {%s}
-local reqs = {}
+    return wrk_requests_script('\nlocal paths = {%s}\n' % ", ".join('"%s"' % p for p in paths),
+                               'for k, p in ipairs(paths) do reqs[k] = wrk.format("GET", p) end')
+
+
+def wrk_requests_script(preamble, init):
+    """A wrk script whose `init` fills `reqs` (after `preamble`), asks for
+    them in turn and prints the `BENCH` line the bench reads."""
+    return preamble + """local reqs = {}
 local i = 0
 function init(args)
-  for k, p in ipairs(paths) do reqs[k] = wrk.format("GET", p) end
+  %s
 end
 function request()
   i = i %% #reqs + 1
@@ -90,7 +95,7 @@ function done(summary, latency, requests)
   io.write(string.format("BENCH %%d %%d %%d %%d %%d\\n", summary.requests, summary.bytes, summary.duration,
     e.connect + e.read + e.write + e.timeout, e.status))
 end
-""" % ", ".join('"%s"' % p for p in paths)
+""" % init
 
 
 def wrk(url, script, connections, seconds):
