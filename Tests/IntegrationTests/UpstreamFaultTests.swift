@@ -137,12 +137,15 @@ import CacheSystem
     @Test func aRedirectLoopStopsAtTheLimit() throws {
         let origin = try Self.origin(extraRows: ["/fault/redirect-loop/0"])
         let daemon = try Daemon(origin: origin, arguments: Self.fast + ["--max-redirects", "4"])
-        let (_, error) = try Self.failureOfRow16(daemon)
-        #expect(error.contains("redirects"), "\(error)")
+        // The row alone first, with no other transfer in flight: a prefetch's other downloads
+        // leave several idle connections in the pool, and a hop may take any of them.
+        let row = try daemon.call("get_image", [("row", num(16))])
+        #expect(row["error"]?["message"]?.string?.contains("too many redirects (max-redirects 4)") == true, "\(row)")
         let hops = try origin.requests().filter { $0.path.hasPrefix("/fault/redirect-loop/") }
         #expect(hops.count == 5, "the first request and 4 redirects, not retried")
         // cached follows redirects itself (docs/operations.md, "Credentials"), on the connection it has.
         #expect(Set(hops.map(\.port)).count == 1, "one connection for every hop: \(hops.map(\.port))")
+        let (_, error) = try Self.failureOfRow16(daemon)
         #expect(error == "too many redirects (max-redirects 4)")
     }
 
