@@ -16,6 +16,8 @@ final class GroupCommit: Sendable {
         var refreshOnly = false
         /// The digests of the object's chunks, logged with its mapping (nil: one chunk or less).
         var chunks: ChunkDigests? = nil
+        /// A variant: `ref` is the variant `spec` of this object (and `rows` is empty).
+        var variant: (key: VariantKey, width: Int, height: Int)? = nil
     }
 
     private struct State {
@@ -35,10 +37,12 @@ final class GroupCommit: Sendable {
     /// Queues `ref` and its rows and returns once they are logged: by this
     /// caller, as leader of a batch, through `log`, or by another leader.
     func commit(_ ref: ObjectRef, rows: [(row: Int, url: String)], freshness: ImageFreshness? = nil, refreshOnly: Bool = false,
-                chunks: ChunkDigests? = nil, log: ([Pending]) throws(StoreError) -> Void) throws(StoreError) {
+                chunks: ChunkDigests? = nil, variant: (key: VariantKey, width: Int, height: Int)? = nil,
+                log: ([Pending]) throws(StoreError) -> Void) throws(StoreError) {
         let id = state.update { g -> UInt64 in
             g.nextID += 1
-            g.queue.append(Pending(id: g.nextID, ref: ref, rows: rows, freshness: freshness, refreshOnly: refreshOnly, chunks: chunks))
+            g.queue.append(Pending(id: g.nextID, ref: ref, rows: rows, freshness: freshness, refreshOnly: refreshOnly,
+                                   chunks: chunks, variant: variant))
             return g.nextID
         }
         while true {

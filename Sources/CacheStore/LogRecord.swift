@@ -40,6 +40,10 @@ public enum LogRecord: Equatable, Sendable {
     /// to `chunks.digests`: a range is verified by the chunks it covers.
     /// Logged for objects larger than one chunk. Format version 4.
     case objectChunks(hash: Hash128, chunks: ChunkDigests)
+    /// The variant `spec` of the object `source` is the object `variant.object`
+    /// (`variant.width` x `variant.height` pixels). Ignored unless `source`
+    /// is a known object; dropped with either object. Format version 5.
+    case variant(source: Hash128, spec: VariantSpec, variant: VariantRef)
     /// Ends a transaction: the records since the previous commit take effect together.
     case commit
 
@@ -59,6 +63,7 @@ public enum LogRecord: Equatable, Sendable {
         case .page: 12
         case .rowFreshness: 13
         case .objectChunks: 14
+        case .variant: 15
         case .commit: 0x7F
         }
     }
@@ -107,7 +112,7 @@ public enum RecordCodec {
     /// The newest format version this daemon reads and writes. A log naming
     /// a higher one was written by a newer cached and is refused untouched
     /// (docs/storage-format.md, "Format evolution").
-    public static let formatVersion: UInt8 = 4
+    public static let formatVersion: UInt8 = 5
     /// The oldest format version there is (every version from it up is read).
     public static let firstFormatVersion: UInt8 = 1
     /// The file's first 8 bytes for format `version`: "CACHEDL" and the version.
@@ -120,13 +125,14 @@ public enum RecordCodec {
     public static let maxPayload = 64 << 20
 
     /// The format version that introduced record type `type`: 2 for types
-    /// 9 to 12, 3 for type 13, 4 for type 14, 1 for the others (an unknown
-    /// type included: it is refused whatever the header says).
+    /// 9 to 12, 3 for type 13, 4 for type 14, 5 for type 15, 1 for the
+    /// others (an unknown type included: it is refused whatever the header says).
     static func formatVersion(ofType type: UInt8) -> UInt8 {
         switch type {
         case 9...12: 2
         case 13: 3
         case 14: 4
+        case 15: 5
         default: 1
         }
     }
@@ -170,6 +176,12 @@ public enum RecordCodec {
         case let .objectChunks(hash, chunks):
             p.append(contentsOf: hash.bytes); p.append(chunks.shift); p.putUnsigned(UInt64(chunks.digests.count))
             for d in chunks.digests { p.append(contentsOf: d.bytes) }
+        case let .variant(source, spec, v):
+            p.append(contentsOf: source.bytes)
+            p.putUnsigned(UInt64(spec.width ?? 0)); p.putUnsigned(UInt64(spec.height ?? 0))
+            p.append(spec.fit.rawValue); p.append(spec.format.rawValue)
+            p.append(contentsOf: v.object.hash.bytes); p.putUnsigned(UInt64(v.object.size)); p.append(v.object.type.rawValue)
+            p.putUnsigned(UInt64(v.width)); p.putUnsigned(UInt64(v.height))
         case .commit:
             break
         }
@@ -223,6 +235,7 @@ public enum RecordCodec {
             record = .page(feed: feed, index: index, page: FeedPage(url: url, validators: validators, next: next, count: try r.count()))
         case 13: record = try rowFreshness(&r)
         case 14: record = try objectChunks(&r)
+        case 15: record = try variant(&r)
         case 0x7F: record = .commit
         default: throw .unknown("unknown record type \(hex(type))")
         }
@@ -267,6 +280,25 @@ public enum RecordCodec {
         return .objectChunks(hash: hash, chunks: ChunkDigests(shift: shift, digests: digests))
     }
 
+    /// The fields of a `variant` record (its type byte read).
+    private static func variant(_ r: inout PayloadReader) throws(RecordDecodingError) -> LogRecord {
+        let source = Hash128(bytes: try r.raw(16))
+        let w = try r.count(), h = try r.count()
+        let fitByte = try r.byte(), formatByte = try r.byte()
+        guard let fit = VariantFit(rawValue: fitByte), let format = VariantFormat(rawValue: formatByte) else {
+            throw .unknown("unknown variant fit \(fitByte) or format \(formatByte) in a \(name(ofType: 15)) record")
+        }
+        let hash = Hash128(bytes: try r.raw(16))
+        let size = try r.count()
+        let typeByte = try r.byte()
+        guard let type = ImageType(rawValue: typeByte) else {
+            throw .unknown("unknown image type \(typeByte) in a \(name(ofType: 15)) record")
+        }
+        let spec = VariantSpec(width: w == 0 ? nil : w, height: h == 0 ? nil : h, fit: fit, format: format)
+        let ref = VariantRef(object: ObjectRef(hash: hash, size: Int64(size), type: type), width: try r.count(), height: try r.count())
+        return .variant(source: source, spec: spec, variant: ref)
+    }
+
     /// The fields of a `postOrder` record (its type byte read).
     private static func postOrder(_ r: inout PayloadReader) throws(RecordDecodingError) -> LogRecord {
         let start = try r.count()
@@ -284,7 +316,7 @@ public enum RecordCodec {
         let names: [UInt8: String] = [1: "post", 2: "postRemoved", 3: "manifestSize", 4: "row", 5: "rowObject",
                                       6: "objectRemoved", 7: "validators", 8: "access", 9: "stringPost",
                                       10: "stringPostRemoved", 11: "postOrder", 12: "page", 13: "rowFreshness",
-                                      14: "objectChunks", 0x7F: "commit"]
+                                      14: "objectChunks", 15: "variant", 0x7F: "commit"]
         return "\(names[type] ?? "unknown") (type \(hex(type)))"
     }
 

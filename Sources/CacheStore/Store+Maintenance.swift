@@ -50,7 +50,8 @@ extension Store {
 
     // MARK: Maintenance
 
-    /// Deletes object files no row references, and forgets such objects.
+    /// Deletes object files no row references (nor a variant of an object
+    /// a row references), and forgets such objects.
     public func collectGarbage() throws(StoreError) -> (removed: Int, freedBytes: Int64) {
         try writer.withLock { (w) throws(StoreError) -> (Int, Int64) in try collectGarbageLocked(&w) }
     }
@@ -59,9 +60,7 @@ extension Store {
         // Memory that no longer matches the log on disk decides nothing.
         try checkWritable(&w)
         let pending = pendingObjects.withLock { Set($0.keys) }
-        let (referenced, known) = state.withLock { s in
-            (Set(s.rows.compactMap { $0.object?.hash }), Set(s.objects.keys))
-        }
+        let (referenced, known) = state.withLock { s in (s.referencedObjects, Set(s.objects.keys)) }
         let keep = referenced.union(pending)
         let unreferenced = known.subtracting(keep)
         if !unreferenced.isEmpty {

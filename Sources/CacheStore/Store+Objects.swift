@@ -52,6 +52,16 @@ extension Store {
             throw .notAnImage(objectWriter.refusalDetail(declared: declared))
         }
         let ref = ObjectRef(hash: objectWriter.hash, size: objectWriter.size, type: type)
+        try placing(ref) { () throws(StoreError) in
+            try placeObject(objectWriter, ref)
+            try commitGrouped(ref, rows: rows, freshness: freshness, chunks: objectWriter.chunkDigests)
+        }
+        return ref
+    }
+
+    /// Runs `body` with `ref` registered as a commit in flight, so that gc
+    /// and eviction leave its file alone meanwhile (`unlinkObjectFile`).
+    func placing(_ ref: ObjectRef, _ body: () throws(StoreError) -> Void) throws(StoreError) {
         pendingObjects.withLock { $0[ref.hash, default: 0] += 1 }
         defer {
             pendingObjects.withLock { p in
@@ -59,6 +69,13 @@ extension Store {
                 if p[ref.hash] == 0 { p[ref.hash] = nil }
             }
         }
+        try body()
+    }
+
+    /// Puts the finished temp file in place as `objects/ab/<rest>`, durably:
+    /// fsynced, renamed, its directory fsynced (or dropped when the same
+    /// bytes are there already and hash right). Nothing is logged yet.
+    func placeObject(_ objectWriter: ObjectWriter, _ ref: ObjectRef) throws(StoreError) {
         // The file part needs no lock: names are contents, so two commits of
         // the same bytes rename the same bytes to the same name.
         let path = objectPath(ref.hash)
@@ -102,8 +119,6 @@ extension Store {
             objectWriter.discard()
             throw .io(error)
         }
-        try commitGrouped(ref, rows: rows, freshness: freshness, chunks: objectWriter.chunkDigests)
-        return ref
     }
 
     /// Logs `ref`'s rows (and its chunk digests) with every other commit waiting (`GroupCommit`).
@@ -121,10 +136,22 @@ extension Store {
     /// still map its object.
     func logCommits(_ batch: [GroupCommit.Pending], _ w: inout WriterState) throws(StoreError) {
         let now = Clock.wallMilliseconds()
-        let (current, chunked) = state.withLock { s in (s.rows, batch.map(\.ref.hash).filter { s.chunks[$0] != nil }) }
+        let (current, chunked, known) = state.withLock { s in
+            (s.rows, batch.map(\.ref.hash).filter { s.chunks[$0] != nil }, Set(batch.compactMap(\.variant?.key.source).filter { s.objects[$0] != nil }))
+        }
         var records: [LogRecord] = []
         var digested = Set(chunked)
         for c in batch {
+            if let v = c.variant {
+                // A variant of an object forgotten meanwhile is not logged: its file is gc's.
+                guard known.contains(v.key.source) else { continue }
+                records.append(.variant(source: v.key.source, spec: v.key.spec, variant: VariantRef(object: c.ref, width: v.width, height: v.height)))
+                records.append(.access(hash: c.ref.hash, time: now))
+                if let chunks = c.chunks, digested.insert(c.ref.hash).inserted {
+                    records.append(.objectChunks(hash: c.ref.hash, chunks: chunks))
+                }
+                continue
+            }
             var mapped = c.rows.filter { current.indices.contains($0.row) && current[$0.row].url == $0.url }
             if c.refreshOnly { mapped = mapped.filter { current[$0.row].object?.hash == c.ref.hash } }
             for r in mapped {

@@ -392,7 +392,8 @@ public final class Store: Sendable {
         return state.withLock { s in
             StoreStats(posts: s.posts.count, rows: s.rows.count,
                        rowsCached: s.rows.reduce(0) { $0 + ($1.object == nil ? 0 : 1) },
-                       objects: s.objects.count, bytes: s.bytes, logRecords: records, evictions: s.evictions)
+                       objects: s.objects.count, bytes: s.bytes, logRecords: records, evictions: s.evictions,
+                       variants: s.variants.count)
         }
     }
 

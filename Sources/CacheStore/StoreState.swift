@@ -16,6 +16,9 @@ struct StoreState {
     /// The chunk digests of objects larger than one chunk that have them
     /// (`objectChunks` records); dropped with the object.
     var chunks: [Hash128: ChunkDigests] = [:]
+    /// Each stored variant of a known object (`variant` records). Its object
+    /// is in `objects` too, counted in `bytes` and evicted like any other.
+    var variants: [VariantKey: VariantRef] = [:]
     /// Each known feed's pages, as its `validators` or `page` records left them.
     var pages: [Feed: StoredPages] = [:]
     var manifestKnown = false
@@ -87,6 +90,11 @@ struct StoreState {
         case let .objectChunks(hash, digests):
             // Only of a known object whose size they fit: what they say is about its bytes.
             if let ref = objects[hash], digests.fit(size: ref.size) { chunks[hash] = digests }
+        case let .variant(source, spec, v):
+            // Only of a known object: a variant says what was made of its bytes.
+            guard objects[source] != nil else { break }
+            variants[VariantKey(source: source, spec: spec)] = v
+            if objects.updateValue(v.object, forKey: v.object.hash) == nil { bytes += v.object.size }
         case .commit:
             break
         }
@@ -116,6 +124,17 @@ struct StoreState {
         for i in rows.indices {
             if let h = rows[i].object?.hash, hashes.contains(h) { rows[i].object = nil; rows[i].freshness = nil }
         }
+        // A variant goes with its own object and with its source's (its
+        // object stays known until gc, as an unmapped row's does).
+        if !variants.isEmpty {
+            variants = variants.filter { !hashes.contains($0.key.source) && !hashes.contains($0.value.object.hash) }
+        }
+    }
+
+    /// The objects that rows map, and the variants of those: what gc keeps.
+    var referencedObjects: Set<Hash128> {
+        let mapped = Set(rows.compactMap { $0.object?.hash })
+        return mapped.union(variants.filter { mapped.contains($0.key.source) }.map(\.value.object.hash))
     }
 
     private mutating func growRows(to n: Int) {
@@ -200,6 +219,16 @@ struct StoreState {
                 }
             }
             if (i + 1) % chunk == 0 { flush() }
+        }
+        flush()
+        // Variants after every row, so their sources are known when they replay.
+        for (n, (key, v)) in variants.sorted(by: { $0.key < $1.key }).enumerated() {
+            current.append(.variant(source: key.source, spec: key.spec, variant: v))
+            if timed.insert(v.object.hash).inserted {
+                if let t = lastUse[v.object.hash] { current.append(.access(hash: v.object.hash, time: t)) }
+                if let c = chunks[v.object.hash] { current.append(.objectChunks(hash: v.object.hash, chunks: c)) }
+            }
+            if (n + 1) % chunk == 0 { flush() }
         }
         flush()
         if manifestKnown {

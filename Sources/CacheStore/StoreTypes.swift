@@ -7,6 +7,37 @@ public struct ObjectRef: Sendable, Hashable {
     public var type: ImageType
 }
 
+/// A stored variant of an image: its object and its size in pixels.
+public struct VariantRef: Sendable, Hashable {
+    public var object: ObjectRef
+    public var width: Int
+    public var height: Int
+
+    public init(object: ObjectRef, width: Int, height: Int) {
+        self.object = object
+        self.width = width
+        self.height = height
+    }
+}
+
+/// Which variant: of which object, made how.
+public struct VariantKey: Sendable, Hashable, Comparable {
+    public var source: Hash128
+    public var spec: VariantSpec
+
+    public init(source: Hash128, spec: VariantSpec) {
+        self.source = source
+        self.spec = spec
+    }
+
+    /// Source, then the spec's fields: the order compaction writes them in.
+    public static func < (a: VariantKey, b: VariantKey) -> Bool {
+        func fields(_ s: VariantSpec) -> [Int] { [s.width ?? 0, s.height ?? 0, Int(s.fit.rawValue), Int(s.format.rawValue)] }
+        if a.source != b.source { return a.source < b.source }
+        return fields(a.spec).lexicographicallyPrecedes(fields(b.spec))
+    }
+}
+
 /// One row of the image manifest, as the store knows it.
 public struct Row: Sendable, Equatable {
     /// The URL as written in the manifest (possibly relative).
@@ -57,6 +88,8 @@ public struct StoreStats: Sendable {
     public var bytes: Int64
     public var logRecords: Int
     public var evictions: Int
+    /// Variants stored.
+    public var variants: Int = 0
 }
 
 /// What a posts refresh changed.

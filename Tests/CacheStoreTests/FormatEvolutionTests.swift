@@ -78,12 +78,12 @@ func frame(_ payload: [UInt8]) -> [UInt8] {
         let dir = TempDir(); defer { dir.cleanup() }
         let log = try Self.makeStore(dir)
         var bytes = try FileSystem.read(log)
-        bytes[7] = 5
+        bytes[7] = 6
         try Self.overwrite(log, bytes)
-        #expect(try Self.expectRefusedUntouched(dir, log) == "index.log format version 5, this daemon reads version 4")
+        #expect(try Self.expectRefusedUntouched(dir, log) == "index.log format version 6, this daemon reads version 5")
         // Any later version too, and a header alone (a newer daemon's fresh store).
         try Self.overwrite(log, RecordCodec.magic + [0xFF])
-        #expect(try Self.expectRefusedUntouched(dir, log) == "index.log format version 255, this daemon reads version 4")
+        #expect(try Self.expectRefusedUntouched(dir, log) == "index.log format version 255, this daemon reads version 5")
     }
 
     @Test func aRecordOfAnUnknownTypeIsRefusedAndLeftAlone() throws {
@@ -145,7 +145,7 @@ func frame(_ payload: [UInt8]) -> [UInt8] {
         let dir = TempDir(); defer { dir.cleanup() }
         let log = try Self.makeStore(dir)
         var bytes = try FileSystem.read(log)
-        bytes[7] = 5
+        bytes[7] = 6
         try Self.overwrite(log, bytes)
         let posts = try FileSystem.list(dir.path + "/posts").sorted()
         do {
@@ -153,9 +153,9 @@ func frame(_ payload: [UInt8]) -> [UInt8] {
             store.close()
             Issue.record("a store written by a newer cached must not open")
         } catch {
-            #expect("\(error)" == "store written by a newer cached: index.log format version 5, this daemon reads version 4; "
+            #expect("\(error)" == "store written by a newer cached: index.log format version 6, this daemon reads version 5; "
                 + "nothing was cut or rewritten: run that newer cached (or a later one) on it, or point this one at another --store")
-            guard case .writtenByNewerVersion("index.log format version 5, this daemon reads version 4") = error.refined else {
+            guard case .writtenByNewerVersion("index.log format version 6, this daemon reads version 5") = error.refined else {
                 Issue.record("not mapped to writtenByNewerVersion: \(error.refined)"); return
             }
         }

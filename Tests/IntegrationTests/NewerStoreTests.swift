@@ -33,9 +33,9 @@ import CacheStore
     }
 
     @Test func aNewerFormatVersionStopsTheStartAndChangesNothing() throws {
-        let (_, message) = try Self.refusal { $0[7] = 5 }
-        #expect(message.contains("cannot open the store: store written by a newer cached: index.log format version 5, "
-                                 + "this daemon reads version 4; nothing was cut or rewritten: run that newer cached "
+        let (_, message) = try Self.refusal { $0[7] = 6 }
+        #expect(message.contains("cannot open the store: store written by a newer cached: index.log format version 6, "
+                                 + "this daemon reads version 5; nothing was cut or rewritten: run that newer cached "
                                  + "(or a later one) on it, or point this one at another --store"), "\(message)")
         #expect(!message.contains("damaged"), "\(message)")
     }
