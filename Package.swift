@@ -9,6 +9,8 @@ let package = Package(
     products: [
         .executable(name: "cached", targets: ["cached"]),
         .executable(name: "cachectl", targets: ["cachectl"]),
+        // The sandboxed image decoder the daemon starts for variants (never linked into it).
+        .executable(name: "cached-variant", targets: ["cached-variant"]),
         // The Swift client library another package depends on
         // (`.product(name: "CachedClient", package: "cached")`): no daemon in it.
         .library(name: "CachedClient", targets: ["CachedClient"]),
@@ -18,6 +20,10 @@ let package = Package(
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
         .systemLibrary(name: "CXXHash", pkgConfig: "libxxhash"),
         .target(name: "CLinux"),
+        // libvips, for the variant helper alone: the daemon never links a decoder.
+        .systemLibrary(name: "CVips", pkgConfig: "vips"),
+        // The helper's C side: libvips calls (variadic in C) and its seccomp sandbox.
+        .target(name: "CVipsShim", dependencies: ["CVips"]),
 
         // Typed wrappers over raw syscalls, and the few concurrency primitives.
         .target(name: "CacheSystem", dependencies: ["CLinux"], swiftSettings: strict),
@@ -27,13 +33,15 @@ let package = Package(
         .target(name: "CacheFetch", dependencies: ["CacheSystem", "CCurl"], swiftSettings: strict),
         // HTTP/1.1 request heads, targets, ranges and response heads; no I/O.
         .target(name: "CacheHTTP", swiftSettings: strict),
+        // Image variants: the helper processes' pool and the messages to them.
+        .target(name: "CacheVariant", dependencies: ["CacheSystem", "CLinux"], swiftSettings: strict),
         // JSON, wire types, framing and a blocking client.
         .target(name: "CacheProtocol", dependencies: ["CacheSystem"], swiftSettings: strict),
         // The one service API every front-end calls: feeds, images, objects,
         // prefetch and maintenance over the store and the origin, with the
         // error model that says what failed (docs/architecture.md).
         .target(name: "CacheService",
-                dependencies: ["CacheSystem", "CacheStore", "CacheFetch", "CacheProtocol"],
+                dependencies: ["CacheSystem", "CacheStore", "CacheFetch", "CacheProtocol", "CacheVariant"],
                 swiftSettings: strict),
         // The daemon: settings, the socket front-end (event loop, JSON-lines
         // dispatch) and process life (systemd, signals). Never the store.
@@ -46,7 +54,7 @@ let package = Package(
         // builds, which every test and sanitizer run uses, keep the run-time
         // ones, so a violation is still caught by the suite.
         .target(name: "CacheDaemon",
-                dependencies: ["CacheSystem", "CacheService", "CacheFetch", "CacheProtocol", "CacheHTTP", "CLinux"],
+                dependencies: ["CacheSystem", "CacheService", "CacheFetch", "CacheProtocol", "CacheHTTP", "CacheVariant", "CLinux"],
                 swiftSettings: strict + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
         // The async Swift client (posts as Codable, images, prefetch as a
         // stream), one pipelined connection shared by concurrent tasks.
@@ -59,6 +67,9 @@ let package = Package(
         .target(name: "CacheCLI", dependencies: ["CacheSystem", "CacheProtocol", "CachedClientCore"], swiftSettings: strict),
 
         .executableTarget(name: "cached", dependencies: ["CacheDaemon"], swiftSettings: strict),
+        // The variant helper: reads a job on stdin, makes the variant with
+        // libvips under seccomp and resource limits, writes it on stdout.
+        .executableTarget(name: "cached-variant", dependencies: ["CacheVariant", "CVipsShim"], swiftSettings: strict),
         // cachectl runs once per call in scripts: linked fully statically in
         // release builds (no dynamic loader, no shared Swift runtime to map),
         // it starts in a third of the time and half the memory

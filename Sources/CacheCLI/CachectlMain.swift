@@ -80,6 +80,8 @@ struct Invocation {
     var output: String?
     /// `get posts --query TEXT`: only posts whose title holds TEXT.
     var query: String?
+    /// `get image ROW --width W ...`: the members of `get_image`'s `variant`.
+    var variant: [(String, JSON)] = []
     var force = false
     /// Seconds to wait for the daemon (see `Commands.connect`); 0 for no limit.
     var timeout = Invocation.defaultTimeout
@@ -99,6 +101,9 @@ struct Invocation {
       get posts [--query TEXT]         all posts, ascending id; with --query those whose
                                        title holds TEXT (any case, at most 256 bytes)
       get image ROW [-o FILE]          an image's metadata, or its bytes into FILE (- for stdout)
+        [--width W] [--height H]       a variant of it instead: fitted into W x H pixels,
+        [--fit contain|cover]          or covering it (cropped), as jpeg, png, webp or avif
+        [--format F]                   (default: the original's format, else webp)
       get images                       all rows with their cache state
       prefetch [all|posts|images] [--force]
                                        refresh the feeds and download missing images
@@ -184,6 +189,10 @@ struct Invocation {
                 guard i < args.count else { throw CLIError(code: .usage, message: "-o needs a file name (or - for stdout)") }
                 inv.output = args[i]
                 i += 1
+            case "--width", "--height", "--fit", "--format":
+                guard i < args.count else { throw CLIError(code: .usage, message: "\(a) needs a value") }
+                inv.variant.append(try variantOption(a, args[i]))
+                i += 1
             case "--query", "-q":
                 guard i < args.count else { throw CLIError(code: .usage, message: "--query needs the text to search titles for") }
                 inv.query = args[i]
@@ -198,6 +207,9 @@ struct Invocation {
             }
         }
         guard !inv.command.isEmpty else { throw CLIError(code: .usage, message: "no command given (see cachectl --help)") }
+        if !inv.variant.isEmpty && !(inv.command.count == 3 && inv.command.prefix(2) == ["get", "image"]) {
+            throw CLIError(code: .usage, message: "--width, --height, --fit and --format go with get image ROW")
+        }
         if let q = inv.query {
             guard inv.command == ["get", "posts"] else { throw CLIError(code: .usage, message: "--query goes with get posts") }
             guard q.utf8.count <= Request.maxQueryBytes else {
@@ -211,6 +223,26 @@ struct Invocation {
     /// after `get post` or `get image`.
     private var expectsNumber: Bool {
         command == ["get", "post"] || command == ["get", "image"]
+    }
+
+    /// One of `--width`, `--height`, `--fit`, `--format` as a member of
+    /// `get_image`'s `variant` (the daemon checks its own bounds).
+    private static func variantOption(_ option: String, _ value: String) throws -> (String, JSON) {
+        switch option {
+        case "--width", "--height":
+            guard let n = Int(value), n >= 1, n <= 65535 else {
+                throw CLIError(code: .usage, message: "\(option) takes a number of pixels from 1 to 65535, not \"\(Format.visible(value))\"")
+            }
+            return (option == "--width" ? "w" : "h", .number(String(n)))
+        case "--fit":
+            guard VariantFit(name: value) != nil else { throw CLIError(code: .usage, message: "--fit is contain or cover, not \"\(Format.visible(value))\"") }
+            return ("fit", .string(value))
+        default:
+            guard VariantFormat(name: value) != nil else {
+                throw CLIError(code: .usage, message: "--format is one of jpeg, png, webp, avif, not \"\(Format.visible(value))\"")
+            }
+            return ("format", .string(value))
+        }
     }
 
     /// Where the template units put an instance's socket (systemd/cached@.socket).

@@ -79,7 +79,7 @@ struct Commands {
     }
 
     /// What `get` takes, for its usage errors.
-    static let getSubjects = "post ID | posts [--query TEXT] | image ROW [-o FILE] | images"
+    static let getSubjects = "post ID | posts [--query TEXT] | image ROW [--width W] [--height H] [--fit F] [--format F] [-o FILE] | images"
 
     private func get(_ args: [String]) throws {
         guard let subject = args.first else {
@@ -104,10 +104,13 @@ struct Commands {
             // A file that cannot be written fails before anything is downloaded.
             if let output = invocation.output, output != "-" { try Self.checkWritable(output) }
             let client = connect(mayTakeLong: true)
-            let answer = try call(client, "get_image", [("row", .number(String(row)))])
+            var fields: [(String, JSON)] = [("row", .number(String(row)))]
+            if !invocation.variant.isEmpty { fields.append(("variant", .object(invocation.variant))) }
+            let answer = try call(client, "get_image", fields)
             let image = answer["image"] ?? .null
             if let output = invocation.output {
-                try save(image, client: client, to: output)
+                // A variant's bytes are its own object's.
+                try save(invocation.variant.isEmpty ? image : image["variant"] ?? .null, client: client, to: output)
                 if json && output != "-" { printJSON(answer) }
             } else if json {
                 printJSON(answer)

@@ -119,6 +119,10 @@ enum Format {
             let status = e["status"].flatMap { $0.isNull ? nil : " (HTTP \(text($0)))" } ?? ""
             lines.append("last error: \(text(e["reason"]))\(status), \(ago(e["time"]?.double)) ago")
         }
+        if let v = i["variant"], !v.isNull {
+            lines += ["variant: \(text(v["width"])) x \(text(v["height"])) \(text(v["type"])), \(size(v["size"]?.integer ?? 0))",
+                      "  hash:  \(text(v["hash"]))", "  path:  \(text(v["path"]))"]
+        }
         return lines.joined(separator: "\n")
     }
 

@@ -39,7 +39,8 @@ public enum Command: Sendable, Equatable {
     case getPost(id: PostID)
     /// `query`: only posts whose title holds it, case-insensitively (nil: every post).
     case listPosts(offset: Int, limit: Int?, query: String? = nil)
-    case getImage(row: Int, fetch: Bool)
+    /// `variant`: the row's image resized or converted (docs/protocol.md, "Image variants").
+    case getImage(row: Int, fetch: Bool, variant: VariantRequest? = nil)
     case listImages(offset: Int, limit: Int?)
     case read(hash: String)
     /// The object's file as a descriptor passed with the answer line (SCM_RIGHTS).
@@ -110,7 +111,7 @@ public struct Request: Sendable {
         case "list_posts":
             return .listPosts(offset: try count(f, "offset") ?? 0, limit: try count(f, "limit"), query: try query(f))
         case "get_image":
-            return .getImage(row: try requiredCount(f, "row"), fetch: try boolean(f, "fetch") ?? true)
+            return .getImage(row: try requiredCount(f, "row"), fetch: try boolean(f, "fetch") ?? true, variant: try variant(f))
         case "list_images":
             return .listImages(offset: try count(f, "offset") ?? 0, limit: try count(f, "limit"))
         case "read": return .read(hash: try hash(f))
@@ -158,6 +159,37 @@ public struct Request: Sendable {
             throw ProtocolError(.badRequest, "\"query\" must be a string of at most \(maxQueryBytes) bytes")
         }
         return s.isEmpty ? nil : s
+    }
+
+    /// `get_image`'s `variant`: an object of `w`, `h` (1 to 65535), `fit`
+    /// and `format`, each optional; nil when absent or null. The daemon's
+    /// own bounds (`variant-max-dimension`, `variant-sizes`) are the service's.
+    private static func variant(_ f: [String: JSON]) throws(ProtocolError) -> VariantRequest? {
+        guard let v = f["variant"], !v.isNull else { return nil }
+        guard case .object(let members) = v else { throw ProtocolError(.badRequest, "\"variant\" must be an object") }
+        var r = VariantRequest()
+        for (key, value) in members {
+            switch key {
+            case "w", "h":
+                guard let i = value.integer, i >= 1, i <= 65535 else {
+                    throw ProtocolError(.badRequest, "\"variant\".\(key) must be an integer from 1 to 65535")
+                }
+                if key == "w" { r.width = Int(i) } else { r.height = Int(i) }
+            case "fit":
+                guard let s = value.string, let fit = VariantFit(name: s) else {
+                    throw ProtocolError(.badRequest, "\"variant\".fit must be contain or cover")
+                }
+                r.fit = fit
+            case "format":
+                guard let s = value.string, let format = VariantFormat(name: s) else {
+                    throw ProtocolError(.badRequest, "\"variant\".format must be one of jpeg, png, webp, avif")
+                }
+                r.format = format
+            default:
+                throw ProtocolError(.badRequest, "unknown member \"\(key)\" of \"variant\" (it takes w, h, fit and format)")
+            }
+        }
+        return r
     }
 
     /// The longest `query` of `list_posts` (and `q` of HTTP's `/posts`): 256 bytes.

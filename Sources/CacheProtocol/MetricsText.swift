@@ -16,6 +16,7 @@ public enum MetricsText {
         metric("images", "gauge", "Rows of the image manifest.", s["images"])
         metric("images_cached", "gauge", "Rows whose image is cached.", s["images_cached"])
         metric("objects", "gauge", "Object files in the store.", s["objects"])
+        metric("variants", "gauge", "Image variants stored (each is also an object).", s["variants"])
         metric("object_bytes", "gauge", "Bytes of the object files.", s["bytes"])
         metric("max_bytes", "gauge", "The max-size cap in bytes (0: none).", s["max_bytes"])
         metric("uptime_seconds", "gauge", "Seconds since the daemon started.", s["uptime_s"])
@@ -29,6 +30,9 @@ public enum MetricsText {
             ("errors", "errors", "Error answers sent."), ("upstream_errors", "upstream_errors", "Failed fetches from the origin."),
             ("quarantined", "quarantined", "Objects that failed verification or could not be read, set aside."),
             ("read_errors", "read_errors", "Read errors (EIO) met on object files."), ("evictions", "evictions", "Objects evicted by max-size."),
+            ("variants_made", "variants_made", "Image variants made by a helper and stored."),
+            ("variant_hits", "variant_hits", "Image variants served from the store."),
+            ("variant_failures", "variant_failures", "Image variant requests that failed (image refused, helper failed)."),
         ]
         for (name, key, help) in counters { metric(name + "_total", "counter", help, s["counters"]?[key]) }
         if let mode = s["verify_reads"]?.string {

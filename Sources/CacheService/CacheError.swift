@@ -22,6 +22,11 @@ public enum CacheError: Error, Sendable, CustomStringConvertible {
     case notCached(row: Int)
     /// The request cannot be served as asked (a malformed argument).
     case invalid(String)
+    /// Too much is waiting already (variants for a helper); try again later.
+    case busy(String)
+    /// The daemon could not do it itself, through no fault of the store or
+    /// the origin (a variant helper that failed or cannot start).
+    case unavailable(String)
     /// Several failures of one operation (a prefetch's feeds and images).
     indirect case several([CacheError])
     /// A prefetch of both feeds in which one feed failed and the other was
@@ -36,7 +41,7 @@ public enum CacheError: Error, Sendable, CustomStringConvertible {
         case let .store(e, doing): return doing.isEmpty ? "\(e)" : "\(doing): \(e)"
         case .notFound(let what): return what
         case .notCached(let row): return "row \(row) is not cached"
-        case .invalid(let why): return why
+        case .invalid(let why), .busy(let why), .unavailable(let why): return why
         case .several(let all): return all.map(\.description).joined(separator: "; ")
         case .partialPrefetch(_, let failure): return failure.description
         }

@@ -4,6 +4,7 @@ import Glibc
 import CacheFetch
 import CacheStore
 import CacheSystem
+import CacheVariant
 
 /// Opening the store and the HTTP client, start-up recovery, the access-time
 /// thread, and shutdown in the order that loses nothing.
@@ -28,6 +29,12 @@ extension CacheService {
         logRecovery(store, log)
         let verification = store.readVerification
         log.notice("verify-reads: \(verification.mode.rawValue) (\(verification.reason))")
+        if let p = configuration.variantPool {
+            log.info("variants: made by \(p.executable), at most \(p.helpers) at once, \(formatSize(p.memory)) of address space each")
+        } else {
+            log.warning("variants: off, \(VariantHelpers.programName) was not found (looked for "
+                        + VariantHelpers.candidates().joined(separator: ", ") + "); image variants are refused")
+        }
         var policy = configuration.fetch
         policy.userAgent = userAgent
         let service = CacheService(store: store, http: HTTPClient(policy: policy, credentials: configuration.credentials),
@@ -89,6 +96,7 @@ extension CacheService {
     public func shutdown() {
         stopping.withLock { $0 = true }
         stopScrub()
+        variantHelpers?.stop()
         http.shutdown(timeout: Self.transferCancelSeconds)
         if !pool.stop(timeout: Self.workerDrainSeconds) { log.warning("workers still busy at exit; their work is abandoned") }
         logAccessTimes()

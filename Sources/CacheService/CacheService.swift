@@ -2,6 +2,7 @@ import CacheProtocol
 import CacheFetch
 import CacheStore
 import CacheSystem
+import CacheVariant
 
 /// The one service API every front-end calls (the socket's JSON lines
 /// today, HTTP next): posts, images, objects, prefetch and maintenance over
@@ -49,6 +50,12 @@ public final class CacheService: Sendable {
     let stopping = Locked(false)
     /// The scrub thread's settings, stop flag and progress (CacheService+Scrub.swift).
     let scrubber: Scrubber
+    /// The variant helpers; nil when `cached-variant` was not found.
+    let variantHelpers: VariantHelpers?
+    /// What clients may ask of variants (a reload changes it).
+    let variantSettings: Locked<VariantSettings>
+    /// Variants being made, one per original and spec (CacheService+Variants.swift).
+    let variantFlight = SingleFlight<VariantKey, Result<VariantRef, CacheError>>()
 
     /// A service over an open store (`open` opens one from a configuration).
     init(store: Store, http: HTTPClient, pool: WorkerPool, log: Logger, configuration: ServiceConfiguration) {
@@ -59,6 +66,8 @@ public final class CacheService: Sendable {
         self.feeds = Locked(configuration.feeds)
         self.maxBytes = configuration.maxBytes
         self.scrubber = Scrubber(configuration.scrub)
+        self.variantHelpers = configuration.variantPool.map { VariantHelpers($0, log: log) }
+        self.variantSettings = Locked(configuration.variants)
     }
 
     // MARK: Counting for front-ends
@@ -99,7 +108,7 @@ public final class CacheService: Sendable {
                              counters: counterValues(), evictions: s.evictions,
                              storeDirectory: store.directory, logRecords: s.logRecords,
                              lastPrefetch: lastPrefetch.withLock { $0 },
-                             verifyReads: store.readVerification.mode.rawValue,
+                             verifyReads: store.readVerification.mode.rawValue, variants: s.variants,
                              scrub: scrubber.status())
     }
 

@@ -17,4 +17,10 @@ public struct CounterValues: Sendable, Equatable {
     /// Read errors met on object files (`Store.readErrors`): each also
     /// quarantined its object.
     public var readErrors = 0
+    /// Variants made by a helper and stored.
+    public var variantsMade = 0
+    /// Variant requests answered from the store, no helper involved.
+    public var variantHits = 0
+    /// Variant requests that failed: the image refused, a helper failed, none could start.
+    public var variantFailures = 0
 }

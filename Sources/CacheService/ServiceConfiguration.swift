@@ -1,5 +1,6 @@
 import CacheFetch
 import CacheStore
+import CacheVariant
 
 /// What the service needs from the settings; built from them in one place
 /// (`Settings.serviceConfiguration`, CacheDaemon).
@@ -22,6 +23,11 @@ public struct ServiceConfiguration: Sendable, Equatable {
     public var verifyReads: VerifyReads = .always
     /// The background scrub (`scrub-interval`, `scrub-rate`; a reload changes them: `apply(_:)`).
     public var scrub = ScrubSettings()
+    /// What clients may ask of variants (a reload changes it: `apply(_:)`).
+    public var variants = VariantSettings()
+    /// The variant helpers' pool; nil when `cached-variant` was not found
+    /// (variants are then refused, saying so).
+    public var variantPool: VariantPoolConfiguration?
 
     public init(feeds: FeedConfiguration, storeDirectory: String, maxBytes: Int64, fetch: FetchPolicy,
                 credentials: FetchCredentials = .none,

@@ -47,6 +47,8 @@ public struct ImageEntry: Sendable, Equatable {
     /// Why the row's URL last failed, since it last succeeded (in memory
     /// only); nil when it never failed or succeeded since.
     public var lastError: RowError? = nil
+    /// The variant asked for (`get_image` with `variant`), once made.
+    public var variant: VariantInfo? = nil
 }
 
 /// A page of the manifest.
@@ -186,6 +188,8 @@ public struct ServiceStatus: Sendable {
     public var lastPrefetch: LastPrefetch? = nil
     /// The `verify-reads` mode in effect: `always` or `on-change`.
     public var verifyReads = "always"
+    /// Variants stored.
+    public var variants = 0
     /// The background scrub: its state, the pass under way, the last one.
     public var scrub = ScrubStatus(state: .off, interval: 0, rate: ScrubSettings.defaultRate, pass: nil, last: nil,
                                    nextStart: nil, sinceStart: ScrubStatus.Counts())

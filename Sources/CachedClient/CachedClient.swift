@@ -87,6 +87,27 @@ public final class CachedClient: Sendable {
         try decode(ImageRow.self, try await call("get_image", [("row", .number(String(row))), ("fetch", .bool(fetch))])["image"])
     }
 
+    /// Row `row` with a variant of its image: fitted into `width` x `height`
+    /// (either may be nil: free, up to the daemon's `variant-max-dimension`),
+    /// or covering it when `fit` is `.cover`, as `format` (default: the
+    /// original's format when jpeg, png, webp or avif, else webp). Made once
+    /// for every client, then stored; `variant` in the answer names it.
+    public func image(row: Int, variant: VariantRequest) async throws(CachedError) -> ImageRow {
+        var members: [(String, JSON)] = []
+        if let w = variant.width { members.append(("w", .number(String(w)))) }
+        if let h = variant.height { members.append(("h", .number(String(h)))) }
+        if let fit = variant.fit { members.append(("fit", .string(fit.name))) }
+        if let format = variant.format { members.append(("format", .string(format.name))) }
+        return try decode(ImageRow.self, try await call("get_image", [("row", .number(String(row))), ("variant", .object(members))])["image"])
+    }
+
+    /// The verified bytes of a variant of row `row`'s image (made first if it must be).
+    public func variantData(row: Int, _ variant: VariantRequest) async throws(CachedError) -> [UInt8] {
+        let entry = try await image(row: row, variant: variant)
+        guard let hash = entry.variant?.hash else { throw CachedError(.malformed, "the daemon named no variant for row \(row)") }
+        return try await read(hash: hash)
+    }
+
     /// The manifest's rows from `offset`, at most `limit` (all by default).
     public func images(offset: Int = 0, limit: Int? = nil) async throws(CachedError) -> [ImageRow] {
         try decode([ImageRow].self, try await call("list_images", paging(offset, limit))["images"])

@@ -2,6 +2,10 @@ import CacheSystem
 /// A post's id: an integer or a string (`post(id: 5)`, `post(id: "a1b2")`),
 /// Codable as the JSON integer or string it is.
 public typealias PostID = CacheSystem.PostID
+/// A variant as asked for: `CachedClient.image(row:variant:)`.
+public typealias VariantRequest = CacheSystem.VariantRequest
+public typealias VariantFit = CacheSystem.VariantFit
+public typealias VariantFormat = CacheSystem.VariantFormat
 
 /// A post, as the feed gave it and the daemon stored it (docs/protocol.md,
 /// "Feeds"): `id` always; `userId` (as `userID`), `title` and `body` when
@@ -79,6 +83,22 @@ public struct ImageRow: Codable, Sendable, Equatable, Identifiable {
     public var path: String?
     /// Why the row's URL last failed, since it last succeeded (the daemon keeps it in memory only).
     public var lastError: RowError?
+    /// The variant asked for with `image(row:variant:)`; nil otherwise.
+    public var variant: Variant?
+
+    /// A variant of the row's image, stored as an object of its own.
+    public struct Variant: Codable, Sendable, Equatable {
+        /// The variant's object hash: `read(hash:)` and `open` take it.
+        public var hash: String
+        public var size: Int64
+        /// Its MIME type: image/jpeg, image/png, image/webp or image/avif.
+        public var type: String
+        /// Its object file's path (absent over HTTP unless `http-show-paths`).
+        public var path: String?
+        /// Its size in pixels.
+        public var width: Int
+        public var height: Int
+    }
 
     /// A row's last failure.
     public struct RowError: Codable, Sendable, Equatable {
@@ -91,7 +111,7 @@ public struct ImageRow: Codable, Sendable, Equatable, Identifiable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case row, url, description, hash, size, type, path
+        case row, url, description, hash, size, type, path, variant
         case lastError = "last_error"
     }
 
@@ -115,8 +135,10 @@ public struct Status: Codable, Sendable, Equatable {
     public var logRecords: Int
     /// `hits`, `misses`, `downloads`, `download_bytes`, `coalesced`, `errors`,
     /// `requests`, `connections`, `upstream_errors`, `quarantined`,
-    /// `read_errors`, `evictions`.
+    /// `read_errors`, `evictions`, `variants_made`, `variant_hits`, `variant_failures`.
     public var counters: [String: Int64]
+    /// Image variants stored (nil from a daemon without variants).
+    public var variants: Int?
     /// The last prefetch that finished since the daemon started; nil when none did.
     public var lastPrefetch: LastPrefetch?
     /// The `verify-reads` mode in effect, `always` or `on-change` (nil from a daemon that predates it).
@@ -137,7 +159,7 @@ public struct Status: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case posts, images, objects, bytes, version, store, socket, counters, scrub
+        case posts, images, objects, bytes, version, store, socket, counters, scrub, variants
         case imagesCached = "images_cached", maxBytes = "max_bytes", uptimeSeconds = "uptime_s", logRecords = "log_records"
         case lastPrefetch = "last_prefetch", verifyReads = "verify_reads"
     }

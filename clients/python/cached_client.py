@@ -350,6 +350,27 @@ class Client:
         ``type``, ``path``); downloads the image first unless ``fetch`` is false."""
         return self.call("get_image", row=row, fetch=fetch)["image"]
 
+    def image_variant(self, row: int, width: Optional[int] = None, height: Optional[int] = None,
+                      fit: Optional[str] = None, format: Optional[str] = None) -> Dict[str, Any]:
+        """Row ``row`` with a variant of its image, as ``image`` returns it plus
+        ``variant`` (``hash``, ``size``, ``type``, ``path``, ``width``,
+        ``height``): fitted into ``width`` x ``height`` pixels (either may be
+        None), or covering it when ``fit`` is ``"cover"``, as ``format``
+        (``jpeg``, ``png``, ``webp`` or ``avif``; default: the original's
+        format when it is one of those, else webp). The daemon makes it once
+        for every client and stores it; ``read`` takes its hash."""
+        variant = {k: v for k, v in (("w", width), ("h", height), ("fit", fit), ("format", format)) if v is not None}
+        return self.call("get_image", row=row, variant=variant)["image"]
+
+    def variant_data(self, row: int, **variant: Any) -> bytearray:
+        """The verified bytes of a variant of row ``row``'s image (the
+        arguments of ``image_variant``)."""
+        entry = self.image_variant(row, **variant)
+        found = entry.get("variant")
+        if not isinstance(found, dict) or not isinstance(found.get("hash"), str):
+            raise self._malformed(f"a variant answer without the variant's hash: {json.dumps(entry)[:200]}")
+        return self.read(found["hash"])
+
     def images(self, offset: int = 0, limit: Optional[int] = None) -> List[Dict[str, Any]]:
         """The manifest's rows, each as ``image`` returns it (``hash`` None when not cached)."""
         return self.call("list_images", offset=offset, limit=limit)["images"]

@@ -109,4 +109,20 @@ int clinux_socket_is_loopback(int fd);
 /** TCP_NODELAY on: an answer's last segment is not held back waiting for an ACK. */
 int clinux_tcp_nodelay(int fd);
 
+/** A pipe whose two ends are close-on-exec: fds[0] reads, fds[1] writes;
+    0 or -1 with errno. */
+int clinux_pipe_cloexec(int fds[2]);
+
+/** Starts `path` with `argv` and `envp` (NULL-terminated) as a child whose
+    standard input, output and error are `in`, `out` and `err` (every other
+    descriptor is close-on-exec in this process), with an empty signal mask
+    and every signal at its default action (this process blocks and ignores
+    some). posix_spawn: safe in a process with threads. 0 with *pid set, or
+    an errno value. */
+int clinux_spawn(const char *path, char *const argv[], char *const envp[], int in, int out, int err, int *pid);
+
+/** prlimit(pid, resource, {soft, hard}, NULL): sets another process's limit
+    (RLIMIT_AS 9, RLIMIT_CPU 0); 0 or -1 with errno. */
+int clinux_set_limit(int pid, int resource, uint64_t soft, uint64_t hard);
+
 #endif

@@ -176,9 +176,14 @@ function missing(err) {
   return placeholder("failed", "failed: " + err.reason, [status, when].filter(Boolean).join(", "));
 }
 
-// Shows `r.hash` in row `tr`: an image, a type browsers cannot show, or why there is none.
+// The thumbnails the table asks for: its cell's box at 1x and 2x, made
+// once for the whole host by the daemon (`/images/{row}?w=&h=`, a variant).
+const THUMB = { w: 160, h: 72 };
+const thumb = (n, scale) => `/images/${n}?w=${THUMB.w * scale}&h=${THUMB.h * scale}`;
+
+// Shows `r.hash` in row `tr`: its thumbnail linking to the original, or why there is none.
 function setImage(tr, r, by) {
-  const cell = tr.cells[2], hash = r.hash;
+  const cell = tr.cells[2], hash = r.hash, n = r.row;
   if (!(typeof hash === "string" && HASH.test(hash))) {
     tr.removeAttribute("data-hash");
     tr.removeAttribute("data-filled-by");
@@ -186,28 +191,44 @@ function setImage(tr, r, by) {
     return;
   }
   tr.setAttribute("data-filled-by", by);
-  const type = str(r.type);
-  if (type && !SHOWN.has(type)) {
-    tr.setAttribute("data-hash", hash);
-    const size = typeof r.size === "number" ? ", " + count(r.size) + " bytes" : "";
-    const ph = placeholder("unsupported", `${type}: browsers do not show this type${size}`);
-    const a = el("a", "", "download");
-    a.href = "/objects/" + hash;
-    ph.append(a);
-    cell.replaceChildren(ph);
-    return;
-  }
   if (tr.getAttribute("data-hash") === hash && cell.querySelector("img")) return;
   tr.setAttribute("data-hash", hash);
+  const type = str(r.type);
+  const a = el("a");
+  a.href = "/objects/" + hash;
+  a.target = "_blank";
+  a.title = "the original" + (type ? ", " + type : "");
   const img = el("img");
   img.setAttribute("data-state", "loading");
+  img.setAttribute("data-kind", "thumbnail");
   img.loading = "lazy";
   img.decoding = "async";
   img.alt = tr.cells[1].textContent;
   img.onload = () => { img.setAttribute("data-state", img.naturalWidth > 0 ? "loaded" : "error"); summary(); };
-  img.onerror = () => { img.setAttribute("data-state", "error"); summary(); };
-  img.src = "/objects/" + hash;
-  cell.replaceChildren(img);
+  // No thumbnail (no helper, a size variant-sizes refuses, an image refused):
+  // the original where browsers draw its type, else a note saying why not.
+  img.onerror = () => {
+    if (type && !SHOWN.has(type)) {
+      const size = typeof r.size === "number" ? ", " + count(r.size) + " bytes" : "";
+      const ph = placeholder("unsupported", `${type}: browsers do not show this type${size}`);
+      const d = el("a", "", "download");
+      d.href = "/objects/" + hash;
+      ph.append(d);
+      cell.replaceChildren(ph);
+    } else if (img.getAttribute("data-kind") === "thumbnail") {
+      img.setAttribute("data-kind", "original");
+      img.removeAttribute("srcset");
+      img.src = "/objects/" + hash;
+      return;
+    } else {
+      img.setAttribute("data-state", "error");
+    }
+    summary();
+  };
+  img.srcset = `${thumb(n, 1)} 1x, ${thumb(n, 2)} 2x`;
+  img.src = thumb(n, 1);
+  a.append(img);
+  cell.replaceChildren(a);
 }
 
 // One row of a listing into its <tr>, unless a row event since is newer.

@@ -137,6 +137,8 @@ final class Daemon {
         service.apply(plan.applied.feedConfiguration)
         service.apply(plan.applied.fetchCredentials)
         service.apply(plan.applied.scrubSettings)
+        service.apply(plan.applied.variantSettings)
+        service.apply(variantTimeout: plan.applied.variantTimeout, memory: plan.applied.variantMemory)
         log.setLevel(plan.applied.logLevel)
         loop.limits = plan.applied.loopLimits
         let source = fresh.configFile ?? "the environment and flags"

@@ -1,6 +1,7 @@
 import CacheFetch
 import CacheService
 import CacheStore
+import CacheVariant
 
 /// Each subsystem's configuration, built from the settings here and nowhere else.
 extension Settings {
@@ -19,7 +20,27 @@ extension Settings {
                                      credentials: fetchCredentials)
         c.verifyReads = verifyReads
         c.scrub = scrubSettings
+        c.variants = variantSettings
+        c.variantPool = variantPool
         return c
+    }
+
+    var variantSettings: VariantSettings {
+        var v = VariantSettings()
+        v.maxDimension = variantMaxDimension
+        v.sizes = variantSizes
+        v.maxPixels = maxImagePixels
+        return v
+    }
+
+    /// The helpers' pool, when `cached-variant` is found beside the daemon.
+    var variantPool: VariantPoolConfiguration? {
+        guard let executable = VariantHelpers.locate() else { return nil }
+        var p = VariantPoolConfiguration(executable: executable)
+        p.helpers = variantHelpers
+        p.memory = variantMemory
+        p.jobSeconds = variantTimeout
+        return p
     }
 
     var scrubSettings: ScrubSettings { ScrubSettings(interval: scrubInterval, rate: scrubRate) }

@@ -43,6 +43,18 @@ public struct Settings: Sendable, Equatable {
     /// largest feed body `max-object-size` accepts by default, which is about
     /// what one refresh of the posts writes.
     public var minFreeSpace: Int64 = 64 << 20
+    /// The largest variant width or height, and the bound of a side a request leaves free.
+    public var variantMaxDimension = 2048
+    /// The widths and heights a variant may be asked for; empty: any up to the bound.
+    public var variantSizes: [Int] = []
+    /// An image of more pixels (its first frame) gets no variant: refused by its header.
+    public var maxImagePixels: Int64 = 100_000_000
+    /// Variant helpers running at most.
+    public var variantHelpers = 2
+    /// Each variant helper's address space.
+    public var variantMemory: Int64 = 2 << 30
+    /// Longest a variant may take to make, once a helper has it.
+    public var variantTimeout = 60.0
     /// Parallel downloads, retries, timeouts, redirects, TLS trust and proxy.
     public var fetch = FetchPolicy()
     /// `fetch-header`, in order; sent only to the origins of the feed URLs.

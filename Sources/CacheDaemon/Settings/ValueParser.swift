@@ -151,6 +151,18 @@ enum ValueParser {
         return names
     }
 
+    /// Comma-separated whole numbers from 1 to 16384 (`variant-sizes`), sorted, each once; empty: none.
+    static func sizeList(_ key: String, _ value: String) throws(SettingsError) -> [Int] {
+        var sizes = Set<Int>()
+        for part in value.split(separator: ",").map({ $0.trimmed() }) where !part.isEmpty {
+            guard let n = Int(part), (1...16384).contains(n) else {
+                throw SettingsError("\(key) takes whole numbers from 1 to 16384, comma-separated (such as 96,192,400), not \"\(part)\"")
+            }
+            sizes.insert(n)
+        }
+        return sizes.sorted()
+    }
+
     private static func isVisibleASCII(_ s: String) -> Bool { s.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F } }
 
     /// A file (or directory) this process can read; checked at start so a

@@ -57,6 +57,16 @@ enum AnswerEncoding {
             if let status = f.status { fo.field("status", status) } else { fo.field("status", object: nil) }
             return fo
         })
+        if let v = e.variant {
+            var vo = JSONObjectWriter()
+            vo.field("hash", v.object.hash)
+            vo.field("size", v.object.size)
+            vo.field("type", v.object.mimeType)
+            if withPath { vo.field("path", v.object.path) }
+            vo.field("width", v.width)
+            vo.field("height", v.height)
+            o.field("variant", object: vo)
+        }
         return o
     }
 
@@ -169,6 +179,7 @@ enum AnswerEncoding {
             o.field("images", s.images)
             o.field("images_cached", s.imagesCached)
             o.field("objects", s.objects)
+            o.field("variants", s.variants)
             o.field("bytes", s.bytes)
             o.field("max_bytes", s.maxBytes)
             o.field("uptime_s", s.uptimeSeconds)
@@ -197,6 +208,9 @@ enum AnswerEncoding {
         co.field("quarantined", c.quarantined)
         co.field("read_errors", c.readErrors)
         co.field("evictions", evictions)
+        co.field("variants_made", c.variantsMade)
+        co.field("variant_hits", c.variantHits)
+        co.field("variant_failures", c.variantFailures)
         return co
     }
 }

@@ -18,6 +18,8 @@ extension ProtocolError {
         case .notFound: return .notFound
         case .notCached: return .notCached
         case .invalid: return .badRequest
+        case .busy: return .busy
+        case .unavailable: return .internal
         case .several(let all):
             return error.isStoreFailure ? .internal : all.first.map(code) ?? .internal
         case .partialPrefetch(_, let failure): return code(failure)

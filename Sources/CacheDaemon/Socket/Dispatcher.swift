@@ -26,10 +26,10 @@ final class Dispatcher: Sendable {
         case let .listPosts(offset, limit, query):
             let encode = { @Sendable (page: PostsPage) in AnswerEncoding.posts(page, tag: tag) }
             return answer(service.posts(offset: offset, limit: limit, query: query, then: finish(reply, encode)), tag, encode)
-        case let .getImage(row, fetch):
-            return answer(service.image(row: row, fetch: fetch, then: finish(reply) { AnswerEncoding.image($0, tag: tag) }), tag) {
-                AnswerEncoding.image($0, tag: tag)
-            }
+        case let .getImage(row, fetch, variant):
+            let encode = { @Sendable (entry: ImageEntry) in AnswerEncoding.image(entry, tag: tag) }
+            if let variant { return answer(service.imageVariant(row: row, variant, then: finish(reply, encode)), tag, encode) }
+            return answer(service.image(row: row, fetch: fetch, then: finish(reply, encode)), tag, encode)
         case let .listImages(offset, limit):
             let encode = { @Sendable (page: ImagesPage) in AnswerEncoding.images(page, tag: tag) }
             return answer(service.images(offset: offset, limit: limit, then: finish(reply, encode)), tag, encode)

@@ -1,0 +1,53 @@
+import CacheHTTP
+import CacheService
+import CacheSystem
+
+/// `/images/{row}?w=W&h=H&fit=F&format=F`: a variant of the row's image
+/// (docs/http.md, "Image variants"), answered as its object is: verified,
+/// with its hash as ETag, conditionals and ranges.
+extension HTTPFrontEnd {
+    /// The variant the query asks for; nil when it names none of `w`, `h`,
+    /// `fit`, `format`.
+    static func variantRequest(_ request: HTTPRequest) throws(CacheError) -> VariantRequest? {
+        let w = request.query("w"), h = request.query("h"), fit = request.query("fit"), format = request.query("format")
+        guard w != nil || h != nil || fit != nil || format != nil else { return nil }
+        func side(_ name: String, _ text: String?) throws(CacheError) -> Int? {
+            guard let text else { return nil }
+            guard let v = integer(text), v >= 1, v <= 65535 else { throw .invalid("\(name) is a decimal integer from 1 to 65535") }
+            return Int(v)
+        }
+        var r = VariantRequest(width: try side("w", w), height: try side("h", h))
+        if let fit {
+            guard let f = VariantFit(name: fit) else { throw .invalid("fit is contain or cover") }
+            r.fit = f
+        }
+        if let format {
+            guard let f = VariantFormat(name: format) else { throw .invalid("format is one of jpeg, png, webp, avif") }
+            r.format = f
+        }
+        return r
+    }
+
+    /// The variant's bytes, once the service has it (made now if it must be).
+    func imageVariant(_ row: Int, _ variant: VariantRequest, _ request: HTTPRequest, _ reply: Reply, again: Bool = true) -> Answer {
+        let outcome = service.imageVariant(row: row, variant) { [self] result in
+            switch result {
+            case .success(let entry): finish(variantAnswer(entry, variant, request, reply, again: again), reply)
+            case .failure(let e): reply.finish(failure(e, request))
+            }
+        }
+        switch outcome {
+        case .later: return .later
+        case .now(.success(let entry)): return variantAnswer(entry, variant, request, reply, again: again)
+        case .now(.failure(let e)): return .now(failure(e, request))
+        }
+    }
+
+    /// A variant's file gone since the service looked is made again, once.
+    private func variantAnswer(_ entry: ImageEntry, _ variant: VariantRequest, _ request: HTTPRequest, _ reply: Reply,
+                               again: Bool) -> Answer {
+        guard let v = entry.variant else { return .now(failure(.notCached(row: entry.row), request)) }
+        let remake: (@Sendable () -> Answer)? = again ? { @Sendable [self] in imageVariant(entry.row, variant, request, reply, again: false) } : nil
+        return object(v.object, request, cacheControl: Self.revalidate, reply, missing: remake)
+    }
+}

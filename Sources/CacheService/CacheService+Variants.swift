@@ -1,0 +1,147 @@
+import CacheStore
+import CacheSystem
+import CacheVariant
+
+/// `get_image` with a variant: the original first (as `get_image`), then
+/// its variant from the store, or made once by a helper however many ask
+/// (docs/protocol.md, "Image variants"; docs/architecture.md).
+extension CacheService {
+    /// The row and the variant `request` of its image. A stored variant of a
+    /// cached row is answered now; anything else later: the original
+    /// downloaded if it must be, the variant made by a `cached-variant`
+    /// helper and stored like any object.
+    public func imageVariant(row index: Int, _ request: VariantRequest,
+                             then completion: @escaping Completion<ImageEntry>) -> Outcome<ImageEntry> {
+        let settings = variantSettings.withLock { $0 }
+        // What can be refused before the original is known is refused now.
+        if case .failure(let e) = settings.resolve(request, originalCode: 0) { return .now(.failure(e)) }
+        let original = image(row: index, fetch: true) { [self] result in
+            switch result {
+            case .failure(let e): completion(.failure(e))
+            case .success(let entry): variant(of: entry, request, settings, completion)
+            }
+        }
+        switch original {
+        case .later: return .later
+        case .now(.failure(let e)): return .now(.failure(e))
+        case .now(.success(let entry)):
+            if let stored = storedVariant(entry, request, settings) { return .now(stored) }
+            pool.submit { [self] in variant(of: entry, request, settings, completion) }
+            return .later
+        }
+    }
+
+    /// The entry with its stored variant (a hit: counted, its use noted);
+    /// a refusal of the request; or nil when the variant must be made.
+    private func storedVariant(_ entry: ImageEntry, _ request: VariantRequest, _ settings: VariantSettings) -> Result<ImageEntry, CacheError>? {
+        guard let source = sourceObject(entry) else { return nil }
+        let spec: VariantSpec
+        switch settings.resolve(request, originalCode: source.type.rawValue) {
+        case .success(let s): spec = s
+        case .failure(let e): return .failure(e)
+        }
+        guard let v = store.variant(of: source.hash, spec), store.objectFileLooksRight(v.object) else { return nil }
+        counters.withLock { $0.variantHits += 1 }
+        store.touch(v.object.hash)
+        return .success(with(entry, v))
+    }
+
+    /// On a worker: the stored variant, or the one made now.
+    private func variant(of entry: ImageEntry, _ request: VariantRequest, _ settings: VariantSettings,
+                         _ completion: @escaping Completion<ImageEntry>) {
+        if let stored = storedVariant(entry, request, settings) { completion(stored); return }
+        guard let source = sourceObject(entry) else {
+            completion(.failure(.notFound("row \(entry.row)'s image is no longer cached")))
+            return
+        }
+        let spec: VariantSpec
+        switch settings.resolve(request, originalCode: source.type.rawValue) {
+        case .success(let s): spec = s
+        case .failure(let e): completion(.failure(e)); return
+        }
+        makeVariant(source, spec, settings) { [self] result in
+            completion(result.map { with(entry, $0) }.mapError { $0.about("row \(entry.row) variant \(spec)") })
+        }
+    }
+
+    /// Makes the variant `spec` of `source` once, however many ask at the
+    /// same time: read verified, made by a helper, stored durably.
+    func makeVariant(_ source: ObjectRef, _ spec: VariantSpec, _ settings: VariantSettings,
+                     then: @escaping @Sendable (Result<VariantRef, CacheError>) -> Void) {
+        let key = VariantKey(source: source.hash, spec: spec)
+        guard variantFlight.join(key, then) else { counters.withLock { $0.coalesced += 1 }; return }
+        let finish: @Sendable (Result<VariantRef, CacheError>) -> Void = { [self] result in
+            if case .failure(let e) = result {
+                counters.withLock { $0.variantFailures += 1 }
+                log.warning("variant \(spec) of \(source.hash): \(e)")
+            }
+            variantFlight.finish(key, result)
+        }
+        guard let helpers = variantHelpers else {
+            finish(.failure(.unavailable("variants need the \(VariantHelpers.programName) program, which was not found "
+                                         + "(docs/operations.md, \"Image variants\")")))
+            return
+        }
+        let (maxSize, headroom) = feeds.withLock { ($0.maxObjectSize, $0.minFreeSpace) }
+        let job: VariantJob
+        do throws(StoreError) {
+            try store.checkHeadroom(headroom)
+            let (fd, size) = try store.openVerified(source.hash)
+            job = VariantJob(spec: spec, source: fd, sourceSize: size, maxDimension: settings.maxDimension,
+                             maxPixels: settings.maxPixels, maxResult: maxSize)
+        } catch {
+            finish(.failure(.store(error, doing: "reading the original")))
+            return
+        }
+        helpers.submit(job) { [self] made in
+            switch made {
+            case .failure(let f):
+                if case .source(let e) = f { objectReadFailed(path: store.objectPath(source.hash), file: nil, e) }
+                finish(.failure(Self.cacheError(f)))
+            case .success(let m):
+                pool.submit { [self] in
+                    do throws(StoreError) {
+                        let v = try store.commitVariant(m.bytes, of: source.hash, spec, width: m.width, height: m.height, maxSize: maxSize)
+                        counters.withLock { $0.variantsMade += 1 }
+                        finish(.success(v))
+                    } catch {
+                        finish(.failure(.store(error, doing: "storing the variant")))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The object a cached entry names, as the index has it now.
+    private func sourceObject(_ entry: ImageEntry) -> ObjectRef? {
+        entry.object.flatMap { Hash128(hex: $0.hash) }.flatMap { store.objectRef($0) }
+    }
+
+    private func with(_ entry: ImageEntry, _ v: VariantRef) -> ImageEntry {
+        var e = entry
+        e.variant = VariantInfo(object: objectInfo(v.object), width: v.width, height: v.height)
+        return e
+    }
+
+    /// A helper's failure as the service's: a refused image is the
+    /// origin's bytes (`upstream`), a helper that failed is the daemon's.
+    static func cacheError(_ f: VariantFailure) -> CacheError {
+        switch f {
+        case .refused: .origin(OriginFailure(subject: "", url: "", attempts: 0, reason: f.description))
+        case .busy(let m): .busy(m)
+        case .helperFailed, .unavailable, .stopped: .unavailable(f.description)
+        case .source(let e): .store(.io(e), doing: "reading the original")
+        }
+    }
+
+    /// Applies reloaded variant settings.
+    public func apply(_ settings: VariantSettings) {
+        variantSettings.withLock { $0 = settings }
+    }
+
+    /// Applies a reloaded `variant-timeout` and `variant-memory` (a helper
+    /// running keeps its memory limit until it is replaced).
+    public func apply(variantTimeout: Double, memory: Int64) {
+        variantHelpers?.apply(jobSeconds: variantTimeout, memory: memory)
+    }
+}

@@ -1,0 +1,290 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLinux
+import CacheSystem
+
+/// One running `cached-variant`: its process and the two pipes to it.
+/// Owned by one driver thread of the pool; every call may block up to the
+/// deadline it is given, never longer.
+final class HelperProcess {
+    let pid: Int32
+    /// The helper's standard input (we write jobs).
+    private let input: FileDescriptor
+    /// The helper's standard output (we read results).
+    private let output: FileDescriptor
+    /// Jobs run on this helper.
+    private(set) var jobs = 0
+    private var received: [UInt8] = []
+
+    private init(pid: Int32, input: FileDescriptor, output: FileDescriptor) {
+        self.pid = pid
+        self.input = input
+        self.output = output
+    }
+
+    /// Starts the helper, limits its memory and CPU from outside, waits for
+    /// its ready message and checks that it sandboxed itself (seccomp and
+    /// no_new_privs in `/proc/PID/status`). A helper that does not is killed.
+    static func start(_ c: VariantPoolConfiguration) throws(VariantFailure) -> HelperProcess {
+        let toChild = try pipe(), fromChild = try pipe()
+        let devNull = Glibc.open("/dev/null", O_WRONLY | O_CLOEXEC)
+        defer {
+            Glibc.close(toChild.0)
+            Glibc.close(fromChild.1)
+            if devNull >= 0 { Glibc.close(devNull) }
+        }
+        var pid: Int32 = 0
+        let rc = withCStrings([c.executable, "--serve"]) { argv in
+            withCStrings(["MALLOC_ARENA_MAX=2", "LC_ALL=C"]) { envp in
+                clinux_spawn(c.executable, argv, envp, toChild.0, fromChild.1, devNull >= 0 ? devNull : 2, &pid)
+            }
+        }
+        guard rc == 0 else {
+            Glibc.close(toChild.1)
+            Glibc.close(fromChild.0)
+            throw .unavailable("cannot start \(c.executable): \(String(cString: strerror(rc)))")
+        }
+        let helper = HelperProcess(pid: pid, input: FileDescriptor(rawValue: toChild.1, path: "variant helper"),
+                                   output: FileDescriptor(rawValue: fromChild.0, path: "variant helper"))
+        do throws(VariantFailure) {
+            try helper.limit(c)
+            try helper.awaitReady(deadline: Clock.monotonicNanoseconds() + UInt64(c.startSeconds * 1e9))
+            try helper.checkSandbox()
+        } catch {
+            _ = helper.stop(killing: true)
+            throw error
+        }
+        return helper
+    }
+
+    private static func pipe() throws(VariantFailure) -> (Int32, Int32) {
+        var fds: [Int32] = [-1, -1]
+        guard clinux_pipe_cloexec(&fds) == 0 else {
+            throw .unavailable("pipe: \(String(cString: strerror(errno)))")
+        }
+        return (fds[0], fds[1])
+    }
+
+    /// RLIMIT_AS, and RLIMIT_CPU's hard limit for the helper's life (each
+    /// job sets the soft one).
+    private func limit(_ c: VariantPoolConfiguration) throws(VariantFailure) {
+        let memory = UInt64(c.memory)
+        guard clinux_set_limit(pid, 9 /* RLIMIT_AS */, memory, memory) == 0,
+              clinux_set_limit(pid, 0 /* RLIMIT_CPU */, UInt64(c.cpuSecondsPerJob), UInt64(c.cpuSecondsPerHelper)) == 0 else {
+            throw .unavailable("cannot limit the helper (prlimit): \(String(cString: strerror(errno)))")
+        }
+        do throws(SystemError) {
+            try input.setNonBlocking()
+            try output.setNonBlocking()
+        } catch { throw .unavailable("\(error)") }
+    }
+
+    private func awaitReady(deadline: UInt64) throws(VariantFailure) {
+        while received.count < VariantWire.readySize {
+            try receive(deadline: deadline, what: "its ready message")
+        }
+        guard Array(received.prefix(VariantWire.readySize)) == VariantWire.ready else {
+            throw .unavailable("the helper's first message was not its ready message (a cached-variant of another version?)")
+        }
+        received.removeFirst(VariantWire.readySize)
+    }
+
+    /// The kernel's word that the helper runs under a seccomp filter with
+    /// no_new_privs: what it says of itself is not taken on trust.
+    private func checkSandbox() throws(VariantFailure) {
+        let status = Self.procFile("status", pid)
+        guard status.contains("\nSeccomp:\t2\n"), status.contains("\nNoNewPrivs:\t1\n") else {
+            throw .unavailable("the helper is not sandboxed (its /proc status shows no seccomp filter or no no_new_privs)")
+        }
+    }
+
+    /// `/proc/PID/NAME` as text; empty when it cannot be read.
+    static func procFile(_ name: String, _ pid: Int32) -> String {
+        String(decoding: (try? FileSystem.read("/proc/\(pid)/\(name)", limit: 64 << 10)) ?? [], as: UTF8.self)
+    }
+
+    /// The helper's CPU time so far, in seconds (`/proc/PID/stat`).
+    func cpuSeconds() -> Double? {
+        let stat = Self.procFile("stat", pid)
+        guard let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // After the command: state is field 3, utime 14 and stime 15 (1-based).
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Runs one job: its header and source out, its result back, within
+    /// `deadline`. A failure of the helper leaves it unusable: stop it.
+    func run(_ job: VariantJob, _ c: VariantPoolConfiguration, deadline: UInt64) -> Result<MadeVariant, VariantFailure> {
+        jobs += 1
+        // The soft limit moves on by one job's CPU time; the hard one, set
+        // at start, stays (raising it would take a privilege).
+        if let used = self.cpuSeconds() {
+            let soft = min(UInt64(used.rounded(.up)) + UInt64(c.cpuSecondsPerJob), UInt64(c.cpuSecondsPerHelper))
+            _ = clinux_set_limit(pid, 0, soft, UInt64(c.cpuSecondsPerHelper))
+        }
+        do throws(VariantFailure) {
+            var sender = JobSender(header: job.wireHeader.encoded, source: job.source, size: job.sourceSize)
+            var result: VariantWire.ResultHeader?
+            while true {
+                if result == nil, received.count >= VariantWire.resultHeaderSize {
+                    result = try decodeHeader(job)
+                }
+                if let r = result, Int64(received.count) >= r.length { return finish(r) }
+                try exchange(&sender, deadline: deadline)
+            }
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private func decodeHeader(_ job: VariantJob) throws(VariantFailure) -> VariantWire.ResultHeader {
+        let head = Array(received.prefix(VariantWire.resultHeaderSize))
+        received.removeFirst(VariantWire.resultHeaderSize)
+        let r: VariantWire.ResultHeader
+        switch VariantWire.ResultHeader.decode(head) {
+        case .success(let h): r = h
+        case .failure(let e): throw .helperFailed("it broke the protocol: \(e)")
+        }
+        let bound = r.status == .made ? job.maxResult : Int64(VariantWire.maxMessage)
+        guard r.length <= bound else { throw .helperFailed("it announced \(r.length) bytes, over the bound of \(bound)") }
+        if r.status == .made {
+            let side = Int64(max(job.spec.width ?? job.maxDimension, job.spec.height ?? job.maxDimension, job.maxDimension))
+            guard r.width > 0, r.height > 0, Int64(r.width) <= side, Int64(r.height) <= side else {
+                throw .helperFailed("it announced a variant of \(r.width) x \(r.height) pixels")
+            }
+        }
+        return r
+    }
+
+    private func finish(_ r: VariantWire.ResultHeader) -> Result<MadeVariant, VariantFailure> {
+        let bytes = Array(received.prefix(Int(r.length)))
+        received.removeFirst(Int(r.length))
+        switch r.status {
+        case .made: return .success(MadeVariant(bytes: bytes, width: r.width, height: r.height))
+        case .refused: return .failure(.refused(Self.message(bytes)))
+        case .failed: return .failure(.helperFailed(Self.message(bytes)))
+        }
+    }
+
+    /// The helper's message, as text fit for a log line.
+    static func message(_ bytes: [UInt8]) -> String {
+        let text = String(decoding: bytes, as: UTF8.self)
+        let clean = String(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : Character($0) })
+        return clean.trimmed().isEmpty ? "(no message)" : clean.trimmed()
+    }
+
+    /// One turn: waits (up to the deadline) until the helper can take bytes
+    /// or has sent some, then moves what it can both ways.
+    private func exchange(_ sender: inout JobSender, deadline: UInt64) throws(VariantFailure) {
+        let now = Clock.monotonicNanoseconds()
+        guard now < deadline else { throw .helperFailed("it took longer than variant-timeout") }
+        var fds = [pollfd(fd: output.rawValue, events: Int16(POLLIN), revents: 0)]
+        if !sender.done { fds.append(pollfd(fd: input.rawValue, events: Int16(POLLOUT), revents: 0)) }
+        let wait = Int32(min((deadline - now) / 1_000_000 + 1, 1000))
+        let n = poll(&fds, nfds_t(fds.count), wait)
+        if n < 0 && errno != EINTR { throw .helperFailed("poll: \(String(cString: strerror(errno)))") }
+        guard n > 0 else { return }
+        if fds[0].revents != 0 { try receiveSome() }
+        if fds.count > 1, fds[1].revents != 0 { try sender.send(to: input) }
+    }
+
+    private func receive(deadline: UInt64, what: String) throws(VariantFailure) {
+        let now = Clock.monotonicNanoseconds()
+        guard now < deadline else { throw .unavailable("the helper did not send \(what) in time") }
+        var fds = [pollfd(fd: output.rawValue, events: Int16(POLLIN), revents: 0)]
+        let n = poll(&fds, 1, Int32(min((deadline - now) / 1_000_000 + 1, 1000)))
+        if n > 0 {
+            do throws(VariantFailure) { try receiveSome() } catch { throw .unavailable("\(error)") }
+        }
+    }
+
+    /// Reads what the helper sent; its end of the pipe closing means it died.
+    private func receiveSome() throws(VariantFailure) {
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        let n = chunk.withUnsafeMutableBytes { Glibc.read(output.rawValue, $0.baseAddress, $0.count) }
+        if n > 0 { received.append(contentsOf: chunk[0..<n]); return }
+        if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
+        throw .helperFailed(n == 0 ? "it closed its output" : "reading from it: \(String(cString: strerror(errno)))")
+    }
+
+    /// Ends the helper: closing its input ends its loop; `killing` does not
+    /// wait for that. Returns how it ended, for a log line.
+    func stop(killing: Bool) -> String {
+        input.close()
+        output.close()
+        if killing { kill(pid, SIGKILL) }
+        var status: Int32 = 0
+        var waited: Int32 = 0
+        // A helper told to stop by its input closing has 2 s; then it is killed.
+        for attempt in 0..<200 {
+            waited = waitpid(pid, &status, killing || attempt == 199 ? 0 : WNOHANG)
+            if waited != 0 { break }
+            if attempt == 198 { kill(pid, SIGKILL) }
+            usleep(10_000)
+        }
+        return waited == pid ? Self.ending(status) : "not reaped"
+    }
+
+    /// `status` (from `waitpid`) in words.
+    static func ending(_ status: Int32) -> String {
+        let signal = status & 0x7F
+        if signal == 0 { return "exited with status \((status >> 8) & 0xFF)" }
+        switch signal {
+        case SIGXCPU: return "stopped at its CPU time limit (SIGXCPU)"
+        case SIGKILL: return "killed (SIGKILL: its CPU hard limit, the kernel's out-of-memory killer, or the daemon)"
+        case SIGABRT: return "aborted (SIGABRT; an allocation past its address-space limit aborts it)"
+        case SIGSYS: return "stopped by its syscall filter (SIGSYS)"
+        default: return "crashed (signal \(signal))"
+        }
+    }
+}
+
+/// The bytes of one job going out: the header, then the source read from
+/// its descriptor a piece at a time.
+struct JobSender {
+    private var pending: [UInt8]
+    private var offset = 0
+    private let source: FileDescriptor
+    private let size: Int64
+    private var read: Int64 = 0
+    private(set) var done = false
+
+    init(header: [UInt8], source: FileDescriptor, size: Int64) {
+        pending = header
+        self.source = source
+        self.size = size
+    }
+
+    /// Writes what the pipe takes now.
+    mutating func send(to pipe: FileDescriptor) throws(VariantFailure) {
+        if offset == pending.count { try refill() }
+        guard !done else { return }
+        let n = pending.withUnsafeBytes { Glibc.write(pipe.rawValue, $0.baseAddress! + offset, $0.count - offset) }
+        if n > 0 { offset += n; if offset == pending.count && read == size { done = true }; return }
+        if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
+        throw .helperFailed(n < 0 && errno == EPIPE ? "it closed its input" : "writing to it: \(String(cString: strerror(errno)))")
+    }
+
+    private mutating func refill() throws(VariantFailure) {
+        guard read < size else { done = true; return }
+        var chunk = [UInt8](repeating: 0, count: Int(min(256 << 10, size - read)))
+        let n: Int
+        do throws(SystemError) {
+            n = try chunk.withMutableBytes { (b) throws(SystemError) -> Int in try source.read(into: b, at: read) }
+        } catch { throw .source(error) }
+        guard n > 0 else { throw .source(SystemError("pread", source.path, errno: EIO)) }
+        pending = Array(chunk[0..<n])
+        offset = 0
+        read += Int64(n)
+    }
+}
+
+/// `body` with `strings` as a NULL-terminated array of C strings.
+func withCStrings<R>(_ strings: [String], _ body: ([UnsafeMutablePointer<CChar>?]) -> R) -> R {
+    var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
+    pointers.append(nil)
+    defer { for p in pointers { free(p) } }
+    return body(pointers)
+}

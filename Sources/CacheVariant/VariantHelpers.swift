@@ -1,0 +1,172 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CacheSystem
+
+/// How the pool runs its helpers (docs/operations.md, "Image variants").
+public struct VariantPoolConfiguration: Sendable, Equatable {
+    /// The `cached-variant` program (`VariantHelpers.locate`).
+    public var executable: String
+    /// Helpers running at most (`variant-helpers`): variants made at once.
+    public var helpers: Int = 2
+    /// Each helper's address space, RLIMIT_AS (`variant-memory`).
+    public var memory: Int64 = 2 << 30
+    /// Longest a job may take, from when a helper takes it (`variant-timeout`).
+    public var jobSeconds: Double = 60
+    /// CPU seconds a job may use (RLIMIT_CPU's soft limit, moved on per job).
+    public var cpuSecondsPerJob = 30
+    /// CPU seconds a helper may use in its life (RLIMIT_CPU's hard limit);
+    /// a helper past half of it is replaced before its next job.
+    public var cpuSecondsPerHelper = 3600
+    /// A helper is replaced after this many jobs.
+    public var jobsPerHelper = 1000
+    /// Longest a helper may take to start and sandbox itself.
+    public var startSeconds: Double = 10
+    /// Jobs waiting for a helper at most; one more is refused `busy`.
+    public var maxQueued = 256
+
+    public init(executable: String) { self.executable = executable }
+}
+
+/// What the pool has done, for `status`.
+public struct VariantPoolStats: Sendable, Equatable {
+    /// Helpers started, and of them those that replaced one that failed.
+    public var started = 0
+    public var replaced = 0
+    /// Helpers running now.
+    public var running = 0
+}
+
+/// A bounded pool of `cached-variant` helpers: each runs on a thread of its
+/// own (`cached-variant-N`), started with the first job, which feeds it jobs
+/// one at a time. A helper that fails (crashes, hangs past `jobSeconds`,
+/// breaks the protocol) fails that job only and is replaced for the next.
+/// Workers never wait here: completions run on the pool's threads.
+public final class VariantHelpers: Sendable {
+    private struct Queued: Sendable {
+        var job: VariantJob
+        var completion: @Sendable (Result<MadeVariant, VariantFailure>) -> Void
+    }
+    private struct State {
+        var queue: [Queued] = []
+        var threads = 0
+        var stopping = false
+        var stats = VariantPoolStats()
+    }
+    private let state = Monitor(State())
+    private let configuration: Locked<VariantPoolConfiguration>
+    private let log: Logger
+
+    public init(_ configuration: VariantPoolConfiguration, log: Logger) {
+        self.configuration = Locked(configuration)
+        self.log = log
+    }
+
+    /// Queues `job`; `completion` runs on a pool thread once it is done.
+    public func submit(_ job: VariantJob, _ completion: @escaping @Sendable (Result<MadeVariant, VariantFailure>) -> Void) {
+        let c = configuration.withLock { $0 }
+        let (refusal, startThreads): (VariantFailure?, Int) = state.update(wake: .one) { s in
+            if s.stopping { return (.stopped, 0) }
+            guard s.queue.count < c.maxQueued else {
+                return (.busy("\(s.queue.count) variants are waiting for a helper already; try again later"), 0)
+            }
+            s.queue.append(Queued(job: job, completion: completion))
+            // The threads start with the first job; each starts its helper with its own first job.
+            let start = s.threads == 0 ? max(1, c.helpers) : 0
+            s.threads += start
+            return (nil, start)
+        }
+        if let refusal {
+            job.source.close()
+            completion(.failure(refusal))
+            return
+        }
+        for n in 0..<startThreads {
+            Threads.start(name: "cached-variant-\(n)") { [self] in drive() }
+        }
+    }
+
+    /// Applies reloaded limits: jobs from now on use them; running helpers
+    /// keep their memory limit until they are replaced.
+    public func apply(jobSeconds: Double, memory: Int64) {
+        configuration.withLock { $0.jobSeconds = jobSeconds; $0.memory = memory }
+    }
+
+    public var stats: VariantPoolStats { state.update { $0.stats } }
+
+    /// Refuses new jobs, fails the waiting ones, and has each thread stop
+    /// its helper once its job (if any) ends.
+    public func stop() {
+        let waiting = state.update { s -> [Queued] in
+            s.stopping = true
+            defer { s.queue = [] }
+            return s.queue
+        }
+        for q in waiting {
+            q.job.source.close()
+            q.completion(.failure(.stopped))
+        }
+    }
+
+    /// One pool thread: takes jobs until the pool stops, starting its helper
+    /// when it has none and replacing it after a failure.
+    private func drive() {
+        var helper: HelperProcess?
+        while let next = state.wait({ s -> Queued?? in
+            if s.stopping { return .some(nil) }
+            return s.queue.isEmpty ? nil : .some(s.queue.removeFirst())
+        }) {
+            let c = configuration.withLock { $0 }
+            if let h = helper, h.jobs >= c.jobsPerHelper || (h.cpuSeconds() ?? 0) > Double(c.cpuSecondsPerHelper) / 2 {
+                log.debug("variant helper \(h.pid) replaced after \(h.jobs) jobs: \(h.stop(killing: false))")
+                helper = nil
+            }
+            let result = run(next.job, on: &helper, c)
+            next.job.source.close()
+            next.completion(result)
+        }
+        if let helper { _ = helper.stop(killing: false) }
+        state.update { $0.threads -= 1 }
+    }
+
+    /// Runs `job` on `helper`, starting one first when there is none.
+    private func run(_ job: VariantJob, on helper: inout HelperProcess?, _ c: VariantPoolConfiguration) -> Result<MadeVariant, VariantFailure> {
+        if helper == nil {
+            do throws(VariantFailure) {
+                let h = try HelperProcess.start(c)
+                state.update { $0.stats.started += 1; $0.stats.running += 1 }
+                helper = h
+            } catch {
+                log.error("variant helper: \(error)")
+                return .failure(error)
+            }
+        }
+        guard let h = helper else { return .failure(.stopped) }
+        let deadline = Clock.monotonicNanoseconds() + UInt64(c.jobSeconds * 1e9)
+        let result = h.run(job, c, deadline: deadline)
+        if case .failure(let e) = result, e.endsHelper {
+            let ending = h.stop(killing: true)
+            helper = nil
+            state.update { $0.stats.running -= 1; $0.stats.replaced += 1 }
+            log.warning("variant helper \(h.pid) \(ending) during a job (\(job.spec)): \(e); the next job starts a new one")
+            return .failure(Self.explained(e, ending))
+        }
+        return result
+    }
+
+    /// A helper's failure said with how the helper ended.
+    private static func explained(_ e: VariantFailure, _ ending: String) -> VariantFailure {
+        guard case .helperFailed(let m) = e else { return e }
+        return .helperFailed("\(m); it \(ending)")
+    }
+}
+
+extension VariantFailure {
+    /// Whether the helper is unusable after this: its state is unknown.
+    var endsHelper: Bool {
+        switch self {
+        case .helperFailed, .source: true
+        case .refused, .unavailable, .busy, .stopped: false
+        }
+    }
+}
