@@ -129,7 +129,7 @@ extension CacheService {
         switch f {
         case .refused: .origin(OriginFailure(subject: "", url: "", attempts: 0, reason: f.description))
         case .busy(let m): .busy(m)
-        case .helperFailed, .unavailable, .stopped: .unavailable(f.description)
+        case .helperFailed, .notMade, .unavailable, .stopped: .unavailable(f.description)
         case .source(let e): .store(.io(e), doing: "reading the original")
         }
     }

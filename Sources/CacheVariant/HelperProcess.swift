@@ -36,7 +36,10 @@ final class HelperProcess {
         }
         var pid: Int32 = 0
         let rc = withCStrings([c.executable, "--serve"]) { argv in
-            withCStrings(["MALLOC_ARENA_MAX=2", "LC_ALL=C"]) { envp in
+            // Two malloc arenas keep its address space small (each reserves
+            // 64 MiB); a crash is not symbolicated (the Swift runtime's
+            // backtracer would hold a dying helper for seconds).
+            withCStrings(["MALLOC_ARENA_MAX=2", "LC_ALL=C", "SWIFT_BACKTRACE=enable=no"]) { envp in
                 clinux_spawn(c.executable, argv, envp, toChild.0, fromChild.1, devNull >= 0 ? devNull : 2, &pid)
             }
         }
@@ -164,7 +167,7 @@ final class HelperProcess {
         switch r.status {
         case .made: return .success(MadeVariant(bytes: bytes, width: r.width, height: r.height))
         case .refused: return .failure(.refused(Self.message(bytes)))
-        case .failed: return .failure(.helperFailed(Self.message(bytes)))
+        case .failed: return .failure(.notMade(Self.message(bytes)))
         }
     }
 
@@ -210,32 +213,40 @@ final class HelperProcess {
     }
 
     /// Ends the helper: closing its input ends its loop; `killing` does not
-    /// wait for that. Returns how it ended, for a log line.
+    /// wait for that. Returns how it ended, for a log line ("was stopped by
+    /// the daemon" when it had not ended by itself when killed).
     func stop(killing: Bool) -> String {
         input.close()
         output.close()
-        if killing { kill(pid, SIGKILL) }
         var status: Int32 = 0
-        var waited: Int32 = 0
+        if killing {
+            // Ending already (crashed, killed by the kernel: its pipes close
+            // before it can be reaped): say how, once it has.
+            for _ in 0..<20 {
+                if waitpid(pid, &status, WNOHANG) == pid { return Self.ending(status) }
+                usleep(5_000)
+            }
+            kill(pid, SIGKILL)
+            return waitpid(pid, &status, 0) == pid ? "was stopped by the daemon" : "was not reaped"
+        }
         // A helper told to stop by its input closing has 2 s; then it is killed.
-        for attempt in 0..<200 {
-            waited = waitpid(pid, &status, killing || attempt == 199 ? 0 : WNOHANG)
-            if waited != 0 { break }
-            if attempt == 198 { kill(pid, SIGKILL) }
+        for _ in 0..<200 {
+            if waitpid(pid, &status, WNOHANG) == pid { return Self.ending(status) }
             usleep(10_000)
         }
-        return waited == pid ? Self.ending(status) : "not reaped"
+        kill(pid, SIGKILL)
+        return waitpid(pid, &status, 0) == pid ? "was stopped by the daemon after 2 s" : "was not reaped"
     }
 
-    /// `status` (from `waitpid`) in words.
+    /// `status` (from `waitpid`) in words, after "the helper".
     static func ending(_ status: Int32) -> String {
         let signal = status & 0x7F
         if signal == 0 { return "exited with status \((status >> 8) & 0xFF)" }
         switch signal {
-        case SIGXCPU: return "stopped at its CPU time limit (SIGXCPU)"
-        case SIGKILL: return "killed (SIGKILL: its CPU hard limit, the kernel's out-of-memory killer, or the daemon)"
+        case SIGXCPU: return "was stopped at its CPU time limit (SIGXCPU)"
+        case SIGKILL: return "was killed (SIGKILL: its CPU hard limit, the kernel's out-of-memory killer, or someone else)"
         case SIGABRT: return "aborted (SIGABRT; an allocation past its address-space limit aborts it)"
-        case SIGSYS: return "stopped by its syscall filter (SIGSYS)"
+        case SIGSYS: return "was stopped by its syscall filter (SIGSYS)"
         default: return "crashed (signal \(signal))"
         }
     }

@@ -157,7 +157,7 @@ public final class VariantHelpers: Sendable {
     /// A helper's failure said with how the helper ended.
     private static func explained(_ e: VariantFailure, _ ending: String) -> VariantFailure {
         guard case .helperFailed(let m) = e else { return e }
-        return .helperFailed("\(m); it \(ending)")
+        return .helperFailed("\(m); the helper \(ending)")
     }
 }
 
@@ -166,7 +166,7 @@ extension VariantFailure {
     var endsHelper: Bool {
         switch self {
         case .helperFailed, .source: true
-        case .refused, .unavailable, .busy, .stopped: false
+        case .refused, .notMade, .unavailable, .busy, .stopped: false
         }
     }
 }

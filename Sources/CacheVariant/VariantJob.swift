@@ -45,6 +45,9 @@ public enum VariantFailure: Error, Sendable, Equatable, CustomStringConvertible 
     /// The helper refused the image (more pixels than `max-image-pixels`, not
     /// decodable, truncated): the same bytes will be refused again.
     case refused(String)
+    /// The helper could not make it, and said why (an encoder failed, its
+    /// memory ran out): the helper goes on.
+    case notMade(String)
     /// The helper failed: it crashed, was stopped at a limit, took longer
     /// than `variant-timeout` or broke the protocol. It was replaced; another
     /// try may succeed.
@@ -62,6 +65,7 @@ public enum VariantFailure: Error, Sendable, Equatable, CustomStringConvertible 
     public var description: String {
         switch self {
         case .refused(let m): "the image was refused: \(m)"
+        case .notMade(let m): "the variant helper could not make it: \(m)"
         case .helperFailed(let m): "the variant helper failed: \(m)"
         case .source(let e): "the original could not be read: \(e)"
         case .unavailable(let m): "no variant helper: \(m)"

@@ -78,4 +78,239 @@ import CacheSystem
         let counters = try daemon.call("status")["counters"]
         #expect(counters?["variants_made"]?.int == 4 * Self.formats.count && counters?["variant_failures"]?.int == 0, "\(String(describing: counters))")
     }
+
+    /// HTTP: the variant's bytes with its hash as ETag, 304 for it, HEAD;
+    /// bad queries are 400 naming what is allowed.
+    @Test func httpServesAVariantLikeAnObject() throws {
+        let nginx = try Self.origin([])
+        let port = try unusedLocalPort()
+        let daemon = try Self.daemon(nginx, ["--http-listen", "127.0.0.1:\(port)", "--variant-max-dimension", "512"])
+        let base = "http://127.0.0.1:\(port)"
+        let fixture = try HTTPFixtureless(base: base)
+        let r = try fixture.curl(["\(base)/images/3?w=32&h=24&fit=cover&format=png"])
+        #expect(r.heads.contains("200 OK") && r.heads.lowercased().contains("content-type: image/png"), "\(r.heads)")
+        let h = try Self.header(r.body)
+        #expect(h.width == 32 && h.height == 24 && h.loader == "pngload", "\(h)")
+        let answer = try daemon.call("get_image", [("row", num(3)), Self.variant([("w", num(32)), ("h", num(24)), ("fit", .string("cover")), ("format", .string("png"))])])
+        let hash = try #require(answer["image"]?["variant"]?["hash"]?.string)
+        #expect(r.heads.contains("ETag: \"\(hash)\""), "the variant's hash is its ETag: \(r.heads)")
+        let again = try fixture.curl(["-H", "If-None-Match: \"\(hash)\"", "\(base)/images/3?w=32&h=24&fit=cover&format=png"])
+        #expect(again.heads.contains("304"), "\(again.heads)")
+        let head = try fixture.curl(["-I", "\(base)/images/3?w=32&h=24&fit=cover&format=png"])
+        #expect(head.heads.contains("Content-Length: \(r.body.count)"), "\(head.heads)")
+        for (query, message) in [("w=0", "w is a decimal integer from 1 to 65535"), ("w=abc", "w is a decimal integer"),
+                                 ("fit=fill", "fit is contain or cover"), ("format=gif", "format is one of jpeg, png, webp, avif"),
+                                 ("w=513", "variant width 513 is out of range: 1 to 512 (variant-max-dimension)")] {
+            let bad = try fixture.curl(["\(base)/images/3?\(query)"])
+            #expect(bad.heads.contains("400"), "\(query): \(bad.heads)")
+            #expect(String(decoding: bad.body, as: UTF8.self).contains(message), "\(query): \(String(decoding: bad.body, as: UTF8.self))")
+        }
+        #expect(try daemon.call("status")["counters"]?["variants_made"]?.int == 1)
+    }
+
+    /// Many clients asking at once for one variant get one decode; after a
+    /// restart it is served from the store with no helper started.
+    @Test func oneDecodeForEveryClientAndNoneAfterARestart() throws {
+        let nginx = try Self.origin([])
+        let scratch = Scratch()
+        var daemon = try Self.daemon(nginx, scratch: scratch)
+        _ = try daemon.call("get_image", [("row", num(5))])
+        let ask = [("row", num(5)), Self.variant([("w", num(48)), ("format", .string("webp"))])]
+        let hashes = Locked<[String]>([])
+        let socket = daemon.socket
+        onThreads(12) { _ in
+            let client = try? Client(socketPath: socket)
+            let answer = try? client?.call("get_image", ask)
+            hashes.withLock { $0.append(answer?["image"]?["variant"]?["hash"]?.string ?? "none: \(String(describing: answer))") }
+        }
+        let all = hashes.withLock { $0 }
+        #expect(all.count == 12 && Set(all).count == 1 && all[0].count == 32, "\(all)")
+        var counters = try daemon.call("status")["counters"]
+        #expect(counters?["variants_made"]?.int == 1, "one decode for twelve clients: \(String(describing: counters))")
+        #expect(daemon.stop() == 0)
+
+        daemon = try Self.daemon(nginx, scratch: scratch)
+        let answer = try daemon.call("get_image", ask)
+        #expect(answer["image"]?["variant"]?["hash"]?.string == all[0])
+        counters = try daemon.call("status")["counters"]
+        #expect(counters?["variants_made"]?.int == 0 && counters?["variant_hits"]?.int == 1, "\(String(describing: counters))")
+        #expect(Self.helpers(of: daemon.pid).isEmpty, "no helper was started to serve a stored variant")
+    }
+
+    /// The pids of the daemon's `cached-variant` children.
+    static func helpers(of daemon: Int32) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap(Int32.init).filter { pid in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return false }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return stat.contains("(cached-variant)") && fields.count > 1 && Int32(fields[1]) == daemon
+        }
+    }
+
+    /// variant-sizes: a size it does not list is refused naming those it does.
+    @Test func sizesOutsideTheAllowListAreRefused() throws {
+        let nginx = try Self.origin([])
+        let daemon = try Self.daemon(nginx, ["--variant-sizes", "192, 96"])
+        let refused = try daemon.call("get_image", [("row", num(1)), Self.variant([("w", num(100))])])
+        #expect(refused["error"]?["code"]?.string == "bad_request")
+        #expect(refused["error"]?["message"]?.string == "variant width 100 is not an allowed size (variant-sizes: 96, 192)", "\(refused)")
+        let fine = try daemon.call("get_image", [("row", num(1)), Self.variant([("w", num(96)), ("h", num(192))])])
+        #expect(fine["image"]?["variant"]?["width"]?.int == 96, "\(fine)")
+        let cli = try cachectl(["get", "image", "1", "--width", "100"], socket: daemon.socket)
+        #expect(cli.status == 2 && cli.stderr.contains("variant-sizes: 96, 192"), "\(cli)")
+    }
+
+    /// A file made by the `vips` CLI (libvips-tools), such as a noise image.
+    static func made(_ steps: [[String]], _ result: String, in scratch: Scratch) throws -> [UInt8] {
+        try requireInstalled("/usr/bin/vips", package: "libvips-tools")
+        for step in steps {
+            let (status, output) = try runProgram("/usr/bin/vips", step.map { $0.replacingOccurrences(of: "DIR", with: scratch.path) })
+            guard status == 0 else { throw HarnessError("vips \(step): \(output)") }
+        }
+        return try FileSystem.read(scratch.path + "/" + result)
+    }
+
+    /// A PNG whose header declares `width` x `height` pixels, with a few bytes of data.
+    static func declaredPNG(width: UInt32, height: UInt32) -> [UInt8] {
+        func be(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+        func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
+            let body = Array(type.utf8) + data
+            return be(UInt32(data.count)) + body + be(crc32(body))
+        }
+        let ihdr = be(width) + be(height) + [8, 2, 0, 0, 0]
+        return [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", ihdr)
+            + chunk("IDAT", [0x78, 0x9C, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01]) + chunk("IEND", [])
+    }
+
+    static func crc32(_ bytes: [UInt8]) -> UInt32 {
+        var c: UInt32 = 0xFFFF_FFFF
+        for b in bytes {
+            c ^= UInt32(b)
+            for _ in 0..<8 { c = c & 1 == 1 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+        }
+        return ~c
+    }
+
+    /// Images a decoder must not be trusted with: each gets a clear error,
+    /// the original stays served, the daemon and every other request go on.
+    @Test func hostileImagesGetClearErrorsAndLoseNothing() throws {
+        let scratch = Scratch()
+        let jpeg = try Self.made([["gaussnoise", "DIR/n.v", "900", "700"], ["cast", "DIR/n.v", "DIR/u.v", "uchar"],
+                                  ["jpegsave", "DIR/u.v", "DIR/n.jpg", "--Q", "90"]], "n.jpg", in: scratch)
+        let hostile: [(String, [UInt8], String)] = [
+            ("bomb.png", Self.declaredPNG(width: 100_000, height: 100_000), "100000 x 100000 pixels"),
+            ("truncated.jpg", Array(jpeg.prefix(jpeg.count / 2)), "the image was refused"),
+            ("junk.png", [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + (0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 7919) },
+             "the image was refused"),
+        ]
+        let nginx = try Self.origin(hostile.map { ($0.0, $0.1) })
+        let daemon = try Self.daemon(nginx)
+        for (i, (name, bytes, message)) in hostile.enumerated() {
+            let row = 16 + i
+            let answer = try daemon.call("get_image", [("row", num(row)), Self.variant([("w", num(64))])])
+            #expect(answer["error"]?["code"]?.string == "upstream", "\(name): \(answer)")
+            let text = answer["error"]?["message"]?.string ?? ""
+            #expect(text.contains(message) && text.contains("row \(row)"), "\(name): \(text)")
+            if name == "bomb.png" { #expect(text.contains("max-image-pixels 100000000"), "\(text)") }
+            // The original is still there, verified, byte for byte.
+            let original = try daemon.call("get_image", [("row", num(row))])
+            let hash = try #require(original["image"]?["hash"]?.string)
+            let path = try #require(original["image"]?["path"]?.string)
+            #expect(try FileSystem.read(path) == bytes && hash.count == 32, "\(name)'s original")
+            #expect(try daemon.call("verify")["corrupt"] == .array([]))
+        }
+        #expect(try daemon.call("ping")["ok"] == .bool(true))
+        let fine = try daemon.call("get_image", [("row", num(2)), Self.variant([("w", num(64))])])
+        #expect(fine["image"]?["variant"]?["width"]?.int == 64, "\(fine)")
+        let counters = try daemon.call("status")["counters"]
+        #expect(counters?["variant_failures"]?.int == 3 && counters?["variants_made"]?.int == 1, "\(String(describing: counters))")
+        #expect(daemon.isRunning)
+    }
+
+    /// A helper killed mid-job (as a crash or the kernel's OOM killer would
+    /// end it) fails that request only; the next gets a new helper. One
+    /// past variant-timeout is killed the same way, and one past
+    /// variant-memory fails with its request alone.
+    @Test func aHelperKilledTooSlowOrOutOfMemoryFailsOneRequestOnly() throws {
+        let scratch = Scratch()
+        // An interlaced PNG cannot be decoded a few lines at a time: 9000 x 9000
+        // pixels are decoded whole (243 MB), about a second of CPU.
+        let big = try Self.made([["black", "DIR/b.v", "9000", "9000", "--bands", "3"],
+                                 ["pngsave", "DIR/b.v", "DIR/big.png", "--interlace"]], "big.png", in: scratch)
+        let nginx = try Self.origin([("big.png", big)])
+        let daemon = try Self.daemon(nginx, ["--variant-helpers", "1"])
+        _ = try daemon.call("get_image", [("row", num(2)), Self.variant([("w", num(20))])])  // the helper is warm
+        let helper = try #require(Self.helpers(of: daemon.pid).first)
+        let before = Self.cpuTicks(helper)
+        _ = try daemon.call("get_image", [("row", num(16))])
+        let slow = [("row", num(16)), Self.variant([("w", num(64))])]
+        let answer = Locked<JSON?>(nil)
+        let socket = daemon.socket
+        let t = Thread { answer.withLock { $0 = try? Client(socketPath: socket).call("get_image", slow) } }
+        t.start()
+        #expect(waitUntil(20) { Self.cpuTicks(helper) > before + 20 }, "the helper at work on the big PNG")
+        kill(helper, SIGKILL)
+        #expect(waitUntil(20) { answer.withLock { $0 } != nil })
+        let failed = answer.withLock { $0 } ?? .null
+        #expect(failed["error"]?["code"]?.string == "internal", "\(failed)")
+        #expect(failed["error"]?["message"]?.string?.contains("killed") == true, "\(failed)")
+        let next = try daemon.call("get_image", [("row", num(3)), Self.variant([("w", num(64))])])
+        #expect(next["image"]?["variant"]?["width"]?.int == 64, "a new helper made the next one: \(next)")
+        #expect(!Self.helpers(of: daemon.pid).contains(helper))
+        #expect(daemon.log.contains("variant helper \(helper) was killed (SIGKILL"), "logged with how it ended")
+        let again = try daemon.call("get_image", slow)
+        #expect(again["image"]?["variant"]?["width"]?.int == 64, "the same image made once nothing kills it: \(again)")
+
+        for (setting, value, expected) in [("--variant-timeout", "0.2", "took longer than variant-timeout"),
+                                           ("--variant-memory", "512M", "out of memory")] {
+            let limited = try Self.daemon(nginx, [setting, value], scratch: Scratch())
+            let late = try limited.call("get_image", slow)
+            #expect(late["error"]?["code"]?.string == "internal" || late["error"]?["code"]?.string == "upstream", "\(setting): \(late)")
+            #expect(late["error"]?["message"]?.string?.contains(expected) == true, "\(setting): \(late)")
+            let small = try limited.call("get_image", [("row", num(3)), Self.variant([("w", num(32))])])
+            #expect(small["image"]?["variant"] != nil, "\(setting): the next request is served: \(small)")
+            #expect(limited.isRunning)
+        }
+    }
+
+    /// Clock ticks of CPU a process has used (utime + stime).
+    static func cpuTicks(_ pid: Int32) -> Int {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return 0 }
+        let f = stat[stat.index(after: close)...].split(separator: " ")
+        return f.count > 12 ? (Int(f[11]) ?? 0) + (Int(f[12]) ?? 0) : 0
+    }
+
+    /// gc removes the variants of an image no row names any more.
+    @Test func gcRemovesTheVariantsOfAnImageNoRowNames() throws {
+        let nginx = try Self.origin([])
+        let daemon = try Self.daemon(nginx)
+        let made = try daemon.call("get_image", [("row", num(4)), Self.variant([("w", num(40))])])
+        let path = try #require(made["image"]?["variant"]?["path"]?.string)
+        #expect(try daemon.call("status")["variants"]?.int == 1)
+        guard let files = nginx.files else { return }
+        var manifest = try JSONParser.parse(files.bytes("images/manifest.json")).array ?? []
+        manifest[4] = .object([("url", .string("01-sunrise.png")), ("description", .string("now the same as row 0"))])
+        try Data(JSON.array(manifest).encoded).write(to: URL(fileURLWithPath: files.root + "/images/manifest.json"))
+        #expect(try daemon.call("prefetch", [("what", .string("images"))])["ok"] == .bool(true))
+        let gc = try daemon.call("gc")
+        #expect(gc["removed"]?.int == 2, "row 4's old image and its variant: \(gc)")
+        #expect(!FileManager.default.fileExists(atPath: path))
+        #expect(try daemon.call("status")["variants"]?.int == 0)
+    }
+}
+
+/// curl against a daemon's HTTP port, without the nginx origin of `HTTPFixture`.
+struct HTTPFixtureless {
+    let base: String
+    init(base: String) throws { self.base = base }
+
+    func curl(_ arguments: [String]) throws -> (status: Int32, body: [UInt8], heads: String) {
+        try requireInstalled("/usr/bin/curl", package: "curl")
+        let scratch = Scratch()
+        let body = scratch.path + "/body", heads = scratch.path + "/heads"
+        let (status, _) = try runProgram("/usr/bin/curl", ["-sS", "--max-time", "30", "-o", body, "-D", heads] + arguments)
+        let b = (try? Data(contentsOf: URL(fileURLWithPath: body))).map(Array.init) ?? []
+        return (status, b, (try? String(contentsOfFile: heads, encoding: .utf8)) ?? "")
+    }
 }
