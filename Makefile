@@ -3,7 +3,7 @@
 
 SWIFT        ?= swift
 BUILD_FLAGS  ?=
-DEB_PACKAGES := libcurl4-openssl-dev libxxhash-dev xxhash python3 systemd
+DEB_PACKAGES := libcurl4-openssl-dev libxxhash-dev xxhash libvips-dev python3 systemd
 PREFIX       ?= /usr/local
 SYSCONFDIR   ?= /etc
 DESTDIR      ?=
@@ -43,7 +43,7 @@ TEST_FUZZ_SECONDS ?= 20
 # make interop adds more (InteropTests), which make test skips.
 # The HTTP front-end's real clients (HTTPTests, HTTPBrowserTests, HTTPMetricsTests):
 # curl, nginx as a reverse proxy, headless Chromium, promtool and Prometheus.
-TEST_PACKAGES    := nginx-light caddy openssl curl chromium prometheus btrfs-progs \
+TEST_PACKAGES    := nginx-light caddy openssl curl chromium prometheus btrfs-progs libvips-tools \
                     python3-pytest python3-venv python3-setuptools python3-wheel
 INTEROP_PACKAGES := $(TEST_PACKAGES) apache2 lighttpd squid
 test: deps
@@ -231,9 +231,11 @@ demo: release
 install: deps
 	$(SWIFT) build $(STATIC_BUILD) --product cached
 	$(SWIFT) build $(STATIC_BUILD) --product cachectl
+	$(SWIFT) build $(STATIC_BUILD) --product cached-variant
 	bin="$$($(SWIFT) build $(STATIC_BUILD) --show-bin-path)"; \
 	install -D -m 0755 "$$bin/cached" "$(DESTDIR)$(PREFIX)/bin/cached"; \
-	install -D -m 0755 "$$bin/cachectl" "$(DESTDIR)$(PREFIX)/bin/cachectl"
+	install -D -m 0755 "$$bin/cachectl" "$(DESTDIR)$(PREFIX)/bin/cachectl"; \
+	install -D -m 0755 "$$bin/cached-variant" "$(DESTDIR)$(PREFIX)/lib/cached/cached-variant"
 	for u in cached.service cached.socket cached-http.socket cached-prefetch.service cached-prefetch.timer \
 	         cached@.service cached@.socket cached-prefetch@.service cached-prefetch@.timer; do \
 	  install -d "$(DESTDIR)$(PREFIX)/lib/systemd/system"; \

@@ -7,8 +7,14 @@ _cachectl() {
         --socket|-s|-o|--output)
             COMPREPLY=($(compgen -f -- "$cur"))
             return ;;
-        --timeout|--query|-q)
+        --timeout|--query|-q|--width|--height)
             COMPREPLY=()
+            return ;;
+        --fit)
+            COMPREPLY=($(compgen -W "contain cover" -- "$cur"))
+            return ;;
+        --format)
+            COMPREPLY=($(compgen -W "jpeg png webp avif" -- "$cur"))
             return ;;
         --instance)
             # The instances whose sockets exist: /run/cached/NAME.sock (cached@NAME.socket).
@@ -19,7 +25,7 @@ _cachectl() {
     esac
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-            --socket|-s|-o|--output|--timeout|--instance|--query|-q) ((i++)) ;;
+            --socket|-s|-o|--output|--timeout|--instance|--query|-q|--width|--height|--fit|--format) ((i++)) ;;
             -*) ;;
             *) if [[ -z $cmd ]]; then cmd=${COMP_WORDS[i]}; elif [[ -z $sub ]]; then sub=${COMP_WORDS[i]}; fi ;;
         esac
@@ -31,7 +37,7 @@ _cachectl() {
             if [[ -z $sub ]]; then
                 COMPREPLY=($(compgen -W "post posts image images" -- "$cur"))
             elif [[ $sub == image ]]; then
-                COMPREPLY=($(compgen -W "-o" -- "$cur"))
+                COMPREPLY=($(compgen -W "-o --width --height --fit --format" -- "$cur"))
             elif [[ $sub == posts ]]; then
                 COMPREPLY=($(compgen -W "--query" -- "$cur"))
             fi ;;

@@ -52,10 +52,15 @@ python3 "$here/Examples/origin-server.py" --root "$here/Examples/origin" --port-
 origin=$!
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
 port=$(cat "$work/port")
-cached --store /var/cache/cached --socket "$work/cached.sock" --posts-url "http://127.0.0.1:$port/posts.json" 2>"$work/log" &
+cached --store /var/cache/cached --socket "$work/cached.sock" --posts-url "http://127.0.0.1:$port/posts.json" \
+  --images-url "http://127.0.0.1:$port/images/manifest.json" 2>"$work/log" &
 daemon=$!
 for _ in $(seq 200); do cachectl --socket "$work/cached.sock" ping >/dev/null 2>&1 && break; sleep 0.05; done
 cachectl --socket "$work/cached.sock" prefetch posts >/dev/null || fail "prefetch: $(cat "$work/log")"
+# The installed daemon finds its variant helper in /usr/lib/cached and makes a thumbnail with it.
+cachectl --socket "$work/cached.sock" get image 0 --width 32 --format png -o "$work/thumb.png" 2>/dev/null || fail "a variant: $(cat "$work/log")"
+[ "$(head -c 4 "$work/thumb.png" | od -An -tx1 | tr -d ' ')" = 89504e47 ] || fail "the variant is not a PNG"
+grep -q "variants: made by /usr/lib/cached/cached-variant" "$work/log" || fail "the daemon did not use /usr/lib/cached/cached-variant: $(cat "$work/log")"
 kill "$daemon"; wait "$daemon" 2>/dev/null || true; daemon=""
 kill "$origin"; wait "$origin" 2>/dev/null || true
 echo "# edited by check-install" >> /etc/cached/cached.conf
@@ -75,7 +80,7 @@ kill "$daemon"; wait "$daemon" 2>/dev/null || true; daemon=""
 
 step "install the debug symbols"
 dpkg -i "$dbgsym" >/dev/null
-for b in /usr/bin/cached /usr/bin/cachectl; do
+for b in /usr/bin/cached /usr/bin/cachectl /usr/lib/cached/cached-variant; do
   id=$(readelf -n "$b" | awk '/Build ID:/ {print $3}')
   [ -f "/usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug" ] || fail "no debug file for $b ($id)"
 done
@@ -84,7 +89,7 @@ dpkg -r cached-dbgsym >/dev/null
 files=$(dpkg -L cached | while read -r f; do [ -f "$f" ] || [ -L "$f" ] && echo "$f"; done)
 step "remove: the binaries go, the configuration and the store stay"
 dpkg -r cached >/dev/null
-for f in /usr/bin/cached /usr/bin/cachectl /usr/lib/systemd/system/cached.service; do [ ! -e "$f" ] || fail "$f is still there"; done
+for f in /usr/bin/cached /usr/bin/cachectl /usr/lib/cached/cached-variant /usr/lib/systemd/system/cached.service; do [ ! -e "$f" ] || fail "$f is still there"; done
 [ -f /etc/cached/cached.conf ] || fail "remove took /etc/cached/cached.conf"
 [ "$(find /var/cache/cached/posts -type f | wc -l)" = 100 ] || fail "remove changed the store"
 

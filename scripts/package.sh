@@ -20,7 +20,7 @@ rm -f "$out"/cached_*.deb "$out"/cached-dbgsym_*.deb
 # Debug symbols into cached-dbgsym, by build id; the binaries stripped.
 dbg="$work/dbgsym"
 build_ids=""
-for bin in "$stage/usr/bin/"*; do
+for bin in "$stage/usr/bin/"* "$stage/usr/lib/cached/"*; do
   id=$(readelf -n "$bin" | awk '/Build ID:/ {print $3}')
   [ -n "$id" ] || { echo "package.sh: $bin has no build id"; exit 1; }
   mkdir -p "$dbg/usr/lib/debug/.build-id/${id:0:2}"
@@ -33,7 +33,7 @@ done
 # Depends, from the libraries the binaries link (with their versions).
 mkdir -p "$work/shlibs/debian"
 printf 'Source: cached\n\nPackage: cached\nArchitecture: any\n' > "$work/shlibs/debian/control"
-shlibs=$(cd "$work/shlibs" && dpkg-shlibdeps -O "$stage/usr/bin/"* 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+shlibs=$(cd "$work/shlibs" && dpkg-shlibdeps -O "$stage/usr/bin/"* "$stage/usr/lib/cached/"* 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 [ -n "$shlibs" ] || { echo "package.sh: dpkg-shlibdeps found no dependencies"; exit 1; }
 
 size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
