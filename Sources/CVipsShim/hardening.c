@@ -1,0 +1,40 @@
+/* Step 1 of the helper's start: what the process does to itself before it
+   touches any library. */
+#define _GNU_SOURCE
+#include "CVipsShim.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/** Closes every descriptor above 2: close_range, or one by one up to the
+    descriptor limit on a kernel older than 5.9. */
+static int close_above_stderr(void) {
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0) return 0;
+    if (errno != ENOSYS) return -1;
+#endif
+    struct rlimit limit;
+    long top = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY ? (long)limit.rlim_cur : 65536;
+    for (long fd = 3; fd < top; fd++) (void)close((int)fd);
+    return 0;
+}
+
+int cvs_harden(void) {
+    pid_t parent = getppid();
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return -1;
+    /* The parent died before the death signal was armed: we were
+       reparented (to init, or to a subreaper) and nobody reads our answers. */
+    if (parent == 1 || getppid() != parent) {
+        errno = ESRCH;
+        return -1;
+    }
+    if (close_above_stderr() != 0) return -1;
+    if (chdir("/") != 0) return -1;
+    umask(077);
+    return 0;
+}

@@ -1,0 +1,19 @@
+#ifndef CVIPSSHIM_INTERNAL_H
+#define CVIPSSHIM_INTERNAL_H
+/* What the shim's C files share and Swift does not see. */
+#include <stddef.h>
+
+/** libvips 8.14's loader for BMP, ICO and CUR (through ImageMagick). */
+#define MAGICK_LOADER "VipsForeignLoadMagickBuffer"
+
+/** loaders.c: blocks every loader but the buffer loaders of the store's
+    formats (vips_start.c calls it once). */
+void cvs__restrict_loaders(void);
+
+/** loaders.c: the loader libvips will use for `bytes` (a cursor is first
+    turned into an icon, in place), or NULL with the refusal in `why` when
+    it is not one of the store's formats' loaders. Only the magick loader's
+    block changes between jobs: it is unblocked for BMP and icon bytes alone. */
+const char *cvs__choose_loader(unsigned char *bytes, size_t length, char *why, size_t capacity);
+
+#endif
