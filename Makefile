@@ -52,6 +52,7 @@ test: deps
 	$(SWIFT) test --skip-build --skip InteropTests $(BUILD_FLAGS)
 	$(PYTHON) scripts/soak.py "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
 	$(PYTHON) scripts/feed-shapes.py --quick "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
+	$(PYTHON) scripts/page-scale.py "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" --check --out .build/page-scale-test
 	$(MAKE) --no-print-directory clients
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 	$(MAKE) --no-print-directory check-docs check-package check-install
@@ -83,7 +84,7 @@ feed-shapes: build
 # first paint takes 1 s or more, a long task over 200 ms, more than 200
 # images are requested at load or the page is over 20,000 px tall; prints
 # the figures and leaves screenshots in .build/page-scale/. make test runs
-# a bounded version (HTTPBrowserTests: 250 posts, 120 rows).
+# it on the debug build (about 30 s), after the bounded HTTPPageTests.
 PAGE_SCALE_ARGS ?= --posts 50000 --rows 5000
 .PHONY: browser-scale
 browser-scale: deps
