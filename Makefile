@@ -186,7 +186,7 @@ powerloss: deps lazyfs
 # writes bench/results.md (about 30 minutes). A benchmark: it prints figures
 # and asserts nothing. docs/performance.md says how each is compared.
 BENCH_RUNS ?= 5
-BENCH_PACKAGES := redis-server redis-tools nginx-light aria2 curl time wrk btrfs-progs
+BENCH_PACKAGES := redis-server redis-tools nginx-light aria2 curl time wrk btrfs-progs libvips-tools
 bench-deps:
 	$(call install_missing,$(BENCH_PACKAGES))
 

@@ -24,6 +24,7 @@ import time
 from benchhttp import check_same_answers, export_answers, http_get, nginx_workers, wrk_script, wrk_side  # noqa: E402 (beside this script)
 from benchlib import free_port, interleave, load_script, nginx_conf, sh, stop, wait_for  # noqa: E402
 import benchfs  # noqa: E402
+import benchvariants  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -505,7 +506,8 @@ http { access_log off; sendfile on; keepalive_requests 100000; %(extra)s
         http-large; `--only http-large` that one alone."""
         return (("rate", self.request_rate), ("prefetch", self.prefetch), ("serving", lambda: benchfs.serving(self)),
                 ("cli", self.cli), ("memory", self.idle_memory), ("scale", self.scale),
-                ("http-small", self.http), ("http-large", lambda: benchfs.http_large_images(self)), ("ranges", self.ranges))
+                ("http-small", self.http), ("http-large", lambda: benchfs.http_large_images(self)), ("ranges", self.ranges),
+                ("variants", lambda: benchvariants.run(self)))
 
     def run(self):
         # A SIGTERM or SIGHUP unwinds through `finally` too: the btrfs mount must not outlive the run.
@@ -608,7 +610,7 @@ if __name__ == "__main__":
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="smaller runs, for a smoke test")
     ap.add_argument("--only", action="append", help="run only this section (rate, prefetch, serving, cli, memory, scale, "
-                    "http, which is http-small and http-large, ranges); repeatable")
+                    "http, which is http-small and http-large, ranges, variants); repeatable")
     ap.add_argument("--output", help="where the table goes (default bench/results.md)")
     ap.add_argument("--ranges-base", help="the ranges section compares with this build (BIN_DIR of another commit) instead of whole GETs")
     a = ap.parse_args()

@@ -89,6 +89,8 @@ enum FastRequest {
                 return nil
             }
             sawMember = true
+            // A variant is an object for the general parser to check, whatever it holds.
+            if equals(b, key, "variant") { return nil }
             // Later duplicates win, as in the general parser.
             if equals(b, key, "hash") {
                 guard case .string(let r) = value else { return nil }

@@ -1,5 +1,6 @@
 import Testing
 @testable import CacheProtocol
+import CacheSystem
 
 @Suite struct JSONParserTests {
     @Test func parsesEveryKindOfValue() throws {
@@ -82,6 +83,10 @@ import Testing
         }
         #expect(try parse(#"{"op":"get_image","row":3}"#).get().command == .getImage(row: 3, fetch: true))
         #expect(try parse(#"{"op":"get_image","row":3,"fetch":false}"#).get().command == .getImage(row: 3, fetch: false))
+        #expect(try parse(#"{"op":"get_image","row":3,"variant":{"w":96,"h":72,"fit":"cover","format":"avif"}}"#).get().command
+                == .getImage(row: 3, fetch: true, variant: VariantRequest(width: 96, height: 72, fit: .cover, format: .avif)))
+        #expect(try parse(#"{"op":"get_image","row":3,"variant":{}}"#).get().command == .getImage(row: 3, fetch: true, variant: VariantRequest()))
+        #expect(try parse(#"{"op":"get_image","row":3,"variant":null}"#).get().command == .getImage(row: 3, fetch: true))
         #expect(try parse(#"{"op":"list_images","limit":1}"#).get().command == .listImages(offset: 0, limit: 1))
         #expect(try parse(#"{"op":"read","hash":"99aa06d3014798d86001c324468d497f"}"#).get().command == .read(hash: "99aa06d3014798d86001c324468d497f"))
         #expect(try parse(#"{"op":"prefetch"}"#).get().command == .prefetch(what: .all, force: false, progress: false))
@@ -95,6 +100,10 @@ import Testing
         #"{"op":"get_post"}"#, #"{"op":"get_post","id":""}"#, #"{"op":"get_post","id":1.5}"#,
         #"{"op":"get_post","id":null}"#, #"{"op":"get_post","id":[1]}"#, "{\"op\":\"get_post\",\"id\":\"\(String(repeating: "x", count: 1025))\"}",
         #"{"op":"get_image","row":-1}"#, #"{"op":"get_image"}"#, #"{"op":"get_image","row":1,"fetch":"no"}"#,
+        #"{"op":"get_image","row":1,"variant":96}"#, #"{"op":"get_image","row":1,"variant":{"w":0}}"#,
+        #"{"op":"get_image","row":1,"variant":{"w":65536}}"#, #"{"op":"get_image","row":1,"variant":{"h":1.5}}"#,
+        #"{"op":"get_image","row":1,"variant":{"w":"96"}}"#, #"{"op":"get_image","row":1,"variant":{"fit":"fill"}}"#,
+        #"{"op":"get_image","row":1,"variant":{"format":"gif"}}"#, #"{"op":"get_image","row":1,"variant":{"width":96}}"#,
         #"{"op":"list_posts","limit":-3}"#, #"{"op":"read","hash":"../../etc/passwd"}"#,
         #"{"op":"read","hash":"99AA06D3014798D86001C324468D497F"}"#, #"{"op":"read"}"#,
         #"{"op":"prefetch","what":"everything"}"#, #"{"op":"nope"}"#, #"{"op":1}"#, #"{}"#, "[]", "ping", "",

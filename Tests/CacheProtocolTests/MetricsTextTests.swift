@@ -20,4 +20,15 @@ import CacheProtocol
             #expect(!text.contains("cached_last_prefetch_timestamp_seconds "), "\(bad): \(text)")
         }
     }
+
+    /// Issue 26: the variants stored and their three counters.
+    @Test func variantsAreGaugesAndCounters() throws {
+        let s = try JSONParser.parse(Array(#"{"ok":true,"variants":12,"counters":{"variants_made":12,"variant_hits":40,"variant_failures":2}}"#.utf8))
+        let text = MetricsText.render(s)
+        for line in ["# TYPE cached_variants gauge\ncached_variants 12\n", "# TYPE cached_variants_made_total counter\ncached_variants_made_total 12\n",
+                     "cached_variant_hits_total 40\n", "cached_variant_failures_total 2\n"] {
+            #expect(text.contains(line), "\(line) in \(text)")
+        }
+        #expect(!MetricsText.render(try JSONParser.parse(Array(#"{"ok":true,"counters":{}}"#.utf8))).contains("variant"), "an older daemon's: none")
+    }
 }

@@ -55,6 +55,18 @@ import CacheProtocol
         #expect(failedRun.lastPrefetch?.succeeded == false && failedRun.lastPrefetch?.summary == nil && failedRun.lastPrefetch?.error == "posts-url: HTTP 500")
     }
 
+    /// Issue 26: a row with its variant, status's variants; an older daemon's (none) still decode.
+    @Test func variantsDecode() throws {
+        let row = try decode(ImageRow.self, #"{"row":3,"url":"u","description":null,"hash":"aa","size":9,"type":"image/png","path":"/p","last_error":null,"variant":{"hash":"bb","size":4,"type":"image/webp","path":"/v","width":96,"height":54}}"#)
+        #expect(row.variant == ImageRow.Variant(hash: "bb", size: 4, type: "image/webp", path: "/v", width: 96, height: 54))
+        let http = try decode(ImageRow.self, #"{"row":3,"url":"u","description":null,"hash":"aa","size":9,"type":"image/png","last_error":null,"variant":{"hash":"bb","size":4,"type":"image/webp","width":96,"height":54}}"#)
+        #expect(http.variant?.path == nil && http.variant?.width == 96)
+        let base = #""posts":1,"images":2,"images_cached":1,"objects":1,"bytes":5,"max_bytes":0,"uptime_s":7,"version":"0.2.0","store":"/s","socket":"/k","log_records":9"#
+        let s = try decode(Status.self, "{" + base + #","counters":{"variants_made":2,"variant_hits":5,"variant_failures":1},"variants":2}"#)
+        #expect(s.variants == 2 && s.counters["variant_hits"] == 5)
+        #expect(try decode(Status.self, "{" + base + #","counters":{}}"#).variants == nil)
+    }
+
     /// Issue 25: status's scrub; an older daemon's status (none) still decodes.
     @Test func theScrubDecodes() throws {
         let base = #""posts":1,"images":2,"images_cached":1,"objects":1,"bytes":5,"max_bytes":0,"uptime_s":7,"counters":{},"version":"0.2.0","store":"/s","socket":"/k","log_records":9"#

@@ -50,6 +50,33 @@ import CachedClient
         #expect(try await cached.compact().after > 0)
     }
 
+    /// Issue 26: a variant through the library: the row with its variant,
+    /// its verified bytes (sized as asked, read back by `vipsheader`), a
+    /// refused size as `badRequest`; and a post of a string-id feed.
+    @Test func variantsAndStringIDs() async throws {
+        let nginx = try Nginx()
+        let d = try Self.daemon(nginx, arguments: ["--variant-max-dimension", "300"])
+        let cached = CachedClient(socketPath: d.socket)
+        let row = try await cached.image(row: 2, variant: VariantRequest(width: 40, height: 30, fit: .cover, format: .webp))
+        let v = try #require(row.variant)
+        #expect(v.width == 40 && v.height == 30 && v.type == "image/webp" && row.isCached, "\(row)")
+        let bytes = try await cached.variantData(row: 2, VariantRequest(width: 40, height: 30, fit: .cover, format: .webp))
+        let h = try VariantTests.header(bytes)
+        #expect(h.width == 40 && h.height == 30 && h.loader == "webpload", "\(h)")
+        do {
+            _ = try await cached.image(row: 2, variant: VariantRequest(width: 301))
+            Issue.record("a width over variant-max-dimension was made")
+        } catch {
+            #expect(error.code == .badRequest && error.message.contains("variant-max-dimension"), "\(error)")
+        }
+        // A feed of string ids: the library's post(id:) takes the string, and the listing gives each id back.
+        try Data(#"[{"id":"a/b c","title":"one"},{"id":"7","title":"two"}]"#.utf8).write(to: URL(fileURLWithPath: nginx.files!.root + "/posts.json"))
+        for try await _ in cached.prefetch(.posts) {}
+        #expect(try await cached.post(id: "a/b c").title == "one")
+        #expect(try await cached.post(id: 7).title == "two", "an integer request finds the string id \"7\"")
+        #expect(try await cached.posts().map(\.id) == [.string("a/b c"), .string("7")], "the feed's order: an id is a string")
+    }
+
     @Test func errorsCarryTheProtocolsCodes() async throws {
         let nginx = try Nginx()
         let d = try Self.daemon(nginx)

@@ -148,6 +148,30 @@ import CacheSystem
         }
     }
 
+    /// cachectl get image ROW --width W ... -o FILE writes the variant's
+    /// verified bytes; without -o it shows the variant after the row.
+    @Test func cachectlWritesAVariant() throws {
+        let nginx = try Self.origin([])
+        let daemon = try Self.daemon(nginx)
+        let scratch = Scratch()
+        let out = scratch.path + "/thumb.avif"
+        let r = try cachectl(["get", "image", "6", "--width", "48", "--height", "32", "--fit", "cover", "--format", "avif", "-o", out],
+                             socket: daemon.socket)
+        #expect(r.status == 0, "\(r)")
+        let h = try Self.header(try FileSystem.read(out))
+        #expect(h.width == 48 && h.height == 32 && h.loader == "heifload", "\(h)")
+        let shown = try cachectl(["get", "image", "6", "--width", "48", "--height", "32", "--fit", "cover", "--format", "avif"], socket: daemon.socket)
+        #expect(shown.stdout.contains("variant: 48 x 32 image/avif"), "\(shown.stdout)")
+        for (args, message) in [(["--width", "0"], "--width takes a number of pixels"), (["--fit", "fill"], "--fit is contain or cover"),
+                                (["--format", "gif"], "--format is one of jpeg, png, webp, avif")] {
+            let bad = try cachectl(["get", "image", "6"] + args, socket: daemon.socket)
+            #expect(bad.status == 2 && bad.stderr.contains(message), "\(args): \(bad)")
+        }
+        let misplaced = try cachectl(["get", "images", "--width", "40"], socket: daemon.socket)
+        #expect(misplaced.status == 2 && misplaced.stderr.contains("go with get image ROW"), "\(misplaced)")
+        #expect(try daemon.call("status")["counters"]?["variants_made"]?.int == 1, "shown and written: one variant")
+    }
+
     /// variant-sizes: a size it does not list is refused naming those it does.
     @Test func sizesOutsideTheAllowListAreRefused() throws {
         let nginx = try Self.origin([])

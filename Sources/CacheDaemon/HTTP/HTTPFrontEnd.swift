@@ -144,7 +144,7 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
         default: return .now(fail(.badRequest, .badRequest, "fetch is 0 or 1", request))
         }
         do throws(CacheError) {
-            if let variant = try Self.variantRequest(request) { return imageVariant(row, variant, request, reply) }
+            if let variant = try Self.variantRequest(request) { return storedOrNewVariant(row, variant, request, reply) }
         } catch { return .now(failure(error, request)) }
         // A hit goes straight to the read, which verifies the file; a file
         // gone since takes the whole get_image path (a download again).

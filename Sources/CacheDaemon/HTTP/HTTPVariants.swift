@@ -28,6 +28,15 @@ extension HTTPFrontEnd {
         return r
     }
 
+    /// A stored variant goes straight to the read, which verifies its file;
+    /// anything else (a file gone since included) takes `imageVariant`.
+    func storedOrNewVariant(_ row: Int, _ variant: VariantRequest, _ request: HTTPRequest, _ reply: Reply) -> Answer {
+        guard let info = service.cachedVariant(row: row, variant) else { return imageVariant(row, variant, request, reply) }
+        return object(info, request, cacheControl: Self.revalidate, reply) { @Sendable [self] in
+            imageVariant(row, variant, request, reply, again: false)
+        }
+    }
+
     /// The variant's bytes, once the service has it (made now if it must be).
     func imageVariant(_ row: Int, _ variant: VariantRequest, _ request: HTTPRequest, _ reply: Reply, again: Bool = true) -> Answer {
         let outcome = service.imageVariant(row: row, variant) { [self] result in

@@ -80,6 +80,32 @@ def test_images_read_image_data_and_open_image(daemon, origin):
         assert c.ping()["protocol"] == 1
 
 
+def png_size(data):
+    """A PNG's width and height from its IHDR chunk."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:8]
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_a_variant_of_an_image(daemon, origin):
+    """Issue 26: image_variant names a variant made once and stored;
+    variant_data reads its verified bytes; a bad size is bad_request."""
+    with Client(daemon.socket) as c:
+        row = c.image_variant(2, width=40, height=30, fit="cover", format="png")
+        v = row["variant"]
+        assert (v["width"], v["height"], v["type"]) == (40, 30, "image/png") and len(v["hash"]) == 32
+        data = c.variant_data(2, width=40, height=30, fit="cover", format="png")
+        assert len(data) == v["size"] and png_size(bytes(data)) == (40, 30)
+        assert c.read(v["hash"]) == data
+        assert c.status()["counters"]["variants_made"] == 1
+        with pytest.raises(CachedError) as e:
+            c.image_variant(2, width=0)
+        assert e.value.code == "bad_request"
+        with pytest.raises(CachedError) as e:
+            c.image_variant(2, format="gif")
+        assert e.value.code == "bad_request"
+        assert c.ping()["protocol"] == 1
+
+
 def test_prefetch_yields_progress_then_the_summary(daemon, origin):
     with Client(daemon.socket, timeout=None) as c:
         events = list(c.prefetch())
