@@ -100,6 +100,26 @@ import CacheProtocol
         Self.expectNoSecret(daemon.log, "the debug log")
     }
 
+    /// nginx answering 403 (a key it does not take, or none): the refusal
+    /// says whether credentials were configured and sent, as a 401's does.
+    @Test func a403SaysWhetherCredentialsWereConfiguredAndSent() throws {
+        let nginx = try Nginx(extra: """
+            location /locked/ { if ($http_x_api_key != "\(Self.apiKey)") { return 403; } rewrite ^/locked/(.*)$ /$1 break; }
+            """)
+        let feeds = ["--posts-url", nginx.base + "/locked/posts.json"]
+        let bare = try Daemon(origin: nil, arguments: feeds)
+        let none = try cachectl(["prefetch", "posts"], socket: bare.socket)
+        #expect(none.status == 6 && none.stderr.contains("HTTP 403 Forbidden: no fetch-header is configured for this origin "
+                                                         + "(http://127.0.0.1:\(nginx.port))"), "\(none)")
+        let wrong = try Daemon(origin: nil, arguments: feeds + ["--fetch-header", "X-Api-Key: not-\(Self.apiKey)"])
+        let refused = try cachectl(["prefetch", "posts"], socket: wrong.socket)
+        #expect(refused.status == 6 && refused.stderr.contains("HTTP 403 Forbidden: the origin refused the configured fetch-header "
+                                                               + "credentials (X-Api-Key)"), "\(refused)")
+        Self.expectNoSecret(refused.stderr + wrong.log, "the refusal")
+        let right = try Daemon(origin: nil, arguments: feeds + ["--fetch-header", "X-Api-Key: \(Self.apiKey)"])
+        #expect(try cachectl(["prefetch", "posts"], socket: right.socket).status == 0)
+    }
+
     @Test func a401SaysWhetherCredentialsWereConfiguredAndSent() throws {
         let a = try Origin(), c = try Origin()
         try a.requireToken(Self.token)

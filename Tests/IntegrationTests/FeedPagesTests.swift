@@ -1,6 +1,7 @@
 import Testing
 import Foundation
 import CacheProtocol
+import CacheSystem
 
 /// Paged feeds with string ids, against a real nginx (ETags, `Link` headers
 /// from `add_header`): docs/protocol.md, "Feeds" and "Post ids".
@@ -137,6 +138,46 @@ import CacheProtocol
         let r = try wrong.call("prefetch", [("what", .string("posts"))])
         #expect(r["error"]?["code"]?.string == "upstream")
         #expect(r["error"]?["message"]?.string?.contains("posts-items /links is an object, not an array") == true, "\(r)")
+    }
+
+    /// The manifest's own paging settings through the daemon: a JSON:API
+    /// manifest (`images-items /data`, `images-next /links/next`, each
+    /// image's URL and description deeper in its item), rows the positions
+    /// of the whole list; every page revalidated with its own ETag (all
+    /// 304: nothing written); `images-max-pages` and a pointer to no array
+    /// fail the refresh and change nothing.
+    @Test func aPagedManifestUsesItsOwnSettings() throws {
+        let nginx = try Nginx()
+        let pages = [
+            "man/m1.json": #"{"data":[{"attributes":{"src":"/images/01-sunrise.png","alt":"first"}},{"attributes":{"src":"/images/02-ocean.png","alt":"second"}}],"links":{"next":"m2.json"}}"#,
+            "man/m2.json": #"{"data":[{"attributes":{"src":"../images/03-forest.png","alt":"third"}}],"links":{"next":null}}"#,
+        ]
+        try serve(pages, in: nginx)
+        let base = ["--images-url", nginx.base + "/man/m1.json", "--images-items", "/data", "--images-next", "/links/next",
+                    "--images-url-field", "/attributes/src", "--images-description-field", "/attributes/alt"]
+        let scratch = Scratch()
+        let d = try Daemon(origin: nil, arguments: base, scratch: scratch)
+        let first = try d.call("prefetch", [("what", .string("images"))])
+        #expect(first["images"]?["downloaded"]?.int == 3, "\(first)")
+        let rows = try d.call("list_images")["images"]?.array ?? []
+        #expect(rows.map { $0["description"]?.string ?? "" } == ["first", "second", "third"])
+        #expect(rows.map { $0["url"]?.string ?? "" } == ["01-sunrise.png", "02-ocean.png", "03-forest.png"].map { nginx.base + "/images/" + $0 })
+        let imageFile = try nginx.files!.bytes("images/03-forest.png")
+        #expect(try FileSystem.read(try #require(rows[2]["path"]?.string)) == imageFile, "row 2 is page 2's first item")
+        let size = try FileSystem.status(scratch.path + "/store/index.log")?.size
+        let offset = nginx.accessLog.entries(after: 0, atLeast: 0).count
+        _ = try d.call("prefetch", [("what", .string("images"))])
+        let again = nginx.accessLog.entries(after: offset, atLeast: 2).filter { $0.path.hasPrefix("/man/") }.map { "\($0.path) \($0.status)" }
+        #expect(again == ["/man/m1.json 304", "/man/m2.json 304"], "each page with its own ETag: \(again)")
+        #expect(try FileSystem.status(scratch.path + "/store/index.log")?.size == size, "all 304: nothing written")
+
+        let few = try Daemon(origin: nil, arguments: base + ["--images-max-pages", "1"])
+        let tooMany = try few.call("prefetch", [("what", .string("images"))])
+        #expect(tooMany["error"]?["message"]?.string?.contains("more than images-max-pages 1 pages") == true, "\(tooMany)")
+        #expect(try few.call("status")["images"]?.int == 0, "nothing of the manifest was stored")
+        let wrong = try Daemon(origin: nil, arguments: base + ["--images-items", "/links"])
+        let r = try wrong.call("prefetch", [("what", .string("images"))])
+        #expect(r["error"]?["message"]?.string?.contains("images-items /links is an object, not an array") == true, "\(r)")
     }
 
     /// A JSON Feed whose items name images: the same URL is the posts feed
