@@ -36,5 +36,8 @@ int cvs_harden(void) {
     if (close_above_stderr() != 0) return -1;
     if (chdir("/") != 0) return -1;
     umask(077);
+    /* No core file: a decoder's memory holds other jobs' images. */
+    struct rlimit none = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &none) != 0) return -1;
     return 0;
 }

@@ -16,4 +16,12 @@ void cvs__restrict_loaders(void);
     block changes between jobs: it is unblocked for BMP and icon bytes alone. */
 const char *cvs__choose_loader(unsigned char *bytes, size_t length, char *why, size_t capacity);
 
+/** metadata.c: removes every metadata field of `image` (which the caller
+    owns): EXIF, XMP, IPTC, ICC profile, orientation, ... */
+struct _VipsImage;
+void cvs__remove_metadata(struct _VipsImage *image);
+
+/** metadata.c: drops the EXIF and XMP chunks of a WebP file in place; its new length. */
+size_t cvs__webp_drop_metadata(unsigned char *bytes, size_t length);
+
 #endif

@@ -8,7 +8,9 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
+#include <signal.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -149,6 +151,24 @@ static void rules(program *p, pid_t self) {
     allow(p, SYS_rt_sigreturn);
 }
 
+/** Puts the fatal signals back to their default action: the process ends
+    at once. Swift's runtime installed a crash handler that backtraces and
+    then resets the signal's action before raising it again; in the sandbox
+    the backtracer cannot start and rt_sigaction is refused, so the handler
+    would return to the faulting instruction and run again, forever,
+    writing a line to stderr each time (seen: 4 GB in a minute when a
+    source's allocation failed under RLIMIT_AS). Libraries' handlers go too
+    (SIGXCPU's included: RLIMIT_CPU's soft limit must end the helper). */
+static int reset_fatal_signals(void) {
+    static const int fatal[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS, SIGXCPU, SIGXFSZ};
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = SIG_DFL;
+    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+        if (sigaction(fatal[i], &action, NULL) != 0) return -1;
+    return 0;
+}
+
 int cvs_enter_sandbox(void) {
     static program p;
     p.length = 0;
@@ -160,6 +180,7 @@ int cvs_enter_sandbox(void) {
         errno = E2BIG;
         return -1;
     }
+    if (reset_fatal_signals() != 0) return -1;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
     struct sock_fprog fprog = {.len = p.length, .filter = p.code};
     /* TSYNC: every thread the warm-up started gets the filter (and

@@ -3,6 +3,7 @@
 #include "CVipsShim.h"
 #include "internal.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <vips/vips.h>
@@ -24,6 +25,11 @@ int cvs_vips_start(const char *argv0, char *message, size_t capacity) {
        everything goes to memory, within the helper's RLIMIT_AS; bombs are
        refused by max-image-pixels before any of this. */
     setenv("VIPS_DISC_THRESHOLD", "1000g", 1);
+    /* glibc gives each thread that finds the arenas busy a new one, up to 8
+       per core, each reserving 64 MiB of address space: about 690 MiB of
+       RLIMIT_AS after the warm-up on 2 cores, 310 MiB with two arenas, for
+       the same time per job (measured on 2 MP and 50 MP images). */
+    mallopt(M_ARENA_MAX, 2);
     g_log_set_writer_func(quiet_writer, NULL, NULL);
     if (VIPS_INIT(argv0) != 0) {
         snprintf(message, capacity, "vips_init failed: %s", vips_error_buffer());

@@ -175,18 +175,22 @@ static VipsImage *decode(const unsigned char *src, size_t len, const cvs_job *jo
     VipsImage *decoded = ready ? vips_image_copy_memory(ready) : NULL;
     if (ready) g_object_unref(ready);
     if (!decoded) fail_from_vips(r, CVS_REFUSED, "decoding failed");
+    else cvs__remove_metadata(decoded);
     return decoded;
 }
 
 /** Encodes with metadata stripped. 0, or -1 with libvips's error set. */
 static int encode(VipsImage *in, uint8_t format, void **buf, size_t *len) {
+    int failed;
     switch (format) {
     case FORMAT_JPEG:
         return vips_jpegsave_buffer(in, buf, len, "Q", 80, "optimize_coding", TRUE, "strip", TRUE, NULL);
     case FORMAT_PNG:
         return vips_pngsave_buffer(in, buf, len, "strip", TRUE, NULL);
     case FORMAT_WEBP:
-        return vips_webpsave_buffer(in, buf, len, "Q", 80, "strip", TRUE, NULL);
+        failed = vips_webpsave_buffer(in, buf, len, "Q", 80, "strip", TRUE, NULL);
+        if (!failed) *len = cvs__webp_drop_metadata(*buf, *len);
+        return failed;
     case FORMAT_AVIF:
         return vips_heifsave_buffer(in, buf, len, "compression", VIPS_FOREIGN_HEIF_COMPRESSION_AV1, "Q", 50,
                                     "bitdepth", 8, "effort", AVIF_EFFORT, "strip", TRUE, NULL);

@@ -84,7 +84,7 @@ static unsigned char *icon_with_png(const void *png, size_t png_length, int type
     its fonts listed; gdk-pixbuf's loaders.cache). The font files
     themselves are opened again by cairo and HarfBuzz for each SVG, which
     the sandbox forbids: an SVG's text is drawn as missing-glyph boxes
-    (docs/architecture.md, "Image variants"). */
+    (the SVG test in VariantHelperTests shows it). */
 static char *svg_with_text_and_images(VipsImage *rgb) {
     void *png = NULL, *jpeg = NULL;
     size_t png_length = 0, jpeg_length = 0;

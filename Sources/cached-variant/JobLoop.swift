@@ -22,14 +22,22 @@ enum JobLoop {
                 answer(status: .refused, message: "the source is \(job.sourceLength) bytes, over the \(maxSource) a helper takes")
                 continue
             }
-            var source = readSource(count: Int(job.sourceLength))
+            // malloc, not a Swift array: under RLIMIT_AS a source that does
+            // not fit is a failed job, not a crash.
+            let count = Int(job.sourceLength)
+            guard let source = malloc(max(count, 1))?.bindMemory(to: UInt8.self, capacity: max(count, 1)) else {
+                skip(job.sourceLength)
+                answer(status: .failed, message: "out of memory: a source of \(count) bytes does not fit in the helper's address space")
+                continue
+            }
+            readSource(into: UnsafeMutableBufferPointer(start: source, count: count))
             var result = cvs_result()
             var spec = cvs_job(format: job.format.rawValue, fit: job.fit.rawValue,
                                width: UInt32(clamping: job.width ?? 0), height: UInt32(clamping: job.height ?? 0),
                                max_dimension: UInt32(clamping: job.maxDimension),
                                max_pixels: UInt64(clamping: job.maxPixels), max_result: UInt64(clamping: job.maxResult))
-            source.withUnsafeMutableBufferPointer { cvs_make_variant($0.baseAddress, $0.count, &spec, &result) }
-            source = []
+            cvs_make_variant(source, count, &spec, &result)
+            free(source)
             answer(result)
             cvs_result_free(&result)
         }
@@ -52,13 +60,10 @@ enum JobLoop {
         }
     }
 
-    /// The source's `count` bytes. Exits with status 2 when the input ends first.
-    private static func readSource(count: Int) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-            let got = HelperIO.readFully(0, into: UnsafeMutableRawBufferPointer(buffer))
-            guard got == count else { HelperIO.die("the input ends inside a source (\(got) of \(count) bytes)", status: 2) }
-            initialized = count
-        }
+    /// Fills `buffer` with the source. Exits with status 2 when the input ends first.
+    private static func readSource(into buffer: UnsafeMutableBufferPointer<UInt8>) {
+        let got = HelperIO.readFully(0, into: UnsafeMutableRawBufferPointer(buffer))
+        guard got == buffer.count else { HelperIO.die("the input ends inside a source (\(got) of \(buffer.count) bytes)", status: 2) }
     }
 
     /// Reads and drops `count` bytes: a refused source, so the next job's

@@ -4,7 +4,7 @@ import Glibc
 import CVipsShim
 
 // cached-variant: the daemon's sandboxed image decoder (docs/architecture.md,
-// "Image variants"). The daemon starts it as `cached-variant --serve` with
+// "A variant"). The daemon starts it as `cached-variant --serve` with
 // pipes on standard input and output and sets its RLIMIT_AS and RLIMIT_CPU
 // from outside. It hardens itself, starts and warms up libvips, enters its
 // seccomp sandbox, says it is ready and then answers jobs until its input
@@ -17,7 +17,8 @@ import CVipsShim
 // Step 1, before anything else: die with the parent, no inherited
 // descriptor, no working directory, private files.
 if cvs_harden() != 0 {
-    HelperIO.die("cannot harden the process: \(String(cString: strerror(errno)))", status: 1)
+    let why = errno == ESRCH ? "its parent is already gone" : String(cString: strerror(errno))
+    HelperIO.die("cannot harden the process: \(why)", status: 1)
 }
 
 let arguments = CommandLine.arguments

@@ -5,7 +5,7 @@
    making of one variant. Swift sees plain C types only: no glib or vips
    header is included here, so the helper's Swift code never parses them.
 
-   The order is fixed (docs/architecture.md, "Image variants"):
+   The order is fixed (docs/architecture.md, "A variant", step 4):
    cvs_harden, cvs_vips_start, cvs_warm_up, cvs_enter_sandbox, then jobs. */
 #include <stddef.h>
 #include <stdint.h>
@@ -15,15 +15,16 @@
 
 /** Step 1, before anything else: dies with its parent (PR_SET_PDEATHSIG
     SIGKILL; ESRCH when the parent is already gone), closes every descriptor
-    above 2, moves to `/`, umask 077. 0, or -1 with errno. */
+    above 2, moves to `/`, umask 077, no core file. 0, or -1 with errno. */
 int cvs_harden(void);
 
 /* ---- sandbox.c ---- */
 
-/** Step 4: PR_SET_NO_NEW_PRIVS, then the seccomp allow-list on every thread
-    of the process (SECCOMP_FILTER_FLAG_TSYNC: libvips's, glib's and the
-    codecs' threads started by the warm-up are filtered too). 0, or -1 with
-    errno; on failure nothing is half-applied that would let a job run. */
+/** Step 4: the fatal signals back to their default action (a crash ends
+    the process at once), PR_SET_NO_NEW_PRIVS, then the seccomp allow-list
+    on every thread of the process (SECCOMP_FILTER_FLAG_TSYNC: libvips's,
+    glib's and the codecs' threads started by the warm-up are filtered too).
+    0, or -1 with errno: the caller exits, no job is taken. */
 int cvs_enter_sandbox(void);
 
 /* ---- probe.c ---- */
