@@ -257,9 +257,9 @@ import Testing
 
     @Test func aNewerHeaderOrRecordStopsTheScanAsNewerNotDamage() {
         var newerHeader = Self.threeTransactions().bytes
-        newerHeader[7] = 5
+        newerHeader[7] = RecordCodec.formatVersion + 1
         let header = LogScanner.scan(newerHeader) { _ in Issue.record("nothing may be applied") }
-        #expect(header.newer == .formatVersion(5))
+        #expect(header.newer == .formatVersion(RecordCodec.formatVersion + 1))
         #expect(header.validLength == 0)
 
         var (bytes, ends) = Self.threeTransactions()
