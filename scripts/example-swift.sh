@@ -48,5 +48,7 @@ for i, row in enumerate(rows):
     names = [n for n in os.listdir(saved) if n.split(".")[0] == str(i)]
     assert len(names) == 1, (i, names)
     assert open(os.path.join(saved, names[0]), "rb").read() == open(os.path.join(origin, "images", row["url"]), "rb").read(), i
+    thumb = open(os.path.join(saved, "%d-thumb.webp" % i), "rb").read()
+    assert thumb[:4] == b"RIFF" and thumb[8:12] == b"WEBP", (i, thumb[:12])
 PY
-echo "example-swift: Examples/SwiftClient printed 100 posts and saved 16 images, each the origin's bytes"
+echo "example-swift: Examples/SwiftClient printed 100 posts and saved 16 images, each the origin's bytes, and a WebP thumbnail of each"

@@ -218,3 +218,20 @@ def test_the_daemon_cannot_send_the_clients_own_codes():
         with pytest.raises(CachedError) as e:
             client._checked(answer)
         assert e.value.code == "malformed", answer
+
+
+def test_the_readme_example_runs_as_written(daemon, origin, tmp_path, monkeypatch, capsys):
+    """The README's Python example, word for word but for its socket path."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "README.md")) as f:
+        readme = f.read()
+    start = readme.index("```python\nfrom cached_client import Client, CachedError\n") + len("```python\n")
+    code = readme[start:readme.index("```", start)]
+    assert '"/tmp/cached.sock"' in code
+    with Client(daemon.socket, timeout=None) as c:  # the README's store: prefetched (cachectl prefetch)
+        list(c.prefetch())
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code.replace('"/tmp/cached.sock"', repr(daemon.socket)), "README.md", "exec"), {})
+    assert (tmp_path / "row0.png").read_bytes() == origin_file(origin, "images/" + manifest(origin)[0]["url"])
+    webp = (tmp_path / "row0.webp").read_bytes()
+    assert webp[:4] == b"RIFF" and webp[8:12] == b"WEBP"
+    assert capsys.readouterr().out.count("\n") > 1

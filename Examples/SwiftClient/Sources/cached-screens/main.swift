@@ -1,5 +1,6 @@
 // cached-screens: the posts screen and the images screen of the app that
-// cached replaces, printed, with every cached image saved to a folder.
+// cached replaces, printed, with every cached image and its thumbnail saved
+// to a folder.
 //
 //   cached-screens [--socket PATH] [--prefetch] OUTPUT-DIRECTORY
 #if canImport(Glibc)
@@ -83,8 +84,14 @@ do {
             complain("cannot write \(path)\n")
             exit(1)
         }
+        // The table's cell: a 96-pixel thumbnail the daemon makes once for every client.
+        let thumb = try await cached.variantData(row: row.row, VariantRequest(width: 96, height: 96, format: .webp))
+        guard save(thumb, to: "\(folder)/\(row.row)-thumb.webp") else {
+            complain("cannot write \(folder)/\(row.row)-thumb.webp\n")
+            exit(1)
+        }
         saved += 1
-        print("[\(row.row)] \(row.description ?? "") — \(bytes.count) bytes -> \(path)")
+        print("[\(row.row)] \(row.description ?? "") — \(bytes.count) bytes -> \(path), thumbnail \(thumb.count) bytes")
     }
     print("saved \(saved) of \(rows.count) images to \(folder)")
 } catch {
