@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -24,6 +25,25 @@ static int close_above_stderr(void) {
     return 0;
 }
 
+/** Every signal to its default action and none blocked: a spawned process
+    inherits its parent's blocked signals and ignored ones (the daemon
+    blocks SIGTERM, SIGINT and SIGHUP for its signalfd and ignores SIGPIPE;
+    a test runner blocked SIGXCPU, which then did not end a helper over
+    its CPU limit). */
+static int default_signals(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; s++) {
+        if (s == SIGKILL || s == SIGSTOP) continue;
+        /* Numbers glibc keeps for itself (its threads' signals) answer EINVAL. */
+        if (sigaction(s, &action, NULL) != 0 && errno != EINVAL) return -1;
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    return sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 int cvs_harden(void) {
     pid_t parent = getppid();
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return -1;
@@ -34,6 +54,7 @@ int cvs_harden(void) {
         return -1;
     }
     if (close_above_stderr() != 0) return -1;
+    if (default_signals() != 0) return -1;
     if (chdir("/") != 0) return -1;
     umask(077);
     /* No core file: a decoder's memory holds other jobs' images. */

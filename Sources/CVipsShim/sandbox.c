@@ -152,12 +152,12 @@ static void rules(program *p, pid_t self) {
 }
 
 /** Puts the fatal signals back to their default action: the process ends
-    at once. Swift's runtime installed a crash handler that backtraces and
-    then resets the signal's action before raising it again; in the sandbox
-    the backtracer cannot start and rt_sigaction is refused, so the handler
-    would return to the faulting instruction and run again, forever,
-    writing a line to stderr each time (seen: 4 GB in a minute when a
-    source's allocation failed under RLIMIT_AS). Libraries' handlers go too
+    at once. Swift's runtime installs a crash handler that starts a
+    backtracer and then has the signal's default action take over; in the
+    sandbox neither the backtracer's process nor rt_sigaction is allowed,
+    and the handler ran again and again, writing "Backtracing ... failed"
+    to stderr each time (seen: 4 GB in a few minutes when a source's
+    allocation failed under RLIMIT_AS). Libraries' handlers go too
     (SIGXCPU's included: RLIMIT_CPU's soft limit must end the helper). */
 static int reset_fatal_signals(void) {
     static const int fatal[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS, SIGXCPU, SIGXFSZ};

@@ -261,6 +261,21 @@ import CLinux
         }
     }
 
+    /// A crash (SIGSEGV) or the CPU limit (SIGXCPU) ends a serving helper
+    /// at once, by that signal, with next to nothing on standard error: no
+    /// crash handler runs inside the sandbox (Swift's looped there, writing
+    /// gigabytes).
+    @Test func aCrashEndsTheHelperAtOnce() throws {
+        for signal in [SIGSEGV, SIGXCPU] {
+            let helper = try HelperUnderTest()
+            #expect(try helper.run(HelperJob(format: .png, width: 8), try FileSystem.read(Self.fixtures + "/sample.png")).status == 0)
+            kill(helper.pid, signal)
+            #expect(helper.waitForExit(seconds: 5), "signal \(signal): \(helper.howItEnded)")
+            #expect(helper.howItEnded.hasPrefix("ended by signal \(signal);"), "\(helper.howItEnded)")
+            #expect(helper.standardError.count < 1000, "\(helper.standardError.prefix(1000))")
+        }
+    }
+
     /// 500 jobs in a row on one helper all succeed, and its resident memory
     /// after the last is within 8 MiB of what it was after the 100th.
     @Test func fiveHundredJobsInARowAndTheHelperDoesNotGrow() throws {

@@ -15,7 +15,8 @@
 
 /** Step 1, before anything else: dies with its parent (PR_SET_PDEATHSIG
     SIGKILL; ESRCH when the parent is already gone), closes every descriptor
-    above 2, moves to `/`, umask 077, no core file. 0, or -1 with errno. */
+    above 2, every signal to its default action and unblocked, moves to
+    `/`, umask 077, no core file. 0, or -1 with errno. */
 int cvs_harden(void);
 
 /* ---- sandbox.c ---- */
