@@ -19,7 +19,7 @@ enum JobLoop {
             guard let job = readJob() else { _exit(0) }
             guard job.sourceLength <= maxSource else {
                 skip(job.sourceLength)
-                answer(status: .refused, message: "the source is \(job.sourceLength) bytes, over the \(maxSource) a helper takes")
+                answer(status: .refused, message: "the source is \(job.sourceLength) bytes, over the \(maxSource) bytes a helper takes")
                 continue
             }
             // malloc, not a Swift array: under RLIMIT_AS a source that does

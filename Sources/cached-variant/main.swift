@@ -15,7 +15,7 @@ import CVipsShim
 // check that the filter holds on this kernel).
 
 // Step 1, before anything else: die with the parent, no inherited
-// descriptor, no working directory, private files.
+// descriptor or signal state, no working directory, private files.
 if cvs_harden() != 0 {
     let why = errno == ESRCH ? "its parent is already gone" : String(cString: strerror(errno))
     HelperIO.die("cannot harden the process: \(why)", status: 1)
