@@ -3,6 +3,13 @@ import PackageDescription
 
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 
+/// Debian's multiarch directory name, where glib keeps glibconfig.h.
+#if arch(arm64)
+let multiarch = "aarch64-linux-gnu"
+#else
+let multiarch = "x86_64-linux-gnu"
+#endif
+
 let package = Package(
     name: "cached",
     platforms: [.macOS(.v15)],
@@ -20,10 +27,15 @@ let package = Package(
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
         .systemLibrary(name: "CXXHash", pkgConfig: "libxxhash"),
         .target(name: "CLinux"),
-        // libvips, for the variant helper alone: the daemon never links a decoder.
-        .systemLibrary(name: "CVips", pkgConfig: "vips"),
-        // The helper's C side: libvips calls (variadic in C) and its seccomp sandbox.
-        .target(name: "CVipsShim", dependencies: ["CVips"]),
+        // The variant helper's C side: libvips calls (variadic in C) and its
+        // seccomp sandbox. libvips is linked here alone: the daemon never
+        // links a decoder. Its headers need glib's two include directories
+        // (what `pkg-config --cflags vips` adds besides -pthread, which
+        // SwiftPM refuses with a warning on every build, and the headers of
+        // libraries vips.h does not include).
+        .target(name: "CVipsShim",
+                cSettings: [.unsafeFlags(["-I/usr/include/glib-2.0", "-I/usr/lib/\(multiarch)/glib-2.0/include"])],
+                linkerSettings: [.linkedLibrary("vips"), .linkedLibrary("gobject-2.0"), .linkedLibrary("glib-2.0")]),
 
         // Typed wrappers over raw syscalls, and the few concurrency primitives.
         .target(name: "CacheSystem", dependencies: ["CLinux"], swiftSettings: strict),
@@ -100,7 +112,7 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "CacheDaemonTests", dependencies: ["CacheDaemon", "CacheProtocol", "CacheFetch"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["CacheProtocol", "CacheSystem", "CacheStore", "CachedClient", "TestSupport"],
+                    dependencies: ["CacheProtocol", "CacheSystem", "CacheStore", "CacheVariant", "CLinux", "CachedClient", "TestSupport"],
                     swiftSettings: strict),
     ]
 )

@@ -195,27 +195,6 @@ import CacheSystem
         return try FileSystem.read(scratch.path + "/" + result)
     }
 
-    /// A PNG whose header declares `width` x `height` pixels, with a few bytes of data.
-    static func declaredPNG(width: UInt32, height: UInt32) -> [UInt8] {
-        func be(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
-        func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
-            let body = Array(type.utf8) + data
-            return be(UInt32(data.count)) + body + be(crc32(body))
-        }
-        let ihdr = be(width) + be(height) + [8, 2, 0, 0, 0]
-        return [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", ihdr)
-            + chunk("IDAT", [0x78, 0x9C, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01]) + chunk("IEND", [])
-    }
-
-    static func crc32(_ bytes: [UInt8]) -> UInt32 {
-        var c: UInt32 = 0xFFFF_FFFF
-        for b in bytes {
-            c ^= UInt32(b)
-            for _ in 0..<8 { c = c & 1 == 1 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
-        }
-        return ~c
-    }
-
     /// Images a decoder must not be trusted with: each gets a clear error,
     /// the original stays served, the daemon and every other request go on.
     @Test func hostileImagesGetClearErrorsAndLoseNothing() throws {
@@ -223,7 +202,7 @@ import CacheSystem
         let jpeg = try Self.made([["gaussnoise", "DIR/n.v", "900", "700"], ["cast", "DIR/n.v", "DIR/u.v", "uchar"],
                                   ["jpegsave", "DIR/u.v", "DIR/n.jpg", "--Q", "90"]], "n.jpg", in: scratch)
         let hostile: [(String, [UInt8], String)] = [
-            ("bomb.png", Self.declaredPNG(width: 100_000, height: 100_000), "100000 x 100000 pixels"),
+            ("bomb.png", VariantHelperTests.declaredPNG(width: 100_000, height: 100_000), "100000 x 100000 pixels"),
             ("truncated.jpg", Array(jpeg.prefix(jpeg.count / 2)), "the image was refused"),
             ("junk.png", [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + (0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 7919) },
              "the image was refused"),
