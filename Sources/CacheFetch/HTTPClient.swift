@@ -41,8 +41,9 @@ public final class HTTPClient: Sendable {
     public let policy: FetchPolicy
     private let credentialState: Locked<FetchCredentials>
 
-    /// A client with its own thread; `credentials` are added per request (see `credentials`).
-    public init(policy: FetchPolicy, credentials: FetchCredentials = .none) {
+    /// A client with its own thread; `credentials` are added per request
+    /// (see `credentials`). Throws when its thread cannot be created.
+    public init(policy: FetchPolicy, credentials: FetchCredentials = .none) throws(SystemError) {
         self.policy = policy
         credentialState = Locked(credentials)
         curl_global_init(Int(CURL_GLOBAL_ALL))
@@ -57,7 +58,7 @@ public final class HTTPClient: Sendable {
             ccurl_multi_setopt_long(m, CURLMOPT_MAXCONNECTS, policy.concurrency * 2)
             ccurl_multi_setopt_long(m, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
         }
-        Threads.start(name: "cached-fetch") { [self] in
+        try Threads.start(name: "cached-fetch") { [self] in
             self.run()
             self.exited.signal()
         }

@@ -37,9 +37,15 @@ extension CacheService {
         }
         var policy = configuration.fetch
         policy.userAgent = userAgent
-        let service = CacheService(store: store, http: HTTPClient(policy: policy, credentials: configuration.credentials),
-                                   pool: WorkerPool(threads: configuration.workerThreads, name: "cached-worker"),
-                                   log: log, configuration: configuration)
+        let http: HTTPClient, pool: WorkerPool
+        do throws(SystemError) {
+            http = try HTTPClient(policy: policy, credentials: configuration.credentials)
+            pool = try WorkerPool(threads: configuration.workerThreads, name: "cached-worker")
+        } catch {
+            store.close()
+            throw .store(.io(error), doing: "cannot start the daemon's threads")
+        }
+        let service = CacheService(store: store, http: http, pool: pool, log: log, configuration: configuration)
         setAside.connect(service)
         return service
     }
@@ -70,7 +76,7 @@ extension CacheService {
                 if dropped > 0 { log.warning("\(dropped) objects named in the index had no file or the wrong size; their rows will be fetched again on demand") }
             } catch { log.warning("could not check object files: \(error)") }
         }
-        Threads.start(name: "cached-access") { [self] in
+        startThread("cached-access", does: "use times reach the log only at shutdown") { [self] in
             var seconds = 0
             while !stopping.withLock({ $0 }) {
                 sleep(1)
@@ -79,6 +85,14 @@ extension CacheService {
             }
         }
         startScrub()
+    }
+
+    /// Starts a thread of the service's own; one that cannot start is
+    /// logged, saying what will not happen (`does`).
+    func startThread(_ name: String, does consequence: String, _ body: @escaping @Sendable () -> Void) {
+        do throws(SystemError) { try Threads.start(name: name, body) } catch {
+            log.error("cannot start the \(name) thread (\(error)): \(consequence)")
+        }
     }
 
     /// Use times are logged once a minute: a crash loses at most a minute of

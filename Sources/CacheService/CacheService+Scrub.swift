@@ -20,9 +20,14 @@ extension CacheService {
         let next = nextScrub(daemonStart: daemonStart, startNow: startNow)
         scrubber.progress.withLock { $0.nextStart = next }
         scrubber.noteStarted()
-        Threads.start(name: "cached-scrub") { [self] in
-            scrubLoop(daemonStart: daemonStart, startNow: startNow)
+        do throws(SystemError) {
+            try Threads.start(name: "cached-scrub") { [self] in
+                scrubLoop(daemonStart: daemonStart, startNow: startNow)
+                scrubber.noteStopped()
+            }
+        } catch {
             scrubber.noteStopped()
+            log.error("cannot start the cached-scrub thread (\(error)): no scrub runs until a restart")
         }
     }
 

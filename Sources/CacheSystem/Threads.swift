@@ -10,8 +10,10 @@ public enum Threads {
         init(_ body: @escaping () -> Void) { self.body = body }
     }
 
-    /// Starts a detached thread named `name` (at most 15 bytes are kept).
-    public static func start(name: String, stackSize: Int = 1 << 20, _ body: @escaping @Sendable () -> Void) {
+    /// Starts a detached thread named `name` (at most 15 bytes are kept);
+    /// throws, running nothing, when the thread cannot be created
+    /// (`pthread_create`'s EAGAIN: the process or user is out of threads).
+    public static func start(name: String, stackSize: Int = 1 << 20, _ body: @escaping @Sendable () -> Void) throws(SystemError) {
         var attr = pthread_attr_t()
         pthread_attr_init(&attr)
         pthread_attr_setdetachstate(&attr, Int32(PTHREAD_CREATE_DETACHED))
@@ -30,6 +32,7 @@ public enum Threads {
         if rc != 0 {
             // No thread: run nothing, but do not leak the closure.
             Unmanaged<Box>.fromOpaque(box).release()
+            throw SystemError("pthread_create", name, errno: rc)
         }
     }
 

@@ -35,13 +35,22 @@ public final class WorkerPool: Sendable {
     }
     private let queue = Monitor(Queue())
 
-    /// Starts `threads` worker threads named `name-N`.
-    public init(threads: Int, name: String) {
-        queue.update { $0.running = threads }
+    /// Starts `threads` worker threads named `name-N`; throws when not one
+    /// could be created (with some, the pool runs on those it has).
+    public init(threads: Int, name: String) throws(SystemError) {
+        var failure: SystemError?
         for i in 0..<threads {
-            Threads.start(name: "\(name)-\(i)") { [self] in self.run() }
+            queue.update { $0.running += 1 }
+            do throws(SystemError) { try Threads.start(name: "\(name)-\(i)") { [self] in self.run() } } catch {
+                queue.update { $0.running -= 1 }
+                failure = error
+            }
         }
+        if let failure, queue.update({ $0.running }) == 0 { throw failure }
     }
+
+    /// Worker threads running.
+    public var threads: Int { queue.update { $0.running } }
 
     /// Queues `job`; it runs on one of the pool's threads.
     public func submit(_ job: @escaping Job) {

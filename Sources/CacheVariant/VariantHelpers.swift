@@ -82,7 +82,20 @@ public final class VariantHelpers: Sendable {
             return
         }
         for n in 0..<startThreads {
-            Threads.start(name: "cached-variant-\(n)") { [self] in drive() }
+            do throws(SystemError) { try Threads.start(name: "cached-variant-\(n)") { [self] in drive() } } catch {
+                log.error("variant helpers: cannot start the cached-variant-\(n) thread: \(error)")
+                let none = state.update { s -> [Queued] in
+                    s.threads -= 1
+                    // With no thread at all nothing would take the queue: fail it (the next job tries again).
+                    guard s.threads == 0 else { return [] }
+                    defer { s.queue = [] }
+                    return s.queue
+                }
+                for q in none {
+                    q.job.source.close()
+                    q.completion(.failure(.unavailable("no thread could be started for the variant helpers: \(error)")))
+                }
+            }
         }
     }
 

@@ -185,8 +185,10 @@ package final class Pipeline: Sendable {
         _ = Glibc.shutdown(link.client.descriptor.rawValue, Int32(SHUT_RDWR))
     }
 
+    /// Reads `link`'s answers on a thread of their own; when no thread can
+    /// be created, on the caller's (it waits for them, but they are read).
     private func startReading(_ link: Link) {
-        Threads.start(name: "cached-client") { [self] in read(link) }
+        do throws(SystemError) { try Threads.start(name: "cached-client") { [self] in read(link) } } catch { read(link) }
     }
 
     /// The reader: answers in queue order until the queue is empty (it

@@ -121,7 +121,7 @@ private final class LoopHarness: Sendable {
             throw error
         }
         let (run, listener, observer) = (self.run, self.listener, self.observer)
-        Threads.start(name: "test-loop") {
+        try Threads.start(name: "test-loop") {
             // Blocks SIGTERM/SIGINT/SIGHUP on this thread only: the signal
             // sent to it with pthread_kill waits in the signalfd.
             let sfd = clinux_signalfd_termination()
@@ -502,7 +502,7 @@ private func pingLine(length: Int) -> [UInt8] {
         let replies = calls.takePending()
         try #require(replies.count == 1)
         let reply = replies[0]
-        Threads.start(name: "test-finish") { reply.finish(answer(reply.tag)) }
+        try Threads.start(name: "test-finish") { reply.finish(answer(reply.tag)) }
         let tags = try (0..<3).map { _ in try c.readJSON().tagNumber }
         #expect(tags == [1, 2, 3])
     }
@@ -547,7 +547,7 @@ private func pingLine(length: Int) -> [UInt8] {
         try c.send((1...50).map(ping).joined())
         try #require(calls.wait(for: 50))
         let replies = calls.takePending()
-        Threads.start(name: "test-finish") {
+        try Threads.start(name: "test-finish") {
             for r in replies.reversed() { r.finish(answer(r.tag)) }
         }
         let tags = try (0..<50).map { _ in try c.readJSON().tagNumber }
@@ -631,7 +631,7 @@ private func pingLine(length: Int) -> [UInt8] {
         let requests = Array((0..<n).map(ping).joined().utf8)
         let sent = Monitor<String?>(nil)
         let fd = c.fd
-        Threads.start(name: "test-sender") {
+        try Threads.start(name: "test-sender") {
             var outcome = "sent"
             do { try sendAll(fd, requests) } catch { outcome = "\(error)" }
             sent.update { $0 = outcome }

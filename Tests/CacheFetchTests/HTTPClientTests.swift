@@ -13,7 +13,7 @@ import CacheSystem
     @Test func aGoodAnswerArrivesWholeWithItsStatusAndHeaders() async throws {
         let origin = try await FaultOrigin.start()
         defer { origin.stop() }
-        let client = HTTPClient(policy: testPolicy())
+        let client = try HTTPClient(policy: testPolicy())
         defer { client.shutdown() }
         let url = origin.url("/data.json")
         let sink = MemorySink(limit: 1 << 20)
@@ -34,7 +34,7 @@ import CacheSystem
     @Test func aLargeBodyArrivesWholeOverSeveralWrites() async throws {
         let origin = try await FaultOrigin.start()
         defer { origin.stop() }
-        let client = HTTPClient(policy: testPolicy())
+        let client = try HTTPClient(policy: testPolicy())
         defer { client.shutdown() }
         let sink = MemorySink(limit: 1 << 20)
         let response = try await client.fetch(origin.url("/big.bin"), into: sink).get()
@@ -46,7 +46,7 @@ import CacheSystem
     @Test func a404IsAStatusFailureAndNotRetried() async throws {
         let origin = try await FaultOrigin.start()
         defer { origin.stop() }
-        let client = HTTPClient(policy: testPolicy(retries: 3))
+        let client = try HTTPClient(policy: testPolicy(retries: 3))
         defer { client.shutdown() }
         let url = origin.url("/fault/status/404/gone")
         let sink = MemorySink(limit: 1 << 20)
@@ -61,7 +61,7 @@ import CacheSystem
     @Test func a503IsRetriedRetriesTimes() async throws {
         let origin = try await FaultOrigin.start()
         defer { origin.stop() }
-        let client = HTTPClient(policy: testPolicy(retries: 2))
+        let client = try HTTPClient(policy: testPolicy(retries: 2))
         defer { client.shutdown() }
         let url = origin.url("/fault/status/503/busy")
         let sink = MemorySink(limit: 1 << 20)
@@ -79,7 +79,7 @@ import CacheSystem
         let origin = try await FaultOrigin.start()
         defer { origin.stop() }
         try origin.fail("/data.json", times: 2, status: 503)
-        let client = HTTPClient(policy: testPolicy(retries: 3))
+        let client = try HTTPClient(policy: testPolicy(retries: 3))
         defer { client.shutdown() }
         let sink = MemorySink(limit: 1 << 20)
         let response = try await client.fetch(origin.url("/data.json"), into: sink).get()
@@ -93,7 +93,7 @@ import CacheSystem
     @Test func aCutBodyIsATransferErrorAfterTheRetries() async throws {
         let origin = try await FaultOrigin.start()
         defer { origin.stop() }
-        let client = HTTPClient(policy: testPolicy(retries: 1))
+        let client = try HTTPClient(policy: testPolicy(retries: 1))
         defer { client.shutdown() }
         let url = origin.url("/fault/cut/big.bin")
         let sink = MemorySink(limit: 1 << 20)
@@ -113,7 +113,7 @@ import CacheSystem
     @Test func aBodyShorterThanAnnouncedIsATransferError() async throws {
         let origin = try await FaultOrigin.start()
         defer { origin.stop() }
-        let client = HTTPClient(policy: testPolicy(retries: 0))
+        let client = try HTTPClient(policy: testPolicy(retries: 0))
         defer { client.shutdown() }
         let url = origin.url("/fault/longer/data.json")
         let result = await client.fetch(url, into: MemorySink(limit: 1 << 20))
@@ -129,7 +129,7 @@ import CacheSystem
     @Test func anAnnouncedBodyOverMaxBodySizeIsRefusedBeforeItIsRead() async throws {
         let origin = try await FaultOrigin.start()
         defer { origin.stop() }
-        let client = HTTPClient(policy: testPolicy(retries: 3))
+        let client = try HTTPClient(policy: testPolicy(retries: 3))
         defer { client.shutdown() }
         let url = origin.url("/big.bin")
         let sink = MemorySink(limit: 1 << 20)
@@ -147,7 +147,7 @@ import CacheSystem
     @Test func aSinkThatRefusesTheBodyFailsTheFetch() async throws {
         let origin = try await FaultOrigin.start()
         defer { origin.stop() }
-        let client = HTTPClient(policy: testPolicy(retries: 3))
+        let client = try HTTPClient(policy: testPolicy(retries: 3))
         defer { client.shutdown() }
         // Chunked: no length is announced, so only the sink can see the size.
         let url = origin.url("/fault/chunked/big.bin")
@@ -161,7 +161,7 @@ import CacheSystem
     @Test func aChunkedBodyArrivesWhole() async throws {
         let origin = try await FaultOrigin.start()
         defer { origin.stop() }
-        let client = HTTPClient(policy: testPolicy())
+        let client = try HTTPClient(policy: testPolicy())
         defer { client.shutdown() }
         let sink = MemorySink(limit: 1 << 20)
         let response = try await client.fetch(origin.url("/fault/chunked/big.bin"), into: sink).get()
@@ -175,7 +175,7 @@ import CacheSystem
     @Test func aRedirectLoopStopsAtMaxRedirects() async throws {
         let origin = try await FaultOrigin.start()
         defer { origin.stop() }
-        let client = HTTPClient(policy: testPolicy(retries: 3, maxRedirects: 3))
+        let client = try HTTPClient(policy: testPolicy(retries: 3, maxRedirects: 3))
         defer { client.shutdown() }
         let url = origin.url("/fault/redirect-loop/0")
         let result = await client.fetch(url, into: MemorySink(limit: 1 << 20))
@@ -196,7 +196,7 @@ import CacheSystem
     func aRedirectsBodyIsDropped(_ bytes: Int, _ reused: Bool) async throws {
         let origin = try await FaultOrigin.start()
         defer { origin.stop() }
-        let client = HTTPClient(policy: testPolicy(retries: 0))
+        let client = try HTTPClient(policy: testPolicy(retries: 0))
         defer { client.shutdown() }
         let sink = MemorySink(limit: 1 << 20)
         let response = try await client.fetch(origin.url("/fault/redirect-body/\(bytes)/data.json"), into: sink).get()
@@ -210,7 +210,7 @@ import CacheSystem
     func aRedirectToAnotherSchemeIsRefused(scheme: String) async throws {
         let origin = try await FaultOrigin.start()
         defer { origin.stop() }
-        let client = HTTPClient(policy: testPolicy(retries: 3))
+        let client = try HTTPClient(policy: testPolicy(retries: 3))
         defer { client.shutdown() }
         let url = origin.url("/fault/redirect/\(scheme)")
         let sink = MemorySink(limit: 1 << 20)
@@ -226,7 +226,7 @@ import CacheSystem
         #expect(try origin.started("/fault/redirect/\(scheme)") == 1)
     }
 
-    @Test func onlyHTTPAndHTTPSAreFetchedAtAll() {
+    @Test func onlyHTTPAndHTTPSAreFetchedAtAll() throws {
         #expect(HTTPClient.isFetchable("http://example.com/"))
         #expect(HTTPClient.isFetchable("HTTPS://example.com/"))
         #expect(!HTTPClient.isFetchable("file:///etc/passwd"))
@@ -234,7 +234,7 @@ import CacheSystem
         #expect(!HTTPClient.isFetchable("httpx://example.com/"))
         #expect(!HTTPClient.isFetchable("/relative"))
 
-        let client = HTTPClient(policy: testPolicy())
+        let client = try HTTPClient(policy: testPolicy())
         defer { client.shutdown() }
         let result = Locked<Result<HTTPResponse, FetchError>?>(nil)
         client.fetch(HTTPRequest(url: "file:///etc/passwd"), into: MemorySink(limit: 1 << 20)) { r in result.withLock { $0 = r } }
@@ -245,7 +245,7 @@ import CacheSystem
     @Test func aConditionalRequestWithTheETagGets304() async throws {
         let origin = try await FaultOrigin.start()
         defer { origin.stop() }
-        let client = HTTPClient(policy: testPolicy())
+        let client = try HTTPClient(policy: testPolicy())
         defer { client.shutdown() }
         let url = origin.url("/etag/data.json")
         let first = MemorySink(limit: 1 << 20)
@@ -279,7 +279,7 @@ import CacheSystem
         let origin = try await FaultOrigin.start()
         defer { origin.stop() }
         // One transfer at a time: the second waits in the queue.
-        let client = HTTPClient(policy: testPolicy(retries: 3, concurrency: 1))
+        let client = try HTTPClient(policy: testPolicy(retries: 3, concurrency: 1))
         let hanging = origin.url("/fault/hang/30/data.json")
         let queued = origin.url("/data.json")
         let results = Locked<[String: Result<HTTPResponse, FetchError>]>([:])
@@ -312,11 +312,11 @@ import CacheSystem
     /// signal on, so a second one does not wait its whole timeout for a
     /// thread that is long gone (it did before: 60 s here, 5 s by default).
     @Test
-    func aSecondShutdownReturnsAtOnce() {
-        let client = HTTPClient(policy: testPolicy())
+    func aSecondShutdownReturnsAtOnce() throws {
+        let client = try HTTPClient(policy: testPolicy())
         client.shutdown(timeout: 10)
         let returned = DispatchSemaphore(value: 0)
-        Threads.start(name: "second-shutdown") {
+        try Threads.start(name: "second-shutdown") {
             client.shutdown(timeout: 60)
             returned.signal()
         }
@@ -329,7 +329,7 @@ import CacheSystem
         let origin = try await FaultOrigin.start()
         let url = origin.url("/data.json")
         origin.stop()
-        let client = HTTPClient(policy: testPolicy(retries: 2))
+        let client = try HTTPClient(policy: testPolicy(retries: 2))
         defer { client.shutdown() }
         let result = await client.fetch(url, into: MemorySink(limit: 1 << 20))
         guard case let .transfer(failedURL, message, attempts)? = result.failure else {

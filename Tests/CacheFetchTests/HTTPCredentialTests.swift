@@ -32,7 +32,7 @@ import CacheFetch
     @Test func theHeadersGoToTheirOriginAndARedirectElsewhereGetsNone() async throws {
         let (a, b) = try await Self.origins()
         defer { a.stop(); b.stop() }
-        let client = HTTPClient(policy: testPolicy(), credentials: try Self.credentials(for: [a]))
+        let client = try HTTPClient(policy: testPolicy(), credentials: try Self.credentials(for: [a]))
         defer { client.shutdown() }
 
         let sink = MemorySink(limit: 1 << 20)
@@ -55,7 +55,7 @@ import CacheFetch
     @Test func anotherOriginNeverGetsThemEvenWhenItIsConfiguredToo() async throws {
         let (a, b) = try await Self.origins()
         defer { a.stop(); b.stop() }
-        let client = HTTPClient(policy: testPolicy(), credentials: try Self.credentials(for: [a, b]))
+        let client = try HTTPClient(policy: testPolicy(), credentials: try Self.credentials(for: [a, b]))
         defer { client.shutdown() }
         // A to B: B is an origin they are for, but the request began at A.
         _ = try await client.fetch(a.url("/fault/redirect-to/\(b.port)/data.json"), into: MemorySink(limit: 1 << 20)).get()
@@ -71,7 +71,7 @@ import CacheFetch
     @Test func aRedirectBackToTheFirstOriginGetsThemAgain() async throws {
         let (a, b) = try await Self.origins()
         defer { a.stop(); b.stop() }
-        let client = HTTPClient(policy: testPolicy(), credentials: try Self.credentials(for: [a]))
+        let client = try HTTPClient(policy: testPolicy(), credentials: try Self.credentials(for: [a]))
         defer { client.shutdown() }
         let url = a.url("/fault/redirect-to/\(b.port)/fault/redirect-to/\(a.port)/auth/data.json")
         let sink = MemorySink(limit: 1 << 20)
@@ -86,7 +86,7 @@ import CacheFetch
         defer { a.stop() }
         // Configured for 127.0.0.1 by an upper-case scheme: the same origin.
         let configured = FetchCredentials(headers: try Self.credentials(for: []).headers, originsOf: ["HTTP://127.0.0.1:\(a.port)/x"])
-        let client = HTTPClient(policy: testPolicy(), credentials: configured)
+        let client = try HTTPClient(policy: testPolicy(), credentials: configured)
         defer { client.shutdown() }
         _ = try await client.fetch(a.url("/data.json"), into: MemorySink(limit: 1 << 20)).get()
         // localhost reaches the same server, but is not the origin configured.
@@ -98,20 +98,20 @@ import CacheFetch
         let (a, b) = try await Self.origins()
         defer { a.stop(); b.stop() }
         let url = a.url("/auth/data.json")
-        let bare = HTTPClient(policy: testPolicy())
+        let bare = try HTTPClient(policy: testPolicy())
         defer { bare.shutdown() }
         let none = await bare.fetch(url, into: MemorySink(limit: 1 << 20))
         #expect(none.failure == .status(url: url, code: 401, attempts: 1, credentials: .noneConfigured(origin: "http://127.0.0.1:\(a.port)")))
         #expect(none.failure?.reason == "HTTP 401 Unauthorized: no fetch-header is configured for this origin (http://127.0.0.1:\(a.port))")
 
-        let wrong = HTTPClient(policy: testPolicy(), credentials: try Self.credentials(token: "wrong", for: [a]))
+        let wrong = try HTTPClient(policy: testPolicy(), credentials: try Self.credentials(token: "wrong", for: [a]))
         defer { wrong.shutdown() }
         let refused = await wrong.fetch(url, into: MemorySink(limit: 1 << 20))
         #expect(refused.failure?.reason == "HTTP 401 Unauthorized: the origin refused the configured fetch-header credentials (Authorization, X-Api-Key)")
         #expect(refused.failure?.description.contains("wrong") == false)
 
         // Configured for A, redirected to B, which asks for them.
-        let right = HTTPClient(policy: testPolicy(), credentials: try Self.credentials(for: [a]))
+        let right = try HTTPClient(policy: testPolicy(), credentials: try Self.credentials(for: [a]))
         defer { right.shutdown() }
         let away = a.url("/fault/redirect-to/\(b.port)/auth/data.json")
         let withheld = await right.fetch(away, into: MemorySink(limit: 1 << 20))
@@ -123,7 +123,7 @@ import CacheFetch
     @Test func newCredentialsApplyToTheNextRequest() async throws {
         let (a, _) = try await Self.origins()
         defer { a.stop() }
-        let client = HTTPClient(policy: testPolicy(), credentials: try Self.credentials(token: "old", for: [a]))
+        let client = try HTTPClient(policy: testPolicy(), credentials: try Self.credentials(token: "old", for: [a]))
         defer { client.shutdown() }
         let url = a.url("/auth/data.json")
         #expect(await client.fetch(url, into: MemorySink(limit: 1 << 20)).failure?.reason.contains("refused the configured") == true)

@@ -42,8 +42,8 @@ private final class Payload: Sendable {
 }
 
 @Suite struct WorkerPoolTests {
-    @Test func aFinishedJobReleasesWhatItCaptured() {
-        let pool = WorkerPool(threads: 2, name: "test-pool")
+    @Test func aFinishedJobReleasesWhatItCaptured() throws {
+        let pool = try WorkerPool(threads: 2, name: "test-pool")
         defer { pool.stop(timeout: 5) }
         // Fewer than the 1,024 jobs after which the queue used to be trimmed:
         // each payload must go as soon as its job has run, not 1,024 jobs later.
@@ -57,21 +57,21 @@ private final class Payload: Sendable {
         for i in 0..<15 { #expect(freed.wait(timeout: .now() + 10) == .success, "payload \(i) is still held by the pool") }
     }
 
-    @Test func jobsRunInOrderOnOneThreadAndAllRunBeforeStop() {
-        let pool = WorkerPool(threads: 1, name: "test-order")
+    @Test func jobsRunInOrderOnOneThreadAndAllRunBeforeStop() throws {
+        let pool = try WorkerPool(threads: 1, name: "test-order")
         let order = Locked<[Int]>([])
         for i in 0..<3000 { pool.submit { order.withLock { $0.append(i) } } }
         #expect(pool.stop(timeout: 10))
         #expect(order.withLock { $0 } == Array(0..<3000))
     }
 
-    @Test func everyJobRunsExactlyOnceWhenSubmittedFromManyThreads() {
-        let pool = WorkerPool(threads: 4, name: "test-once")
+    @Test func everyJobRunsExactlyOnceWhenSubmittedFromManyThreads() throws {
+        let pool = try WorkerPool(threads: 4, name: "test-once")
         let perSubmitter = 5000
         let counts = Locked([Int](repeating: 0, count: 4 * perSubmitter))
         let submitted = DispatchSemaphore(value: 0)
         for s in 0..<4 {
-            Threads.start(name: "submitter-\(s)") {
+            try Threads.start(name: "submitter-\(s)") {
                 for i in 0..<perSubmitter {
                     let index = s * perSubmitter + i
                     pool.submit { counts.withLock { $0[index] += 1 } }
@@ -85,8 +85,8 @@ private final class Payload: Sendable {
         #expect(final.allSatisfy { $0 == 1 }, "jobs run other than once: \(final.enumerated().filter { $0.element != 1 }.prefix(5).map(\.offset))")
     }
 
-    @Test func jobsRunConcurrentlyOnThePoolsThreadsUpToItsSize() {
-        let pool = WorkerPool(threads: 3, name: "wp-conc")
+    @Test func jobsRunConcurrentlyOnThePoolsThreadsUpToItsSize() throws {
+        let pool = try WorkerPool(threads: 3, name: "wp-conc")
         struct State {
             var inFlight = 0
             var maxInFlight = 0
@@ -124,8 +124,8 @@ private final class Payload: Sendable {
         #expect(!s.threadIDs.contains(testThread))
     }
 
-    @Test func stopWaitsForQueuedWorkBehindSlowJobs() {
-        let pool = WorkerPool(threads: 2, name: "test-drain")
+    @Test func stopWaitsForQueuedWorkBehindSlowJobs() throws {
+        let pool = try WorkerPool(threads: 2, name: "test-drain")
         let ran = Locked(0)
         for _ in 0..<2 { pool.submit { usleep(100_000); ran.withLock { $0 += 1 } } }
         for _ in 0..<50 { pool.submit { ran.withLock { $0 += 1 } } }
@@ -134,8 +134,8 @@ private final class Payload: Sendable {
         #expect(ran.withLock { $0 } == 52)
     }
 
-    @Test func stopReturnsFalseWhileAJobIsStuckAndTheQueueWaitsBehindIt() {
-        let pool = WorkerPool(threads: 1, name: "test-stuck")
+    @Test func stopReturnsFalseWhileAJobIsStuckAndTheQueueWaitsBehindIt() throws {
+        let pool = try WorkerPool(threads: 1, name: "test-stuck")
         let release = DispatchSemaphore(value: 0)
         let entered = DispatchSemaphore(value: 0)
         let after = Locked(0)
@@ -150,8 +150,8 @@ private final class Payload: Sendable {
         #expect(after.withLock { $0 } == 1)
     }
 
-    @Test func anIdlePoolStopsAtOnce() {
-        let pool = WorkerPool(threads: 3, name: "test-idle")
+    @Test func anIdlePoolStopsAtOnce() throws {
+        let pool = try WorkerPool(threads: 3, name: "test-idle")
         #expect(pool.stop(timeout: 10))
         #expect(pool.stop(timeout: 10))  // a second stop finds nothing running
     }
