@@ -43,7 +43,7 @@ TEST_FUZZ_SECONDS ?= 20
 # make interop adds more (InteropTests), which make test skips.
 # The HTTP front-end's real clients (HTTPTests, HTTPBrowserTests, HTTPMetricsTests):
 # curl, nginx as a reverse proxy, headless Chromium, promtool and Prometheus.
-TEST_PACKAGES    := nginx-light caddy openssl curl chromium prometheus btrfs-progs libvips-tools \
+TEST_PACKAGES    := nginx-light caddy openssl curl chromium prometheus btrfs-progs libvips-tools strace \
                     python3-pytest python3-venv python3-setuptools python3-wheel
 INTEROP_PACKAGES := $(TEST_PACKAGES) apache2 lighttpd squid
 test: deps
