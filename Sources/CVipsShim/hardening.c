@@ -44,12 +44,13 @@ static int default_signals(void) {
     return sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-int cvs_harden(void) {
+int cvs_harden(pid_t expected_parent) {
     pid_t parent = getppid();
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return -1;
     /* The parent died before the death signal was armed: we were
-       reparented (to init, or to a subreaper) and nobody reads our answers. */
-    if (parent == 1 || getppid() != parent) {
+       reparented (to init, or to a subreaper) and nobody reads our answers.
+       The daemon says who it is: it may itself be pid 1 (in a container). */
+    if ((expected_parent > 0 && parent != expected_parent) || getppid() != parent) {
         errno = ESRCH;
         return -1;
     }

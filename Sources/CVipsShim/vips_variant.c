@@ -235,7 +235,7 @@ void cvs_make_variant(unsigned char *source, size_t length, const cvs_job *job, 
     if (size > job->max_result) {
         char *text = g_strdup_printf("the variant is %zu bytes, over the %" PRIu64 " bytes the daemon takes", size, job->max_result);
         g_free(bytes);
-        set_message(r, CVS_REFUSED, text);
+        set_message(r, CVS_FAILED, text);  /* the size asked, not the original, is at fault */
         g_free(text);
         return;
     }

@@ -16,6 +16,7 @@ extension CacheService {
         var storeConfiguration = StoreConfiguration(directory: configuration.storeDirectory, maxBytes: configuration.maxBytes)
         storeConfiguration.compactionSlack = configuration.compactionSlack
         storeConfiguration.verifyReads = configuration.verifyReads
+        storeConfiguration.maxVariantBytes = configuration.maxVariantBytes
         storeConfiguration.onWritesStopped = { [log] why in
             log.error("store writes stopped: \(why); reads go on, every write now fails; restart cached to reopen the store")
         }

@@ -41,8 +41,10 @@ extension CacheService {
         guard store.manifestKnown, let source = store.row(index)?.object else { return nil }
         let settings = variantSettings.withLock { $0 }
         guard case .success(let spec) = settings.resolve(request, originalCode: source.type.rawValue),
-              let v = store.variant(of: source.hash, spec) else { return nil }
+              let v = store.variant(of: source.hash, spec), settings.admits(v) else { return nil }
         counters.withLock { $0.variantHits += 1 }
+        // The original is in use too: eviction must not take it before its thumbnails.
+        store.touch(source.hash)
         return objectInfo(v.object)
     }
 
@@ -55,9 +57,10 @@ extension CacheService {
         case .success(let s): spec = s
         case .failure(let e): return .failure(e)
         }
-        guard let v = store.variant(of: source.hash, spec), store.objectFileLooksRight(v.object) else { return nil }
+        guard let v = store.variant(of: source.hash, spec), settings.admits(v), store.objectFileLooksRight(v.object) else { return nil }
         counters.withLock { $0.variantHits += 1 }
         store.touch(v.object.hash)
+        store.touch(source.hash)
         return .success(with(entry, v))
     }
 
@@ -80,43 +83,47 @@ extension CacheService {
     }
 
     /// Makes the variant `spec` of `source` once, however many ask at the
-    /// same time: read verified, made by a helper, stored durably.
+    /// same time: read verified, made by a helper, stored durably. One
+    /// that could not be made is answered from memory for a while
+    /// (`VariantRefusals`).
     func makeVariant(_ source: ObjectRef, _ spec: VariantSpec, _ settings: VariantSettings,
                      then: @escaping @Sendable (Result<VariantRef, CacheError>) -> Void) {
         let key = VariantKey(source: source.hash, spec: spec)
         guard variantFlight.join(key, then) else { counters.withLock { $0.coalesced += 1 }; return }
         let finish: @Sendable (Result<VariantRef, CacheError>) -> Void = { [self] result in
-            if case .failure(let e) = result {
-                counters.withLock { $0.variantFailures += 1 }
-                log.warning("variant \(spec) of \(source.hash): \(e)")
-            }
+            if case .failure = result { counters.withLock { $0.variantFailures += 1 } }
             variantFlight.finish(key, result)
+        }
+        // Made by a flight that ended between this caller's look and its join.
+        if let v = store.variant(of: source.hash, spec), settings.admits(v), store.objectFileLooksRight(v.object) {
+            finish(.success(v))
+            return
+        }
+        if let refused = variantRefusals.withLock({ $0.refusal(key, now: Clock.monotonicNanoseconds()) }) {
+            finish(.failure(refused))
+            return
         }
         guard let helpers = variantHelpers else {
             finish(.failure(.unavailable("variants need the \(VariantHelpers.programName) program, which was not found "
                                          + "(docs/operations.md, \"Image variants\")")))
             return
         }
-        let (maxSize, headroom) = feeds.withLock { ($0.maxObjectSize, $0.minFreeSpace) }
-        let job: VariantJob
-        do throws(StoreError) {
-            try store.checkHeadroom(headroom)
-            let (fd, size) = try store.openVerified(source.hash)
-            job = VariantJob(spec: spec, source: fd, sourceSize: size, maxDimension: settings.maxDimension,
-                             maxPixels: settings.maxPixels, maxResult: maxSize)
-        } catch {
-            finish(.failure(.store(error, doing: "reading the original")))
-            return
-        }
+        guard let job = variantJob(source, spec, settings, finish) else { return }
         helpers.submit(job) { [self] made in
             switch made {
             case .failure(let f):
                 if case .source(let e) = f { objectReadFailed(path: store.objectPath(source.hash), file: nil, e) }
-                finish(.failure(Self.cacheError(f)))
+                let error = Self.cacheError(f)
+                if f.remembered {
+                    log.warning("variant \(spec) of \(source.hash): \(error)")
+                    variantRefusals.withLock { $0.note(key, error, refused: f.isRefusal, now: Clock.monotonicNanoseconds()) }
+                }
+                finish(.failure(error))
             case .success(let m):
                 pool.submit { [self] in
                     do throws(StoreError) {
-                        let v = try store.commitVariant(m.bytes, of: source.hash, spec, width: m.width, height: m.height, maxSize: maxSize)
+                        let v = try store.commitVariant(m.bytes, of: source.hash, spec, width: m.width, height: m.height,
+                                                        maxSize: job.maxResult)
                         counters.withLock { $0.variantsMade += 1 }
                         finish(.success(v))
                     } catch {
@@ -124,6 +131,26 @@ extension CacheService {
                     }
                 }
             }
+        }
+    }
+
+    /// The job for a variant of `source`: its original opened verified,
+    /// the result bounded by what the box can hold. Nil (and `finish`
+    /// called) when it cannot be made now.
+    private func variantJob(_ source: ObjectRef, _ spec: VariantSpec, _ settings: VariantSettings,
+                            _ finish: @Sendable (Result<VariantRef, CacheError>) -> Void) -> VariantJob? {
+        let (maxSize, headroom) = feeds.withLock { ($0.maxObjectSize, $0.minFreeSpace) }
+        do throws(StoreError) { try store.checkHeadroom(headroom) } catch {
+            finish(.failure(.store(error, doing: "no variant made")))
+            return nil
+        }
+        do throws(StoreError) {
+            let (fd, size) = try store.openVerified(source.hash)
+            return VariantJob(spec: spec, source: fd, sourceSize: size, maxDimension: settings.maxDimension,
+                              maxPixels: settings.maxPixels, maxResult: min(maxSize, settings.largestResult(spec)))
+        } catch {
+            finish(.failure(.store(error, doing: "reading the original")))
+            return nil
         }
     }
 
@@ -149,9 +176,11 @@ extension CacheService {
         }
     }
 
-    /// Applies reloaded variant settings.
+    /// Applies reloaded variant settings; what was refused under the old
+    /// ones may be made under these.
     public func apply(_ settings: VariantSettings) {
         variantSettings.withLock { $0 = settings }
+        variantRefusals.withLock { $0.removeAll() }
     }
 
     /// Applies a reloaded `variant-timeout` and `variant-memory` (a helper

@@ -56,6 +56,8 @@ public final class CacheService: Sendable {
     let variantSettings: Locked<VariantSettings>
     /// Variants being made, one per original and spec (CacheService+Variants.swift).
     let variantFlight = SingleFlight<VariantKey, Result<VariantRef, CacheError>>()
+    /// Variants that could not be made, not tried again for a while (VariantRefusals.swift).
+    let variantRefusals = Locked(VariantRefusals())
 
     /// A service over an open store (`open` opens one from a configuration).
     init(store: Store, http: HTTPClient, pool: WorkerPool, log: Logger, configuration: ServiceConfiguration) {

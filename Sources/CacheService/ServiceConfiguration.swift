@@ -25,6 +25,8 @@ public struct ServiceConfiguration: Sendable, Equatable {
     public var scrub = ScrubSettings()
     /// What clients may ask of variants (a reload changes it: `apply(_:)`).
     public var variants = VariantSettings()
+    /// Cap on the bytes of variants (`variant-max-size`); 0: `maxBytes` alone.
+    public var maxVariantBytes: Int64 = 0
     /// The variant helpers' pool; nil when `cached-variant` was not found
     /// (variants are then refused, saying so).
     public var variantPool: VariantPoolConfiguration?

@@ -1,3 +1,4 @@
+import CacheStore
 import CacheSystem
 
 /// What a client may ask of variants (`variant-max-dimension`,
@@ -12,6 +13,17 @@ public struct VariantSettings: Sendable, Equatable {
     public var maxPixels: Int64 = 100_000_000
 
     public init() {}
+
+    /// Whether a stored variant is within these settings' bound (one made
+    /// under a larger `variant-max-dimension` for a free side is made again).
+    public func admits(_ v: VariantRef) -> Bool { v.width <= maxDimension && v.height <= maxDimension }
+
+    /// The most bytes a variant of `spec` can take: four bytes a pixel of
+    /// its box (an uncompressible RGBA PNG), and 1 MiB of headers. More from
+    /// a helper is a helper gone wrong.
+    public func largestResult(_ spec: VariantSpec) -> Int64 {
+        Int64(spec.width ?? maxDimension) * Int64(spec.height ?? maxDimension) * 4 + (1 << 20)
+    }
 
     /// The spec a request resolves to for an original whose `ImageType`
     /// code is `originalCode`, or why it is refused (docs/protocol.md,

@@ -6,15 +6,28 @@ import CacheSystem
 
 /// Eviction, gc and compaction, and the write path every log transaction takes.
 extension Store {
+    /// Evicts the least recently used objects past `max-size`, then the
+    /// least recently used variants past `variant-max-size`; never `keep`
+    /// (the batch just committed) nor a commit in flight.
     func evictIfNeeded(_ w: inout WriterState, keep: Set<Hash128>) throws(StoreError) {
-        let limit = configuration.maxBytes
+        try evict(&w, limit: configuration.maxBytes, keep: keep) { s in (s.bytes, Array(s.objects.values)) }
+        try evict(&w, limit: configuration.maxVariantBytes, keep: keep) { s in
+            (s.variantBytes, s.variantObjects.keys.compactMap { s.objects[$0] })
+        }
+    }
+
+    /// Removes the least recently used of `candidates` until `total` is
+    /// within `limit` (0: no limit).
+    private func evict(_ w: inout WriterState, limit: Int64, keep: Set<Hash128>,
+                       _ weighed: (StoreState) -> (total: Int64, candidates: [ObjectRef])) throws(StoreError) {
         guard limit > 0 else { return }
         let pending = pendingObjects.withLock { Set($0.keys) }
         let victims: [Hash128] = state.withLock { s in
-            guard s.bytes > limit else { return [] }
-            var excess = s.bytes - limit
+            let (total, candidates) = weighed(s)
+            guard total > limit else { return [] }
+            var excess = total - limit
             var out: [Hash128] = []
-            let order = s.objects.values.filter { !keep.contains($0.hash) && !pending.contains($0.hash) }
+            let order = candidates.filter { !keep.contains($0.hash) && !pending.contains($0.hash) }
                 .sorted { (s.lastUse[$0.hash] ?? 0, $0.hash) < (s.lastUse[$1.hash] ?? 0, $1.hash) }
             for o in order where excess > 0 { out.append(o.hash); excess -= o.size }
             return out

@@ -19,6 +19,11 @@ struct StoreState {
     /// Each stored variant of a known object (`variant` records). Its object
     /// is in `objects` too, counted in `bytes` and evicted like any other.
     var variants: [VariantKey: VariantRef] = [:]
+    /// Each variant object and how many variants it is (`variants`' values,
+    /// counted): what `variant-max-size` weighs.
+    var variantObjects: [Hash128: Int] = [:]
+    /// The bytes of `variantObjects`.
+    var variantBytes: Int64 = 0
     /// Each known feed's pages, as its `validators` or `page` records left them.
     var pages: [Feed: StoredPages] = [:]
     var manifestKnown = false
@@ -93,8 +98,7 @@ struct StoreState {
         case let .variant(source, spec, v):
             // Only of a known object: a variant says what was made of its bytes.
             guard objects[source] != nil else { break }
-            variants[VariantKey(source: source, spec: spec)] = v
-            if objects.updateValue(v.object, forKey: v.object.hash) == nil { bytes += v.object.size }
+            mapVariant(VariantKey(source: source, spec: spec), v)
         case .commit:
             break
         }
@@ -127,7 +131,26 @@ struct StoreState {
         // A variant goes with its own object and with its source's (its
         // object stays known until gc, as an unmapped row's does).
         if !variants.isEmpty {
-            variants = variants.filter { !hashes.contains($0.key.source) && !hashes.contains($0.value.object.hash) }
+            for (key, v) in variants where hashes.contains(key.source) || hashes.contains(v.object.hash) { unmapVariant(key) }
+        }
+    }
+
+    /// Maps `key` to `v`, counting `v`'s object among the variants'.
+    private mutating func mapVariant(_ key: VariantKey, _ v: VariantRef) {
+        if variants[key] != nil { unmapVariant(key) }
+        variants[key] = v
+        if objects.updateValue(v.object, forKey: v.object.hash) == nil { bytes += v.object.size }
+        variantObjects[v.object.hash, default: 0] += 1
+        if variantObjects[v.object.hash] == 1 { variantBytes += v.object.size }
+    }
+
+    /// Forgets the variant `key` (its object stays known).
+    private mutating func unmapVariant(_ key: VariantKey) {
+        guard let v = variants.removeValue(forKey: key) else { return }
+        variantObjects[v.object.hash, default: 1] -= 1
+        if variantObjects[v.object.hash] == 0 {
+            variantObjects[v.object.hash] = nil
+            variantBytes -= v.object.size
         }
     }
 

@@ -105,6 +105,9 @@ public struct StoreConfiguration: Sendable {
     public var directory: String
     /// Cap on the bytes of `objects/`; 0 means no cap. Default 0.
     public var maxBytes: Int64 = 0
+    /// Cap on the bytes of variant objects (`variant-max-size`): past it the
+    /// least recently used variants are evicted; 0 means none but `maxBytes`.
+    public var maxVariantBytes: Int64 = 0
     /// Compact automatically once the log holds this many more records than
     /// live state needs.
     public var compactionSlack: Int = StoreConfiguration.defaultCompactionSlack

@@ -35,7 +35,7 @@ final class HelperProcess {
             if devNull >= 0 { Glibc.close(devNull) }
         }
         var pid: Int32 = 0
-        let rc = withCStrings([c.executable, "--serve"]) { argv in
+        let rc = withCStrings([c.executable, "--serve", "--parent", String(getpid())]) { argv in
             // Two malloc arenas keep its address space small (each reserves
             // 64 MiB); a crash is not symbolicated (the Swift runtime's
             // backtracer would hold a dying helper for seconds).
@@ -55,8 +55,10 @@ final class HelperProcess {
             try helper.awaitReady(deadline: Clock.monotonicNanoseconds() + UInt64(c.startSeconds * 1e9))
             try helper.checkSandbox()
         } catch {
-            _ = helper.stop(killing: true)
-            throw error
+            // Say how it ended: a helper that died while starting says nothing itself.
+            let why: String
+            if case .unavailable(let m) = error { why = m } else { why = "\(error)" }
+            throw .unavailable("\(why); the helper \(helper.stop(killing: true))")
         }
         return helper
     }
@@ -93,13 +95,29 @@ final class HelperProcess {
         received.removeFirst(VariantWire.readySize)
     }
 
-    /// The kernel's word that the helper runs under a seccomp filter with
-    /// no_new_privs: what it says of itself is not taken on trust.
+    /// The kernel's word that the helper runs under a seccomp filter of its
+    /// own with no_new_privs: what it says of itself is not taken on trust.
+    /// It must have more filters than the daemon (which may run under its
+    /// unit's filter and no_new_privs already, and those a child inherits).
     private func checkSandbox() throws(VariantFailure) {
         let status = Self.procFile("status", pid)
-        guard status.contains("\nSeccomp:\t2\n"), status.contains("\nNoNewPrivs:\t1\n") else {
-            throw .unavailable("the helper is not sandboxed (its /proc status shows no seccomp filter or no no_new_privs)")
+        let own = Self.filterCount(Self.procFile("status", getpid())) ?? 0
+        guard status.contains("\nSeccomp:\t2\n"), status.contains("\nNoNewPrivs:\t1\n"),
+              let filters = Self.filterCount(status), filters > own else {
+            throw .unavailable("the helper is not sandboxed (its /proc status shows no seccomp filter of its own, or no no_new_privs)")
         }
+    }
+
+    /// `Seccomp_filters:` of a `/proc/PID/status`: how many filters the process runs under.
+    static func filterCount(_ status: String) -> Int? {
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Seccomp_filters:") }) else { return nil }
+        return Int(String(line.dropFirst("Seccomp_filters:".count)).trimmed())
+    }
+
+    /// Whether the helper has ended (crashed, killed) since its last job.
+    var hasEnded: Bool {
+        var status: Int32 = 0
+        return waitpid(pid, &status, WNOHANG) == pid
     }
 
     /// `/proc/PID/NAME` as text; empty when it cannot be read.
@@ -134,7 +152,12 @@ final class HelperProcess {
                 if result == nil, received.count >= VariantWire.resultHeaderSize {
                     result = try decodeHeader(job)
                 }
-                if let r = result, Int64(received.count) >= r.length { return finish(r) }
+                if let r = result, Int64(received.count) >= r.length {
+                    let answer = finish(r)
+                    // Bytes past the result would be read as the next job's: the stream is broken.
+                    guard received.isEmpty else { return .failure(.helperFailed("it sent \(received.count) bytes past its result")) }
+                    return answer
+                }
                 try exchange(&sender, deadline: deadline)
             }
         } catch {

@@ -18,8 +18,10 @@ public struct VariantPoolConfiguration: Sendable, Equatable {
     /// CPU seconds a helper may use in its life (RLIMIT_CPU's hard limit);
     /// a helper past half of it is replaced before its next job.
     public var cpuSecondsPerHelper = 3600
-    /// A helper is replaced after this many jobs.
-    public var jobsPerHelper = 1000
+    /// A helper is replaced after this many jobs (and after any job it
+    /// refused or failed): a helper a hostile image took over answers few
+    /// other images' jobs.
+    public var jobsPerHelper = 100
     /// Longest a helper may take to start and sandbox itself.
     public var startSeconds: Double = 10
     /// Jobs waiting for a helper at most; one more is refused `busy`.
@@ -130,9 +132,16 @@ public final class VariantHelpers: Sendable {
             return s.queue.isEmpty ? nil : .some(s.queue.removeFirst())
         }) {
             let c = configuration.withLock { $0 }
-            if let h = helper, h.jobs >= c.jobsPerHelper || (h.cpuSeconds() ?? 0) > Double(c.cpuSecondsPerHelper) / 2 {
+            if let h = helper, h.hasEnded {
+                // Killed while idle (the kernel's OOM killer, someone): the next job gets a new one.
+                log.warning("variant helper \(h.pid) ended while idle; a new one takes the next job")
+                _ = h.stop(killing: true)
+                helper = nil
+                state.update { $0.stats.running -= 1; $0.stats.replaced += 1 }
+            } else if let h = helper, h.jobs >= c.jobsPerHelper || (h.cpuSeconds() ?? 0) > Double(c.cpuSecondsPerHelper) / 2 {
                 log.debug("variant helper \(h.pid) replaced after \(h.jobs) jobs: \(h.stop(killing: false))")
                 helper = nil
+                state.update { $0.stats.running -= 1 }
             }
             let result = run(next.job, on: &helper, c)
             next.job.source.close()
@@ -157,6 +166,14 @@ public final class VariantHelpers: Sendable {
         guard let h = helper else { return .failure(.stopped) }
         let deadline = Clock.monotonicNanoseconds() + UInt64(c.jobSeconds * 1e9)
         let result = h.run(job, c, deadline: deadline)
+        if case .failure(let e) = result, !e.endsHelper {
+            // A refused image is the likeliest to be hostile: whatever it did
+            // to this helper must not touch the next job's variant.
+            log.debug("variant helper \(h.pid) replaced after a refused job: \(h.stop(killing: false))")
+            helper = nil
+            state.update { $0.stats.running -= 1 }
+            return result
+        }
         if case .failure(let e) = result, e.endsHelper {
             let ending = h.stop(killing: true)
             helper = nil

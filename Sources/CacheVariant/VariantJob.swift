@@ -74,3 +74,22 @@ public enum VariantFailure: Error, Sendable, Equatable, CustomStringConvertible 
         }
     }
 }
+
+extension VariantFailure {
+    /// The image itself was refused: it will be refused again.
+    public var isRefusal: Bool {
+        if case .refused = self { return true }
+        return false
+    }
+
+    /// Whether the service remembers this failure for a while instead of
+    /// trying again at once: the image refused, or a helper that failed or
+    /// could not make it (a hostile image asked again would cost a helper
+    /// each time). Not a full queue, a read of the original, or shutdown.
+    public var remembered: Bool {
+        switch self {
+        case .refused, .notMade, .helperFailed: true
+        case .source, .unavailable, .busy, .stopped: false
+        }
+    }
+}

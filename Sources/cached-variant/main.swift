@@ -14,19 +14,25 @@ import CVipsShim
 // the sandbox forbids and prints what happened (a test's and an operator's
 // check that the filter holds on this kernel).
 
-// Step 1, before anything else: die with the parent, no inherited
-// descriptor or signal state, no working directory, private files.
-if cvs_harden() != 0 {
-    let why = errno == ESRCH ? "its parent is already gone" : String(cString: strerror(errno))
-    HelperIO.die("cannot harden the process: \(why)", status: 1)
-}
-
 let arguments = CommandLine.arguments
 let mode: HelperMode
+var expectedParent: pid_t = 0
 switch (arguments.count, arguments.dropFirst().first) {
 case (2, "--serve"): mode = .serve
+// The daemon names itself: a daemon that is pid 1 (in a container) is not
+// mistaken for the init a helper whose parent died is given to.
+case (4, "--serve") where arguments[2] == "--parent" && (pid_t(arguments[3]) ?? 0) > 0:
+    mode = .serve
+    expectedParent = pid_t(arguments[3]) ?? 0
 case (3, "--probe-sandbox"): mode = .probe(directory: arguments[2])
-default: HelperIO.die("usage: cached-variant --serve | --probe-sandbox DIR", status: 2)
+default: HelperIO.die("usage: cached-variant --serve [--parent PID] | --probe-sandbox DIR", status: 2)
+}
+
+// Step 1, before anything else: die with the parent, no inherited
+// descriptor or signal state, no working directory, private files.
+if cvs_harden(expectedParent) != 0 {
+    let why = errno == ESRCH ? "its parent is already gone" : String(cString: strerror(errno))
+    HelperIO.die("cannot harden the process: \(why)", status: 1)
 }
 
 // Steps 2 to 4: libvips, its warm-up, the sandbox. The parent's pid is read

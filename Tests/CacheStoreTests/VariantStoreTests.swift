@@ -105,3 +105,31 @@ import CacheSystem
         #expect(store.stats().evictions == 1)
     }
 }
+
+/// variant-max-size: variants alone are weighed against it, the least
+/// recently used evicted, originals never.
+@Suite struct VariantCapTests {
+    @Test func variantsPastTheirCapAreEvictedAndOriginalsStay() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let png = try VariantStoreTests.fixture("sample.png")
+        let webp = try VariantStoreTests.fixture("sample.webp"), jpeg = try VariantStoreTests.fixture("sample.jpg")
+        var c = StoreConfiguration(directory: dir.path)
+        c.maxVariantBytes = Int64(max(webp.count, jpeg.count))
+        let store = try Store(c)
+        defer { store.close() }
+        try store.replaceManifest([("a.png", nil)], validators: Validators())
+        let w = try store.newObjectWriter(maxSize: 1 << 20)
+        try png.withUnsafeBytes { try w.append($0) }
+        let source = try store.commitObject(w, rows: [(0, "a.png")])
+        let webpSpec = VariantSpec(width: 40, height: nil, fit: .contain, format: .webp)
+        let jpegSpec = VariantSpec(width: 40, height: nil, fit: .contain, format: .jpeg)
+        _ = try store.commitVariant(webp, of: source.hash, webpSpec, width: 40, height: 40, maxSize: 1 << 20)
+        #expect(store.state.withLock { $0.variantBytes } == Int64(webp.count))
+        usleep(5_000)
+        _ = try store.commitVariant(jpeg, of: source.hash, jpegSpec, width: 40, height: 40, maxSize: 1 << 20)
+        #expect(store.variant(of: source.hash, webpSpec) == nil, "the older variant went")
+        #expect(store.variant(of: source.hash, jpegSpec) != nil && store.objectRef(source.hash) != nil, "the newer and the original stay")
+        #expect(store.state.withLock { $0.variantBytes } == Int64(jpeg.count))
+        #expect(store.stats().evictions == 1)
+    }
+}

@@ -130,8 +130,9 @@ import CLinux
     /// PostScript file (whose loaders are not the store's formats': poppler
     /// and ImageMagick never see them) are refused with libvips's reason;
     /// an SVG naming local files and the network still makes a variant
-    /// (librsvg cannot open them); a result over the daemon's bound is
-    /// refused. The helper answers the next job after each.
+    /// (librsvg cannot open them); a result over the daemon's bound fails
+    /// (status 2: the size asked, not the image, is at fault). The helper
+    /// answers the next job after each.
     @Test func badInputsAreRefusedWithTheReason() throws {
         let scratch = Scratch()
         let photo = try Self.photoJPEG(width: 1600, height: 1000, in: scratch)
@@ -149,7 +150,7 @@ import CLinux
             ("PostScript", Array("%!PS-Adobe-3.0\n/x 1 def showpage\n".utf8), HelperJob(format: .webp, width: 96), 1,
              "not an image this helper decodes: the bytes are for libvips's magickload_buffer, not a format of the store"),
             ("SVG with files and the network", svg, HelperJob(format: .png, width: 64), 0, ""),
-            ("a result over the bound", photo, HelperJob(format: .png, width: 1000, maxResult: 1000), 1, "over the 1000 bytes the daemon takes"),
+            ("a result over the bound", photo, HelperJob(format: .png, width: 1000, maxResult: 1000), 2, "over the 1000 bytes the daemon takes"),
         ]
         let helper = try HelperUnderTest()
         for c in cases {

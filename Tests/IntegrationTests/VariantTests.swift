@@ -262,8 +262,11 @@ import CacheSystem
         #expect(next["image"]?["variant"]?["width"]?.int == 64, "a new helper made the next one: \(next)")
         #expect(!Self.helpers(of: daemon.pid).contains(helper))
         #expect(daemon.log.contains("variant helper \(helper) was killed (SIGKILL"), "logged with how it ended")
+        // Asked again at once, the failure is remembered (for a minute), not decoded again by a new helper.
+        let helpers = Self.helpers(of: daemon.pid)
         let again = try daemon.call("get_image", slow)
-        #expect(again["image"]?["variant"]?["width"]?.int == 64, "the same image made once nothing kills it: \(again)")
+        #expect(again["error"]?["message"] == failed["error"]?["message"], "remembered: \(again)")
+        #expect(Self.helpers(of: daemon.pid) == helpers, "no helper was started or replaced for it")
 
         for (setting, value, expected) in [("--variant-timeout", "0.2", "took longer than variant-timeout"),
                                            ("--variant-memory", "512M", "out of memory")] {

@@ -14,10 +14,11 @@
 /* ---- hardening.c ---- */
 
 /** Step 1, before anything else: dies with its parent (PR_SET_PDEATHSIG
-    SIGKILL; ESRCH when the parent is already gone), closes every descriptor
-    above 2, every signal to its default action and unblocked, moves to
-    `/`, umask 077, no core file. 0, or -1 with errno. */
-int cvs_harden(void);
+    SIGKILL; ESRCH when the parent is already gone, or is not
+    `expected_parent` when that is above 0), closes every descriptor above
+    2, every signal to its default action and unblocked, moves to `/`,
+    umask 077, no core file. 0, or -1 with errno. */
+int cvs_harden(pid_t expected_parent);
 
 /* ---- sandbox.c ---- */
 

@@ -21,6 +21,7 @@ extension Settings {
         c.verifyReads = verifyReads
         c.scrub = scrubSettings
         c.variants = variantSettings
+        c.maxVariantBytes = variantMaxSize
         c.variantPool = variantPool
         return c
     }

@@ -47,6 +47,9 @@ public struct Settings: Sendable, Equatable {
     public var variantMaxDimension = 2048
     /// The widths and heights a variant may be asked for; empty: any up to the bound.
     public var variantSizes: [Int] = []
+    /// Cap on the bytes of variants: past it the least recently used are evicted.
+    /// 1 GiB: some 200,000 thumbnails of a few KiB, and bounded whatever clients ask.
+    public var variantMaxSize: Int64 = 1 << 30
     /// An image of more pixels (its first frame) gets no variant: refused by its header.
     public var maxImagePixels: Int64 = 100_000_000
     /// Variant helpers running at most.

@@ -55,6 +55,8 @@ extension Settings {
         .make("variant-sizes", "N,N,...", .live, "the widths and heights a variant may be asked for, comma-separated; empty = any up to variant-max-dimension",
               \.variantSizes, parse: { k, v throws(SettingsError) in try ValueParser.sizeList(k, v) },
               format: { $0.isEmpty ? "-" : $0.map(String.init).joined(separator: ",") }),
+        .make("variant-max-size", "SIZE", .restart, "cap on the bytes of image variants; least recently used are evicted; 0 = max-size alone",
+              \.variantMaxSize, parse: { k, v throws(SettingsError) in try ValueParser.size(k, v) }, format: { String($0) }),
         .make("max-image-pixels", "N", .live, "an image of more pixels (its first frame) gets no variant: refused by its header, never decoded",
               \.maxImagePixels, parse: { k, v throws(SettingsError) in Int64(try ValueParser.whole(k, v, 1...1_000_000_000_000)) }, format: { String($0) }),
         .make("variant-helpers", "N", .restart, "sandboxed cached-variant processes making variants at once, 1 to 64",
