@@ -114,7 +114,37 @@ extension CacheService {
         log.warning("read: \(s.error)")
         counters.withLock { $0.quarantined += 1 }
         guard s.repair, repairFlight.begin(s.hash) else { return }
-        pool.submit { [self] in repair(s.hash, rows: s.rows, error: s.error) }
+        pool.submit { [self] in
+            if s.rows.isEmpty && !s.variants.isEmpty { remake(s.hash, variants: s.variants, error: s.error) } else {
+                repair(s.hash, rows: s.rows, error: s.error)
+            }
+        }
+    }
+
+    /// A set-aside object that was variants and no row's image: each made
+    /// again from its original (still stored), then the repair flight ends:
+    /// nil for the waiters when one of them came back with the same bytes
+    /// (libvips makes the same bytes of the same original), else why not.
+    func remake(_ hash: Hash128, variants: [VariantKey], error: StoreError) {
+        let settings = variantSettings.withLock { $0 }
+        let sources = variants.compactMap { key in store.objectRef(key.source).map { (source: $0, spec: key.spec) } }
+        guard !sources.isEmpty else {
+            repairFlight.finish(hash, "\(error); the variant's original is no longer stored")
+            return
+        }
+        let tally = Locked((left: sources.count, back: false))
+        for (source, spec) in sources {
+            makeVariant(source, spec, settings) { [self] result in
+                let done = tally.withLock { t -> Bool? in
+                    if case .success(let v) = result, v.object.hash == hash { t.back = true }
+                    t.left -= 1
+                    return t.left == 0 ? t.back : nil
+                }
+                guard let done else { return }
+                if done { log.notice("the variant \(hash) that was set aside was made again, with the same bytes") }
+                repairFlight.finish(hash, done ? nil : "\(error); it was a variant, and making it again did not give the same bytes")
+            }
+        }
     }
 
     /// Downloads a set-aside object again from every URL of the rows that

@@ -42,6 +42,8 @@ public struct SetAside: Sendable {
     /// True when the object is wanted again (download it from a row); false
     /// when a commit of the same bytes is replacing it already.
     public var repair: Bool
+    /// The variants the object was (make them again: no row names it).
+    public var variants: [VariantKey] = []
 }
 
 /// Why an object's file is set aside.
@@ -101,10 +103,11 @@ extension Store {
             let current = try? files.identity(path)
             if !known || (file != nil && current != file) { return faultError(hash, path, fault, .handledAlready, rows: []) }
             let rows = rowsReferencing(hash)
+            let variants = state.withLock { s in s.variants.filter { $0.value.object.hash == hash }.map(\.key).sorted() }
             let outcome = moveAside(path, hash)
             let error = faultError(hash, path, fault, outcome, rows: rows)
             if case .unreadable = fault { readErrorCount.withLock { $0 += 1 } }
-            configuration.onSetAside?(SetAside(hash: hash, rows: rows, error: error, repair: true))
+            configuration.onSetAside?(SetAside(hash: hash, rows: rows, error: error, repair: true, variants: variants))
             // Forgotten in memory even when the log cannot be appended (a full
             // or failing disk): the file is gone, and the next start drops the
             // object as missing (`dropMissingObjects`).

@@ -320,3 +320,25 @@ struct HTTPFixtureless {
         return (status, b, (try? String(contentsOfFile: heads, encoding: .utf8)) ?? "")
     }
 }
+
+/// A variant object whose bytes rot is what `verify` and reads find in any
+/// object: set aside, and, no row naming it, made again from its original
+/// (the same bytes: verify counts it repaired).
+@Suite(.serialized) struct VariantRepairTests {
+    @Test func aCorruptVariantIsMadeAgainFromItsOriginal() throws {
+        let nginx = try VariantTests.origin([])
+        let daemon = try VariantTests.daemon(nginx)
+        let made = try daemon.call("get_image", [("row", num(5)), ("variant", .object([("w", num(50)), ("format", .string("png"))]))])
+        let v = try #require(made["image"]?["variant"])
+        let path = try #require(v["path"]?.string), hash = try #require(v["hash"]?.string)
+        var bytes = try FileSystem.read(path)
+        bytes[bytes.count / 2] ^= 0xFF
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let verify = try daemon.call("verify")
+        #expect(verify["corrupt"] == .array([.string(hash)]) && verify["repaired"]?.int == 1, "\(verify)")
+        let again = try daemon.call("get_image", [("row", num(5)), ("variant", .object([("w", num(50)), ("format", .string("png"))]))])
+        #expect(again["image"]?["variant"]?["hash"]?.string == hash, "the same bytes again: \(again)")
+        #expect(try FileSystem.read(path) != bytes, "the good bytes are back under the name")
+        #expect(try daemon.call("status")["counters"]?["variants_made"]?.int == 2)
+    }
+}

@@ -178,8 +178,10 @@ function missing(err) {
 
 // The thumbnails the table asks for: its cell's box at 1x and 2x, made
 // once for the whole host by the daemon (`/images/{row}?w=&h=`, a variant).
+// `v` (which the daemon ignores) is the original's hash: a row whose image
+// changes gets a new URL, not the browser's copy of the old thumbnail.
 const THUMB = { w: 160, h: 72 };
-const thumb = (n, scale) => `/images/${n}?w=${THUMB.w * scale}&h=${THUMB.h * scale}`;
+const thumb = (n, scale, hash) => `/images/${n}?w=${THUMB.w * scale}&h=${THUMB.h * scale}&v=${hash}`;
 
 // Shows `r.hash` in row `tr`: its thumbnail linking to the original, or why there is none.
 function setImage(tr, r, by) {
@@ -225,8 +227,8 @@ function setImage(tr, r, by) {
     }
     summary();
   };
-  img.srcset = `${thumb(n, 1)} 1x, ${thumb(n, 2)} 2x`;
-  img.src = thumb(n, 1);
+  img.srcset = `${thumb(n, 1, hash)} 1x, ${thumb(n, 2, hash)} 2x`;
+  img.src = thumb(n, 1, hash);
   a.append(img);
   cell.replaceChildren(a);
 }
