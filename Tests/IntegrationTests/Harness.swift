@@ -180,7 +180,7 @@ final class Daemon {
 
     /// Starts the daemon and waits until it answers `ping`.
     init(origin: Origin?, arguments: [String] = [], scratch: Scratch = Scratch(), waitReady: Bool = true,
-         environment extra: [String: String] = [:], launcher: [String] = []) throws {
+         environment extra: [String: String] = [:], launcher: [String] = [], executable: String = Paths.cached) throws {
         self.scratch = scratch
         store = scratch.path + "/store"
         socket = scratch.path + "/sock"
@@ -188,8 +188,8 @@ final class Daemon {
         var args = ["--store", store, "--socket", socket, "--log-level", "debug"]
         if let origin { args += ["--posts-url", origin.postsURL, "--images-url", origin.manifestURL] }
         // A launcher (such as `prlimit --nofile=N`) must exec the daemon, so its pid is the daemon's.
-        process.executableURL = URL(fileURLWithPath: launcher.first ?? Paths.cached)
-        process.arguments = (launcher.isEmpty ? [] : Array(launcher.dropFirst()) + [Paths.cached]) + args + arguments
+        process.executableURL = URL(fileURLWithPath: launcher.first ?? executable)
+        process.arguments = (launcher.isEmpty ? [] : Array(launcher.dropFirst()) + [executable]) + args + arguments
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         process.standardError = FileHandle(forWritingAtPath: logPath)
         process.standardOutput = FileHandle.nullDevice

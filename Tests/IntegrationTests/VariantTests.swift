@@ -342,3 +342,38 @@ struct HTTPFixtureless {
         #expect(try daemon.call("status")["counters"]?["variants_made"]?.int == 2)
     }
 }
+
+/// The daemon against a helper that lies (Tests/Fixtures/bad-helper.py,
+/// put beside a copy of `cached` as its `cached-variant`): no size it
+/// announces is allocated, no byte past its answer taken, no word of its
+/// sandbox believed, no bytes of another format stored; the request fails
+/// saying why, the helper is replaced, and the daemon goes on.
+@Suite(.serialized) struct LyingHelperTests {
+    static func daemon(mode: String, _ nginx: Nginx, _ arguments: [String] = []) throws -> Daemon {
+        let scratch = Scratch()
+        let bin = scratch.path + "/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: Paths.cached, toPath: bin + "/cached")
+        try FileManager.default.copyItem(atPath: Paths.packageRoot + "/Tests/Fixtures/bad-helper.py", toPath: bin + "/cached-variant")
+        try FileManager.default.copyItem(atPath: VariantTests.fixtures + "sample.png", toPath: bin + "/bad-helper.png")
+        try Data((mode + "\n").utf8).write(to: URL(fileURLWithPath: bin + "/bad-helper.mode"))
+        chmod(bin + "/cached-variant", 0o755)
+        return try Daemon(origin: nil, arguments: ["--posts-url", nginx.postsURL, "--images-url", nginx.manifestURL] + arguments,
+                          scratch: scratch, executable: bin + "/cached")
+    }
+
+    @Test(arguments: [("unsandboxed", "the helper is not sandboxed"), ("huge", "it announced 1099511627776 bytes, over the bound"),
+                      ("extra", "bytes past its result"), ("wrongformat", "the variant helper's output is image/png, not webp"),
+                      ("silent", "took longer than variant-timeout")])
+    func aLyingHelperFailsItsRequestAndNothingElse(_ mode: String, _ message: String) throws {
+        let nginx = try Nginx()
+        let daemon = try Self.daemon(mode: mode, nginx, ["--variant-timeout", "1"])
+        let answer = try daemon.call("get_image", [("row", num(2)), ("variant", .object([("w", num(40)), ("format", .string("webp"))]))])
+        #expect(answer["error"]?["code"]?.string == "internal", "\(mode): \(answer)")
+        #expect(answer["error"]?["message"]?.string?.contains(message) == true, "\(mode): \(answer)")
+        #expect(try daemon.call("ping")["ok"] == .bool(true))
+        #expect(try daemon.call("get_image", [("row", num(2))])["image"]?["hash"]?.string?.count == 32, "the original is served")
+        #expect(try daemon.call("status")["variants"]?.int == 0, "nothing of it was stored")
+        #expect(daemon.log.contains("variants: made by \(daemon.scratch.path)/bin/cached-variant"), "the helper beside the copy: \(daemon.log)")
+    }
+}
