@@ -71,12 +71,17 @@ final class HelperProcess {
         return (fds[0], fds[1])
     }
 
-    /// RLIMIT_AS, and RLIMIT_CPU's hard limit for the helper's life (each
-    /// job sets the soft one).
+    /// RLIMIT_AS, RLIMIT_CPU's hard limit for the helper's life (each job
+    /// sets the soft one), and RLIMIT_NPROC: the user's tasks now and
+    /// `threadsPerHelper` more, so that a helper a hostile image took over
+    /// cannot spend the tasks the daemon's threads need (not enforced for
+    /// root, whose limit the kernel does not check).
     private func limit(_ c: VariantPoolConfiguration) throws(VariantFailure) {
         let memory = UInt64(c.memory)
+        let tasks = UInt64(Self.tasksOfUser(getuid()) + c.threadsPerHelper)
         guard clinux_set_limit(pid, 9 /* RLIMIT_AS */, memory, memory) == 0,
-              clinux_set_limit(pid, 0 /* RLIMIT_CPU */, UInt64(c.cpuSecondsPerJob), UInt64(c.cpuSecondsPerHelper)) == 0 else {
+              clinux_set_limit(pid, 0 /* RLIMIT_CPU */, UInt64(c.cpuSecondsPerJob), UInt64(c.cpuSecondsPerHelper)) == 0,
+              clinux_set_limit(pid, 6 /* RLIMIT_NPROC */, tasks, tasks) == 0 else {
             throw .unavailable("cannot limit the helper (prlimit): \(String(cString: strerror(errno)))")
         }
         do throws(SystemError) {
@@ -118,6 +123,22 @@ final class HelperProcess {
     var hasEnded: Bool {
         var status: Int32 = 0
         return waitpid(pid, &status, WNOHANG) == pid
+    }
+
+    /// The tasks (threads of every process) of user `uid` now, from `/proc`.
+    static func tasksOfUser(_ uid: uid_t) -> Int {
+        let ids = (try? FileSystem.list("/proc")) ?? []
+        var tasks = 0
+        for name in ids where name.utf8.allSatisfy(ASCII.isDigit) {
+            let status = procFile("status", Int32(name) ?? 0)
+            var owner: uid_t?, threads = 0
+            for line in status.split(separator: "\n") {
+                if line.hasPrefix("Uid:") { owner = line.split(separator: "\t").dropFirst().first.flatMap { uid_t($0) } }
+                if line.hasPrefix("Threads:") { threads = Int(String(line.dropFirst("Threads:".count)).trimmed()) ?? 0 }
+            }
+            if owner == uid { tasks += threads }
+        }
+        return tasks
     }
 
     /// `/proc/PID/NAME` as text; empty when it cannot be read.

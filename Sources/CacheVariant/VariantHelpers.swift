@@ -26,6 +26,10 @@ public struct VariantPoolConfiguration: Sendable, Equatable {
     public var startSeconds: Double = 10
     /// Jobs waiting for a helper at most; one more is refused `busy`.
     public var maxQueued = 256
+    /// Threads a helper may start (RLIMIT_NPROC over the user's tasks at
+    /// its start): libvips runs a few per job (its pool, one per core, and
+    /// the codecs' own).
+    public var threadsPerHelper = 64
 
     public init(executable: String) { self.executable = executable }
 }

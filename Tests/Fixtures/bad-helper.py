@@ -10,6 +10,8 @@ the first line of the file `bad-helper.mode` beside it:
   extra        answers a made variant (a PNG) with bytes past its result
   silent       reads the job and never answers
   wrongformat  answers a PNG whatever format was asked
+  threads      starts threads until it cannot (or 2,000), and answers how
+               many it got as its failure's message
 """
 import ctypes
 import os
@@ -62,6 +64,19 @@ while True:
     source_length = struct.unpack("<Q", header[40:48])[0]
     read_exactly(source_length)
     if MODE == "silent":
+        continue
+    if MODE == "threads":
+        import threading
+        import time
+        started = 0
+        try:
+            for _ in range(2000):
+                threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
+                started += 1
+        except RuntimeError:
+            pass
+        message = ("started %d threads" % started).encode()
+        os.write(1, result(2, 0, 0, message))
         continue
     if MODE == "huge":
         os.write(1, result(0, 16, 16, b"", announced=1 << 40))

@@ -377,3 +377,50 @@ struct HTTPFixtureless {
         #expect(daemon.log.contains("variants: made by \(daemon.scratch.path)/bin/cached-variant"), "the helper beside the copy: \(daemon.log)")
     }
 }
+
+extension LyingHelperTests {
+    /// As a user other than root (whose task limit the kernel does not
+    /// check), a helper gets RLIMIT_NPROC: the user's tasks at its start and
+    /// 64 more, so one a hostile image took over cannot take the tasks the
+    /// daemon's threads need. The real helper, under the same limit, still
+    /// makes its variants.
+    @Test func aHelperCannotStartThreadsWithoutEnd() throws {
+        try requireInstalled("/usr/bin/setpriv", package: "util-linux")
+        guard getuid() == 0 else { print("[variant-threads] not root: the test runs the daemon as nobody, which needs root"); return }
+        let nginx = try Nginx()
+        for mode in ["threads", "real"] {
+            let scratch = Scratch()
+            chmod(scratch.path, 0o755)
+            let home = scratch.path + "/nobody"
+            try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+            let bin = home + "/bin"
+            try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: Paths.cached, toPath: bin + "/cached")
+            if mode == "real" {
+                try FileManager.default.copyItem(atPath: Paths.binDir + "/cached-variant", toPath: bin + "/cached-variant")
+            } else {
+                try FileManager.default.copyItem(atPath: Paths.packageRoot + "/Tests/Fixtures/bad-helper.py", toPath: bin + "/cached-variant")
+                try FileManager.default.copyItem(atPath: VariantTests.fixtures + "sample.png", toPath: bin + "/bad-helper.png")
+                try Data("threads\n".utf8).write(to: URL(fileURLWithPath: bin + "/bad-helper.mode"))
+            }
+            let (status, output) = try runProgram("/bin/chown", ["-R", "65534:65534", home])
+            try #require(status == 0, "\(output)")
+            let daemon = try Daemon(origin: nil, arguments: ["--posts-url", nginx.postsURL, "--images-url", nginx.manifestURL,
+                                                             "--store", home + "/store", "--socket", home + "/sock"],
+                                    scratch: scratch, waitReady: false,
+                                    launcher: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
+                                    executable: bin + "/cached")
+            #expect(waitUntil(20) { (try? Client(socketPath: home + "/sock").call("ping"))?["ok"] == .bool(true) }, "\(daemon.log)")
+            let answer = try Client(socketPath: home + "/sock").call("get_image", [("row", num(2)), ("variant", .object([("w", num(40))]))])
+            if mode == "real" {
+                #expect(answer["image"]?["variant"]?["width"]?.int == 40, "the real helper under the limit: \(answer)")
+            } else {
+                let text = answer["error"]?["message"]?.string ?? ""
+                let started = Int(text.split(separator: " ").drop { $0 != "started" }.dropFirst().first ?? "") ?? -1
+                #expect(started >= 0 && started < 100, "a helper's threads are bounded: \(text)")
+                print("[variant-threads] the lying helper, as nobody: \(text)")
+            }
+            #expect(daemon.isRunning)
+        }
+    }
+}
