@@ -38,3 +38,8 @@ int clinux_set_limit(int pid, int resource, uint64_t soft, uint64_t hard) {
     struct rlimit limit = { .rlim_cur = soft, .rlim_max = hard };
     return prlimit(pid, (enum __rlimit_resource)resource, &limit, NULL);
 }
+
+static _Thread_local int nonblocking_thread = 0;
+
+void clinux_mark_thread_nonblocking(int on) { nonblocking_thread = on; }
+int clinux_thread_must_not_block(void) { return nonblocking_thread; }

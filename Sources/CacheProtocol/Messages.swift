@@ -27,9 +27,15 @@ public struct ProtocolError: Error, Sendable, CustomStringConvertible {
     public var description: String { "\(code.rawValue): \(message)" }
 }
 
-/// Which feeds a prefetch covers.
+/// Which feeds a prefetch covers (the protocol's `what`, the service's
+/// scope, the client library's `PrefetchScope`: one type).
 public enum PrefetchTarget: String, Sendable, CaseIterable {
     case all, posts, images
+
+    /// Whether the posts feed is refreshed.
+    public var posts: Bool { self != .images }
+    /// Whether the manifest and its images are.
+    public var images: Bool { self != .posts }
 }
 
 /// A request, validated: every argument present, typed and in range.

@@ -14,7 +14,7 @@ extension CacheService {
             guard let row = store.row(index) else { return .now(.failure(noSuchRow(index))) }
             if let ref = row.object, store.objectFileLooksRight(ref) {
                 noteHit(ref)
-                return .now(.success(entry(index, row, ref, manifestView())))
+                return .now(.success(entry(index, row, ref, resolvedURL(index, row))))
             }
             if row.object == nil && !fetch { return .now(.failure(.notCached(row: index))) }
         }
@@ -32,7 +32,7 @@ extension CacheService {
     public func cachedImage(row index: Int) -> ImageEntry? {
         guard store.manifestKnown, let row = store.row(index), let ref = row.object else { return nil }
         counters.withLock { $0.hits += 1 }
-        return entry(index, row, ref, manifestView())
+        return entry(index, row, ref, resolvedURL(index, row))
     }
 
     /// The miss path: a worker may write the log (an object whose file went
@@ -44,7 +44,7 @@ extension CacheService {
             let view = manifestView()
             if let ref = row.object, store.objectIsPresent(ref) {
                 noteHit(ref)
-                completion(.success(entry(index, row, ref, view)))
+                completion(.success(entry(index, row, ref, view.resolved(index))))
                 return
             }
             guard fetch else { completion(.failure(.notCached(row: index))); return }
@@ -52,7 +52,7 @@ extension CacheService {
             guard let url = view.resolved(index) else { completion(.failure(unfetchable(index, row.url))); return }
             download(url: url) { [self] result in
                 if case .success(let ref) = result { emit(.rowsCached(rows: [index], object: objectInfo(ref))) }
-                completion(result.map { entry(index, row, $0, view) }.mapError { $0.about("row \(index) \(url)") })
+                completion(result.map { entry(index, row, $0, view.resolved(index)) }.mapError { $0.about("row \(index) \(url)") })
             }
         }
     }
@@ -63,8 +63,9 @@ extension CacheService {
     public func images(offset: Int, limit: Int?, then completion: @escaping Completion<ImagesPage>) -> Outcome<ImagesPage> {
         if store.manifestKnown {
             let total = store.rows(offset: 0, limit: 0).total
-            guard Self.pageSize(total: total, offset: offset, limit: limit) > Self.inlineListLimit else {
-                return .now(.success(imagesPage(offset: offset, limit: limit)))
+            // Now when small and the manifest's view is current (rebuilding it walks every row).
+            if Self.pageSize(total: total, offset: offset, limit: limit) <= Self.inlineListLimit, let view = currentManifestView() {
+                return .now(.success(imagesPage(offset: offset, limit: limit, view)))
             }
             pool.submit { [self] in completion(.success(imagesPage(offset: offset, limit: limit))) }
             return .later
@@ -73,11 +74,11 @@ extension CacheService {
         return .later
     }
 
-    private func imagesPage(offset: Int, limit: Int?) -> ImagesPage {
+    private func imagesPage(offset: Int, limit: Int?, _ current: ManifestView? = nil) -> ImagesPage {
         let (total, page) = store.rows(offset: offset, limit: limit ?? Int.max)
-        let view = manifestView()
+        let view = current ?? manifestView()
         let start = min(max(offset, 0), total)
-        return ImagesPage(total: total, images: page.enumerated().map { entry(start + $0, $1, $1.object, view) })
+        return ImagesPage(total: total, images: page.enumerated().map { entry(start + $0, $1, $1.object, view.resolved(start + $0)) })
     }
 
     private func noteHit(_ ref: ObjectRef) {
@@ -100,8 +101,9 @@ extension CacheService {
         ObjectInfo(hash: ref.hash.hex, size: ref.size, mimeType: ref.type.mimeType, path: store.objectPath(ref.hash))
     }
 
-    func entry(_ index: Int, _ row: Row, _ ref: ObjectRef?, _ view: ManifestView) -> ImageEntry {
-        let url = view.resolved(index) ?? row.url
+    /// Row `index` as answered; `resolved` is its absolute URL (nil: the URL as written).
+    func entry(_ index: Int, _ row: Row, _ ref: ObjectRef?, _ resolved: String?) -> ImageEntry {
+        let url = resolved ?? row.url
         return ImageEntry(row: index, url: url, description: row.description, object: ref.map(objectInfo),
                           lastError: rowFailures.withLock { $0.lastError(url) })
     }

@@ -1,4 +1,5 @@
 import CacheFetch
+import CacheProtocol
 import CacheStore
 import CacheSystem
 
@@ -26,7 +27,7 @@ extension CacheService {
     /// are listed. A prefetch with the same arguments as one already
     /// running joins it: it gets the remaining progress events and the same
     /// answer. The work does not depend on any client staying connected.
-    public func prefetch(_ scope: PrefetchScope, force: Bool, progress: @escaping @Sendable (Progress) -> Void,
+    public func prefetch(_ scope: PrefetchTarget, force: Bool, progress: @escaping @Sendable (Progress) -> Void,
                          then completion: @escaping Completion<PrefetchReport>) {
         let key = "\(scope.rawValue)\(force ? "+force" : "")"
         let first = prefetches.withLock { p -> Bool in
@@ -75,7 +76,7 @@ extension CacheService {
         }
     }
 
-    private func runPrefetch(_ scope: PrefetchScope, force: Bool, progress: @escaping @Sendable (Progress) -> Void,
+    private func runPrefetch(_ scope: PrefetchTarget, force: Bool, progress: @escaping @Sendable (Progress) -> Void,
                              completion: @escaping Completion<PrefetchReport>) {
         let images: @Sendable (PostsRefresh?, CacheError?) -> Void = { [self] refresh, postsError in
             let posts = refresh?.summary

@@ -56,13 +56,33 @@ struct BaseSettings: Sendable, Equatable {
 }
 
 extension CacheService {
-    /// The current view, rebuilt only when the manifest or the base changed.
+    /// The current view, rebuilt only when the manifest or the base
+    /// changed: a walk of every row, so never on the event loop (checked in
+    /// debug builds; the loop asks `currentManifestView` or `resolvedURL`).
     func manifestView() -> ManifestView {
-        let generation = store.manifestGeneration
-        let settings = feeds.withLock { BaseSettings(imagesURL: $0.imagesURL, imagesBaseURL: $0.imagesBaseURL) }
-        if let v = manifestViews.withLock({ $0 }), v.generation == generation, v.settings == settings { return v }
-        let v = ManifestView(rows: store.rows(offset: 0, limit: Int.max).page, generation: generation, settings: settings)
+        if let v = currentManifestView() { return v }
+        NonBlockingThread.assertMayBlock("rebuilding the manifest's view of every row")
+        let v = ManifestView(rows: store.rows(offset: 0, limit: Int.max).page, generation: store.manifestGeneration,
+                             settings: baseSettings)
         manifestViews.withLock { $0 = v }
         return v
+    }
+
+    /// The view when it is current, else nil (memory only).
+    func currentManifestView() -> ManifestView? {
+        let generation = store.manifestGeneration, settings = baseSettings
+        guard let v = manifestViews.withLock({ $0 }), v.generation == generation, v.settings == settings else { return nil }
+        return v
+    }
+
+    /// Row `index`'s absolute URL: from the current view, or resolved alone
+    /// (one URL, not every row: what the loop may do).
+    func resolvedURL(_ index: Int, _ row: Row) -> String? {
+        if let v = currentManifestView() { return v.resolved(index) }
+        return FeedDecoder.resolve(row.url, base: FeedDecoder.baseURL(imagesURL: baseSettings.imagesURL, imagesBaseURL: baseSettings.imagesBaseURL))
+    }
+
+    private var baseSettings: BaseSettings {
+        feeds.withLock { BaseSettings(imagesURL: $0.imagesURL, imagesBaseURL: $0.imagesBaseURL) }
     }
 }

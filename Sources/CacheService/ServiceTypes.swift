@@ -74,13 +74,6 @@ public struct VerifiedFile: Sendable {
     public var size: Int64
 }
 
-/// What `prefetch` refreshes.
-public enum PrefetchScope: String, Sendable {
-    case all, posts, images
-    var posts: Bool { self != .images }
-    var images: Bool { self != .posts }
-}
-
 /// What a posts refresh did.
 public struct PostsSummary: Sendable {
     public var fetched = 0, unchanged = 0, removed = 0, invalid = 0

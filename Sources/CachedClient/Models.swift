@@ -1,3 +1,4 @@
+import CacheProtocol
 import CacheSystem
 /// A post's id: an integer or a string (`post(id: 5)`, `post(id: "a1b2")`),
 /// Codable as the JSON integer or string it is.
@@ -215,10 +216,8 @@ extension Status {
     }
 }
 
-/// What a prefetch refreshes.
-public enum PrefetchScope: String, Sendable, CaseIterable {
-    case all, posts, images
-}
+/// What a prefetch refreshes: `.all`, `.posts` or `.images`.
+public typealias PrefetchScope = CacheProtocol.PrefetchTarget
 
 /// How far a prefetch phase (`posts`, `images`) has come.
 public struct PrefetchProgress: Codable, Sendable, Equatable {

@@ -18,7 +18,7 @@ import TestSupport
         try Data(text.utf8).write(to: URL(fileURLWithPath: origin.root + "/" + name))
     }
 
-    static func prefetch(_ s: CacheService, _ scope: PrefetchScope = .posts) async -> Result<PrefetchReport, CacheError> {
+    static func prefetch(_ s: CacheService, _ scope: PrefetchTarget = .posts) async -> Result<PrefetchReport, CacheError> {
         await completion { s.prefetch(scope, force: false, progress: { _ in }, then: $0) }
     }
 

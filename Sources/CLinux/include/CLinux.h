@@ -121,6 +121,11 @@ int clinux_pipe_cloexec(int fds[2]);
     an errno value. */
 int clinux_spawn(const char *path, char *const argv[], char *const envp[], int in, int out, int err, int *pid);
 
+/** Marks the calling thread as one that must never block (the event
+    loop), or not; `clinux_thread_must_not_block` reads the mark. */
+void clinux_mark_thread_nonblocking(int on);
+int clinux_thread_must_not_block(void);
+
 /** prlimit(pid, resource, {soft, hard}, NULL): sets another process's limit
     (RLIMIT_AS 9, RLIMIT_CPU 0); 0 or -1 with errno. */
 int clinux_set_limit(int pid, int resource, uint64_t soft, uint64_t hard);

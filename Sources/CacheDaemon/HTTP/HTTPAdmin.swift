@@ -28,20 +28,22 @@ extension HTTPFrontEnd {
         }
         switch operation {
         case "prefetch":
-            guard let scope = PrefetchScope(rawValue: request.query("what") ?? "all") else {
+            guard let scope = PrefetchTarget(rawValue: request.query("what") ?? "all") else {
                 return .now(fail(.badRequest, .badRequest, "what is all, posts or images", request))
             }
             let force = ["1", "true"].contains(request.query("force") ?? "0")
-            service.prefetch(scope, force: force, progress: { _ in },
-                             then: finishing(reply, request) { [self] in answer(AnswerEncoding.prefetch(shown($0), tag: nil)) })
+            return Answering.later(reply, respond(request) { [self] in answer(AnswerEncoding.prefetch(shown($0), tag: nil)) }) {
+                service.prefetch(scope, force: force, progress: { _ in }, then: $0)
+            }
         case "verify":
-            service.verify { reply.finish(answer(AnswerEncoding.verify($0, tag: nil))) }
+            return Answering.later(reply, respond(request) { answer(AnswerEncoding.verify($0, tag: nil)) }) { done in
+                service.verify { done(.success($0)) }
+            }
         case "gc":
-            service.collectGarbage(then: finishing(reply, request) { answer(AnswerEncoding.garbage($0, tag: nil)) })
+            return Answering.later(reply, respond(request) { answer(AnswerEncoding.garbage($0, tag: nil)) }) { service.collectGarbage(then: $0) }
         default:
-            service.compact(then: finishing(reply, request) { answer(AnswerEncoding.compaction($0, tag: nil)) })
+            return Answering.later(reply, respond(request) { answer(AnswerEncoding.compaction($0, tag: nil)) }) { service.compact(then: $0) }
         }
-        return .later
     }
 
     /// What an HTML form may send without a browser asking the server first.

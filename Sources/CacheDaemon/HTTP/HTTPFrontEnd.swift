@@ -94,8 +94,7 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
             let items = withIDs ? zip(p.ids, p.posts).map { Self.postWithID($0, $1) } : p.posts
             return responses.body(.ok, request, type: HTTPResponses.json, Self.array(items)) { $0.field("X-Total-Count", p.total) }
         }
-        let outcome = service.posts(offset: page.offset, limit: page.limit, query: query, then: finishing(reply, request, encode))
-        return self.outcome(outcome, request, encode)
+        return Answering.answer(reply, respond(request, encode)) { service.posts(offset: page.offset, limit: page.limit, query: query, then: $0) }
     }
 
     /// `{"id":<id>,"post":<stored JSON>}`: `get_post`'s answer without `ok`.
@@ -129,7 +128,7 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
                 $0.field("X-Total-Count", p.total)
             }
         }
-        return outcome(service.images(offset: page.offset, limit: page.limit, then: finishing(reply, request, encode)), request, encode)
+        return Answering.answer(reply, respond(request, encode)) { service.images(offset: page.offset, limit: page.limit, then: $0) }
     }
 
     /// `/images/{row}`: the row's image (downloaded first on a miss unless `?fetch=0`).
@@ -158,16 +157,8 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
 
     /// `/images/{row}` through `get_image`: the row's entry (a download on a miss), then its bytes.
     private func image(_ row: Int, fetch: Bool, _ request: HTTPRequest, _ reply: Reply) -> Answer {
-        let outcome = service.image(row: row, fetch: fetch) { [self] result in
-            switch result {
-            case .success(let entry): finish(imageAnswer(entry, request, reply), reply)
-            case .failure(let e): reply.finish(failure(e, request))
-            }
-        }
-        switch outcome {
-        case .later: return .later
-        case .now(.success(let entry)): return imageAnswer(entry, request, reply)
-        case .now(.failure(let e)): return .now(failure(e, request))
+        Answering.answer(reply, respond(request) { [self] entry in imageAnswer(entry, request, reply) }) {
+            service.image(row: row, fetch: fetch, then: $0)
         }
     }
 
@@ -179,16 +170,8 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
     /// `/objects/{hash}`: content-addressed, so cacheable for ever.
     /// One being repaired (set aside and downloaded again) is answered once it is back.
     private func objectByHash(_ hash: String, _ request: HTTPRequest, _ reply: Reply) -> Answer {
-        let outcome = service.objectInfo(hash: hash) { [self] result in
-            switch result {
-            case .success(let info): finish(object(info, request, cacheControl: Self.immutable, reply), reply)
-            case .failure(let e): reply.finish(failure(e, request))
-            }
-        }
-        switch outcome {
-        case .later: return .later
-        case .now(.success(let info)): return object(info, request, cacheControl: Self.immutable, reply)
-        case .now(.failure(let e)): return .now(failure(e, request))
+        Answering.answer(reply, respond(request) { [self] info in object(info, request, cacheControl: Self.immutable, reply) }) {
+            service.objectInfo(hash: hash, then: $0)
         }
     }
 
@@ -283,19 +266,17 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
         return out
     }
 
-    func outcome<V>(_ o: Outcome<V>, _ request: HTTPRequest, _ encode: (V) -> [UInt8]) -> Answer {
-        switch o {
-        case .later: return .later
-        case .now(.success(let v)): return .now(encode(v))
-        case .now(.failure(let e)): return .now(failure(e, request))
-        }
+    /// A result as an answer: `encode`'s body for a success, the error's status and body for a failure.
+    func respond<V>(_ request: HTTPRequest, _ encode: @escaping @Sendable (V) -> [UInt8]) -> @Sendable (Result<V, CacheError>) -> Answer {
+        respond(request) { (v: V) -> Answer in .now(encode(v)) }
     }
 
-    func finishing<V>(_ reply: Reply, _ request: HTTPRequest, _ encode: @escaping @Sendable (V) -> [UInt8]) -> Completion<V> {
+    /// A result as an answer: `answer` of a success, the error's status and body for a failure.
+    func respond<V>(_ request: HTTPRequest, _ answer: @escaping @Sendable (V) -> Answer) -> @Sendable (Result<V, CacheError>) -> Answer {
         { [self] result in
             switch result {
-            case .success(let v): reply.finish(encode(v))
-            case .failure(let e): reply.finish(failure(e, request))
+            case .success(let v): return answer(v)
+            case .failure(let e): return .now(failure(e, request))
             }
         }
     }

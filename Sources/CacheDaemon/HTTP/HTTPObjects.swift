@@ -37,18 +37,19 @@ extension HTTPFrontEnd {
         if case let .part(start, length) = range, info.size > CacheService.rangeChunkSize {
             return rangeAnswer(info, start: start, length: length, request, cacheControl, reply, missing: missing)
         }
-        let outcome = service.object(hash: info.hash, prefix: { _ in [] }) { [self] result in
-            switch result {
-            case .success(let body): finish(objectAnswer(body, info, rangeHeader, request, cacheControl), reply)
-            case .failure(.notFound) where missing != nil: finish(missing!(), reply)
-            case .failure(let e): reply.finish(failure(e, request))
-            }
+        return Answering.answer(reply, orMissing(missing, request) { [self] body in objectAnswer(body, info, rangeHeader, request, cacheControl) }) {
+            service.object(hash: info.hash, prefix: { _ in [] }, then: $0)
         }
-        switch outcome {
-        case .later: return .later
-        case .now(.success(let body)): return objectAnswer(body, info, rangeHeader, request, cacheControl)
-        case .now(.failure(.notFound)) where missing != nil: return missing!()
-        case .now(.failure(let e)): return .now(failure(e, request))
+    }
+
+    /// A result as an answer, with `missing`'s answer instead of a `notFound`
+    /// when there is one (the object is made or downloaded again).
+    private func orMissing<V>(_ missing: (@Sendable () -> Answer)?, _ request: HTTPRequest,
+                              _ answer: @escaping @Sendable (V) -> Answer) -> @Sendable (Result<V, CacheError>) -> Answer {
+        let plain = respond(request, answer)
+        return { result in
+            if case .failure(.notFound) = result, let missing { return missing() }
+            return plain(result)
         }
     }
 
@@ -56,18 +57,8 @@ extension HTTPFrontEnd {
     /// in are verified (on a worker), then the range is sent.
     private func rangeAnswer(_ info: ObjectInfo, start: Int64, length: Int64, _ request: HTTPRequest, _ cacheControl: String,
                              _ reply: Reply, missing: (@Sendable () -> Answer)?) -> Answer {
-        let outcome = service.objectRange(hash: info.hash, offset: start, length: length) { [self] result in
-            switch result {
-            case .success(let part): finish(rangeFile(part, info, request, cacheControl), reply)
-            case .failure(.notFound) where missing != nil: finish(missing!(), reply)
-            case .failure(let e): reply.finish(failure(e, request))
-            }
-        }
-        switch outcome {
-        case .later: return .later
-        case .now(.success(let part)): return rangeFile(part, info, request, cacheControl)
-        case .now(.failure(.notFound)) where missing != nil: return missing!()
-        case .now(.failure(let e)): return .now(failure(e, request))
+        Answering.answer(reply, orMissing(missing, request) { [self] part in rangeFile(part, info, request, cacheControl) }) {
+            service.objectRange(hash: info.hash, offset: start, length: length, then: $0)
         }
     }
 
@@ -119,15 +110,5 @@ extension HTTPFrontEnd {
         // An SVG opened on its own must not run script in this origin.
         h.field("Content-Security-Policy", "sandbox")
         return h
-    }
-
-    /// Sends an answer made on a worker through `reply`.
-    func finish(_ answer: Answer, _ reply: Reply) {
-        switch answer {
-        case .now(let bytes): reply.finish(bytes)
-        case let .nowFile(head, fd, offset, length): reply.finish(header: head, file: fd, offset: offset, size: length)
-        case let .nowPassing(bytes, fd): reply.finish(bytes, closing: fd)
-        case .later: break  // the one who said later finishes it
-        }
     }
 }

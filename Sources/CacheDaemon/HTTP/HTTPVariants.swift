@@ -39,16 +39,8 @@ extension HTTPFrontEnd {
 
     /// The variant's bytes, once the service has it (made now if it must be).
     func imageVariant(_ row: Int, _ variant: VariantRequest, _ request: HTTPRequest, _ reply: Reply, again: Bool = true) -> Answer {
-        let outcome = service.imageVariant(row: row, variant) { [self] result in
-            switch result {
-            case .success(let entry): finish(variantAnswer(entry, variant, request, reply, again: again), reply)
-            case .failure(let e): reply.finish(failure(e, request))
-            }
-        }
-        switch outcome {
-        case .later: return .later
-        case .now(.success(let entry)): return variantAnswer(entry, variant, request, reply, again: again)
-        case .now(.failure(let e)): return .now(failure(e, request))
+        Answering.answer(reply, respond(request) { [self] entry in variantAnswer(entry, variant, request, reply, again: again) }) {
+            service.imageVariant(row: row, variant, then: $0)
         }
     }
 

@@ -35,6 +35,26 @@ extension Connection {
         slots.append((slot, [], false))
     }
 
+    /// Queues the answer a handler gave for request `slot` while it was
+    /// read (both front-ends): queued behind earlier answers, or, `.later`,
+    /// its slot held. True for `.later`. A descriptor is passed only over
+    /// JSON lines (HTTP never makes one; it would be closed).
+    @discardableResult
+    func answer(_ answer: Answer, slot: UInt64) -> Bool {
+        switch answer {
+        case .now(let bytes): answerNow(bytes)
+        case let .nowFile(head, fd, offset, length):
+            answerNow(head)
+            appendFile(fd, offset: offset, size: length)
+        case let .nowPassing(line, fd):
+            if framing == .jsonLines { answerNow(line, passing: fd) } else { fd.close(); answerNow(line) }
+        case .later:
+            awaitAnswer(slot)
+            return true
+        }
+        return false
+    }
+
     /// Puts a delivery in its slot and moves every complete answer at the
     /// head to the output queue. False when the slot is unknown (its chunks
     /// are released) or a droppable delivery was dropped because the client
@@ -55,7 +75,7 @@ extension Connection {
         }
         descriptors += d.chunks.descriptorCount
         heldBytes += d.byteCount
-        if d.slot == pendingListing { reservedBytes = 0 }  // its real bytes count from here
+        if d.slot == unsizedAnswer { reservedBytes = 0 }  // its real bytes count from here
         guard index == 0 else {
             slots[index].chunks.append(contentsOf: d.chunks)
             if d.done { slots[index].done = true }

@@ -74,9 +74,10 @@ final class Connection {
     var bigSendBuffer = false
     /// Set while the connection waits in the loop's flush queue.
     var flushQueued = false
-    /// The slot of a listing being built on a worker (on an HTTP
-    /// connection: of any answer that comes later); reading waits for it.
-    var pendingListing: UInt64?
+    /// The slot of an answer whose size is known only once it is made
+    /// (a listing built on a worker; on an HTTP connection, any answer that
+    /// comes later): reading the connection waits for it.
+    var unsizedAnswer: UInt64?
     /// When bytes last moved either way (monotonic ns), for the idle timeout.
     var lastActivity = Clock.monotonicNanoseconds()
     /// When it was accepted (monotonic ns).

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CacheFetch
 import CacheHTTP
 import CacheProtocol
@@ -57,6 +60,78 @@ public final class DispatchHarness: Sendable {
 
     /// The answer to a refused HTTP head.
     public func rejected(_ r: HTTPRejection) -> [UInt8] { http.rejected(r) }
+
+    /// The whole answer to one request line, now or later (waiting up to
+    /// `seconds` for it), files read in and descriptors passed counted:
+    /// what a client would receive. For unit tests of the dispatcher (as
+    /// swift-nio tests handlers with its embedded channel).
+    public func answer(_ line: [UInt8], seconds: Double = 10) -> (bytes: [UInt8], passed: Int)? {
+        guard case .success(let request) = Request.parse(line) else { return nil }
+        let reply = Reply(mailbox: mailbox, connection: 1, slot: nextSlot(), tag: request.tag)
+        return complete(dispatcher.handle(request, reply), reply, seconds)
+    }
+
+    /// The whole answer to one HTTP request, head and body, now or later.
+    public func answer(_ request: CacheHTTP.HTTPRequest, seconds: Double = 10) -> [UInt8]? {
+        let reply = Reply(mailbox: mailbox, connection: 1, slot: nextSlot(), tag: nil)
+        defer { http.closed(connection: 1) }
+        return complete(http.handle(request, reply), reply, seconds)?.bytes
+    }
+
+    private let slots = Locked<UInt64>(1)
+    private func nextSlot() -> UInt64 { slots.withLock { $0 += 1; return $0 } }
+
+    /// `answer`'s bytes, or the deliveries of its slot until the last.
+    private func complete(_ answer: Answer, _ reply: Reply, _ seconds: Double) -> (bytes: [UInt8], passed: Int)? {
+        var chunks: [OutputChunk]
+        switch answer {
+        case .now(let bytes): return (bytes, 0)
+        case let .nowFile(head, fd, offset, length): chunks = [.bytes(head), .file(fd, offset: offset, size: length)]
+        case let .nowPassing(line, fd): chunks = [.descriptor(fd), .bytes(line)]
+        case .later:
+            chunks = []
+            let deadline = Clock.monotonicNanoseconds() + UInt64(seconds * 1e9)
+            var done = false
+            while !done {
+                for d in mailbox.drain().deliveries {
+                    guard d.slot == reply.slot else { for c in d.chunks { c.release() }; continue }
+                    chunks += d.chunks
+                    done = done || d.done
+                }
+                if !done {
+                    guard Clock.monotonicNanoseconds() < deadline else { for c in chunks { c.release() }; return nil }
+                    usleep(1000)
+                }
+            }
+        }
+        return Self.flatten(chunks)
+    }
+
+    /// The bytes a client gets from `chunks` (files read, descriptors counted and closed).
+    private static func flatten(_ chunks: [OutputChunk]) -> (bytes: [UInt8], passed: Int) {
+        var bytes: [UInt8] = [], passed = 0
+        for chunk in chunks {
+            switch chunk {
+            case .bytes(let b): bytes += b
+            case let .file(fd, offset, size):
+                var buffer = [UInt8](repeating: 0, count: Int(size))
+                var read = 0
+                while read < buffer.count {
+                    let n = (try? buffer.withMutableBytes { (b) throws(SystemError) -> Int in
+                        try fd.read(into: UnsafeMutableRawBufferPointer(rebasing: b[read...]), at: offset + Int64(read))
+                    }) ?? 0
+                    if n <= 0 { break }  // a file cut short: the client gets what there is, as over a socket
+                    read += n
+                }
+                bytes += buffer.prefix(read)
+                fd.close()
+            case .descriptor(let fd):
+                passed += 1
+                fd.close()
+            }
+        }
+        return (bytes, passed)
+    }
 
     /// Drops answers that arrived later (the harness has no connection).
     public func drain() {

@@ -22,97 +22,63 @@ final class Dispatcher: Sendable {
         case .status:
             return .now(AnswerEncoding.status(service.status(), socket: socketPath, tag: tag))
         case .getPost(let id):
-            return now(service.post(id: id), tag) { Response.ok(tag: tag, id: $0.id, name: "post", rawJSON: $0.json) }
+            return respond(tag) { Response.ok(tag: tag, id: $0.id, name: "post", rawJSON: $0.json) }(service.post(id: id))
         case let .listPosts(offset, limit, query):
-            let encode = { @Sendable (page: PostsPage) in AnswerEncoding.posts(page, tag: tag) }
-            return answer(service.posts(offset: offset, limit: limit, query: query, then: finish(reply, encode)), tag, encode)
+            return Answering.answer(reply, respond(tag) { AnswerEncoding.posts($0, tag: tag) }) {
+                service.posts(offset: offset, limit: limit, query: query, then: $0)
+            }
         case let .getImage(row, fetch, variant):
-            let encode = { @Sendable (entry: ImageEntry) in AnswerEncoding.image(entry, tag: tag) }
-            if let variant { return answer(service.imageVariant(row: row, variant, then: finish(reply, encode)), tag, encode) }
-            return answer(service.image(row: row, fetch: fetch, then: finish(reply, encode)), tag, encode)
+            let encode = respond(tag) { (entry: ImageEntry) in AnswerEncoding.image(entry, tag: tag) }
+            if let variant { return Answering.answer(reply, encode) { service.imageVariant(row: row, variant, then: $0) } }
+            return Answering.answer(reply, encode) { service.image(row: row, fetch: fetch, then: $0) }
         case let .listImages(offset, limit):
-            let encode = { @Sendable (page: ImagesPage) in AnswerEncoding.images(page, tag: tag) }
-            return answer(service.images(offset: offset, limit: limit, then: finish(reply, encode)), tag, encode)
+            return Answering.answer(reply, respond(tag) { AnswerEncoding.images($0, tag: tag) }) {
+                service.images(offset: offset, limit: limit, then: $0)
+            }
         case .read(let hex):
-            return read(hex, reply)
+            return Answering.answer(reply, read(tag)) { service.object(hash: hex, prefix: { AnswerEncoding.objectHeader(size: $0, tag: tag) }, then: $0) }
         case .open(let hex):
-            return open(hex, reply)
+            return Answering.answer(reply, respond(tag) { (file: VerifiedFile) in
+                .nowPassing(AnswerEncoding.opened(size: file.size, tag: tag), file.descriptor)
+            }) { service.openObject(hash: hex, then: $0) }
         case let .prefetch(what, force, progress):
-            service.prefetch(PrefetchScope(what), force: force, progress: { p in
-                if progress { reply.send(AnswerEncoding.progress(p, tag: tag)) }
-            }, then: finish(reply) { AnswerEncoding.prefetch($0, tag: tag) })
-            return .later
+            return Answering.later(reply, respond(tag) { AnswerEncoding.prefetch($0, tag: tag) }) {
+                service.prefetch(what, force: force, progress: { p in
+                    if progress { reply.send(AnswerEncoding.progress(p, tag: tag)) }
+                }, then: $0)
+            }
         case .verify:
-            service.verify { reply.finish(AnswerEncoding.verify($0, tag: tag)) }
-            return .later
+            return Answering.later(reply, respond(tag) { AnswerEncoding.verify($0, tag: tag) }) { done in
+                service.verify { done(.success($0)) }
+            }
         case .gc:
-            service.collectGarbage(then: finish(reply) { AnswerEncoding.garbage($0, tag: tag) })
-            return .later
+            return Answering.later(reply, respond(tag) { AnswerEncoding.garbage($0, tag: tag) }) { service.collectGarbage(then: $0) }
         case .compact:
-            service.compact(then: finish(reply) { AnswerEncoding.compaction($0, tag: tag) })
-            return .later
+            return Answering.later(reply, respond(tag) { AnswerEncoding.compaction($0, tag: tag) }) { service.compact(then: $0) }
         }
     }
 
-    private func read(_ hex: String, _ reply: Reply) -> Answer {
-        let tag = reply.tag
-        let body: (ObjectBody) -> Answer = { body in
+    /// A result as an answer line: `encode` of a success, an error line for a failure.
+    private func respond<V>(_ tag: [UInt8]?, _ encode: @escaping @Sendable (V) -> [UInt8]) -> @Sendable (Result<V, CacheError>) -> Answer {
+        respond(tag) { (v: V) -> Answer in .now(encode(v)) }
+    }
+
+    /// A result as an answer: `answer` of a success, an error line for a failure.
+    private func respond<V>(_ tag: [UInt8]?, _ answer: @escaping @Sendable (V) -> Answer) -> @Sendable (Result<V, CacheError>) -> Answer {
+        { [self] result in
+            switch result {
+            case .success(let v): return answer(v)
+            case .failure(let e): return .now(error(e, tag))
+            }
+        }
+    }
+
+    /// `read`'s answer: the line and the bytes in one buffer, or the line and the file.
+    private func read(_ tag: [UInt8]?) -> @Sendable (Result<ObjectBody, CacheError>) -> Answer {
+        respond(tag) { (body: ObjectBody) -> Answer in
             switch body {
             case .inline(let bytes): return .now(bytes)
             case let .file(prefix, fd, size): return .nowFile(prefix, fd, length: size)
-            }
-        }
-        let outcome = service.object(hash: hex, prefix: { AnswerEncoding.objectHeader(size: $0, tag: tag) }) { [self] result in
-            switch result {
-            case .success(.inline(let bytes)): reply.finish(bytes)
-            case let .success(.file(prefix, fd, size)): reply.finish(header: prefix, file: fd, size: size)
-            case .failure(let e): reply.finish(error(e, tag))
-            }
-        }
-        switch outcome {
-        case .later: return .later
-        case .now(.success(let b)): return body(b)
-        case .now(.failure(let e)): return .now(error(e, tag))
-        }
-    }
-
-    /// `open`: the answer line, with the verified descriptor passed along.
-    private func open(_ hex: String, _ reply: Reply) -> Answer {
-        let tag = reply.tag
-        let outcome = service.openObject(hash: hex) { [self] result in
-            switch result {
-            case .success(let file): reply.finish(AnswerEncoding.opened(size: file.size, tag: tag), passing: file.descriptor)
-            case .failure(let e): reply.finish(error(e, tag))
-            }
-        }
-        switch outcome {
-        case .later: return .later
-        case .now(.success(let file)): return .nowPassing(AnswerEncoding.opened(size: file.size, tag: tag), file.descriptor)
-        case .now(.failure(let e)): return .now(error(e, tag))
-        }
-    }
-
-    /// The answer for an outcome: its line now, or later through the completion.
-    private func answer<V>(_ outcome: Outcome<V>, _ tag: [UInt8]?, _ encode: (V) -> [UInt8]) -> Answer {
-        switch outcome {
-        case .now(let result): return now(result, tag, encode)
-        case .later: return .later
-        }
-    }
-
-    private func now<V>(_ result: Result<V, CacheError>, _ tag: [UInt8]?, _ encode: (V) -> [UInt8]) -> Answer {
-        switch result {
-        case .success(let v): return .now(encode(v))
-        case .failure(let e): return .now(error(e, tag))
-        }
-    }
-
-    /// A completion that finishes `reply` with the encoded result or the error.
-    private func finish<V>(_ reply: Reply, _ encode: @escaping @Sendable (V) -> [UInt8]) -> Completion<V> {
-        { [self] result in
-            switch result {
-            case .success(let v): reply.finish(encode(v))
-            case .failure(let e): reply.finish(error(e, reply.tag))
             }
         }
     }
@@ -123,15 +89,5 @@ final class Dispatcher: Sendable {
         service.noteRequests(0, errors: 1)
         if case .partialPrefetch(let done, _) = e { return AnswerEncoding.prefetchFailure(done, ProtocolError(e), tag: tag) }
         return Response.error(ProtocolError(e), tag: tag)
-    }
-}
-
-extension PrefetchScope {
-    init(_ target: PrefetchTarget) {
-        switch target {
-        case .all: self = .all
-        case .posts: self = .posts
-        case .images: self = .images
-        }
     }
 }

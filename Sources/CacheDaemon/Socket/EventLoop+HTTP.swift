@@ -48,20 +48,11 @@ extension EventLoop {
                 let slot = c.nextSlot
                 c.nextSlot += 1
                 let reply = Reply(mailbox: mailbox, connection: c.id, slot: slot, tag: nil)
-                switch http.handle(request, reply) {
-                case .now(let bytes): c.answerNow(bytes)
-                case let .nowFile(head, fd, offset, length):
-                    c.answerNow(head)
-                    c.appendFile(fd, offset: offset, size: length)
-                case .nowPassing(let bytes, let fd):
-                    fd.close()  // never made for HTTP; nothing to pass a descriptor over
-                    c.answerNow(bytes)
-                case .later:
+                if c.answer(http.handle(request, reply), slot: slot) {
                     // Reading waits for it: an answer's size is known only
                     // once it is made (a listing, an event stream), so one
                     // connection holds at most one that is being made.
-                    c.awaitAnswer(slot)
-                    c.pendingListing = slot
+                    c.unsizedAnswer = slot
                     // Only a listing's size is unknown until it is made; an
                     // object, a download or an event stream reserves nothing.
                     if Self.isListing(request) { c.reservedBytes = limits.maxQueuedBytes }

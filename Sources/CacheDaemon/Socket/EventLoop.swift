@@ -120,6 +120,7 @@ final class EventLoop {
     /// Runs until SIGTERM or SIGINT, on the calling thread.
     func run() {
         owner = pthread_self()
+        NonBlockingThread.markCurrent()
         var events = [UInt32](repeating: 0, count: EventLoop.eventsPerWait)
         var keys = [UInt64](repeating: 0, count: EventLoop.eventsPerWait)
         var lastSweep = Clock.monotonicNanoseconds()
@@ -304,7 +305,7 @@ final class EventLoop {
     /// hundreds of MB) held for it at once, past `maxQueuedBytes`.
     func isPaused(_ c: Connection) -> Bool {
         c.slots.count >= limits.maxPipeline || c.queuedBytes >= limits.maxQueuedBytes || c.heldBytes >= limits.maxQueuedBytes
-            || c.pendingListing != nil
+            || c.unsizedAnswer != nil
             || c.descriptors >= descriptorsPerConnection || totals.pauses(holdingAnswers: c.holdsAnswers)
     }
 
@@ -340,19 +341,9 @@ final class EventLoop {
                         continue
                     }
                     let reply = Reply(mailbox: mailbox, connection: c.id, slot: slot, tag: request.tag)
-                    switch handler(request, reply) {
-                    case .now(let bytes): c.answerNow(bytes)
-                    case .nowFile(let header, let fd, let offset, let length):
-                        c.answerNow(header)
-                        c.appendFile(fd, offset: offset, size: length)
-                    case .nowPassing(let line, let fd):
-                        c.answerNow(line, passing: fd)
-                    case .later:
-                        c.awaitAnswer(slot)
-                        if request.command.isListing {
-                            c.pendingListing = slot
-                            c.reservedBytes = limits.maxQueuedBytes
-                        }
+                    if c.answer(handler(request, reply), slot: slot), request.command.isListing {
+                        c.unsizedAnswer = slot
+                        c.reservedBytes = limits.maxQueuedBytes
                     }
                 }
             }
@@ -366,7 +357,7 @@ final class EventLoop {
             return
         }
         c.deliver(d, maxQueuedBytes: limits.maxQueuedBytes)
-        if d.done && c.pendingListing == d.slot { c.pendingListing = nil }
+        if d.done && c.unsizedAnswer == d.slot { c.unsizedAnswer = nil }
         process(c)  // reading may have paused on a full pipeline or a pending listing
         queueFlush(c)
     }
