@@ -36,15 +36,22 @@ public enum NewerFormat: Sendable, Equatable, CustomStringConvertible {
             return "\(what) at offset \(offset) of index.log"
         }
     }
+}
 
-    /// The `call` of the `SystemError` that `IndexLog.init` throws for a
-    /// newer log: the store wraps every error from opening its files as
-    /// `StoreError.io`, and `StoreError` recognises this one (see
-    /// `StoreError.init(opening:)`).
-    static let systemErrorCall = "index.log written by a newer cached"
+/// Why `IndexLog.init` did not open a log.
+public enum IndexLogError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A file system call failed (opening, reading, cutting or syncing the log).
+    case io(SystemError)
+    /// The log was written by a newer cached (what shows it): refused, every
+    /// byte left as it was.
+    case writtenByNewerVersion(NewerFormat)
 
-    /// This finding in the form `IndexLog.init` can throw; `subject` is the description.
-    var systemError: SystemError { SystemError(Self.systemErrorCall, description, errno: ENOTSUP) }
+    public var description: String {
+        switch self {
+        case .io(let e): "\(e)"
+        case .writtenByNewerVersion(let newer): "index.log written by a newer cached: \(newer)"
+        }
+    }
 }
 
 /// Replays the framed records of an index log.
@@ -166,22 +173,23 @@ struct IndexLog: Sendable {
     /// A log written by a newer cached (a newer format version in the header,
     /// or a record that passes its checksum but holds what this version does
     /// not know) is refused: nothing is written, cut or saved aside, and the
-    /// error is `NewerFormat.systemError` (`StoreError.writtenByNewerVersion`
-    /// once mapped). `apply` may have been called for the transactions before
-    /// the finding; the caller discards that state with the error.
-    init(directory files: ConfinedDirectory, name: String, apply: ([LogRecord]) -> Void) throws(SystemError) {
+    /// error is `IndexLogError.writtenByNewerVersion` (`StoreError`'s of the
+    /// same name once mapped); any other failure is `IndexLogError.io`.
+    /// `apply` may have been called for the transactions before the finding;
+    /// the caller discards that state with the error.
+    init(directory files: ConfinedDirectory, name: String, apply: ([LogRecord]) -> Void) throws(IndexLogError) {
         self.files = files
         path = files.path + "/" + name
         // O_APPEND: a write lands at the end even if the file was cut under
         // us, so a cut shows as a length that does not add up (Store checks).
-        fd = try files.open(name, O_RDWR | O_CREAT | O_APPEND, mode: 0o600)
+        do throws(SystemError) { fd = try files.open(name, O_RDWR | O_CREAT | O_APPEND, mode: 0o600) } catch { throw .io(error) }
         var bytes: [UInt8]
-        do throws(SystemError) { bytes = try fd.readToEnd() } catch { fd.close(); throw error }
+        do throws(SystemError) { bytes = try fd.readToEnd() } catch { fd.close(); throw .io(error) }
         let outcome = LogScanner.scan(bytes, apply: apply)
         if let newer = outcome.newer {
             // Not damage: a newer cached's store. Leave every byte as it is.
             fd.close()
-            throw newer.systemError
+            throw .writtenByNewerVersion(newer)
         }
         recordCount = outcome.records
         length = Int64(outcome.validLength)
@@ -221,7 +229,7 @@ struct IndexLog: Sendable {
             try fd.seek(to: length)
         } catch {
             fd.close()
-            throw error
+            throw .io(error)
         }
     }
 

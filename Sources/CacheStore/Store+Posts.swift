@@ -51,8 +51,12 @@ extension Store {
                 if state.withLock({ $0.posts == stored.posts }) { restorePostFiles(written, plan.previous) }
                 throw error
             }
-            for name in plan.removals { try? files.unlink(postPath(name)) }
-            if !plan.removals.isEmpty { try? files.syncDirectory(postsDirectory) }
+            // The transaction is logged: a file left behind is only a stale
+            // copy, removed by the next start's reconciliation. Said, not thrown.
+            var failures = PostFileFailures()
+            for name in plan.removals { failures.attempt { () throws(SystemError) in try files.unlink(postPath(name)) } }
+            if !plan.removals.isEmpty { failures.attempt { () throws(SystemError) in try files.syncDirectory(postsDirectory) } }
+            warn(failures, "remove the files of removed posts", then: "they are removed at the next start")
             return plan.change
         }
     }
@@ -90,15 +94,47 @@ extension Store {
     }
 
     /// Puts the files named `names` back to what `previous` says they held
-    /// (removing those that did not exist).
+    /// (removing those that did not exist). What cannot be put back is
+    /// reported (`onWarning`): the refresh's own error is the one thrown,
+    /// and the next start's reconciliation makes the files match the log.
     func restorePostFiles(_ names: [String], _ previous: [String: [UInt8]?]) {
+        var failures = PostFileFailures()
         for name in names {
-            if let old = previous[name] ?? nil {
-                try? files.writeDurably(old, to: postPath(name), tempDirectory: tempDirectory)
-            } else {
-                try? files.unlink(postPath(name))
+            failures.attempt { () throws(SystemError) in
+                if let old = previous[name] ?? nil {
+                    try files.writeDurably(old, to: postPath(name), tempDirectory: tempDirectory)
+                } else {
+                    try files.unlink(postPath(name))
+                }
             }
         }
+        warn(failures, "put back the post files of a refresh that failed", then: "they are made to match the index at the next start")
+    }
+
+    /// Failed calls on post files that the caller does not throw: how many
+    /// and the first, for one warning line.
+    struct PostFileFailures {
+        private(set) var count = 0
+        private(set) var first: SystemError?
+
+        /// Runs `body`; true when it succeeded, else its error is noted.
+        @discardableResult
+        mutating func attempt(_ body: () throws(SystemError) -> Void) -> Bool {
+            do throws(SystemError) { try body() } catch {
+                count += 1
+                if first == nil { first = error }
+                return false
+            }
+            return true
+        }
+    }
+
+    /// One warning (`onWarning`) for every call in `failures`: could not
+    /// `what`, how many times and the first error, and what `then` follows.
+    func warn(_ failures: PostFileFailures, _ what: String, then: String) {
+        guard let first = failures.first else { return }
+        let times = failures.count == 1 ? "" : " (\(failures.count) calls failed, the first shown)"
+        configuration.onWarning?("could not \(what) in \(postsDirectory)\(times): \(first); \(then)")
     }
 
     /// Logs once per post and process that post `id` has no file: its hashed
@@ -118,7 +154,9 @@ extension Store {
     /// missing ones and removes files of posts the index does not hold.
     /// Only regular files with one of the store's names
     /// (`PostFileNames.isStoreName`) are the store's: anything else is left
-    /// alone and noted (`ignored`). Returns how many were fixed.
+    /// alone and noted (`ignored`). Returns how many were fixed; a file that
+    /// could not be (a failed write or unlink) is not counted but reported
+    /// (`onWarning`, one line), and tried again at the next start.
     @discardableResult
     public func reconcilePostFiles() -> Int {
         postFiles.withLock { _ in
@@ -131,8 +169,12 @@ extension Store {
                 expected[name] = id
             }
             var fixed = 0
+            var failures = PostFileFailures()
             var seen = Set<String>()
-            for entry in (try? files.list(postsDirectory)) ?? [] {
+            var entries: [ConfinedDirectory.Entry] = []
+            // Unlisted, every post's file is written again below: slower, not wrong.
+            failures.attempt { () throws(SystemError) in entries = try files.list(postsDirectory) }
+            for entry in entries {
                 let path = postPath(entry.name)
                 let id = expected[entry.name]
                 guard entry.kind == .regular, id != nil || PostFileNames.isStoreName(entry.name) else {
@@ -141,19 +183,27 @@ extension Store {
                     continue
                 }
                 guard let id, let json = posts[id] else {
-                    try? files.unlink(path); fixed += 1; continue
+                    if failures.attempt({ () throws(SystemError) in try files.unlink(path) }) { fixed += 1 }
+                    continue
                 }
                 seen.insert(entry.name)
-                if (try? files.read(path)) != json {
-                    try? files.writeDurably(json, to: path, tempDirectory: tempDirectory, syncDirectory: false)
+                // A file that cannot be read is one to write again, as one that differs.
+                if (try? files.read(path)) != json,
+                   failures.attempt({ () throws(SystemError) in
+                       try files.writeDurably(json, to: path, tempDirectory: tempDirectory, syncDirectory: false)
+                   }) {
                     fixed += 1
                 }
             }
             for (name, id) in expected where !seen.contains(name) {
-                try? files.writeDurably(posts[id]!, to: postPath(name), tempDirectory: tempDirectory, syncDirectory: false)
-                fixed += 1
+                if failures.attempt({ () throws(SystemError) in
+                    try files.writeDurably(posts[id]!, to: postPath(name), tempDirectory: tempDirectory, syncDirectory: false)
+                }) {
+                    fixed += 1
+                }
             }
-            if fixed > 0 { try? files.syncDirectory(postsDirectory) }
+            if fixed > 0 { failures.attempt { () throws(SystemError) in try files.syncDirectory(postsDirectory) } }
+            warn(failures, "make every post file match the index", then: "what failed is tried again at the next start")
             return fixed
         }
     }

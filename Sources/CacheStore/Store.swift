@@ -90,7 +90,7 @@ public final class Store: Sendable {
 
         var replayed = StoreState()
         let log: IndexLog
-        do throws(SystemError) {
+        do throws(IndexLogError) {
             // The log first: a log written by a newer cached is refused
             // before anything else in the store is created or emptied.
             log = try IndexLog(directory: files, name: StoreNames.logFile) { transaction in

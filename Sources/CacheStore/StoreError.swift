@@ -50,29 +50,18 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     /// the posts and the log keep room. `free` is what was found, `minimum` the setting.
     case belowHeadroom(free: Int64, minimum: Int64, needed: Int64)
 
-    /// The error for a failure to open the store's files: `IndexLog`'s
-    /// refusal of a newer log becomes `.writtenByNewerVersion`, anything else
-    /// is `.io`. (`description` and `refined` also recognise the refusal
-    /// inside an `.io` built by hand.)
-    public init(opening error: SystemError) {
-        if error.call == NewerFormat.systemErrorCall {
-            self = .writtenByNewerVersion(error.subject)
-        } else {
-            self = .io(error)
+    /// The error for a failure to open the index log: its refusal of a
+    /// newer log becomes `.writtenByNewerVersion` (what was found), a failed
+    /// call `.io`.
+    public init(opening error: IndexLogError) {
+        switch error {
+        case .io(let e): self = .io(e)
+        case .writtenByNewerVersion(let newer): self = .writtenByNewerVersion(newer.description)
         }
-    }
-
-    /// This error with an `.io` that carries a newer log's refusal turned into
-    /// `.writtenByNewerVersion`; every other error unchanged.
-    public var refined: StoreError {
-        if case .io(let e) = self { return StoreError(opening: e) }
-        return self
     }
 
     public var description: String {
         switch self {
-        case .io(let e) where e.call == NewerFormat.systemErrorCall:
-            return StoreError.writtenByNewerVersion(e.subject).description
         case .writtenByNewerVersion(let found):
             return "store written by a newer cached: \(found); nothing was cut or rewritten: "
                 + "run that newer cached (or a later one) on it, or point this one at another --store"

@@ -134,7 +134,11 @@ public struct StoreConfiguration: Sendable {
     /// error: a post whose file name is taken by another post's (two string
     /// ids whose hashes collide), once per post; an object file that could
     /// not be read for a range (the cause: it is then handled as corrupt);
-    /// chunk digests that could not be logged. The daemon logs it.
+    /// chunk digests that could not be logged; post files that could not be
+    /// written, removed or put back where nothing is thrown (the start's
+    /// reconciliation, the stale files after a refresh, the files put back
+    /// after a failed one: one line each time, with the first error). The
+    /// daemon logs it.
     public var onWarning: (@Sendable (String) -> Void)?
     /// Called once for each object file set aside (its bytes did not match
     /// its name, or it could not be read), under the store's writer lock and

@@ -43,10 +43,10 @@ func frame(_ payload: [UInt8]) -> [UInt8] {
     }
 
     /// Opens the log the way the store does; returns the error, or nil when it opened.
-    static func openLog(_ dir: TempDir) throws -> SystemError? {
+    static func openLog(_ dir: TempDir) throws -> IndexLogError? {
         let files = try ConfinedDirectory(opening: dir.path)
         defer { files.close() }
-        do throws(SystemError) {
+        do throws(IndexLogError) {
             let log = try IndexLog(directory: files, name: "index.log") { _ in }
             log.close()
             return nil
@@ -155,8 +155,8 @@ func frame(_ payload: [UInt8]) -> [UInt8] {
         } catch {
             #expect("\(error)" == "store written by a newer cached: index.log format version 6, this daemon reads version 5; "
                 + "nothing was cut or rewritten: run that newer cached (or a later one) on it, or point this one at another --store")
-            guard case .writtenByNewerVersion("index.log format version 6, this daemon reads version 5") = error.refined else {
-                Issue.record("not mapped to writtenByNewerVersion: \(error.refined)"); return
+            guard case .writtenByNewerVersion("index.log format version 6, this daemon reads version 5") = error else {
+                Issue.record("not mapped to writtenByNewerVersion: \(error)"); return
             }
         }
         #expect(try FileSystem.read(log) == bytes)
