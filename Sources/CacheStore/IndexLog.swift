@@ -236,8 +236,15 @@ struct IndexLog: Sendable {
     /// Set when the last open cut a damaged tail.
     private(set) var recovery: LogRecovery?
 
+    /// Set when an append failed and the file could not be cut back after
+    /// it (the error of the cut): a partial transaction ends the log, and a
+    /// replay would stop there, so nothing may be appended after it
+    /// (`Store.append` stops writes).
+    private(set) var uncutTail: SystemError?
+
     /// Appends `records` and a commit marker as one transaction, then fsyncs.
-    /// On failure the file is cut back so no partial transaction remains.
+    /// On failure the file is cut back so no partial transaction remains
+    /// (when even that fails, `uncutTail` says so).
     /// A record newer than the header's version is refused (EINVAL) before
     /// anything is written: the header must promise every record after it.
     mutating func append(_ records: [LogRecord]) throws(SystemError) {
@@ -251,8 +258,12 @@ struct IndexLog: Sendable {
             try fd.writeAll(bytes)
             try fd.sync()
         } catch {
-            try? fd.truncate(to: length)
-            _ = try? fd.seek(to: length)
+            do throws(SystemError) {
+                try fd.truncate(to: length)
+                _ = try fd.seek(to: length)
+            } catch let cut {
+                uncutTail = cut
+            }
             throw error
         }
         length += Int64(bytes.count)

@@ -28,11 +28,14 @@ public final class ObjectWriter: @unchecked Sendable {
 
     /// The store's directory, through which the temp file is created and removed.
     private let files: ConfinedDirectory
+    /// The store's `onWarning`: told when the temp file cannot be removed.
+    private let onWarning: (@Sendable (String) -> Void)?
 
-    init(tempPath: String, maxSize: Int64, files: ConfinedDirectory) throws(SystemError) {
+    init(tempPath: String, maxSize: Int64, files: ConfinedDirectory, onWarning: (@Sendable (String) -> Void)?) throws(SystemError) {
         self.tempPath = tempPath
         self.maxSize = maxSize
         self.files = files
+        self.onWarning = onWarning
         fd = try files.open(tempPath, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
     }
 
@@ -87,10 +90,15 @@ public final class ObjectWriter: @unchecked Sendable {
         if !closed { fd.close(); closed = true }
     }
 
-    /// Closes and removes the temp file.
+    /// Closes and removes the temp file (one that cannot be removed is
+    /// reported, and removed with the rest of `tmp/` at the next start).
     public func discard() {
         close()
-        if !done { try? files.unlink(tempPath) }
+        if !done {
+            do throws(SystemError) { try files.unlink(tempPath) } catch {
+                onWarning?("could not remove the temp file \(tempPath) (\(error)); it is removed at the next start")
+            }
+        }
         done = true
     }
 }

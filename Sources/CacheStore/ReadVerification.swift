@@ -44,8 +44,9 @@ public struct ReadVerification: Sendable, Equatable {
         case .onChange: return ReadVerification(mode: .onChange, reason: "verify-reads = on-change")
         case .auto: break
         }
-        guard let type = try? directory.fileSystemType() else {
-            return ReadVerification(mode: .always, reason: "verify-reads = auto, and the store's file system type cannot be read")
+        let type: Int64
+        do throws(SystemError) { type = try directory.fileSystemType() } catch {
+            return ReadVerification(mode: .always, reason: "verify-reads = auto, and the store's file system type cannot be read (\(error))")
         }
         switch type {
         case btrfsMagic:
@@ -66,7 +67,9 @@ public struct ReadVerification: Sendable, Equatable {
     static let btrfsMagic: Int64 = 0x9123_683E
     static let zfsMagic: Int64 = 0x2FC1_2FC1
 
-    /// /proc/self/mountinfo, or nil.
+    /// /proc/self/mountinfo, or nil. It cannot fail where cached runs
+    /// (/proc is mounted under systemd and in its sandbox); nil would read
+    /// as a btrfs mount with its default options (checksums on).
     public static func mountInfo() -> String? {
         (try? FileSystem.read("/proc/self/mountinfo", limit: 4 << 20)).map { String(decoding: $0, as: UTF8.self) }
     }

@@ -39,7 +39,7 @@ extension Store {
     /// The caller owns the descriptor.
     public func openVerifiedComputingChunks(_ hash: Hash128, touching: Bool = true) throws(StoreError) -> (FileDescriptor, Int64, ChunkDigests?) {
         let fd = try openObjectFile(hash)
-        let identity = try? fd.identity()
+        let identity = Self.identity(of: fd)
         let found: (hash: Hash128, size: Int64, chunks: ChunkDigests?)
         wholeHashes.withLock { $0 += 1 }
         do throws(SystemError) { found = try Self.hashFileInChunks(fd) } catch {
@@ -90,7 +90,7 @@ extension Store {
     /// The file behind `fd` does not hold object `hash`'s bytes: set aside
     /// (if its name still holds that file) and the error that says so.
     func corrupt(_ hash: Hash128, _ fd: FileDescriptor) -> StoreError {
-        setAsideFile(hash, file: try? fd.identity(), .mismatch)
+        setAsideFile(hash, file: Self.identity(of: fd), .mismatch)
     }
 
     /// XXH3-128, length and chunk digests of a file from offset 0, in one

@@ -39,7 +39,11 @@ extension Store {
             s.evictions += victims.count
         }
         forgetCached(Set(victims))
-        for h in victims { _ = try? unlinkObjectFile(h) }
+        for h in victims {
+            do throws(SystemError) { _ = try unlinkObjectFile(h) } catch {
+                configuration.onWarning?("could not remove the file of evicted object \(h) (\(error)); gc removes it")
+            }
+        }
     }
 
     /// Removes the file of an object the index no longer holds, unless a

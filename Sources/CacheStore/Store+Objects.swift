@@ -10,8 +10,10 @@ extension Store {
 
     /// A temp file under `tmp/` to stream one download into.
     public func newObjectWriter(maxSize: Int64) throws(StoreError) -> ObjectWriter {
-        do throws(SystemError) { return try ObjectWriter(tempPath: "\(tempDirectory)/\(TempName.next(".part"))", maxSize: maxSize, files: files) }
-        catch { throw .io(error) }
+        do throws(SystemError) {
+            return try ObjectWriter(tempPath: "\(tempDirectory)/\(TempName.next(".part"))", maxSize: maxSize, files: files,
+                                    onWarning: configuration.onWarning)
+        } catch { throw .io(error) }
     }
 
     /// Makes a finished download durable and points `rows` at it, refusing

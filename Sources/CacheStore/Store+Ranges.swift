@@ -86,7 +86,7 @@ extension Store {
             let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[..<Int(min(Int64(buffer.count), count - done))])
             let n: Int
             do throws(SystemError) { n = try Self.readFully(fd, into: piece, at: start + done) } catch {
-                throw unreadable(hash, error, file: try? fd.identity())
+                throw unreadable(hash, error, file: Self.identity(of: fd))
             }
             // The file is the object's size (checked above): shorter now, it changed under the read.
             guard n == piece.count else { throw corrupt(hash, fd) }

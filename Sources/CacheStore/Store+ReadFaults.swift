@@ -100,8 +100,7 @@ extension Store {
         let path = objectPath(hash)
         return writer.withLock { w -> StoreError in
             let known = state.withLock { $0.objects[hash] != nil }
-            let current = try? files.identity(path)
-            if !known || (file != nil && current != file) { return faultError(hash, path, fault, .handledAlready, rows: []) }
+            if !known || (file != nil && !nameHolds(file, path)) { return faultError(hash, path, fault, .handledAlready, rows: []) }
             let rows = rowsReferencing(hash)
             let variants = state.withLock { s in s.variants.filter { $0.value.object.hash == hash }.map(\.key).sorted() }
             let outcome = moveAside(path, hash)
@@ -111,10 +110,23 @@ extension Store {
             // Forgotten in memory even when the log cannot be appended (a full
             // or failing disk): the file is gone, and the next start drops the
             // object as missing (`dropMissingObjects`).
-            try? append([.objectRemoved(hash: hash)], &w)
+            do throws(StoreError) { try append([.objectRemoved(hash: hash)], &w) } catch {
+                configuration.onWarning?("could not log that object \(hash) was set aside (\(error)); "
+                    + "it is forgotten now, and dropped as missing at the next start")
+            }
             state.withLock { $0.apply(.objectRemoved(hash: hash)) }
             forgetCached([hash])
             return error
+        }
+    }
+
+    /// True when `path` (never followed) is still the file `file` is; false
+    /// when it is another, or none. One that cannot be examined is reported
+    /// (`onWarning`) and taken as another: left alone, never set aside blind.
+    private func nameHolds(_ file: FileIdentity?, _ path: String) -> Bool {
+        do throws(SystemError) { return try files.identity(path) == file } catch {
+            configuration.onWarning?("could not examine \(path) to set it aside (\(error)); it is left as it is")
+            return false
         }
     }
 
@@ -143,13 +155,17 @@ extension Store {
         let target = quarantineName(hash)
         do throws(SystemError) {
             try files.rename(path, target)
-            try? files.syncDirectory(quarantineDirectory)
-            return .moved(target)
         } catch {
             if error.errno == ENOENT { return .handledAlready }
             do throws(SystemError) { try files.unlink(path) } catch { return .kept(error) }
             return .unlinked
         }
+        do throws(SystemError) { try files.syncDirectory(quarantineDirectory) } catch {
+            // The rename may not survive a power loss: the file would be back
+            // under its name, where the next read or scrub finds it again.
+            configuration.onWarning?("could not sync \(quarantineDirectory) after moving \(path) there (\(error))")
+        }
+        return .moved(target)
     }
 
     /// Forgets an object whose file was found missing, under the writer
@@ -157,12 +173,18 @@ extension Store {
     /// and no commit of it is in flight.
     func forgetIfFileGone(_ hash: Hash128) {
         let path = objectPath(hash)
-        try? writer.withLock { (w) throws(StoreError) in
-            guard state.withLock({ $0.objects[hash] != nil }), pendingObjects.withLock({ $0[hash] == nil }),
-                  (try? files.identity(path)) == .some(nil) else { return }
-            try append([.objectRemoved(hash: hash)], &w)
-            state.withLock { $0.apply(.objectRemoved(hash: hash)) }
-            forgetCached([hash])
+        do throws(StoreError) {
+            try writer.withLock { (w) throws(StoreError) in
+                guard state.withLock({ $0.objects[hash] != nil }), pendingObjects.withLock({ $0[hash] == nil }) else { return }
+                // Gone for certain: a name that cannot be examined is not forgotten
+                // (the caller's missingObject stands; the next open tries again).
+                guard (try? files.identity(path)) == .some(nil) else { return }
+                try append([.objectRemoved(hash: hash)], &w)
+                state.withLock { $0.apply(.objectRemoved(hash: hash)) }
+                forgetCached([hash])
+            }
+        } catch {
+            configuration.onWarning?("could not log that object \(hash)'s file is gone (\(error)); the index still names it")
         }
     }
 
@@ -186,7 +208,7 @@ extension Store {
     /// (with `checkCache`) all its pages are in the page cache.
     func trustsUnchanged(_ hash: Hash128, _ fd: FileDescriptor, _ known: FileIdentity?, checkCache: Bool = true) -> Bool {
         guard readVerification.mode == .onChange else { return false }
-        guard let identity = known ?? (try? fd.identity()) else { return false }
+        guard let identity = known ?? Self.identity(of: fd) else { return false }
         guard trusted.withLock({ $0.trusts(hash, identity) }) else { return false }
         return !checkCache || fd.isCached(length: identity.size)
     }
@@ -203,17 +225,25 @@ extension Store {
     /// After a commit: the file now named `path` holds `hash`'s bytes (they
     /// were hashed as they were written), so it is trusted as it is now.
     func trustCommitted(_ hash: Hash128, _ path: String) {
+        // Not opened: not trusted, so the next read hashes the file, as under `always`.
         guard readVerification.mode == .onChange, let fd = try? files.open(path, O_RDONLY) else { return }
         defer { fd.close() }
-        if let identity = try? fd.identity() { trustIfChecked(hash, fd, identity) }
+        if let identity = Self.identity(of: fd) { trustIfChecked(hash, fd, identity) }
     }
+
+    /// The identity of the file behind `fd`, or nil: `fstat` of an open
+    /// descriptor fails only on an I/O error, and an unknown identity is
+    /// never trusted (the file is hashed) nor matched (setting aside acts
+    /// on whatever file holds the name then).
+    static func identity(of fd: FileDescriptor) -> FileIdentity? { try? fd.identity() }
 
     /// The object's file opened with nothing read, when it is trusted and
     /// (unless `cachedOrNot`) wholly in the page cache (`on-change`); nil otherwise.
     public func openTrustedIfCached(_ hash: Hash128, cachedOrNot: Bool = false) -> (FileDescriptor, Int64)? {
+        // Not opened: nil, the slow path (`openVerified`), which meets and handles the error itself.
         guard readVerification.mode == .onChange, objectRef(hash) != nil,
               let fd = try? files.open(Self.objectRelativePath(hash), O_RDONLY) else { return nil }
-        guard let identity = try? fd.identity(), trustsUnchanged(hash, fd, identity, checkCache: !cachedOrNot) else {
+        guard let identity = Self.identity(of: fd), trustsUnchanged(hash, fd, identity, checkCache: !cachedOrNot) else {
             fd.close()
             return nil
         }

@@ -54,6 +54,7 @@ extension Store {
     /// True when the file at `path` (never through a symbolic link) hashes
     /// to `hash`. A read error is false, and reported (`noteReplacedUnreadable`).
     func fileHolds(_ path: String, _ hash: Hash128) -> Bool {
+        // Not opened: not proven, so the caller puts the new download in its place.
         guard let fd = try? files.open(path, O_RDONLY) else { return false }
         defer { fd.close() }
         do throws(SystemError) { return try Store.hashFile(fd).0 == hash } catch {
@@ -99,6 +100,7 @@ extension Store {
             touch(hash)
             return header(size) + kept
         }
+        // Not opened: nil, the slow path (`openVerified`), which meets and handles the error itself.
         guard let fd = try? files.open(Self.objectRelativePath(hash), O_RDONLY) else { return nil }
         defer { fd.close() }
         let trusted = readVerification.mode == .onChange && trustsUnchanged(hash, fd, nil, checkCache: false)
@@ -133,6 +135,7 @@ extension Store {
         if readVerification.mode == .onChange,
            let opened = openTrustedIfCached(hash, cachedOrNot: readVerification.fileSystemChecksums) { return opened }
         guard let ref = state.withLock({ $0.objects[hash] }), ref.size <= limit else { return nil }
+        // Not opened: nil, the slow path, as above.
         guard let fd = try? files.open(objectPath(hash), O_RDONLY) else { return nil }
         let size = Int(ref.size)
         let ok = withUnsafeTemporaryAllocation(byteCount: size + 1, alignment: 64) {

@@ -15,12 +15,16 @@ extension Store {
     /// so nothing is written to files, the log or the disk after that.
     func checkWritable(_ w: inout WriterState) throws(StoreError) {
         if let why = w.stopped { throw .writesStopped(why) }
-        if let why = replacedFiles(w) {
-            w.stopped = why
-            stopReason.withLock { $0 = why }
-            configuration.onWritesStopped?(why)
-            throw .writesStopped(why)
-        }
+        if let why = replacedFiles(w) { throw stopWrites(why, &w) }
+    }
+
+    /// Stops every later write for `why` (`writesStopped`), says so once
+    /// (`onWritesStopped`), and returns the error to throw.
+    func stopWrites(_ why: String, _ w: inout WriterState) -> StoreError {
+        w.stopped = why
+        stopReason.withLock { $0 = why }
+        configuration.onWritesStopped?(why)
+        return .writesStopped(why)
     }
 
     /// For writers that do not hold the writer lock (post files, an object's
@@ -43,12 +47,14 @@ extension Store {
         try checkWritable(&w)
         let needed = records.reduce(RecordCodec.firstFormatVersion) { max($0, $1.formatVersion) }
         if needed > w.log.version { try upgradeLog(to: needed, &w) }
-        do { try w.log.append(records) } catch { throw .io(error) }
-        if let why = replacedFiles(w) {
-            w.stopped = why
-            configuration.onWritesStopped?(why)
-            throw .writesStopped(why)
+        do throws(SystemError) { try w.log.append(records) } catch {
+            if let cut = w.log.uncutTail {
+                _ = stopWrites("\(directory)/\(StoreNames.logFile) ends in a transaction whose append failed (\(error)) "
+                               + "and that could not be cut off (\(cut))", &w)
+            }
+            throw .io(error)
         }
+        if let why = replacedFiles(w) { throw stopWrites(why, &w) }
         let count = w.log.recordCount
         logRecords.withLock { $0 = count }
     }

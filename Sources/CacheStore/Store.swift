@@ -131,22 +131,27 @@ public final class Store: Sendable {
         // descriptor a child being spawned this instant still shares until
         // its exec closes it. That passes within moments; another holder does not.
         var tries = 0
-        while !free && tries < Self.ownLockRetries && (try? files.read(StoreNames.lockFile, limit: maxPIDText)).map({ Int32(String(decoding: $0, as: UTF8.self).filter(\.isNumber)) == getpid() }) == true {
+        while !free && tries < Self.ownLockRetries && holderPID(lockText(files)) == getpid() {
             usleep(10_000)
             tries += 1
             do throws(SystemError) { free = try directoryFD.tryLockExclusive() } catch { directoryFD.close(); throw .io(error) }
         }
         guard free else {
-            let text = try? files.read(StoreNames.lockFile, limit: maxPIDText)
+            let text = lockText(files)
             directoryFD.close()
-            throw holder(text, directory)
+            throw .locked(directory: directory, holderPID: holderPID(text))
         }
     }
 
-    /// The error naming the holder whose pid `text` (read from `lock`) gives.
-    private static func holder(_ text: [UInt8]?, _ directory: String) -> StoreError {
-        let pid = text.map { String(decoding: $0, as: UTF8.self) } ?? ""
-        return .locked(directory: directory, holderPID: Int32(pid.filter { $0.isNumber }))
+    /// What `lock` holds (the holder's pid), or nil when it cannot be read:
+    /// the pid only names the holder, and an unknown one is `another process`.
+    private static func lockText(_ files: ConfinedDirectory) -> [UInt8]? {
+        try? files.read(StoreNames.lockFile, limit: maxPIDText)
+    }
+
+    /// The pid that `text` (read from `lock`) gives, if any.
+    private static func holderPID(_ text: [UInt8]?) -> Int32? {
+        Int32(String(decoding: text ?? [], as: UTF8.self).filter { $0.isNumber })
     }
 
     /// Throws `notAStore` (closing the directory) when the directory holds
@@ -180,10 +185,11 @@ public final class Store: Sendable {
             throw .io(error)
         }
         guard acquired else {
+            // Unreadable, the holder is `another process`, as above.
             let text = try? lockFD.readToEnd(limit: maxPIDText)
             lockFD.close()
             directoryFD.close()
-            throw holder(text, directory)
+            throw .locked(directory: directory, holderPID: holderPID(text))
         }
         return lockFD
     }
@@ -232,8 +238,14 @@ public final class Store: Sendable {
     /// shorter than what was written. Nil when they are.
     func replacedFiles(_ w: WriterState) -> String? {
         func check(_ name: String, _ fd: FileDescriptor, length: Int64?) -> String? {
-            guard let open = try? fd.status() else { return "\(name) cannot be examined" }
-            guard let named = try? files.status(name) else {
+            let open: FileStatus, found: FileStatus?
+            do throws(SystemError) {
+                open = try fd.status()
+                found = try files.status(name)
+            } catch {
+                return "\(directory)/\(name) cannot be examined (\(error))"
+            }
+            guard let named = found else {
                 return "\(directory)/\(name) was deleted while the daemon ran"
             }
             if !named.isSameFile(as: open) { return "\(directory)/\(name) was replaced by another file while the daemon ran" }
@@ -375,6 +387,7 @@ public final class Store: Sendable {
     /// the hit test (its fan-out directory opened without links, one
     /// `fstatat`; no writes: safe on the event loop).
     public func objectFileLooksRight(_ ref: ObjectRef) -> Bool {
+        // One that cannot be examined is not served either: as missing.
         guard let st = try? files.status(objectPath(ref.hash)) else { return false }
         return st.isRegular && st.size == ref.size
     }
@@ -383,7 +396,9 @@ public final class Store: Sendable {
     /// dropped from the index (its rows become uncached). Writes the log.
     public func objectIsPresent(_ ref: ObjectRef) -> Bool {
         if objectFileLooksRight(ref) { return true }
-        try? forgetObject(ref.hash)
+        do throws(StoreError) { try forgetObject(ref.hash) } catch {
+            configuration.onWarning?("could not forget object \(ref.hash), whose file is missing or of the wrong size (\(error)); the index still names it")
+        }
         return false
     }
 
