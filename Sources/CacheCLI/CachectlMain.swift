@@ -27,6 +27,7 @@ public enum ExitCode: Int32, Sendable {
 enum Output {
     /// `text` to stderr, unbuffered (messages, the progress bar).
     static func error(_ text: String) {
+        // Nowhere left to say that stderr failed; the exit status still tells.
         try? FileDescriptor(rawValue: 2, path: "stderr").writeAll(Array(text.utf8))
     }
 }

@@ -190,7 +190,9 @@ struct Commands {
             } catch { throw Self.cannotWrite(path, errno: error.errno) }
         } catch {
             if open { fd.close() }
-            try? FileSystem.unlink(temp)
+            do throws(SystemError) { try FileSystem.unlink(temp) } catch {
+                Output.error("cachectl: could not remove \(Format.visible(temp)): \(String(cString: strerror(error.errno)))\n")
+            }
             throw error
         }
         if isatty(2) != 0 && !json {

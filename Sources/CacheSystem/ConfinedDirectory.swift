@@ -274,6 +274,9 @@ public final class ConfinedDirectory: Sendable {
             // Never closed twice: after the first close the number may
             // already be another thread's file or socket.
             if open { fd.close() }
+            // The write's own error is the one passed on; a temp file that
+            // cannot be removed either stays in `tempDirectory`, which the
+            // store empties at start.
             try? unlink(temp)
             throw error
         }

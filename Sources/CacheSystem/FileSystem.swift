@@ -19,6 +19,8 @@ public enum FileSystem {
             let parent = prefix.isEmpty ? "/" : prefix
             prefix += "/" + part
             if Glibc.mkdir(prefix, mode) == 0 {
+                // Best effort, as documented: a parent this process cannot
+                // open (no read permission) cannot be fsynced by it at all.
                 try? syncDirectory(parent)
             } else if errno != EEXIST {
                 throw SystemError("mkdir", prefix)

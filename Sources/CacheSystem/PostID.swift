@@ -77,6 +77,7 @@ extension PostID: Codable {
     /// A JSON integer or string.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
+        // Not an integer is not an error yet: a string is tried next, and its error is the one thrown.
         if let i = try? c.decode(Int64.self) { self = .int(i); return }
         let s = try c.decode(String.self)
         guard let id = PostID(string: s) else {

@@ -38,7 +38,10 @@ public enum TrustedDirectory {
     public static func ancestorsProblem(of path: String) -> String? {
         let directory = FileSystem.directoryName(of: path)
         if let p = chainProblem(from: directory) { return p }
-        guard let real = try? FileSystem.realPath(directory), real != directory else { return nil }
+        let real: String
+        // Every ancestor was just found: a failure here is a race, and refused.
+        do throws(SystemError) { real = try FileSystem.realPath(directory) } catch { return "\(error)" }
+        guard real != directory else { return nil }
         return chainProblem(from: real).map { "\($0) (where \(directory) leads)" }
     }
 

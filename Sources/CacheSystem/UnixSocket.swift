@@ -23,15 +23,13 @@ public enum UnixSocket {
     }
 
     /// Binds and listens on `path` with `mode`. An existing socket file is
-    /// replaced only when nothing answers on it; any other kind of file is
-    /// left alone and reported.
+    /// replaced only when a connection to it is refused (nothing listens);
+    /// any other kind of file, and a socket that answers or fails otherwise
+    /// (another user's, one of another type), is left alone and reported.
     public static func listen(path: String, mode: mode_t = 0o660, backlog: Int32 = 1024) throws(SystemError) -> FileDescriptor {
         if let st = try FileSystem.status(path) {
             guard st.isSocket else { throw SystemError("refusing to replace non-socket", path, errno: EEXIST) }
-            if let probe = try? connect(path: path) {
-                probe.close()
-                throw SystemError("another daemon is listening on", path, errno: EADDRINUSE)
-            }
+            if try answers(path) { throw SystemError("another daemon is listening on", path, errno: EADDRINUSE) }
             try FileSystem.unlink(path)
         }
         let fd = try retryingOnInterrupt("socket", path) { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
@@ -51,6 +49,17 @@ public enum UnixSocket {
             throw error
         }
         return sock
+    }
+
+    /// True when a connection to `path` is accepted; false when it is
+    /// refused (a stale file: nothing listens) or the file went away. Any
+    /// other failure is thrown: the file is not known to be stale.
+    private static func answers(_ path: String) throws(SystemError) -> Bool {
+        do throws(SystemError) { try connect(path: path).close() } catch {
+            if error.errno == ECONNREFUSED || error.errno == ENOENT { return false }
+            throw error
+        }
+        return true
     }
 
     /// Connects to the socket at `path` (blocking).

@@ -78,7 +78,11 @@ final class HelperProcess {
     /// root, whose limit the kernel does not check).
     private func limit(_ c: VariantPoolConfiguration) throws(VariantFailure) {
         let memory = UInt64(c.memory)
-        let tasks = UInt64(Self.tasksOfUser(getuid()) + c.threadsPerHelper)
+        let running: Int
+        do throws(SystemError) { running = try Self.tasksOfUser(getuid()) } catch {
+            throw .unavailable("cannot count this user's tasks for the helper's RLIMIT_NPROC: \(error)")
+        }
+        let tasks = UInt64(running + c.threadsPerHelper)
         guard clinux_set_limit(pid, 9 /* RLIMIT_AS */, memory, memory) == 0,
               clinux_set_limit(pid, 0 /* RLIMIT_CPU */, UInt64(c.cpuSecondsPerJob), UInt64(c.cpuSecondsPerHelper)) == 0,
               clinux_set_limit(pid, 6 /* RLIMIT_NPROC */, tasks, tasks) == 0 else {
@@ -126,8 +130,8 @@ final class HelperProcess {
     }
 
     /// The tasks (threads of every process) of user `uid` now, from `/proc`.
-    static func tasksOfUser(_ uid: uid_t) -> Int {
-        let ids = (try? FileSystem.list("/proc")) ?? []
+    static func tasksOfUser(_ uid: uid_t) throws(SystemError) -> Int {
+        let ids = try FileSystem.list("/proc")
         var tasks = 0
         for name in ids where name.utf8.allSatisfy(ASCII.isDigit) {
             let status = procFile("status", Int32(name) ?? 0)
@@ -142,6 +146,8 @@ final class HelperProcess {
     }
 
     /// `/proc/PID/NAME` as text; empty when it cannot be read.
+    /// (A process that ended meanwhile has none; each caller reads empty
+    /// as what it is: no task to count, no sandbox shown, no CPU time known.)
     static func procFile(_ name: String, _ pid: Int32) -> String {
         String(decoding: (try? FileSystem.read("/proc/\(pid)/\(name)", limit: 64 << 10)) ?? [], as: UTF8.self)
     }

@@ -145,6 +145,8 @@ public final class CachedClient: Sendable {
         AsyncThrowingStream { continuation in
             let line = Request.line(op: "prefetch", [("what", .string(scope.rawValue)), ("force", .bool(force)), ("progress", .bool(true))])
             let waiter = Waiter(.events, onEvent: { event in
+                // An event that is not a progress event of this shape (a later
+                // daemon's) is skipped: events only inform; the summary is checked.
                 if let p = try? JSONTreeDecoder.decode(PrefetchProgress.self, from: event) { continuation.yield(.progress(p)) }
             }) { result in
                 switch result.flatMap(Self.checked) {

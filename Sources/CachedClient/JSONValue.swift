@@ -27,6 +27,8 @@ public enum JSONValue: Sendable, Equatable, Hashable, Codable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
+        // Each kind tried in turn: a mismatch is not an error until the last
+        // (an object), whose error is the one thrown.
         if c.decodeNil() { self = .null }
         else if let b = try? c.decode(Bool.self) { self = .bool(b) }
         else if let i = try? c.decode(Int64.self) { self = .integer(i) }

@@ -40,6 +40,7 @@ public struct Post: Codable, Sendable, Equatable, Identifiable {
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         id = try c.decode(PostID.self, forKey: .id)
+        // A member of another type is not an error: it stays in `extra`, as sent.
         userID = try? c.decodeIfPresent(Int.self, forKey: .userID)
         title = try? c.decodeIfPresent(String.self, forKey: .title)
         body = try? c.decodeIfPresent(String.self, forKey: .body)
