@@ -133,10 +133,9 @@ enum FastRequest {
             return Request(command: .getImage(row: Int(row), fetch: fetch ?? true), tag: tagBytes)
         }
         if equals(b, op, "status") { return Request(command: .status, tag: tagBytes) }
-        if let hash, ASCII.isLowercaseHex(b[hash], count: 32) {
-            let hex = { String(decoding: UnsafeRawBufferPointer(rebasing: b[hash]), as: UTF8.self) }
-            if equals(b, op, "read") { return Request(command: .read(hash: hex()), tag: tagBytes) }
-            if equals(b, op, "open") { return Request(command: .open(hash: hex()), tag: tagBytes) }
+        if let hash, let name = Hash128(hex: String(decoding: UnsafeRawBufferPointer(rebasing: b[hash]), as: UTF8.self)) {
+            if equals(b, op, "read") { return Request(command: .read(hash: name), tag: tagBytes) }
+            if equals(b, op, "open") { return Request(command: .open(hash: name), tag: tagBytes) }
         }
         return nil
     }

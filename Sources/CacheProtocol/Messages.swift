@@ -48,9 +48,9 @@ public enum Command: Sendable, Equatable {
     /// `variant`: the row's image resized or converted (docs/protocol.md, "Image variants").
     case getImage(row: Int, fetch: Bool, variant: VariantRequest? = nil)
     case listImages(offset: Int, limit: Int?)
-    case read(hash: String)
+    case read(hash: Hash128)
     /// The object's file as a descriptor passed with the answer line (SCM_RIGHTS).
-    case open(hash: String)
+    case open(hash: Hash128)
     case prefetch(what: PrefetchTarget, force: Bool, progress: Bool)
     case verify
     case gc
@@ -141,12 +141,12 @@ public struct Request: Sendable {
     }
 
     /// The `hash` argument: exactly 32 lowercase hex digits.
-    private static func hash(_ f: [String: JSON]) throws(ProtocolError) -> String {
+    private static func hash(_ f: [String: JSON]) throws(ProtocolError) -> Hash128 {
         guard let h = f["hash"] else { throw ProtocolError(.badRequest, "missing \"hash\"") }
-        guard let s = h.string, ASCII.isLowercaseHex(s.utf8, count: 32) else {
+        guard let s = h.string, let hash = Hash128(hex: s) else {
             throw ProtocolError(.badRequest, "\"hash\" must be 32 lowercase hex digits")
         }
-        return s
+        return hash
     }
 
     /// The `id` of `get_post`: an integer, or a non-empty string of at most 1 KiB.

@@ -98,7 +98,7 @@ extension CacheService {
     }
 
     func objectInfo(_ ref: ObjectRef) -> ObjectInfo {
-        ObjectInfo(hash: ref.hash.hex, size: ref.size, mimeType: ref.type.mimeType, path: store.objectPath(ref.hash))
+        ObjectInfo(hash: ref.hash, size: ref.size, mimeType: ref.type.mimeType, path: store.objectPath(ref.hash))
     }
 
     /// Row `index` as answered; `resolved` is its absolute URL (nil: the URL as written).

@@ -13,9 +13,8 @@ extension CacheService {
     /// against the hash before they are sent. A corrupt object is
     /// quarantined; when a row still names its URL it is downloaded again
     /// and, if the bytes match the hash asked for, served.
-    public func object(hash hex: String, prefix: @escaping @Sendable (Int64) -> [UInt8],
+    public func object(hash: Hash128, prefix: @escaping @Sendable (Int64) -> [UInt8],
                        then completion: @escaping Completion<ObjectBody>) -> Outcome<ObjectBody> {
-        guard let hash = Hash128(hex: hex) else { return .now(.failure(Self.badHash)) }
         if let bytes = store.readVerifiedIfCached(hash, upTo: Self.inlineObjectLimit, header: { prefix(Int64($0)) }) {
             return .now(.success(.inline(bytes)))
         }
@@ -35,8 +34,7 @@ extension CacheService {
     /// by hashing through that same descriptor, so that the file handed out
     /// is the one whose bytes were checked. Errors, quarantine and the
     /// download again of a corrupt object are those of `read`.
-    public func openObject(hash hex: String, then completion: @escaping Completion<VerifiedFile>) -> Outcome<VerifiedFile> {
-        guard let hash = Hash128(hex: hex) else { return .now(.failure(Self.badHash)) }
+    public func openObject(hash: Hash128, then completion: @escaping Completion<VerifiedFile>) -> Outcome<VerifiedFile> {
         if let (fd, size) = store.openVerifiedIfCached(hash, upTo: Self.inlineObjectLimit) {
             return .now(.success(VerifiedFile(descriptor: fd, size: size)))
         }
@@ -47,13 +45,10 @@ extension CacheService {
     /// What the index knows of the object named by `hash`: its size and
     /// type, without reading it (always now). Nothing is verified: a
     /// front-end answering a conditional or HEAD request sends no byte of it.
-    public func objectInfo(hash hex: String) -> Result<ObjectInfo, CacheError> {
-        guard let hash = Hash128(hex: hex) else { return .failure(Self.badHash) }
-        guard let ref = store.objectRef(hash) else { return .failure(.notFound("object \(hex) is not in the store")) }
+    public func objectInfo(hash: Hash128) -> Result<ObjectInfo, CacheError> {
+        guard let ref = store.objectRef(hash) else { return .failure(.notFound("object \(hash) is not in the store")) }
         return .success(objectInfo(ref))
     }
-
-    static var badHash: CacheError { .invalid("\"hash\" must be 32 lowercase hex digits") }
 
     /// On a worker: the object's file, verified. One that is corrupt,
     /// unreadable or missing waits for its repair when one is under way
@@ -203,10 +198,10 @@ extension CacheService {
 
     /// `objectInfo`, or when the object is being repaired (set aside and
     /// downloaded again), its info once the repair ends.
-    public func objectInfo(hash hex: String, then completion: @escaping Completion<ObjectInfo>) -> Outcome<ObjectInfo> {
-        let now = objectInfo(hash: hex)
-        guard case .failure(.notFound) = now, let hash = Hash128(hex: hex) else { return .now(now) }
-        let joined = repairFlight.joinIfRunning(hash) { [self] _ in completion(objectInfo(hash: hex)) }
+    public func objectInfo(hash: Hash128, then completion: @escaping Completion<ObjectInfo>) -> Outcome<ObjectInfo> {
+        let now = objectInfo(hash: hash)
+        guard case .failure(.notFound) = now else { return .now(now) }
+        let joined = repairFlight.joinIfRunning(hash) { [self] _ in completion(objectInfo(hash: hash)) }
         return joined ? .later : .now(now)
     }
 }

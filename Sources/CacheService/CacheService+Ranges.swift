@@ -33,9 +33,8 @@ extension CacheService {
     /// A mismatch or read error is handled as for `read`: the file set
     /// aside, counted, downloaded again where a row still names it, then
     /// verified again and served.
-    public func objectRange(hash hex: String, offset: Int64, length: Int64,
+    public func objectRange(hash: Hash128, offset: Int64, length: Int64,
                             then completion: @escaping Completion<VerifiedRange>) -> Outcome<VerifiedRange> {
-        guard let hash = Hash128(hex: hex) else { return .now(.failure(Self.badHash)) }
         pool.submit { [self] in verifiedRange(hash, offset: offset, length: length, retry: true, completion) }
         return .later
     }

@@ -156,7 +156,7 @@ extension CacheService {
 
     /// The object a cached entry names, as the index has it now.
     private func sourceObject(_ entry: ImageEntry) -> ObjectRef? {
-        entry.object.flatMap { Hash128(hex: $0.hash) }.flatMap { store.objectRef($0) }
+        entry.object.flatMap { store.objectRef($0.hash) }
     }
 
     private func with(_ entry: ImageEntry, _ v: VariantRef) -> ImageEntry {

@@ -27,8 +27,8 @@ public struct StoredPost: Sendable, Equatable {
 
 /// A cached image's object.
 public struct ObjectInfo: Sendable, Equatable {
-    /// The XXH3-128 of the bytes, 32 lowercase hex digits.
-    public var hash: String
+    /// The XXH3-128 of the bytes: the object's name.
+    public var hash: Hash128
     public var size: Int64
     /// The detected image type's MIME type.
     public var mimeType: String

@@ -1,3 +1,5 @@
+import CacheSystem
+
 /// The XXH3-128 of each chunk of an object's bytes: what lets a range be
 /// verified by hashing only the chunks it covers (`Store.openVerifiedRange`).
 /// Logged as an `objectChunks` record (type 14, format version 4) for

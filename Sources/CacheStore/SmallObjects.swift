@@ -1,3 +1,5 @@
+import CacheSystem
+
 /// The bytes of small objects, kept in memory once read and verified from
 /// their files, so that serving one again costs no `open`, `pread` or
 /// `close` (the demo's 16 images over HTTP spent a quarter of their time in

@@ -88,7 +88,7 @@ import CacheSystem
         #expect(try parse(#"{"op":"get_image","row":3,"variant":{}}"#).get().command == .getImage(row: 3, fetch: true, variant: VariantRequest()))
         #expect(try parse(#"{"op":"get_image","row":3,"variant":null}"#).get().command == .getImage(row: 3, fetch: true))
         #expect(try parse(#"{"op":"list_images","limit":1}"#).get().command == .listImages(offset: 0, limit: 1))
-        #expect(try parse(#"{"op":"read","hash":"99aa06d3014798d86001c324468d497f"}"#).get().command == .read(hash: "99aa06d3014798d86001c324468d497f"))
+        #expect(try parse(#"{"op":"read","hash":"99aa06d3014798d86001c324468d497f"}"#).get().command == .read(hash: Hash128(hex: "99aa06d3014798d86001c324468d497f")!))
         #expect(try parse(#"{"op":"prefetch"}"#).get().command == .prefetch(what: .all, force: false, progress: false))
         #expect(try parse(#"{"op":"prefetch","what":"images","force":true,"progress":true}"#).get().command == .prefetch(what: .images, force: true, progress: true))
         #expect(try parse(#"{"op":"verify"}"#).get().command == .verify)
@@ -168,10 +168,10 @@ import CacheSystem
         #expect(Self.fast(Array(#"{"id":-3,"op":"get_post","tag":"x"}"#.utf8))?.tag == Array(#""x""#.utf8))
         #expect(Self.fast(Array(#"{"op":"get_image","row":2,"fetch":false}"#.utf8))?.command == .getImage(row: 2, fetch: false))
         #expect(Self.fast(Array(#"{"op":"ping","tag":12}"#.utf8))?.command == .ping)
-        #expect(Self.fast(Array(#"{"op":"read","hash":"99aa06d3014798d86001c324468d497f"}"#.utf8))?.command == .read(hash: "99aa06d3014798d86001c324468d497f"))
+        #expect(Self.fast(Array(#"{"op":"read","hash":"99aa06d3014798d86001c324468d497f"}"#.utf8))?.command == .read(hash: Hash128(hex: "99aa06d3014798d86001c324468d497f")!))
         #expect(Self.fast(Array(#"{"op":"read","hash":"99AA06D3014798D86001C324468D497F"}"#.utf8)) == nil)
         #expect(Self.fast(Array(#"{"op":"read","hash":"../../etc/passwd"}"#.utf8)) == nil)
-        #expect(Self.fast(Array(#"{"op":"open","hash":"99aa06d3014798d86001c324468d497f","tag":3}"#.utf8))?.command == .open(hash: "99aa06d3014798d86001c324468d497f"))
+        #expect(Self.fast(Array(#"{"op":"open","hash":"99aa06d3014798d86001c324468d497f","tag":3}"#.utf8))?.command == .open(hash: Hash128(hex: "99aa06d3014798d86001c324468d497f")!))
         #expect(Self.fast(Array(#"{"op":"open","hash":"99aa06d3"}"#.utf8)) == nil)
     }
 

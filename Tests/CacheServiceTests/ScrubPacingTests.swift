@@ -1,3 +1,4 @@
+import CacheSystem
 import Testing
 @testable import CacheService
 @testable import CacheStore

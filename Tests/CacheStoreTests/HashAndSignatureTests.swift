@@ -1,3 +1,4 @@
+import CacheSystem
 import Testing
 @testable import CacheStore
 

@@ -1,3 +1,4 @@
+import CacheSystem
 import Foundation
 import Testing
 @testable import CacheStore

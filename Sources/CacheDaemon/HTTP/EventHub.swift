@@ -63,7 +63,7 @@ final class EventHub: Sendable {
             for row in rows {
                 var o = JSONObjectWriter()
                 o.field("row", row)
-                o.field("hash", object.hash)
+                o.field("hash", object.hash.hex)
                 o.field("size", object.size)
                 o.field("type", object.mimeType)
                 send(name: "row", data: o.finished())

@@ -169,8 +169,9 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
 
     /// `/objects/{hash}`: content-addressed, so cacheable for ever.
     /// One being repaired (set aside and downloaded again) is answered once it is back.
-    private func objectByHash(_ hash: String, _ request: HTTPRequest, _ reply: Reply) -> Answer {
-        Answering.answer(reply, respond(request) { [self] info in object(info, request, cacheControl: Self.immutable, reply) }) {
+    private func objectByHash(_ text: String, _ request: HTTPRequest, _ reply: Reply) -> Answer {
+        guard let hash = Hash128(hex: text) else { return .now(fail(.badRequest, .badRequest, "\"hash\" must be 32 lowercase hex digits", request)) }
+        return Answering.answer(reply, respond(request) { [self] info in object(info, request, cacheControl: Self.immutable, reply) }) {
             service.objectInfo(hash: hash, then: $0)
         }
     }

@@ -43,7 +43,7 @@ enum AnswerEncoding {
         o.field("url", e.url)
         o.field("description", e.description)
         if let ref = e.object {
-            o.field("hash", ref.hash)
+            o.field("hash", ref.hash.hex)
             o.field("size", ref.size)
             o.field("type", ref.mimeType)
             if withPath { o.field("path", ref.path) }
@@ -59,7 +59,7 @@ enum AnswerEncoding {
         })
         if let v = e.variant {
             var vo = JSONObjectWriter()
-            vo.field("hash", v.object.hash)
+            vo.field("hash", v.object.hash.hex)
             vo.field("size", v.object.size)
             vo.field("type", v.object.mimeType)
             if withPath { vo.field("path", v.object.path) }

@@ -1,7 +1,7 @@
-import CXXHash
-import CacheSystem
-
-/// An XXH3-128 digest, the name of an object in the store.
+/// An XXH3-128 digest, the name of an object in the store: a value every
+/// module passes as it is (the protocol's `read` and `open`, the service,
+/// the store), parsed from text once where it comes in. The hashing itself
+/// is the store's (`Hash128(of:)`, CacheStore).
 ///
 /// Its text form is xxHash's canonical one, 32 lowercase hex digits with the
 /// high 64 bits first, exactly what `xxhsum -H2` prints.
@@ -12,16 +12,6 @@ public struct Hash128: Hashable, Sendable, Comparable, CustomStringConvertible {
     public init(high: UInt64, low: UInt64) {
         self.high = high
         self.low = low
-    }
-
-    /// Hashes `bytes` in one call.
-    public init(of bytes: UnsafeRawBufferPointer) {
-        let h = XXH3_128bits(bytes.baseAddress, bytes.count)
-        self.init(high: h.high64, low: h.low64)
-    }
-
-    public init(of bytes: [UInt8]) {
-        self = bytes.withUnsafeBytes { Hash128(of: $0) }
     }
 
     /// Parses 32 lowercase hex digits; nil for anything else.
@@ -69,32 +59,4 @@ public struct Hash128: Hashable, Sendable, Comparable, CustomStringConvertible {
     }
 
     public static func < (a: Hash128, b: Hash128) -> Bool { (a.high, a.low) < (b.high, b.low) }
-}
-
-/// XXH3-128 over a stream of chunks.
-public struct StreamingHasher: ~Copyable {
-    private let state: OpaquePointer
-
-    public init() {
-        state = XXH3_createState()
-        XXH3_128bits_reset(state)
-    }
-
-    deinit { XXH3_freeState(state) }
-
-    public mutating func reset() { XXH3_128bits_reset(state) }
-
-    public mutating func update(_ bytes: UnsafeRawBufferPointer) {
-        XXH3_128bits_update(state, bytes.baseAddress, bytes.count)
-    }
-
-    public func digest() -> Hash128 {
-        let h = XXH3_128bits_digest(state)
-        return Hash128(high: h.high64, low: h.low64)
-    }
-}
-
-/// A 32-bit checksum for log records: the low half of XXH3-64.
-public func recordChecksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
-    UInt32(truncatingIfNeeded: XXH3_64bits(bytes.baseAddress, bytes.count))
 }
