@@ -77,7 +77,7 @@ public final class HTTPClient: Sendable {
     }
 
     /// Starts a GET; `completion` runs on the fetch thread and must not block.
-    public func fetch(_ request: HTTPRequest, into sink: BodySink,
+    public func fetch(_ request: FetchRequest, into sink: BodySink,
                       completion: @escaping @Sendable (Result<HTTPResponse, FetchError>) -> Void) {
         guard HTTPClient.isFetchable(request.url) else {
             completion(.failure(.unsupportedScheme(url: request.url)))

@@ -7,7 +7,7 @@ import CacheSystem
 /// or more hops (redirects, which `HTTPClient` follows itself so that the
 /// configured credentials are decided per hop). Each hop is a fresh easy handle.
 final class Transfer {
-    let request: HTTPRequest
+    let request: FetchRequest
     let sink: BodySink
     let completion: @Sendable (Result<HTTPResponse, FetchError>) -> Void
     /// The origin the request begins at: the only one that may get credentials.
@@ -42,7 +42,7 @@ final class Transfer {
 
     deinit { errorBuffer.deallocate() }
 
-    init(request: HTTPRequest, sink: BodySink, completion: @escaping @Sendable (Result<HTTPResponse, FetchError>) -> Void) {
+    init(request: FetchRequest, sink: BodySink, completion: @escaping @Sendable (Result<HTTPResponse, FetchError>) -> Void) {
         self.request = request
         self.sink = sink
         self.completion = completion

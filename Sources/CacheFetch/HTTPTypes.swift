@@ -1,7 +1,7 @@
 import CacheSystem
 
 /// One GET to make.
-public struct HTTPRequest: Sendable {
+public struct FetchRequest: Sendable {
     public var url: String
     /// Extra request headers, `Name: value` each (for example conditional ones).
     public var headers: [String]

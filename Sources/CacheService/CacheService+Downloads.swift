@@ -53,7 +53,7 @@ extension CacheService {
             try store.newObjectWriter(maxSize: maxSize)
         }
         let sent = revalidating?.freshness?.validators ?? Validators()
-        let request = HTTPRequest(url: url, headers: Self.imageConditionalHeaders(sent), maxBodySize: maxSize)
+        let request = FetchRequest(url: url, headers: Self.imageConditionalHeaders(sent), maxBodySize: maxSize)
         http.fetch(request, into: sink) { [self] result in
             pool.submit { [self] in
                 let outcome = commit(url, result, sink, revalidating: revalidating, sent: sent, view: manifestView(), headroom: headroom)

@@ -68,7 +68,7 @@ extension CacheService {
         let sent = walk.force ? Validators() : (stored?.validators.sanitized ?? Validators())
         let limit = Int(feeds.withLock { $0.maxObjectSize })
         let sink = MemorySink(limit: limit)
-        let request = HTTPRequest(url: url, headers: Self.conditionalHeaders(sent), maxBodySize: Int64(limit))
+        let request = FetchRequest(url: url, headers: Self.conditionalHeaders(sent), maxBodySize: Int64(limit))
         http.fetch(request, into: sink) { [self] result in
             pool.submit { [self] in
                 let response: HTTPResponse

@@ -32,14 +32,14 @@ func testPolicy(retries: Int = 3, maxRedirects: Int = 5, concurrency: Int = 4) -
 
 extension HTTPClient {
     /// The fetch, awaited.
-    func fetch(_ request: HTTPRequest, into sink: BodySink) async -> Result<HTTPResponse, FetchError> {
+    func fetch(_ request: FetchRequest, into sink: BodySink) async -> Result<HTTPResponse, FetchError> {
         await withCheckedContinuation { continuation in
             fetch(request, into: sink) { continuation.resume(returning: $0) }
         }
     }
 
     func fetch(_ url: String, into sink: BodySink) async -> Result<HTTPResponse, FetchError> {
-        await fetch(HTTPRequest(url: url), into: sink)
+        await fetch(FetchRequest(url: url), into: sink)
     }
 }
 

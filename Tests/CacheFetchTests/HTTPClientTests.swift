@@ -133,13 +133,13 @@ import CacheSystem
         defer { client.shutdown() }
         let url = origin.url("/big.bin")
         let sink = MemorySink(limit: 1 << 20)
-        let result = await client.fetch(HTTPRequest(url: url, maxBodySize: 100_000), into: sink)
+        let result = await client.fetch(FetchRequest(url: url, maxBodySize: 100_000), into: sink)
         #expect(result.failure == .rejected(url: url, reason: "larger than max-object-size \(formatSize(100_000))"))
         #expect(sink.bytes == [])
         #expect(try origin.started("/big.bin") == 1)  // not retried
         // Exactly at the limit is fine.
         let exact = MemorySink(limit: 1 << 20)
-        let ok = await client.fetch(HTTPRequest(url: url, maxBodySize: Int64(Self.big.count)), into: exact)
+        let ok = await client.fetch(FetchRequest(url: url, maxBodySize: Int64(Self.big.count)), into: exact)
         #expect(ok.response?.status == 200)
         #expect(exact.bytes == Self.big)
     }
@@ -237,7 +237,7 @@ import CacheSystem
         let client = try HTTPClient(policy: testPolicy())
         defer { client.shutdown() }
         let result = Locked<Result<HTTPResponse, FetchError>?>(nil)
-        client.fetch(HTTPRequest(url: "file:///etc/passwd"), into: MemorySink(limit: 1 << 20)) { r in result.withLock { $0 = r } }
+        client.fetch(FetchRequest(url: "file:///etc/passwd"), into: MemorySink(limit: 1 << 20)) { r in result.withLock { $0 = r } }
         // Refused at once, on the calling thread.
         #expect(result.withLock { $0 }?.failure == .unsupportedScheme(url: "file:///etc/passwd"))
     }
@@ -256,7 +256,7 @@ import CacheSystem
         #expect(etag.hasPrefix("\"") && etag.hasSuffix("\""))
 
         let second = MemorySink(limit: 1 << 20)
-        let unchanged = try await client.fetch(HTTPRequest(url: url, headers: ["If-None-Match: \(etag)"]), into: second).get()
+        let unchanged = try await client.fetch(FetchRequest(url: url, headers: ["If-None-Match: \(etag)"]), into: second).get()
         #expect(unchanged.status == 304)
         #expect(unchanged.bodyBytes == 0)
         #expect(unchanged.attempts == 1)
@@ -264,7 +264,7 @@ import CacheSystem
         #expect(second.bytes == [])
 
         let third = MemorySink(limit: 1 << 20)
-        let changed = try await client.fetch(HTTPRequest(url: url, headers: ["If-None-Match: \"other\""]), into: third).get()
+        let changed = try await client.fetch(FetchRequest(url: url, headers: ["If-None-Match: \"other\""]), into: third).get()
         #expect(changed.status == 200)
         #expect(third.bytes == Self.data)
 
@@ -284,7 +284,7 @@ import CacheSystem
         let queued = origin.url("/data.json")
         let results = Locked<[String: Result<HTTPResponse, FetchError>]>([:])
         for url in [hanging, queued] {
-            client.fetch(HTTPRequest(url: url), into: MemorySink(limit: 1 << 20)) { r in results.withLock { $0[url] = r } }
+            client.fetch(FetchRequest(url: url), into: MemorySink(limit: 1 << 20)) { r in results.withLock { $0[url] = r } }
         }
         // Wait until the origin holds the hanging request.
         var arrived = false
@@ -304,7 +304,7 @@ import CacheSystem
 
         // After shutdown every fetch is cancelled at once.
         let late = Locked<Result<HTTPResponse, FetchError>?>(nil)
-        client.fetch(HTTPRequest(url: queued), into: MemorySink(limit: 1 << 20)) { r in late.withLock { $0 = r } }
+        client.fetch(FetchRequest(url: queued), into: MemorySink(limit: 1 << 20)) { r in late.withLock { $0 = r } }
         #expect(late.withLock { $0 }?.failure == .cancelled(url: queued))
     }
 

@@ -47,7 +47,7 @@ public final class DispatchHarness: Sendable {
 
     /// Handles one parsed HTTP request; returns the answer's bytes when it
     /// is immediate (for a file: the head alone), and whether a file follows.
-    public func handle(_ request: CacheHTTP.HTTPRequest) -> (bytes: [UInt8], file: Bool)? {
+    public func handle(_ request: HTTPRequest) -> (bytes: [UInt8], file: Bool)? {
         let reply = Reply(mailbox: mailbox, connection: 1, slot: 1, tag: nil)
         defer { http.closed(connection: 1) }
         switch http.handle(request, reply) {
@@ -72,7 +72,7 @@ public final class DispatchHarness: Sendable {
     }
 
     /// The whole answer to one HTTP request, head and body, now or later.
-    public func answer(_ request: CacheHTTP.HTTPRequest, seconds: Double = 10) -> [UInt8]? {
+    public func answer(_ request: HTTPRequest, seconds: Double = 10) -> [UInt8]? {
         let reply = Reply(mailbox: mailbox, connection: 1, slot: nextSlot(), tag: nil)
         defer { http.closed(connection: 1) }
         return complete(http.handle(request, reply), reply, seconds)?.bytes
