@@ -44,7 +44,8 @@ let package = Package(
         // HTTP through curl_multi; knows nothing about the store.
         .target(name: "CacheFetch", dependencies: ["CacheSystem", "CCurl"], swiftSettings: strict),
         // HTTP/1.1 request heads, targets, ranges and response heads; no I/O.
-        .target(name: "CacheHTTP", swiftSettings: strict),
+        // CacheSystem for the grammar it shares with CacheFetch (HTTPGrammar) and ASCII.
+        .target(name: "CacheHTTP", dependencies: ["CacheSystem"], swiftSettings: strict),
         // Image variants: the helper processes' pool and the messages to them.
         .target(name: "CacheVariant", dependencies: ["CacheSystem", "CLinux"], swiftSettings: strict),
         // JSON, wire types, framing and a blocking client.

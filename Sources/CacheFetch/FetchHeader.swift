@@ -38,7 +38,7 @@ public struct FetchHeader: Sendable, Equatable, CustomStringConvertible, CustomD
         }
         let nameBytes = bytes[..<colon]
         guard !nameBytes.isEmpty else { throw FetchHeaderError("must be \"Name: value\", and there is no name before the colon") }
-        if let bad = nameBytes.first(where: { !HeaderField.isTokenByte($0) }) {
+        if let bad = nameBytes.first(where: { !HTTPGrammar.isTokenByte($0) }) {
             // The name is shown only when it is a token: what precedes a
             // misplaced colon may be part of the secret.
             throw FetchHeaderError("must be \"Name: value\", and the name holds \(Self.describe(bad)), which an HTTP field name cannot "
@@ -46,14 +46,14 @@ public struct FetchHeader: Sendable, Equatable, CustomStringConvertible, CustomD
         }
         let name = String(decoding: nameBytes, as: UTF8.self)
         var start = colon + 1, end = bytes.count
-        while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
-        while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
+        while start < end, HTTPGrammar.isWhitespace(bytes[start]) { start += 1 }
+        while end > start, HTTPGrammar.isWhitespace(bytes[end - 1]) { end -= 1 }
         let value = bytes[start..<end]
         if let reason = Self.managed[name.lowercased()] {
             throw FetchHeaderError("\(name) is sent by cached itself (\(reason)); it cannot be configured")
         }
         guard !value.isEmpty else { throw FetchHeaderError("\(name) has an empty value") }
-        guard HTTPFieldValue.isSafe(value) else {
+        guard HTTPGrammar.isFieldValue(value) else {
             throw FetchHeaderError("\(name) has a value holding a control character (CR, LF, NUL or another), which would end or split the request's header")
         }
         self.name = name

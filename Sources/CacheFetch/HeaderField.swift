@@ -31,26 +31,14 @@ public struct HeaderField: Sendable, Equatable {
         if bytes.last == 0x0D { bytes.removeLast() }
         guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0 else { return nil }
         let name = bytes[..<colon]
-        guard name.allSatisfy(isTokenByte) else { return nil }
+        guard HTTPGrammar.isToken(name) else { return nil }
         var start = colon + 1
         var end = bytes.count
-        while start < end, isWhitespace(bytes[start]) { start += 1 }
-        while end > start, isWhitespace(bytes[end - 1]) { end -= 1 }
+        while start < end, HTTPGrammar.isWhitespace(bytes[start]) { start += 1 }
+        while end > start, HTTPGrammar.isWhitespace(bytes[end - 1]) { end -= 1 }
         let value = bytes[start..<end]
-        guard HTTPFieldValue.isSafe(value) else { return nil }
+        guard HTTPGrammar.isFieldValue(value) else { return nil }
         let lowered = name.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
         return HeaderField(name: String(decoding: lowered, as: UTF8.self), value: String(decoding: value, as: UTF8.self))
-    }
-
-    private static func isWhitespace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 }
-
-    /// RFC 9110 `tchar`.
-    static func isTokenByte(_ b: UInt8) -> Bool {
-        switch b {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        default:
-            return Array("!#$%&'*+-.^_`|~".utf8).contains(b)
-        }
     }
 }

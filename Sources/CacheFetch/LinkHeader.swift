@@ -1,3 +1,5 @@
+import CacheSystem
+
 /// The `Link` header field (RFC 8288, section 3): how GitHub, WordPress,
 /// Mastodon and Discourse say where the next page is.
 ///
@@ -41,7 +43,7 @@ public enum LinkHeader {
         var peek: UInt8? { atEnd ? nil : bytes[pos] }
 
         mutating func skip(while p: (UInt8) -> Bool) { while let b = peek, p(b) { pos += 1 } }
-        mutating func skipSpace() { skip { $0 == 0x20 || $0 == 0x09 } }
+        mutating func skipSpace() { skip(while: HTTPGrammar.isWhitespace) }
 
         /// `<target>` then `; param` pairs, up to the comma that ends the link.
         mutating func link() -> Link? {
@@ -80,14 +82,7 @@ public enum LinkHeader {
         /// An RFC 9110 token.
         mutating func token() -> String? {
             let start = pos
-            skip { b in
-                switch b {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                    return true
-                default:
-                    return Array("!#$%&'*+-.^_`|~".utf8).contains(b)
-                }
-            }
+            skip(while: HTTPGrammar.isTokenByte)
             return pos > start ? String(decoding: bytes[start..<pos], as: UTF8.self) : nil
         }
 

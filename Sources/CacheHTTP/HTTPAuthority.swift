@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CacheSystem
 
 /// A `Host` value or an absolute URL's authority, `uri-host [":" port]`
 /// (RFC 9110, 7.2; RFC 3986, 3.2.2), checked and split. The host is an IPv6
@@ -47,7 +48,7 @@ public struct HTTPAuthority: Sendable, Equatable {
             if c == UInt8(ascii: ".") {
                 guard digits > 0, value <= 255 else { return false }
                 parts += 1; digits = 0; value = 0
-            } else if HTTPParser.isDigit(c), digits < 3 {
+            } else if ASCII.isDigit(c), digits < 3 {
                 digits += 1; value = value * 10 + Int(c - 0x30)
             } else { return false }
         }
@@ -58,14 +59,14 @@ public struct HTTPAuthority: Sendable, Equatable {
     /// embedded IPv4 address; no zone, no IPvFuture).
     static func isIPv6(_ b: ArraySlice<UInt8>) -> Bool {
         guard !b.isEmpty, b.count < 46,
-              b.allSatisfy({ HTTPParser.isDigit($0) || (($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x66) || $0 == 0x3A || $0 == 0x2E })
+              b.allSatisfy({ ASCII.isHexDigit($0) || $0 == 0x3A || $0 == 0x2E })
         else { return false }
         var address = in6_addr()
         return inet_pton(AF_INET6, String(decoding: b, as: UTF8.self), &address) == 1
     }
 
     private static func port(_ b: ArraySlice<UInt8>) -> Int? {
-        guard (1...5).contains(b.count), b.allSatisfy(HTTPParser.isDigit) else { return nil }
+        guard (1...5).contains(b.count), b.allSatisfy(ASCII.isDigit) else { return nil }
         let value = b.reduce(0) { $0 * 10 + Int($1 - 0x30) }
         return (1...65535).contains(value) ? value : nil
     }

@@ -1,3 +1,5 @@
+import CacheSystem
+
 /// What `HTTPParser.parse` found at the front of a connection's input.
 public enum HTTPParse: Sendable, Equatable {
     /// The head is not complete yet (and within the limits so far).
@@ -120,7 +122,7 @@ public enum HTTPParser {
         guard parts.count == 3, parts.allSatisfy({ !$0.isEmpty }) else {
             throw HTTPRejection(.badRequest, "a request line is a method, a target and a version, one space apart")
         }
-        guard parts[0].allSatisfy({ isTokenByte(bytes[$0]) }) else { throw HTTPRejection(.badRequest, "the method is not a token") }
+        guard parts[0].allSatisfy({ HTTPGrammar.isTokenByte(bytes[$0]) }) else { throw HTTPRejection(.badRequest, "the method is not a token") }
         let minor = try version(bytes, parts[2])
         let methodName = text(bytes, parts[0])
         let method: HTTPRequest.Method
@@ -143,7 +145,7 @@ public enum HTTPParser {
     /// `HTTP/1.0` is 0, `HTTP/1.1` (and a later 1.x) is 1; another major version: 505.
     private static func version(_ bytes: UnsafeRawBufferPointer, _ r: Range<Int>) throws(HTTPRejection) -> Int {
         let v = Array(bytes[r])
-        guard v.count == 8, v.starts(with: Array("HTTP/".utf8)), isDigit(v[5]), v[6] == UInt8(ascii: "."), isDigit(v[7]) else {
+        guard v.count == 8, v.starts(with: Array("HTTP/".utf8)), ASCII.isDigit(v[5]), v[6] == UInt8(ascii: "."), ASCII.isDigit(v[7]) else {
             throw HTTPRejection(.badRequest, "the version is not HTTP/1.0 or HTTP/1.1")
         }
         guard v[5] == UInt8(ascii: "1") else {
@@ -161,13 +163,13 @@ public enum HTTPParser {
             throw HTTPRejection(.badRequest, "a header line without a colon")
         }
         let nameRange = line.lowerBound..<colon
-        guard !nameRange.isEmpty, nameRange.allSatisfy({ isTokenByte(bytes[$0]) }) else {
+        guard !nameRange.isEmpty, nameRange.allSatisfy({ HTTPGrammar.isTokenByte(bytes[$0]) }) else {
             throw HTTPRejection(.badRequest, "a header name that is not a token (whitespace before the colon?)")
         }
         var vs = colon + 1, ve = line.upperBound
-        while vs < ve && (bytes[vs] == sp || bytes[vs] == ht) { vs += 1 }
-        while ve > vs && (bytes[ve - 1] == sp || bytes[ve - 1] == ht) { ve -= 1 }
-        for i in vs..<ve where !isFieldValueByte(bytes[i]) {
+        while vs < ve && HTTPGrammar.isWhitespace(bytes[vs]) { vs += 1 }
+        while ve > vs && HTTPGrammar.isWhitespace(bytes[ve - 1]) { ve -= 1 }
+        for i in vs..<ve where !HTTPGrammar.isFieldValueByte(bytes[i]) {
             throw HTTPRejection(.badRequest, "a control character in the value of a header")
         }
         let name = text(bytes, nameRange).lowercased()
@@ -177,7 +179,7 @@ public enum HTTPParser {
             guard request.host == nil else { throw HTTPRejection(.badRequest, "more than one Host header") }
             request.host = value
         case "content-length":
-            guard !value.isEmpty, value.utf8.count <= 18, value.utf8.allSatisfy(isDigit), let n = Int(value) else {
+            guard !value.isEmpty, value.utf8.count <= 18, value.utf8.allSatisfy(ASCII.isDigit), let n = Int(value) else {
                 throw HTTPRejection(.badRequest, "Content-Length is not a number")
             }
             if state.lengthSeen && n != request.contentLength { throw HTTPRejection(.badRequest, "Content-Length headers that disagree") }
@@ -230,21 +232,6 @@ public enum HTTPParser {
         String(decoding: UnsafeRawBufferPointer(rebasing: bytes[r]), as: UTF8.self)
     }
 
-    static func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }
-
-    /// RFC 9110 `tchar`.
-    static func isTokenByte(_ b: UInt8) -> Bool {
-        switch b {
-        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
-        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
-             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
-             UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"): return true
-        default: return false
-        }
-    }
-
-    /// Visible characters, spaces, tabs and obs-text; never NUL, CR or another control.
-    static func isFieldValueByte(_ b: UInt8) -> Bool { b == ht || (b >= 0x20 && b != 0x7F) }
 }
 
 extension Substring {

@@ -60,11 +60,11 @@ public struct Validators: Sendable, Equatable {
     }
 
     /// These validators less any value that is not a safe HTTP field value
-    /// (`HTTPFieldValue.isSafe`): such a value would split the conditional
+    /// (`HTTPGrammar.isFieldValue`): such a value would split the conditional
     /// request header it is sent in, so it is never stored or sent.
     public var sanitized: Validators {
-        Validators(etag: etag.flatMap { HTTPFieldValue.isSafe($0) ? $0 : nil },
-                   lastModified: lastModified.flatMap { HTTPFieldValue.isSafe($0) ? $0 : nil })
+        Validators(etag: etag.flatMap { HTTPGrammar.isFieldValue($0) ? $0 : nil },
+                   lastModified: lastModified.flatMap { HTTPGrammar.isFieldValue($0) ? $0 : nil })
     }
 
     /// True when `sanitized` would drop a value.

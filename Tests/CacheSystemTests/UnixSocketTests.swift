@@ -264,6 +264,31 @@ import CacheSystem
         #expect(try Self.acceptWithin(listener, seconds: 10) != nil)
     }
 
+    /// Only a refused connection shows a socket file stale: one that fails
+    /// otherwise (here a datagram socket, EPROTOTYPE) is not replaced.
+    @Test func aSocketThatFailsOtherwiseThanRefusingIsNotReplaced() throws {
+        let temp = TempDirectory()
+        let path = temp.at("dgram")
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        #expect(fd >= 0)
+        defer { Glibc.close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: path.utf8)
+            raw[path.utf8.count] = 0
+        }
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(bound == 0)
+        let before = try #require(try FileSystem.status(path))
+        let error = #expect(throws: SystemError.self) { try UnixSocket.listen(path: path) }
+        #expect(error?.call == "connect")
+        #expect(error?.errno == EPROTOTYPE)
+        #expect(try FileSystem.status(path)?.isSameFile(as: before) == true)
+    }
+
     @Test func aFileThatIsNotASocketIsLeftAlone() throws {
         let temp = TempDirectory()
         let path = temp.write("not-a-socket", "precious")
