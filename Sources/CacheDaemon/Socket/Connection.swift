@@ -5,28 +5,6 @@ import CacheHTTP
 import CacheProtocol
 import CacheSystem
 
-/// A growable byte buffer appended to in place.
-final class ByteBox {
-    var bytes: [UInt8]
-    init(_ b: [UInt8]) { bytes = b }
-}
-
-/// Output queued on a connection, in order.
-enum ReadyChunk {
-    case bytes(ByteBox)
-    /// `size` bytes from `offset`; the connection's `readyOffset` counts those sent.
-    case file(FileDescriptor, offset: Int64, size: Int64)
-    /// Sent with the first byte of the `.bytes` chunk after it (SCM_RIGHTS).
-    case descriptor(FileDescriptor)
-
-    func release() {
-        switch self {
-        case .bytes: break
-        case .file(let fd, _, _), .descriptor(let fd): fd.close()
-        }
-    }
-}
-
 /// One client connection. Lives on the loop thread only.
 final class Connection {
     let id: UInt64
@@ -41,8 +19,9 @@ final class Connection {
     var requestSince: UInt64?
     /// Accepted on a TCP listener.
     let tcp: Bool
-    /// Chunks ready to send, in order. Byte chunks are coalesced.
-    var ready: [ReadyChunk] = []
+    /// Chunks ready to send, in order (the first partly sent: `readyOffset`
+    /// counts its bytes gone). Small byte chunks are coalesced.
+    var ready: [OutputChunk] = []
     var readyOffset: Int64 = 0
     /// What `ready` counts against `max-queued-bytes`: its bytes, its files'
     /// sizes and `descriptorCost` per descriptor to pass.
@@ -95,10 +74,14 @@ final class Connection {
         switch chunk {
         case .bytes(let b):
             queuedBytes += b.count
-            if b.count <= Connection.coalesceAnswer, case .bytes(let last)? = ready.last, last.bytes.count <= Connection.coalesceLimit {
-                last.bytes.append(contentsOf: b)  // coalesce small answers: one send for many
+            if b.count <= Connection.coalesceAnswer, case .bytes(var last)? = ready.last, last.count <= Connection.coalesceLimit {
+                // Coalesce small answers, one send for many: taken out, the
+                // last chunk's array is the only reference and grows in place.
+                ready.removeLast()
+                last.append(contentsOf: b)
+                ready.append(.bytes(last))
             } else {
-                ready.append(.bytes(ByteBox(b)))
+                ready.append(.bytes(b))
             }
         case .file(let fd, let offset, let size):
             queuedBytes += Int(size)

@@ -13,8 +13,7 @@ extension EventLoop {
         guard connections[c.id] != nil else { return }
         while let chunk = c.ready.first {
             switch chunk {
-            case .bytes(let box):
-                let b = box.bytes
+            case .bytes(let b):
                 let start = Int(c.readyOffset)
                 let sent: Int
                 do {
@@ -74,7 +73,7 @@ extension EventLoop {
                 // once anything was sent it is gone, and the rest of the line
                 // is an ordinary bytes chunk.
                 // (Never alone: both are queued in one call; dropped if so.)
-                guard c.ready.count > 1, case .bytes(let box) = c.ready[1] else {
+                guard c.ready.count > 1, case .bytes(let line) = c.ready[1] else {
                     fd.close()
                     c.descriptors -= 1
                     c.ready.removeFirst()
@@ -83,7 +82,7 @@ extension EventLoop {
                 }
                 let sent: Int
                 do {
-                    sent = try box.bytes.withBytes { (raw) throws(SystemError) in try UnixSocket.send(c.fd, raw, passing: fd) }
+                    sent = try line.withBytes { (raw) throws(SystemError) in try UnixSocket.send(c.fd, raw, passing: fd) }
                 } catch {
                     // The client went away, or ETOOMANYREFS: this user has more
                     // descriptors in flight than its RLIMIT_NOFILE (docs/protocol.md, "Limits").
@@ -99,7 +98,7 @@ extension EventLoop {
                 c.queuedBytes -= Connection.descriptorCost + sent
                 c.heldBytes -= sent
                 c.readyOffset = Int64(sent)
-                if sent == box.bytes.count { c.ready.removeFirst(); c.readyOffset = 0 }
+                if sent == line.count { c.ready.removeFirst(); c.readyOffset = 0 }
             }
         }
         process(c)
