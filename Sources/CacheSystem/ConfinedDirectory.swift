@@ -257,8 +257,13 @@ public final class ConfinedDirectory: Sendable {
         return try fd.readToEnd(limit: limit)
     }
 
-    /// The durable write (`FileSystem.writeDurably`) beneath this directory:
-    /// a temp file in `tempDirectory`, fsync, rename over `p`, fsync of `p`'s directory.
+    /// Writes `bytes` to `p` beneath this directory so that a crash leaves
+    /// the old file or the new one, never a mix: a temp file in
+    /// `tempDirectory` (beneath it too, on the same file system), fsync,
+    /// rename over `p` (a link there is replaced, never followed), fsync of
+    /// `p`'s directory unless `syncDirectory` is false (the caller syncs it
+    /// once for many files). The one durable write: every file the store
+    /// writes goes through it.
     public func writeDurably(_ bytes: [UInt8], to p: String, tempDirectory: String,
                              mode: mode_t = 0o644, syncDirectory shouldSync: Bool = true) throws(SystemError) {
         let temp = "\(tempDirectory)/\(TempName.next())"

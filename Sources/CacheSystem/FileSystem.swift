@@ -75,30 +75,6 @@ public enum FileSystem {
         return try fd.readToEnd(limit: limit)
     }
 
-    /// Writes `bytes` to `path` so that a crash leaves the old file or the new
-    /// one, never a mix: a temp file in `tempDirectory` (same file system),
-    /// fsync, rename over `path`, fsync of `path`'s directory.
-    public static func writeDurably(_ bytes: [UInt8], to path: String, tempDirectory: String,
-                                    mode: mode_t = 0o644, syncDirectory shouldSync: Bool = true) throws(SystemError) {
-        let temp = "\(tempDirectory)/\(TempName.next())"
-        let fd = try FileDescriptor.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
-        var open = true
-        do {
-            try fd.writeAll(bytes)
-            try fd.sync()
-            fd.close()
-            open = false
-            try rename(temp, path)
-        } catch {
-            // Never closed twice: after the first close the number may
-            // already be another thread's file or socket.
-            if open { fd.close() }
-            try? unlink(temp)
-            throw error
-        }
-        if shouldSync { try syncDirectory(directoryName(of: path)) }
-    }
-
     /// The canonical absolute path of an existing `path`: every link and
     /// `.`/`..` resolved (realpath(3)).
     public static func realPath(_ path: String) throws(SystemError) -> String {

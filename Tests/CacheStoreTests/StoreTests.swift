@@ -14,6 +14,14 @@ struct TempDir {
         path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
     }
     func cleanup() { try? FileManager.default.removeItem(atPath: path) }
+
+    /// Writes `bytes` to `relative` (beneath this directory) as the store
+    /// writes a file: `ConfinedDirectory.writeDurably`, through `tmp/`.
+    func writeDurably(_ bytes: [UInt8], to relative: String) throws {
+        let files = try ConfinedDirectory(opening: path)
+        defer { files.close() }
+        try files.writeDurably(bytes, to: relative, tempDirectory: "tmp")
+    }
 }
 
 private let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + Array("rest of a png".utf8)
@@ -78,8 +86,8 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         defer { store.close() }
         _ = try store.replacePosts(posts([1, 2]), validators: Validators())
         // A crash between writing a file and logging it leaves newer bytes on disk.
-        try FileSystem.writeDurably(Array("{\"id\":1,\"title\":\"uncommitted\"}".utf8), to: dir.path + "/posts/1.json", tempDirectory: dir.path + "/tmp")
-        try FileSystem.writeDurably(Array("{}".utf8), to: dir.path + "/posts/9.json", tempDirectory: dir.path + "/tmp")
+        try dir.writeDurably(Array("{\"id\":1,\"title\":\"uncommitted\"}".utf8), to: "posts/1.json")
+        try dir.writeDurably(Array("{}".utf8), to: "posts/9.json")
         try FileSystem.unlink(dir.path + "/posts/2.json")
         #expect(store.reconcilePostFiles() == 3)
         #expect(try FileSystem.read(dir.path + "/posts/1.json") == store.post(id: 1))
@@ -97,8 +105,8 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         let store = try Store(configuration)
         defer { store.close() }
         _ = try store.replacePosts(posts([1, 2]), validators: Validators())
-        try FileSystem.writeDurably(Array("{}".utf8), to: dir.path + "/posts/1.json", tempDirectory: dir.path + "/tmp")
-        try FileSystem.writeDurably(Array("{}".utf8), to: dir.path + "/posts/9.json", tempDirectory: dir.path + "/tmp")
+        try dir.writeDurably(Array("{}".utf8), to: "posts/1.json")
+        try dir.writeDurably(Array("{}".utf8), to: "posts/9.json")
         try FileSystem.unlink(dir.path + "/posts/2.json")
         // No temp directory: every write fails (ENOENT); the unlink of 9.json does not.
         #expect(rmdir(dir.path + "/tmp") == 0)
@@ -185,7 +193,7 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         // A stray object file that no record names (a file of another name
         // is not the store's, and stays: ForeignEntriesTests).
         try FileSystem.makeDirectory(dir.path + "/objects/00")
-        try FileSystem.writeDurably([1, 2, 3], to: dir.path + "/objects/00/" + String(repeating: "7", count: 30), tempDirectory: dir.path + "/tmp")
+        try dir.writeDurably([1, 2, 3], to: "objects/00/" + String(repeating: "7", count: 30))
         let gc = try store.collectGarbage()
         #expect(gc.removed == 2)
         #expect(gc.freedBytes == Int64(gif.count + 3))

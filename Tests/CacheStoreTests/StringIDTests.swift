@@ -40,10 +40,10 @@ import CacheSystem
 
         // After a reopen and a reconciliation that finds missing, changed and stale files.
         try FileSystem.unlink(dir.path + "/posts/" + names[0])
-        try FileSystem.writeDurably(Array("tampered".utf8), to: dir.path + "/posts/" + names[7], tempDirectory: dir.path + "/tmp")
-        try FileSystem.writeDurably(Array("{}".utf8), to: dir.path + "/posts/s_gone.json", tempDirectory: dir.path + "/tmp")
+        try dir.writeDurably(Array("tampered".utf8), to: "posts/" + names[7])
+        try dir.writeDurably(Array("{}".utf8), to: "posts/s_gone.json")
         let staleHashed = "h_" + Hash128(of: Array("gone".utf8)).hex + ".json"
-        try FileSystem.writeDurably(Array("{}".utf8), to: dir.path + "/posts/" + staleHashed, tempDirectory: dir.path + "/tmp")
+        try dir.writeDurably(Array("{}".utf8), to: "posts/" + staleHashed)
         store = try Store(StoreConfiguration(directory: dir.path))
         defer { store.close() }
         for id in Self.ids { #expect(store.post(id: id) == Self.json(id)) }
@@ -113,8 +113,8 @@ import CacheSystem
         defer { store.close() }
         _ = try store.replacePosts([(.string("abc/"), Array("{}".utf8))], pages: onePage(count: 1))
         let foreign = ["s_abc%2f.json", "h_XYZ.json", "s_%61.json", "s_A.json", "h_" + String(repeating: "AB", count: 16) + ".json"]
-        for name in foreign { try FileSystem.writeDurably(Array("mine".utf8), to: dir.path + "/posts/" + name, tempDirectory: dir.path + "/tmp") }
-        try FileSystem.writeDurably(Array("old".utf8), to: dir.path + "/posts/s_old.json", tempDirectory: dir.path + "/tmp")
+        for name in foreign { try dir.writeDurably(Array("mine".utf8), to: "posts/" + name) }
+        try dir.writeDurably(Array("old".utf8), to: "posts/s_old.json")
         #expect(store.reconcilePostFiles() == 1)
         #expect(store.reconcilePostFiles() == 0)
         #expect(try FileSystem.list(dir.path + "/posts").sorted() == (foreign + ["s_abc%2F.json"]).sorted())

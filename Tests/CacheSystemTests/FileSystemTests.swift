@@ -5,29 +5,36 @@ import Testing
 import CacheSystem
 
 @Suite struct FileSystemTests {
+    // The durable write (`ConfinedDirectory.writeDurably`, the only one),
+    // with absolute paths under the directory as the store spells them.
+
     @Test func writeDurablyReplacesTheTargetAndLeavesNoTempBehind() throws {
         let dir = TempDirectory()
         dir.makeDirectory("tmp")
+        let files = try ConfinedDirectory(opening: dir.path)
+        defer { files.close() }
         let target = dir.write("target", "old contents")
         let bytes = pattern(70_000, seed: 9)
-        try FileSystem.writeDurably(bytes, to: target, tempDirectory: dir.at("tmp"), mode: 0o640)
+        try files.writeDurably(bytes, to: target, tempDirectory: dir.at("tmp"), mode: 0o640)
         #expect(dir.contents("target") == bytes)
         #expect(permissions(target) == 0o640)
         #expect(dir.names(in: "tmp") == [])
         #expect(dir.names() == ["target", "tmp"])
 
         // A new file, without the directory fsync.
-        try FileSystem.writeDurably(Array("second".utf8), to: dir.at("fresh"), tempDirectory: dir.at("tmp"),
-                                    syncDirectory: false)
+        try files.writeDurably(Array("second".utf8), to: dir.at("fresh"), tempDirectory: dir.at("tmp"),
+                               syncDirectory: false)
         #expect(dir.contents("fresh") == Array("second".utf8))
         #expect(dir.names(in: "tmp") == [])
     }
 
     @Test func writeDurablyOverALinkReplacesTheLinkNotItsTarget() throws {
         let dir = TempDirectory()
+        let files = try ConfinedDirectory(opening: dir.path)
+        defer { files.close() }
         let elsewhere = dir.write("elsewhere", "untouched")
         let link = dir.link("link", to: elsewhere)
-        try FileSystem.writeDurably(Array("new".utf8), to: link, tempDirectory: dir.path)
+        try files.writeDurably(Array("new".utf8), to: link, tempDirectory: dir.path)
         #expect(dir.contents("elsewhere") == Array("untouched".utf8))
         #expect(try FileSystem.status(link)?.isRegular == true)
         #expect(dir.contents("link") == Array("new".utf8))
@@ -37,22 +44,29 @@ import CacheSystem
     @Test func aFailedRenameRemovesTheTempFileAndSaysWhichPaths() throws {
         let dir = TempDirectory()
         dir.makeDirectory("tmp")
-        let target = dir.at("missing-directory/target")
+        let files = try ConfinedDirectory(opening: dir.path)
+        defer { files.close() }
+        // A file cannot be renamed over a directory that holds something (EISDIR).
+        let target = dir.makeDirectory("a-directory")
+        dir.write("a-directory/inside", "kept")
         let error = #expect(throws: SystemError.self) {
-            try FileSystem.writeDurably(Array("x".utf8), to: target, tempDirectory: dir.at("tmp"))
+            try files.writeDurably(Array("x".utf8), to: target, tempDirectory: dir.at("tmp"))
         }
         #expect(error?.call == "rename")
-        #expect(error?.errno == ENOENT)
+        #expect(error?.errno == EISDIR)
         #expect(error?.subject.hasSuffix(" -> \(target)") == true)
         #expect(error?.subject.hasPrefix(dir.at("tmp") + "/") == true)
         #expect(dir.names(in: "tmp") == [])
+        #expect(dir.contents("a-directory/inside") == Array("kept".utf8))
     }
 
     @Test func aMissingTempDirectoryIsAnOpenError() throws {
         let dir = TempDirectory()
+        let files = try ConfinedDirectory(opening: dir.path)
+        defer { files.close() }
         let target = dir.write("target", "old")
         let error = #expect(throws: SystemError.self) {
-            try FileSystem.writeDurably(Array("x".utf8), to: target, tempDirectory: dir.at("no-tmp"))
+            try files.writeDurably(Array("x".utf8), to: target, tempDirectory: dir.at("no-tmp"))
         }
         #expect(error?.call == "open")
         #expect(error?.errno == ENOENT)
