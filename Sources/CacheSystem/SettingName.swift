@@ -5,7 +5,4 @@ public enum SettingName {
     public static func environment(_ key: String) -> String {
         "CACHED_" + key.uppercased().replacing("-", with: "_")
     }
-
-    /// `posts-url` → `--posts-url`.
-    public static func flag(_ key: String) -> String { "--" + key }
 }
