@@ -3,12 +3,6 @@ import CacheProtocol
 import CacheStore
 import CacheSystem
 
-/// The listeners of one running prefetch.
-struct PrefetchListeners {
-    var progress: [@Sendable (Progress) -> Void] = []
-    var completions: [Completion<PrefetchReport>] = []
-}
-
 /// `prefetch`: the feeds, then every row not cached, with progress, joined by identical requests.
 extension CacheService {
     /// Called after every prefetch (the daemon refreshes its STATUS= line).
@@ -30,13 +24,7 @@ extension CacheService {
     public func prefetch(_ scope: PrefetchTarget, force: Bool, progress: @escaping @Sendable (Progress) -> Void,
                          then completion: @escaping Completion<PrefetchReport>) {
         let key = "\(scope.rawValue)\(force ? "+force" : "")"
-        let first = prefetches.withLock { p -> Bool in
-            let isNew = p[key] == nil
-            p[key, default: PrefetchListeners()].progress.append(progress)
-            p[key, default: PrefetchListeners()].completions.append(completion)
-            return isNew
-        }
-        guard first else {
+        guard prefetchFlight.join(key, listener: progress, completion) else {
             counters.withLock { $0.coalesced += 1 }
             log.info("prefetch \(key) joined the one already running")
             return
@@ -44,17 +32,16 @@ extension CacheService {
         let started = Clock.monotonicNanoseconds()
         let startedWall = Double(Clock.wallMilliseconds()) / 1000
         runPrefetch(scope, force: force, progress: { [self] p in
-            for l in prefetches.withLock({ $0[key]?.progress ?? [] }) { l(p) }
+            prefetchFlight.update(key, p)
             emit(.progress(p))
         }, completion: { [self] result in
-            let waiters = prefetches.withLock { $0.removeValue(forKey: key)?.completions ?? [] }
             logFinished(key, result, seconds: Double(Clock.monotonicNanoseconds() - started) / 1e9)
             let finished = LastPrefetch(started: startedWall, finished: Double(Clock.wallMilliseconds()) / 1000,
                                         report: try? result.get(), error: result.failureReason)
             lastPrefetch.withLock { $0 = finished }
             onPrefetchFinished?()
             if case .success = result { emit(.prefetchFinished(succeeded: true)) } else { emit(.prefetchFinished(succeeded: false)) }
-            for w in waiters { w(result) }
+            prefetchFlight.finish(key, result)
         })
     }
 

@@ -41,8 +41,8 @@ public final class CacheService: Sendable {
     let manifestViews = Locked<ManifestView?>(nil)
     /// Every post's title lowercased, for `list_posts`'s `query`; rebuilt when the posts change.
     let titles = Locked(TitleIndex())
-    /// The running prefetches, by arguments, and who listens to each (CacheService+Prefetch.swift).
-    let prefetches = Locked<[String: PrefetchListeners]>([:])
+    /// The running prefetches, by arguments: who waits for each and hears its progress (CacheService+Prefetch.swift).
+    let prefetchFlight = UpdatingFlight<String, Progress, Result<PrefetchReport, CacheError>>()
     /// Closures behind a lock are kept in a `Handler` (Handler.swift says why).
     let prefetchFinished = Locked<Handler<Void>?>(nil)
     let eventObserver = Locked<Handler<ServiceEvent>?>(nil)
