@@ -2,19 +2,16 @@
 import Glibc
 #endif
 import CacheProtocol
+import CacheSystem
 
 /// Human-readable renderings of the daemon's answers.
 enum Format {
-    static func size(_ bytes: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var v = Double(bytes)
-        var u = 0
-        while v >= 1024 && u < units.count - 1 { v /= 1024; u += 1 }
-        return u == 0 ? "\(bytes) B" : oneDecimal(v) + " " + units[u]
-    }
+    /// A size as cachectl writes every size: `formatSize` with a tenth
+    /// always ("16.0 KiB"), so that sizes line up in columns.
+    static func size(_ bytes: Int64) -> String { formatSize(bytes, decimals: .always) }
 
     /// `v` exactly as C's `%.1f` writes it (the rounding of the exact binary
-    /// value, as `String(format:)` did).
+    /// value, as `String(format:)` did): seconds.
     static func oneDecimal(_ v: Double) -> String {
         withUnsafeTemporaryAllocation(of: CChar.self, capacity: 350) { buffer in
             _ = withVaList([v]) { vsnprintf(buffer.baseAddress, buffer.count, "%.1f", $0) }
