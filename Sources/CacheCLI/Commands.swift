@@ -65,12 +65,12 @@ struct Commands {
         guard let error = CachedError(answer: answer) else { return }
         if json { printJSON(answer) }
         let exit: ExitCode = switch error.code {
-        case .notFound, .notCached: .notFound
-        case .upstream: .upstream
-        case .badRequest: .usage
+        case .daemon(.notFound), .daemon(.notCached): .notFound
+        case .daemon(.upstream): .upstream
+        case .daemon(.badRequest): .usage
         default: .failure
         }
-        throw CLIError(code: exit, message: "\(Format.visible(error.message)) (\(error.code.rawValue))")
+        throw CLIError(code: exit, message: "\(Format.visible(error.message)) (\(error.code.name))")
     }
 
     private func simple(_ op: String, mayTakeLong: Bool = false, _ format: (JSON) -> String) throws {
@@ -153,7 +153,7 @@ struct Commands {
             defer { file.close() }
             try write(to: path, image, size: size) { out in try Self.copy(file, size: size, to: out, naming: path) }
         case let .error(answer):
-            if CachedError(answer: answer)?.code == .badRequest { return try saveRead(hash, image, client: client, to: path) }
+            if CachedError(answer: answer)?.code == .daemon(.badRequest) { return try saveRead(hash, image, client: client, to: path) }
             try check(answer)
         }
     }

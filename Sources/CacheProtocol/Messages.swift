@@ -5,14 +5,24 @@ public let protocolVersion = 1
 /// The longest request line accepted (docs/protocol.md, "Limits"): 64 KiB.
 public let maxRequestLine = 64 * 1024
 
-/// Error codes of protocol version 1.
+/// Error codes of protocol version 1 (docs/protocol.md, "Errors"): the one
+/// list, which the daemon answers with and the clients read
+/// (`CachedError.Code.daemon`).
 public enum ErrorCode: String, Sendable, CaseIterable {
+    /// The line is not a valid request: not JSON, not an object, an unknown
+    /// op, a missing or mistyped argument.
     case badRequest = "bad_request"
+    /// No such post, row or object.
     case notFound = "not_found"
+    /// `get_image` with `"fetch": false` on a row that is not cached.
     case notCached = "not_cached"
+    /// The origin failed: a feed or image could not be fetched or parsed.
     case upstream
+    /// The request line is longer than `maxRequestLine`; the connection is closed.
     case tooLarge = "too_large"
+    /// The daemon is at a limit (connections, variants waiting); try later.
     case busy
+    /// The daemon could not do it (a full disk, an I/O error); the message says why.
     case `internal`
 }
 

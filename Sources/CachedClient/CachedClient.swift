@@ -123,7 +123,7 @@ public final class CachedClient: Sendable {
     /// Row `row`'s image bytes, verified (downloaded first if not cached).
     public func imageData(row: Int) async throws(CachedError) -> [UInt8] {
         let entry = try await image(row: row)
-        guard let hash = entry.hash else { throw CachedError(.notCached, "row \(row) is not cached") }
+        guard let hash = entry.hash else { throw CachedError(.daemon(.notCached), "row \(row) is not cached") }
         return try await read(hash: hash)
     }
 
@@ -131,7 +131,7 @@ public final class CachedClient: Sendable {
     /// (`open`; downloaded first if not cached). Close it when done.
     public func openImage(row: Int) async throws(CachedError) -> ImageFile {
         let entry = try await image(row: row)
-        guard let hash = entry.hash else { throw CachedError(.notCached, "row \(row) is not cached") }
+        guard let hash = entry.hash else { throw CachedError(.daemon(.notCached), "row \(row) is not cached") }
         let answer = try await send(Request.line(op: "open", [("hash", .string(hash))]), .descriptor)
         guard case let .descriptor(.file(fd, size, _)) = answer else { throw CachedError(answer: answer.json) ?? CachedError(.malformed, "no descriptor") }
         return ImageFile(descriptor: fd.rawValue, size: size, row: entry)

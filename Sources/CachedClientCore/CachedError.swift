@@ -3,15 +3,13 @@ import CacheProtocol
 /// Why a call failed: the daemon's error code (docs/protocol.md, "Errors"),
 /// or why it could not be asked.
 public struct CachedError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The daemon's codes (`ErrorCode`, of the same names), then the client's own.
-    public enum Code: String, Sendable, Equatable, CaseIterable {
-        case badRequest = "bad_request"
-        case notFound = "not_found"
-        case notCached = "not_cached"
-        case upstream
-        case tooLarge = "too_large"
-        case busy
-        case `internal`
+    /// The daemon's code, then the client's own.
+    public enum Code: Sendable, Hashable, CustomStringConvertible {
+        /// One of the protocol's codes (`ErrorCode`, the one list of them:
+        /// `.daemon(.notFound)`), from the daemon's answer, or the client's
+        /// word for what the daemon would say (`.daemon(.notCached)` for a
+        /// row without a hash).
+        case daemon(ErrorCode)
         /// The daemon could not be reached, or the connection broke before
         /// the answer came (a request in flight may or may not have run).
         case unavailable
@@ -21,6 +19,20 @@ public struct CachedError: Error, Sendable, Equatable, CustomStringConvertible {
         case malformed
         /// The task waiting for the answer was cancelled.
         case cancelled
+
+        /// The code's name: the protocol's as it is sent (`not_found`), or
+        /// the client's own (`timedOut`).
+        public var name: String {
+            switch self {
+            case .daemon(let code): code.rawValue
+            case .unavailable: "unavailable"
+            case .timedOut: "timedOut"
+            case .malformed: "malformed"
+            case .cancelled: "cancelled"
+            }
+        }
+
+        public var description: String { name }
     }
 
     public var code: Code
@@ -35,7 +47,7 @@ public struct CachedError: Error, Sendable, Equatable, CustomStringConvertible {
         self.message = message
     }
 
-    public var description: String { "\(message) (\(code.rawValue))" }
+    public var description: String { "\(message) (\(code.name))" }
 
     package init(_ e: ClientError) {
         switch e {
@@ -51,18 +63,10 @@ public struct CachedError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// The error of an `{"ok":false,...}` answer, or nil for an ok one. Only
     /// the protocol's codes (`ErrorCode`) are taken from the daemon: any
-    /// other, the client's own among them, is `internal`.
+    /// other, the client's own among them, is `.daemon(.internal)`.
     package init?(answer: JSON) {
         guard answer["ok"]?.bool != true else { return nil }
         let wire = answer["error"]?["code"]?.string.flatMap(ErrorCode.init(rawValue:)) ?? .internal
-        self.init(Code(wire), answer["error"]?["message"]?.string ?? "the daemon answered without a reason")
-    }
-}
-
-extension CachedError.Code {
-    /// The client's code for the daemon's `code`: the one of the same name
-    /// (every `ErrorCode` has one, ModelTests checks).
-    package init(_ code: ErrorCode) {
-        self = Self(rawValue: code.rawValue) ?? .internal
+        self.init(.daemon(wire), answer["error"]?["message"]?.string ?? "the daemon answered without a reason")
     }
 }

@@ -83,21 +83,27 @@ import CacheProtocol
 
     @Test func errorAnswersKeepTheDaemonsCode() {
         let e = CachedError(answer: .object([("ok", .bool(false)), ("error", .object([("code", .string("not_cached")), ("message", .string("row 3 is not cached"))]))]))
-        #expect(e?.code == .notCached && e?.message == "row 3 is not cached")
+        #expect(e?.code == .daemon(.notCached) && e?.message == "row 3 is not cached")
         #expect(CachedError(answer: .object([("ok", .bool(true))])) == nil)
         // A code the client keeps for itself cannot come from the daemon.
         let forged = CachedError(answer: .object([("ok", .bool(false)), ("error", .object([("code", .string("cancelled"))]))]))
-        #expect(forged?.code == .internal)
+        #expect(forged?.code == .daemon(.internal))
         let unknown = CachedError(answer: .object([("ok", .bool(false)), ("error", .object([("code", .string("from_a_later_daemon"))]))]))
-        #expect(unknown?.code == .internal)
+        #expect(unknown?.code == .daemon(.internal))
     }
 
-    /// The daemon's codes are the wire's (`ErrorCode`), each under its own name.
+    /// The daemon's codes are the wire's (`ErrorCode`, the one list), each
+    /// kept as it came and named as it is sent; the client's own have
+    /// names no wire code has.
     @Test func everyWireCodeHasTheClientsCodeOfItsName() {
         for wire in ErrorCode.allCases {
-            #expect(CachedError.Code(rawValue: wire.rawValue) != nil, "\(wire.rawValue) has no CachedError.Code")
             let e = CachedError(answer: .object([("ok", .bool(false)), ("error", .object([("code", .string(wire.rawValue))]))]))
-            #expect(e?.code.rawValue == wire.rawValue)
+            #expect(e?.code == .daemon(wire))
+            #expect(e?.code.name == wire.rawValue)
         }
+        let own: [CachedError.Code] = [.unavailable, .timedOut, .malformed, .cancelled]
+        #expect(own.map(\.name) == ["unavailable", "timedOut", "malformed", "cancelled"])
+        #expect(own.allSatisfy { ErrorCode(rawValue: $0.name) == nil })
+        #expect("\(CachedError(.daemon(.notFound), "no post 5"))" == "no post 5 (not_found)")
     }
 }

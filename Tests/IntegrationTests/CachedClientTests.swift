@@ -67,7 +67,7 @@ import CachedClient
             _ = try await cached.image(row: 2, variant: VariantRequest(width: 301))
             Issue.record("a width over variant-max-dimension was made")
         } catch {
-            #expect(error.code == .badRequest && error.message.contains("variant-max-dimension"), "\(error)")
+            #expect(error.code == .daemon(.badRequest) && error.message.contains("variant-max-dimension"), "\(error)")
         }
         // A feed of string ids: the library's post(id:) takes the string, and the listing gives each id back.
         try Data(#"[{"id":"a/b c","title":"one"},{"id":"7","title":"two"}]"#.utf8).write(to: URL(fileURLWithPath: nginx.files!.root + "/posts.json"))
@@ -82,9 +82,9 @@ import CachedClient
         let d = try Self.daemon(nginx)
         let cached = CachedClient(socketPath: d.socket)
         await #expect(throws: CachedError.self) { try await cached.post(id: 5) }
-        do { _ = try await cached.post(id: 5) } catch { #expect(error.code == .notFound, "\(error)") }
-        do { _ = try await cached.image(row: 0, fetch: false) } catch { #expect(error.code == .notCached, "\(error)") }
-        do { _ = try await cached.read(hash: "nothex") } catch { #expect(error.code == .badRequest, "\(error)") }
+        do { _ = try await cached.post(id: 5) } catch { #expect(error.code == .daemon(.notFound), "\(error)") }
+        do { _ = try await cached.image(row: 0, fetch: false) } catch { #expect(error.code == .daemon(.notCached), "\(error)") }
+        do { _ = try await cached.read(hash: "nothex") } catch { #expect(error.code == .daemon(.badRequest), "\(error)") }
         let nobody = CachedClient(socketPath: d.scratch.path + "/nothing.sock")
         do { _ = try await nobody.ping() } catch { #expect(error.code == .unavailable, "\(error)") }
         #expect(try await cached.ping().protocolVersion == 1, "an error answer leaves the connection usable")
