@@ -47,8 +47,7 @@ struct Commands {
     /// the daemon is alive: after each timeout of silence cachectl pings the
     /// daemon on a second connection and gives up only if that goes unanswered.
     private func connect(mayTakeLong: Bool = false) -> BlockingClient {
-        let seconds = invocation.timeout
-        let timeout: ClientTimeout = seconds == 0 ? .none : mayTakeLong ? .whileAlive(seconds: seconds) : .answer(seconds: seconds)
+        let timeout = ClientTimeout.seconds(invocation.timeout, mayTakeLong: mayTakeLong)
         return BlockingClient(socketPath: invocation.socket, timeout: timeout, quick: !mayTakeLong)
     }
 
@@ -269,11 +268,13 @@ struct Commands {
 /// client's reader thread, one event after another).
 final class ProgressBar: Sendable {
     private let lastDraw = Locked<UInt64>(0)
+    /// Redrawn at most this often (the last step always).
+    static let redrawInterval = Duration.milliseconds(50)
 
     func update(phase: String, done: Int, total: Int, bytes: Int64) {
         let now = Clock.monotonicNanoseconds()
         let draw = lastDraw.withLock { last -> Bool in
-            guard done == total || now - last > 50_000_000 else { return false }
+            guard done == total || Clock.elapsed(since: last, now: now) > Self.redrawInterval else { return false }
             last = now
             return true
         }

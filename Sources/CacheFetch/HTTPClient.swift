@@ -92,12 +92,12 @@ public final class HTTPClient: Sendable {
     }
 
     /// Cancels queued and running transfers (their completions report
-    /// `cancelled`) and waits up to `timeout` seconds for the fetch thread to end.
-    public func shutdown(timeout: Double = 5) {
+    /// `cancelled`) and waits up to `timeout` for the fetch thread to end.
+    public func shutdown(timeout: Duration = .seconds(5)) {
         shared.withLock { $0.stopping = true }
         wake()
         // The thread signals once; passed on, so a later shutdown returns at once too.
-        if exited.wait(timeout: .now() + timeout) == .success { exited.signal() }
+        if exited.wait(timeout: .now() + .nanoseconds(Int(timeout.wholeNanoseconds))) == .success { exited.signal() }
     }
 
     private func wake() {
@@ -163,8 +163,8 @@ public final class HTTPClient: Sendable {
                     if let easy = start(t, multi: m) { active[easy] = t }
                 case .retry:
                     cleanup(t)
-                    let delay = policy.backoffBase * pow(2, Double(t.attempts - 1)) * Double.random(in: 0.5...1.5)
-                    delayed.append((Clock.monotonicNanoseconds() + UInt64(delay * 1e9), t))
+                    let delay = policy.backoffBase.inSeconds * pow(2, Double(t.attempts - 1)) * Double.random(in: 0.5...1.5)
+                    delayed.append((Clock.instant(after: .clampedSeconds(delay)), t))
                 }
             }
             // Sleep until curl's own next timer, a retry's due time, or a wakeup;
@@ -176,8 +176,7 @@ public final class HTTPClient: Sendable {
             // Slots freed by transfers that just finished: start the queued ones now.
             if !waiting.isEmpty && active.count < policy.concurrency { timeout = 0 }
             if let next = delayed.map(\.due).min() {
-                let nowNs = Clock.monotonicNanoseconds()
-                timeout = min(timeout, next <= nowNs ? 0 : Int((next - nowNs) / 1_000_000 + 1))
+                timeout = min(timeout, Int(Clock.elapsed(since: Clock.monotonicNanoseconds(), now: next).millisecondsRoundedUp))
             }
             curl_multi_poll(m, nil, 0, Int32(timeout), nil)
         }
@@ -207,10 +206,10 @@ public final class HTTPClient: Sendable {
         ccurl_setopt_string(easy, CURLOPT_URL, t.url)
         ccurl_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         // No CURLOPT_FOLLOWLOCATION: `finish` follows redirects (see the type's doc).
-        ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(policy.connectTimeout * 1000))
-        ccurl_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(policy.totalTimeout * 1000))
+        ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(policy.connectTimeout.millisecondsRoundedUp))
+        ccurl_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(policy.totalTimeout.millisecondsRoundedUp))
         ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
-        ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, policy.lowSpeedTime)
+        ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, Int(max(1, policy.lowSpeedTime.wholeSeconds)))
         ccurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         // No CURLOPT_PIPEWAIT: with HTTP/1.1 origins (which never confirm
         // multiplexing) curl 7.88 parked such transfers until the next timeout.

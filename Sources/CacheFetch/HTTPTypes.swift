@@ -123,14 +123,15 @@ public struct BodyTooLarge: Error, CustomStringConvertible {
 public struct FetchPolicy: Sendable, Equatable {
     /// Retries after the first attempt for connection errors, timeouts and 5xx. Default 3.
     public var retries = 3
-    /// First backoff delay in seconds, doubled each retry, with ±50% jitter. Default 0.25.
-    public var backoffBase = 0.25
-    /// Seconds to establish a connection. Default 10.
-    public var connectTimeout = 10.0
-    /// Seconds for a whole transfer. Default 300.
-    public var totalTimeout = 300.0
-    /// A transfer slower than 1 byte/s for this many seconds is aborted. Default 30.
-    public var lowSpeedTime = 30
+    /// First backoff delay, doubled each retry, with ±50% jitter. Default 0.25 s.
+    public var backoffBase = Duration.milliseconds(250)
+    /// Longest wait for a connection. Default 10 s.
+    public var connectTimeout = Duration.seconds(10)
+    /// Longest a whole transfer may take. Default 300 s.
+    public var totalTimeout = Duration.seconds(300)
+    /// A transfer slower than 1 byte/s for this long is aborted (libcurl
+    /// counts whole seconds). Default 30 s.
+    public var lowSpeedTime = Duration.seconds(30)
     /// Redirects followed, each to http or https only. Default 5.
     public var maxRedirects = 5
     /// Parallel transfers. Default 8.

@@ -39,7 +39,7 @@ public final class Client {
         if checkingDirectory, let reason = SocketDirectory.problem(socket: socketPath) {
             throw .untrustedDirectory(socket: socketPath, reason: reason)
         }
-        fd = try Self.connect(socketPath, timeout: timeout.seconds)
+        fd = try Self.connect(socketPath, timeout: timeout.limit)
     }
 
     deinit {
@@ -48,15 +48,16 @@ public final class Client {
     }
 
     /// A connected descriptor, with `SO_SNDTIMEO` and `SO_RCVTIMEO` set to
-    /// `seconds` first. A Unix socket whose listener's backlog is full makes
+    /// `limit` first. A Unix socket whose listener's backlog is full makes
     /// `connect` wait for room; with `SO_SNDTIMEO` set that wait ends after
     /// the timeout with `EAGAIN` (net/unix/af_unix.c, unix_stream_connect).
-    private static func connect(_ path: String, timeout seconds: Double?) throws(ClientError) -> FileDescriptor {
+    private static func connect(_ path: String, timeout limit: Duration?) throws(ClientError) -> FileDescriptor {
         let raw = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard raw >= 0 else { throw .notRunning(socket: path, cause: SystemError("socket", path)) }
         let fd = FileDescriptor(rawValue: raw, path: path)
-        if let seconds {
-            var tv = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
+        if let limit {
+            let nanos = limit.wholeNanoseconds
+            var tv = timeval(tv_sec: Int(nanos / 1_000_000_000), tv_usec: Int(nanos % 1_000_000_000 / 1000))
             if tv.tv_sec == 0 && tv.tv_usec == 0 { tv.tv_usec = 1 }
             for option in [SO_RCVTIMEO, SO_SNDTIMEO] where setsockopt(raw, SOL_SOCKET, option, &tv, socklen_t(MemoryLayout<timeval>.size)) != 0 {
                 let error = SystemError("setsockopt", path)
@@ -83,7 +84,7 @@ public final class Client {
             let error = SystemError("connect", path)
             if error.errno == EINTR { continue }
             fd.close()
-            if let seconds, error.errno == EAGAIN || error.errno == EINPROGRESS { throw .timedOut(socket: path, seconds: seconds) }
+            if let limit, error.errno == EAGAIN || error.errno == EINPROGRESS { throw .timedOut(socket: path, after: limit) }
             throw .notRunning(socket: path, cause: error)
         }
     }
@@ -106,7 +107,7 @@ public final class Client {
                 throw .io(error)
             }
             // 0: the send timeout passed with the daemon not reading.
-            if n == 0, let seconds = timeout.seconds { throw .timedOut(socket: socketPath, seconds: seconds) }
+            if n == 0, let limit = timeout.limit { throw .timedOut(socket: socketPath, after: limit) }
             sent += n
         }
     }
@@ -116,7 +117,7 @@ public final class Client {
             // recvmsg, not recv: descriptors passed with `open` answers
             // would otherwise be closed by the kernel unseen.
             if let deadline, !deadline.waitReadable(fd) {
-                throw .timedOut(socket: socketPath, seconds: deadline.seconds)
+                throw .timedOut(socket: socketPath, after: deadline.allowance)
             }
             let got: UnixSocket.Received
             do {
@@ -141,19 +142,19 @@ public final class Client {
                 return
             }
             // nil: the receive timeout passed with nothing from the daemon.
-            guard n == nil, let seconds = timeout.seconds else { throw .closed(socket: socketPath) }
-            guard case .whileAlive = timeout, daemonAnswersPing(within: seconds) else {
-                throw .timedOut(socket: socketPath, seconds: seconds)
+            guard n == nil, let limit = timeout.limit else { throw .closed(socket: socketPath) }
+            guard case .whileAlive = timeout, daemonAnswersPing(within: limit) else {
+                throw .timedOut(socket: socketPath, after: limit)
             }
         }
     }
 
-    /// Whether the daemon answers `ping` on a new connection within `seconds`:
+    /// Whether the daemon answers `ping` on a new connection within `limit`:
     /// any answer line counts (even `busy`), silence or no connection does not.
-    private func daemonAnswersPing(within seconds: Double) -> Bool {
+    private func daemonAnswersPing(within limit: Duration) -> Bool {
         do {
-            let probe = try Client(socketPath: socketPath, timeout: .answer(seconds: seconds))
-            probe.deadline = Deadline(seconds: seconds)
+            let probe = try Client(socketPath: socketPath, timeout: .answer(limit))
+            probe.deadline = Deadline(after: limit)
             try probe.send(Request.line(op: "ping", []))
             _ = try probe.readLine()
             return true

@@ -9,7 +9,7 @@ public enum ClientError: Error, CustomStringConvertible, Sendable {
     case notRunning(socket: String, cause: SystemError)
     /// The daemon did not answer within the client's timeout: it is stopped
     /// (SIGSTOP, a debugger), hung, or the socket's listener never accepts.
-    case timedOut(socket: String, seconds: Double)
+    case timedOut(socket: String, after: Duration)
     /// The socket's directory could be written by another user, who could
     /// have replaced the socket: nothing was sent. `reason` says how to fix it.
     case untrustedDirectory(socket: String, reason: String)
@@ -26,8 +26,8 @@ public enum ClientError: Error, CustomStringConvertible, Sendable {
         case let .notRunning(socket, cause):
             let why = cause.errno == ENOENT ? "no socket at \(socket)" : "\(cause)"
             return "cannot connect to cached at \(socket): \(why) (is the daemon running? set --socket or CACHED_SOCKET)"
-        case let .timedOut(socket, seconds):
-            return "no answer from cached at \(socket) within \(ClientTimeout.format(seconds)) s " +
+        case let .timedOut(socket, span):
+            return "no answer from cached at \(socket) within \(ClientTimeout.format(span)) s " +
                 "(is it stopped? check systemctl status cached)"
         case let .untrustedDirectory(socket, reason):
             return "refusing to connect to cached at \(socket): \(reason)"
@@ -50,27 +50,35 @@ public enum ClientTimeout: Sendable, Equatable {
     /// Wait as long as it takes (the default: tests and benchmarks).
     case none
     /// Connecting, sending and every wait for answer bytes must each end
-    /// within `seconds`: for answers the daemon gives at once (`ping`,
+    /// within the span: for answers the daemon gives at once (`ping`,
     /// `status`, `get_post`, `list_posts`).
-    case answer(seconds: Double)
-    /// Connecting and sending must end within `seconds`; while an answer is
-    /// awaited, after each `seconds` of silence the daemon is sent `ping` on
-    /// a second connection, and the client gives up only when that is not
-    /// answered within `seconds`. For operations that may rightly take
+    case answer(Duration)
+    /// Connecting and sending must end within the span; while an answer is
+    /// awaited, after each span of silence the daemon is sent `ping` on a
+    /// second connection, and the client gives up only when that is not
+    /// answered within the span. For operations that may rightly take
     /// minutes (a prefetch, a read-through download, verify, gc, compact):
     /// they are never cut while the daemon is alive.
-    case whileAlive(seconds: Double)
+    case whileAlive(Duration)
+
+    /// `seconds` as a timeout of `kind`'s, `.none` for 0 (or less): how
+    /// `cachectl --timeout` and the Swift library's `timeout:` read.
+    public static func seconds(_ seconds: Double, mayTakeLong: Bool) -> ClientTimeout {
+        guard seconds > 0 else { return .none }
+        return mayTakeLong ? .whileAlive(.clampedSeconds(seconds)) : .answer(.clampedSeconds(seconds))
+    }
 
     /// The limit on one wait, nil for none (zero or beyond what `timeval` holds).
-    public var seconds: Double? {
+    public var limit: Duration? {
         switch self {
         case .none: nil
-        case .answer(let s), .whileAlive(let s): s > 0 && s < Double(Int32.max) ? s : nil
+        case .answer(let s), .whileAlive(let s): s > .zero && s < .seconds(Int32.max) ? s : nil
         }
     }
 
     /// `1`, `0.5`, `2.25`: seconds as a person would write them.
-    public static func format(_ seconds: Double) -> String {
+    public static func format(_ span: Duration) -> String {
+        let seconds = span.inSeconds
         if seconds == seconds.rounded(), abs(seconds) < 1e15 { return String(Int64(seconds)) }
         return String(seconds)
     }

@@ -3,26 +3,26 @@ import Glibc
 #endif
 import CacheSystem
 
-/// A point in time `seconds` after it was made (on the monotonic clock):
-/// the total time a quick call may take, however its answer trickles in.
+/// A point in time an allowance after it was made (on the monotonic
+/// clock): the total time a quick call may take, however its answer
+/// trickles in.
 public struct Deadline: Sendable, Equatable {
     /// The allowance, for messages.
-    public let seconds: Double
-    /// When it passes, in `Clock.monotonicNanoseconds`.
-    public let nanoseconds: UInt64
+    public let allowance: Duration
+    /// When it passes, a `Clock.monotonicNanoseconds()` reading.
+    public let instant: UInt64
 
-    /// `seconds` from `start` (now by default).
-    public init(seconds: Double, from start: UInt64 = Clock.monotonicNanoseconds()) {
-        self.seconds = seconds
-        let allowance = seconds > 0 ? min(seconds, 1e9) * 1e9 : 0
-        nanoseconds = start &+ UInt64(allowance)
+    /// `allowance` from `start` (now by default).
+    public init(after allowance: Duration, from start: UInt64 = Clock.monotonicNanoseconds()) {
+        self.allowance = allowance
+        instant = Clock.instant(after: allowance, from: start)
     }
 
     /// Milliseconds left, rounded up (for `poll`); nil once it has passed.
     public var remainingMilliseconds: Int32? {
         let now = Clock.monotonicNanoseconds()
-        guard now < nanoseconds else { return nil }
-        return Int32(min((nanoseconds - now + 999_999) / 1_000_000, UInt64(Int32.max)))
+        guard now < instant else { return nil }
+        return Clock.elapsed(since: now, now: instant).millisecondsRoundedUp
     }
 
     /// Waits until `fd` has something to read (or has failed or closed:

@@ -78,11 +78,13 @@ extension CacheService {
             } catch { log.warning("could not check object files: \(error)") }
         }
         startThread("cached-access", does: "use times reach the log only at shutdown") { [self] in
-            var seconds = 0
+            var last = Clock.monotonicNanoseconds()
             while !stopping.withLock({ $0 }) {
                 sleep(1)
-                seconds += 1
-                if seconds % Self.accessLogSeconds == 0 { logAccessTimes() }
+                if Clock.elapsed(since: last) >= Self.accessLogInterval {
+                    logAccessTimes()
+                    last = Clock.monotonicNanoseconds()
+                }
             }
         }
         startScrub()
@@ -98,7 +100,7 @@ extension CacheService {
 
     /// Use times are logged once a minute: a crash loses at most a minute of
     /// eviction order, and an idle store writes nothing.
-    static let accessLogSeconds = 60
+    static let accessLogInterval = Duration.seconds(60)
 
     private func logAccessTimes() {
         do { try store.logAccessTimes() } catch { log.warning("could not log access times: \(error)") }
@@ -112,16 +114,16 @@ extension CacheService {
         stopping.withLock { $0 = true }
         stopScrub()
         variantHelpers?.stop()
-        http.shutdown(timeout: Self.transferCancelSeconds)
-        if !pool.stop(timeout: Self.workerDrainSeconds) { log.warning("workers still busy at exit; their work is abandoned") }
+        http.shutdown(timeout: Self.transferCancelTimeout)
+        if !pool.stop(timeout: Self.workerDrainTimeout) { log.warning("workers still busy at exit; their work is abandoned") }
         logAccessTimes()
         store.close()
     }
 
     /// systemd's default stop timeout is 90 s; 5 s for transfers and 10 s
     /// for queued disk work stay well inside it.
-    static let transferCancelSeconds = 5.0
-    static let workerDrainSeconds = 10.0
+    static let transferCancelTimeout = Duration.seconds(5)
+    static let workerDrainTimeout = Duration.seconds(10)
 }
 
 /// Carries the store's `onSetAside` reports to the service, which is made

@@ -35,7 +35,7 @@ extension CacheService {
             prefetchFlight.update(key, p)
             emit(.progress(p))
         }, completion: { [self] result in
-            logFinished(key, result, seconds: Double(Clock.monotonicNanoseconds() - started) / 1e9)
+            logFinished(key, result, took: Clock.elapsed(since: started))
             let finished = LastPrefetch(started: startedWall, finished: Double(Clock.wallMilliseconds()) / 1000,
                                         report: try? result.get(), error: result.failureReason)
             lastPrefetch.withLock { $0 = finished }
@@ -45,7 +45,8 @@ extension CacheService {
         })
     }
 
-    private func logFinished(_ key: String, _ result: Result<PrefetchReport, CacheError>, seconds: Double) {
+    private func logFinished(_ key: String, _ result: Result<PrefetchReport, CacheError>, took: Duration) {
+        let seconds = took.inSeconds
         switch result {
         case .success(let r):
             var parts: [String] = []
@@ -56,7 +57,7 @@ extension CacheService {
             }
             log.notice("prefetch \(key) finished in \(NumberText.fixed(seconds, 2)) s: \(parts.joined(separator: "; "))")
         case .failure(.partialPrefetch(let r, let e)):
-            logFinished(key, .success(r), seconds: seconds)
+            logFinished(key, .success(r), took: took)
             log.warning("prefetch \(key) failed in part after \(NumberText.fixed(seconds, 2)) s: \(e)")
         case .failure(let e):
             log.warning("prefetch \(key) failed after \(NumberText.fixed(seconds, 2)) s: \(e)")

@@ -32,16 +32,16 @@ extension CacheService {
     }
 
     /// Stops the thread, mid-pass too (its position is saved), waiting
-    /// `scrubStopSeconds` at most: it stops within the hashing of one object.
+    /// `scrubStopTimeout` at most: it stops within the hashing of one object.
     func stopScrub() {
-        if !scrubber.stop(timeout: Self.scrubStopSeconds) {
+        if !scrubber.stop(timeout: Self.scrubStopTimeout) {
             log.warning("scrub: still hashing an object at exit; that check is abandoned")
         }
     }
 
     /// The longest hash of one object (64 MiB, max-object-size's default,
     /// from a slow disk) fits; the whole stop stays well inside systemd's 90 s.
-    static let scrubStopSeconds = 2.0
+    static let scrubStopTimeout = Duration.seconds(2)
 
     /// Waits for each pass's time and runs it, until the daemon stops.
     /// `startNow`: scrub.state was damaged, a new pass is due at once.
@@ -53,7 +53,7 @@ extension CacheService {
             let goOn: Bool
             if settings.isOff {
                 scrubber.progress.withLock { $0.nextStart = nil }
-                goOn = scrubber.pause(seconds: 3600, generation: generation)
+                goOn = scrubber.pause(for: .seconds(3600), generation: generation)
             } else if let pass = scrubber.progress.withLock({ $0.state.current }) {
                 goOn = scrubPass(pass)
             } else {
@@ -69,7 +69,7 @@ extension CacheService {
         let now = Clock.wallSeconds()
         let next = nextScrub(daemonStart: daemonStart, startNow: startNow, now: now) ?? now
         scrubber.progress.withLock { $0.nextStart = next }
-        guard next <= now else { return scrubber.pause(seconds: Double(min(next - now, 60)), generation: generation) }
+        guard next <= now else { return scrubber.pause(for: .seconds(min(next - now, 60)), generation: generation) }
         startNow = false
         scrubber.progress.withLock { p in
             p.state.current = ScrubState.Pass(started: now)
@@ -110,7 +110,7 @@ extension CacheService {
         let refs = store.objectsInHashOrder(after: pass.position)
         notePassStart(pass, refs)
         var pacer = ScrubPacer(rate: scrubber.settings.rate)
-        let checkpoint = UInt64(ScrubSchedule.checkpointSeconds(interval: scrubber.settings.interval)) * 1_000_000_000
+        let checkpoint = ScrubSchedule.checkpoint(interval: scrubber.settings.interval)
         var saved = Clock.monotonicNanoseconds()
         for ref in refs {
             let (settings, _, stopping) = scrubber.snapshot
@@ -120,7 +120,7 @@ extension CacheService {
             }
             pacer.change(rate: settings.rate)
             let paced = scrubOne(ref, &pacer)
-            if !paced || Clock.monotonicNanoseconds() - saved >= checkpoint {
+            if !paced || Clock.elapsed(since: saved) >= checkpoint {
                 saveScrubState()
                 saved = Clock.monotonicNanoseconds()
             }
@@ -146,11 +146,11 @@ extension CacheService {
         let next = pacer.hashed(size, startedAt: start)
         while true {
             let now = Clock.monotonicNanoseconds()
-            guard next > now + ScrubPacer.smallestPause else { return true }
+            guard next > Clock.instant(after: ScrubPacer.smallestPause, from: now) else { return true }
             let (settings, generation, stopping) = scrubber.snapshot
             if stopping { return false }
             if settings.rate != pacer.rate || settings.isOff { return true }
-            _ = scrubber.pause(seconds: Double(next - now) / 1e9, generation: generation)
+            _ = scrubber.pause(for: .nanoseconds(next - now), generation: generation)
         }
     }
 

@@ -185,7 +185,7 @@ extension CacheService {
 
     /// Applies a reloaded `variant-timeout` and `variant-memory` (a helper
     /// running keeps its memory limit until it is replaced).
-    public func apply(variantTimeout: Double, memory: Int64) {
-        variantHelpers?.apply(jobSeconds: variantTimeout, memory: memory)
+    public func apply(variantTimeout: Duration, memory: Int64) {
+        variantHelpers?.apply(jobTimeout: variantTimeout, memory: memory)
     }
 }

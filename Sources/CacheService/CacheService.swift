@@ -106,7 +106,7 @@ public final class CacheService: Sendable {
         let s = store.stats()
         return ServiceStatus(posts: s.posts, images: s.rows, imagesCached: s.rowsCached, objects: s.objects,
                              bytes: s.bytes, maxBytes: maxBytes,
-                             uptimeSeconds: (Clock.monotonicNanoseconds() - started) / 1_000_000_000,
+                             uptimeSeconds: UInt64(Clock.elapsed(since: started).wholeSeconds),
                              counters: counterValues(), evictions: s.evictions,
                              storeDirectory: store.directory, logRecords: s.logRecords,
                              lastPrefetch: lastPrefetch.withLock { $0 },

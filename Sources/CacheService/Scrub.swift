@@ -1,4 +1,5 @@
 import CacheStore
+import CacheSystem
 
 /// The scrub's settings (`scrub-interval`, `scrub-rate`): a reload (SIGHUP)
 /// changes them in the running scrub (`CacheService.apply(_:)`).
@@ -27,7 +28,7 @@ public struct ScrubSettings: Sendable, Equatable {
 /// pushes the earliest start of the next one by its size over the rate,
 /// counted from when it began, so the hashing itself counts; time spent
 /// waiting for something else (a slow disk, the schedule) earns no credit
-/// for a burst later. Times are monotonic nanoseconds.
+/// for a burst later. Instants are `Clock.monotonicNanoseconds()` readings.
 struct ScrubPacer: Sendable, Equatable {
     private(set) var rate: Int64
     /// When the next object may begin.
@@ -37,7 +38,7 @@ struct ScrubPacer: Sendable, Equatable {
 
     /// Notes `bytes` hashed from `start` on; returns when the next object may begin.
     mutating func hashed(_ bytes: Int64, startedAt start: UInt64) -> UInt64 {
-        next = max(next, start) + Self.nanoseconds(bytes, at: rate)
+        next = Clock.instant(after: Self.time(bytes, at: rate), from: max(next, start))
         return next
     }
 
@@ -48,14 +49,16 @@ struct ScrubPacer: Sendable, Equatable {
         next = 0
     }
 
-    /// How long `bytes` take at `rate` bytes per second.
-    static func nanoseconds(_ bytes: Int64, at rate: Int64) -> UInt64 {
-        UInt64(min(Double(max(0, bytes)) / Double(max(1, rate)) * 1e9, 1e18))
+    /// How long `bytes` take at `rate` bytes per second (whole seconds
+    /// exactly, the rest to the nanosecond).
+    static func time(_ bytes: Int64, at rate: Int64) -> Duration {
+        let bytes = max(0, bytes), rate = max(1, rate)
+        return .seconds(bytes / rate) + .nanoseconds(Int64(Double(bytes % rate) * 1e9 / Double(rate)))
     }
 
     /// Waits shorter than this are not worth a sleep: small objects are
     /// hashed back to back until a millisecond is owed.
-    static let smallestPause: UInt64 = 1_000_000
+    static let smallestPause = Duration.milliseconds(1)
 }
 
 /// When passes start and how often a pass saves its position.
@@ -75,11 +78,11 @@ enum ScrubSchedule {
         return max(min(lastStarted, now) + interval, earliest)
     }
 
-    /// Seconds between saves of a pass's position: once a minute, more often
-    /// when passes come more often than every 100 minutes (a hundredth of the
-    /// interval, at least a second), so that a short pass resumes too.
-    static func checkpointSeconds(interval: Int64) -> Int64 {
-        min(60, max(1, interval / 100))
+    /// The time between saves of a pass's position: once a minute, more
+    /// often when passes come more often than every 100 minutes (a hundredth
+    /// of the interval, at least a second), so that a short pass resumes too.
+    static func checkpoint(interval: Int64) -> Duration {
+        .seconds(min(60, max(1, interval / 100)))
     }
 }
 

@@ -29,7 +29,7 @@ final class Scrubber: Sendable {
     private let control: Monitor<Control>
     let progress = Locked(Progress())
     /// Failures to save `scrub.state`, logged once an hour.
-    let saveFailures = Locked(LogThrottle(seconds: 3600))
+    let saveFailures = Locked(LogThrottle(interval: .seconds(3600)))
 
     init(_ settings: ScrubSettings) {
         control = Monitor(Control(settings: settings))
@@ -57,19 +57,19 @@ final class Scrubber: Sendable {
     /// Marks the thread's loop returned.
     func noteStopped() { control.update { $0.threadRunning = false } }
 
-    /// Asks the thread to stop and waits up to `timeout` seconds for it;
-    /// false when it is still running then (hashing one large object on a
-    /// slow disk).
-    func stop(timeout: Double) -> Bool {
+    /// Asks the thread to stop and waits up to `timeout` for it; false
+    /// when it is still running then (hashing one large object on a slow
+    /// disk).
+    func stop(timeout: Duration) -> Bool {
         control.update { $0.stopping = true }
-        return control.wait(seconds: timeout) { $0.threadRunning ? nil : true } ?? false
+        return control.wait(for: timeout) { $0.threadRunning ? nil : true } ?? false
     }
 
-    /// Sleeps up to `seconds`, less when stopped or reloaded since `generation`
+    /// Sleeps up to `span`, less when stopped or reloaded since `generation`
     /// (a `snapshot`'s): false once stopping. (The settings may have
     /// changed: take a snapshot again.)
-    func pause(seconds: Double, generation: Int) -> Bool {
-        _ = control.wait(seconds: seconds) { c -> Bool? in c.stopping || c.generation != generation ? true : nil }
+    func pause(for span: Duration, generation: Int) -> Bool {
+        _ = control.wait(for: span) { c -> Bool? in c.stopping || c.generation != generation ? true : nil }
         return !isStopping
     }
 

@@ -6,7 +6,7 @@ import CacheSystem
 /// variants"), in memory only. An image the helper refused stays refused
 /// while the variant settings are the same (a reload forgets every
 /// refusal); a helper that failed on it (crashed, killed, too slow) is
-/// tried again after `retrySeconds`. At most `limit` are kept.
+/// tried again after `retryAfter`. At most `limit` are kept.
 struct VariantRefusals: Sendable {
     struct Refusal: Sendable {
         var error: CacheError
@@ -17,7 +17,7 @@ struct VariantRefusals: Sendable {
     private var byKey: [VariantKey: Refusal] = [:]
 
     /// A failure of a helper is tried again after this long.
-    static let retrySeconds: UInt64 = 60
+    static let retryAfter = Duration.seconds(60)
     /// Refusals kept at most: past it, all are forgotten (each is only a
     /// saved decode; an attacker asking for every size cannot grow this).
     static let limit = 4096
@@ -32,7 +32,7 @@ struct VariantRefusals: Sendable {
     /// Remembers `error` for `key`: for good when the image was refused, for a while otherwise.
     mutating func note(_ key: VariantKey, _ error: CacheError, refused: Bool, now: UInt64) {
         if byKey.count >= Self.limit { byKey = [:] }
-        byKey[key] = Refusal(error: error, until: refused ? nil : now + Self.retrySeconds * 1_000_000_000)
+        byKey[key] = Refusal(error: error, until: refused ? nil : Clock.instant(after: Self.retryAfter, from: now))
     }
 
     /// Forgets everything (the settings changed).

@@ -4,17 +4,18 @@
 /// one line per interval. A value owned by one thread; pure, given `now`.
 public struct LogThrottle: Sendable {
     private var kinds: [String: (since: UInt64, held: Int)] = [:]
-    public let intervalNanoseconds: UInt64
+    /// The span in which one line of a kind is logged.
+    public let interval: Duration
 
-    public init(seconds: UInt64 = 10) {
-        intervalNanoseconds = seconds * 1_000_000_000
+    public init(interval: Duration = .seconds(10)) {
+        self.interval = interval
     }
 
     /// Whether an occurrence of `kind` at `now` (monotonic ns) is logged:
     /// nil while it is held back, otherwise how many were held back since
     /// the last one logged.
     public mutating func admit(_ kind: String, now: UInt64 = Clock.monotonicNanoseconds()) -> Int? {
-        if let k = kinds[kind], now - k.since < intervalNanoseconds {
+        if let k = kinds[kind], Clock.elapsed(since: k.since, now: now) < interval {
             kinds[kind]!.held += 1
             return nil
         }

@@ -39,16 +39,16 @@ public final class Monitor<State> {
         }
     }
 
-    /// Like `wait`, but gives up after `seconds`: nil then.
-    public func wait<R>(seconds: Double, _ body: (inout State) -> R?) -> R? {
-        let deadline = Clock.monotonicNanoseconds() + UInt64(max(0, seconds) * 1e9)
+    /// Like `wait`, but gives up after `span`: nil then.
+    public func wait<R>(for span: Duration, _ body: (inout State) -> R?) -> R? {
+        let deadline = Clock.instant(after: span)
         lock()
         defer { unlock() }
         while true {
             if let r = body(&state) { return r }
             let now = Clock.monotonicNanoseconds()
             if now >= deadline { return nil }
-            _ = condition.wait(mutex, seconds: Double(deadline - now) / 1e9)
+            _ = condition.wait(mutex, for: .nanoseconds(deadline - now))
         }
     }
 

@@ -41,12 +41,13 @@ final class PosixCondition {
     /// Waits (the mutex held) until signalled.
     func wait(_ mutex: PosixMutex) { pthread_cond_wait(raw, mutex.raw) }
 
-    /// Waits until signalled or `seconds` pass; false on timeout.
-    func wait(_ mutex: PosixMutex, seconds: Double) -> Bool {
+    /// Waits until signalled or `span` passes; false on timeout.
+    func wait(_ mutex: PosixMutex, for span: Duration) -> Bool {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
-        let total = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9 + max(0, seconds)
-        var deadline = timespec(tv_sec: Int(total), tv_nsec: Int((total - Double(Int(total))) * 1e9))
+        let nanos = Int(now.tv_nsec) + Int(span.wholeNanoseconds % 1_000_000_000)
+        let seconds = Int(min(span.wholeNanoseconds / 1_000_000_000, UInt64(Int32.max)))
+        var deadline = timespec(tv_sec: now.tv_sec + seconds + nanos / 1_000_000_000, tv_nsec: nanos % 1_000_000_000)
         return pthread_cond_timedwait(raw, mutex.raw, &deadline) == 0
     }
 

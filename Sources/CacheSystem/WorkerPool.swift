@@ -58,11 +58,11 @@ public final class WorkerPool: Sendable {
     }
 
     /// Lets the threads finish queued work and exit; waits up to `timeout`
-    /// seconds for them. Returns false if some were still busy then.
+    /// for them. Returns false if some were still busy then.
     @discardableResult
-    public func stop(timeout: Double) -> Bool {
+    public func stop(timeout: Duration) -> Bool {
         queue.update { $0.stopping = true }
-        return queue.wait(seconds: timeout) { $0.running == 0 ? true : nil } ?? false
+        return queue.wait(for: timeout) { $0.running == 0 ? true : nil } ?? false
     }
 
     private enum Next { case run(Job), exit }

@@ -52,7 +52,7 @@ final class HelperProcess {
                                    output: FileDescriptor(rawValue: fromChild.0, path: "variant helper"))
         do throws(VariantFailure) {
             try helper.limit(c)
-            try helper.awaitReady(deadline: Clock.monotonicNanoseconds() + UInt64(c.startSeconds * 1e9))
+            try helper.awaitReady(deadline: Clock.instant(after: c.startTimeout))
             try helper.checkSandbox()
         } catch {
             // Say how it ended: a helper that died while starting says nothing itself.
@@ -84,7 +84,7 @@ final class HelperProcess {
         }
         let tasks = UInt64(running + c.threadsPerHelper)
         guard clinux_set_limit(pid, 9 /* RLIMIT_AS */, memory, memory) == 0,
-              clinux_set_limit(pid, 0 /* RLIMIT_CPU */, UInt64(c.cpuSecondsPerJob), UInt64(c.cpuSecondsPerHelper)) == 0,
+              clinux_set_limit(pid, 0 /* RLIMIT_CPU */, Self.cpuLimit(c.cpuPerJob), Self.cpuLimit(c.cpuPerHelper)) == 0,
               clinux_set_limit(pid, 6 /* RLIMIT_NPROC */, tasks, tasks) == 0 else {
             throw .unavailable("cannot limit the helper (prlimit): \(String(cString: strerror(errno)))")
         }
@@ -152,14 +152,17 @@ final class HelperProcess {
         String(decoding: (try? FileSystem.read("/proc/\(pid)/\(name)", limit: 64 << 10)) ?? [], as: UTF8.self)
     }
 
-    /// The helper's CPU time so far, in seconds (`/proc/PID/stat`).
-    func cpuSeconds() -> Double? {
+    /// RLIMIT_CPU's value for `time`: whole seconds, at least one.
+    static func cpuLimit(_ time: Duration) -> UInt64 { UInt64(max(1, time.wholeSeconds)) }
+
+    /// The helper's CPU time so far (`/proc/PID/stat`).
+    func cpuTime() -> Duration? {
         let stat = Self.procFile("stat", pid)
         guard let close = stat.lastIndex(of: ")") else { return nil }
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         // After the command: state is field 3, utime 14 and stime 15 (1-based).
         guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        return .clampedSeconds((user + system) / Double(sysconf(Int32(_SC_CLK_TCK))))
     }
 
     /// Runs one job: its header and source out, its result back, within
@@ -168,9 +171,10 @@ final class HelperProcess {
         jobs += 1
         // The soft limit moves on by one job's CPU time; the hard one, set
         // at start, stays (raising it would take a privilege).
-        if let used = self.cpuSeconds() {
-            let soft = min(UInt64(used.rounded(.up)) + UInt64(c.cpuSecondsPerJob), UInt64(c.cpuSecondsPerHelper))
-            _ = clinux_set_limit(pid, 0, soft, UInt64(c.cpuSecondsPerHelper))
+        if let used = self.cpuTime() {
+            let hard = Self.cpuLimit(c.cpuPerHelper)
+            let soft = min(Self.cpuLimit(used + .seconds(1)) + Self.cpuLimit(c.cpuPerJob), hard)
+            _ = clinux_set_limit(pid, 0, soft, hard)
         }
         do throws(VariantFailure) {
             var sender = JobSender(header: job.wireHeader.encoded, source: job.source, size: job.sourceSize)
@@ -235,7 +239,7 @@ final class HelperProcess {
         guard now < deadline else { throw .helperFailed("it took longer than variant-timeout") }
         var fds = [pollfd(fd: output.rawValue, events: Int16(POLLIN), revents: 0)]
         if !sender.done { fds.append(pollfd(fd: input.rawValue, events: Int16(POLLOUT), revents: 0)) }
-        let wait = Int32(min((deadline - now) / 1_000_000 + 1, 1000))
+        let wait = min(Clock.elapsed(since: now, now: deadline).millisecondsRoundedUp, 1000)
         let n = poll(&fds, nfds_t(fds.count), wait)
         if n < 0 && errno != EINTR { throw .helperFailed("poll: \(String(cString: strerror(errno)))") }
         guard n > 0 else { return }
@@ -247,7 +251,7 @@ final class HelperProcess {
         let now = Clock.monotonicNanoseconds()
         guard now < deadline else { throw .unavailable("the helper did not send \(what) in time") }
         var fds = [pollfd(fd: output.rawValue, events: Int16(POLLIN), revents: 0)]
-        let n = poll(&fds, 1, Int32(min((deadline - now) / 1_000_000 + 1, 1000)))
+        let n = poll(&fds, 1, min(Clock.elapsed(since: now, now: deadline).millisecondsRoundedUp, 1000))
         if n > 0 {
             do throws(VariantFailure) { try receiveSome() } catch { throw .unavailable("\(error)") }
         }

@@ -12,18 +12,19 @@ public struct VariantPoolConfiguration: Sendable, Equatable {
     /// Each helper's address space, RLIMIT_AS (`variant-memory`).
     public var memory: Int64 = 2 << 30
     /// Longest a job may take, from when a helper takes it (`variant-timeout`).
-    public var jobSeconds: Double = 60
-    /// CPU seconds a job may use (RLIMIT_CPU's soft limit, moved on per job).
-    public var cpuSecondsPerJob = 30
-    /// CPU seconds a helper may use in its life (RLIMIT_CPU's hard limit);
+    public var jobTimeout = Duration.seconds(60)
+    /// CPU time a job may use (RLIMIT_CPU's soft limit, moved on per job;
+    /// the kernel counts whole seconds).
+    public var cpuPerJob = Duration.seconds(30)
+    /// CPU time a helper may use in its life (RLIMIT_CPU's hard limit);
     /// a helper past half of it is replaced before its next job.
-    public var cpuSecondsPerHelper = 3600
+    public var cpuPerHelper = Duration.seconds(3600)
     /// A helper is replaced after this many jobs (and after any job it
     /// refused or failed): a helper a hostile image took over answers few
     /// other images' jobs.
     public var jobsPerHelper = 100
     /// Longest a helper may take to start and sandbox itself.
-    public var startSeconds: Double = 10
+    public var startTimeout = Duration.seconds(10)
     /// Jobs waiting for a helper at most; one more is refused `busy`.
     public var maxQueued = 256
     /// Threads a helper may start (RLIMIT_NPROC over the user's tasks at
@@ -45,7 +46,7 @@ public struct VariantPoolStats: Sendable, Equatable {
 
 /// A bounded pool of `cached-variant` helpers: each runs on a thread of its
 /// own (`cached-variant-N`), started with the first job, which feeds it jobs
-/// one at a time. A helper that fails (crashes, hangs past `jobSeconds`,
+/// one at a time. A helper that fails (crashes, hangs past `jobTimeout`,
 /// breaks the protocol) fails that job only and is replaced for the next.
 /// Workers never wait here: completions run on the pool's threads.
 public final class VariantHelpers: Sendable {
@@ -107,8 +108,8 @@ public final class VariantHelpers: Sendable {
 
     /// Applies reloaded limits: jobs from now on use them; running helpers
     /// keep their memory limit until they are replaced.
-    public func apply(jobSeconds: Double, memory: Int64) {
-        configuration.withLock { $0.jobSeconds = jobSeconds; $0.memory = memory }
+    public func apply(jobTimeout: Duration, memory: Int64) {
+        configuration.withLock { $0.jobTimeout = jobTimeout; $0.memory = memory }
     }
 
     public var stats: VariantPoolStats { state.update { $0.stats } }
@@ -142,7 +143,7 @@ public final class VariantHelpers: Sendable {
                 _ = h.stop(killing: true)
                 helper = nil
                 state.update { $0.stats.running -= 1; $0.stats.replaced += 1 }
-            } else if let h = helper, h.jobs >= c.jobsPerHelper || (h.cpuSeconds() ?? 0) > Double(c.cpuSecondsPerHelper) / 2 {
+            } else if let h = helper, h.jobs >= c.jobsPerHelper || (h.cpuTime() ?? .zero) > c.cpuPerHelper / 2 {
                 log.debug("variant helper \(h.pid) replaced after \(h.jobs) jobs: \(h.stop(killing: false))")
                 helper = nil
                 state.update { $0.stats.running -= 1 }
@@ -168,7 +169,7 @@ public final class VariantHelpers: Sendable {
             }
         }
         guard let h = helper else { return .failure(.stopped) }
-        let deadline = Clock.monotonicNanoseconds() + UInt64(c.jobSeconds * 1e9)
+        let deadline = Clock.instant(after: c.jobTimeout)
         let result = h.run(job, c, deadline: deadline)
         if case .failure(let e) = result, !e.endsHelper {
             // A refused image is the likeliest to be hostile: whatever it did

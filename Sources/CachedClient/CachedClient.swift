@@ -36,7 +36,12 @@ public final class CachedClient: Sendable {
     ///   at once (`ping`, `status`, `post`, `posts`) must have their whole
     ///   answer within it. 0: no limit.
     public convenience init(socketPath: String? = nil, timeout: Double = 10) {
-        self.init(socketPath: socketPath, timeout: timeout == 0 ? .none : .whileAlive(seconds: timeout))
+        self.init(socketPath: socketPath, timeout: .seconds(timeout, mayTakeLong: true))
+    }
+
+    /// The same, with the timeout as a span (`.seconds(10)`, `.milliseconds(500)`; `.zero`: no limit).
+    public convenience init(socketPath: String? = nil, timeout: Duration) {
+        self.init(socketPath: socketPath, timeout: timeout > .zero ? .whileAlive(timeout) : .none)
     }
 
     /// With the wire client's own timeout kinds.

@@ -223,8 +223,8 @@ package final class Pipeline: Sendable {
 
     /// The total deadline of `waiter`'s answer, for a quick call.
     private func deadline(of waiter: Waiter) -> Deadline? {
-        guard waiter.quick, let seconds = timeout.seconds else { return nil }
-        return Deadline(seconds: seconds, from: waiter.created)
+        guard waiter.quick, let limit = timeout.limit else { return nil }
+        return Deadline(after: limit, from: waiter.created)
     }
 
     private func readAnswer(_ waiter: Waiter, from client: Client) throws(ClientError) -> WireAnswer {

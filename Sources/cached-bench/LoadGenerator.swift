@@ -195,7 +195,7 @@ struct LoadGenerator {
                 if c.inFlight == 0 || (pipeline > 1 && c.inFlight < pipeline / 2) { try fill(c) }
             }
         }
-        let seconds = Double(Clock.monotonicNanoseconds() - start) / 1e9
+        let seconds = Clock.elapsed(since: start).inSeconds
         latencies.sort()
         func pct(_ p: Double) -> Double { latencies.isEmpty ? 0 : Double(latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]) }
         return LoadResult(requests: done, seconds: seconds, p50: pct(0.50), p99: pct(0.99), errors: errors, answerBytes: answerBytes)
@@ -268,7 +268,7 @@ enum ReadAllBenchmark {
     }
 
     static func report(objects: Int, bytes: Int, since start: UInt64) {
-        let seconds = Double(Clock.monotonicNanoseconds() - start) / 1e9
+        let seconds = Clock.elapsed(since: start).inSeconds
         print(String(format: "{\"objects\":%d,\"bytes\":%d,\"seconds\":%.3f,\"mib_per_s\":%.1f}",
                      objects, bytes, seconds, Double(bytes) / 1_048_576 / seconds))
     }

@@ -20,7 +20,7 @@ enum ReplayBenchmark {
         return 0
     }
 
-    static func seconds(since start: UInt64) -> Double { Double(Clock.monotonicNanoseconds() - start) / 1e9 }
+    static func seconds(since start: UInt64) -> Double { Clock.elapsed(since: start).inSeconds }
 
     // A script of steps (write a log, replay it, start the daemon, measure),
     // read top to bottom like the figures it prints.

@@ -36,7 +36,7 @@ private final class CountingObserver: LoopObserver {
 
     /// Waits (at most `seconds`) until `condition` holds; the counts then, or nil.
     func wait(seconds: Double = 10, until condition: @escaping (Counts) -> Bool) -> Counts? {
-        counts.wait(seconds: seconds) { condition($0) ? $0 : nil }
+        counts.wait(for: .seconds(seconds)) { condition($0) ? $0 : nil }
     }
 }
 
@@ -60,7 +60,7 @@ private final class Calls: Sendable {
     /// Waits until the handler was called at least `n` times.
     @discardableResult
     func wait(for n: Int, seconds: Double = 10) -> Bool {
-        state.wait(seconds: seconds) { $0.requests.count >= n ? true : nil } ?? false
+        state.wait(for: .seconds(seconds)) { $0.requests.count >= n ? true : nil } ?? false
     }
 
     /// Takes the replies kept so far (the caller finishes them outside the lock).
@@ -141,7 +141,7 @@ private final class LoopHarness: Sendable {
             Glibc.close(sfd)
             run.update { $0.finished = true }
         }
-        let started = run.wait(seconds: 10) { s -> Bool? in s.thread != nil || s.finished ? true : nil }
+        let started = run.wait(for: .seconds(10)) { s -> Bool? in s.thread != nil || s.finished ? true : nil }
         if started == nil || run.wait({ $0 }).thread == nil {
             let why = run.wait { $0 }.failure ?? "the loop thread did not start"
             cleanUp()
@@ -150,9 +150,9 @@ private final class LoopHarness: Sendable {
     }
 
     static func limits(maxConnections: Int = 16, maxQueuedBytes: Int = 1 << 20,
-                       idleNanoseconds: UInt64 = 0, maxJSONDepth: Int = 64) -> LoopLimits {
+                       idle: Duration = .zero, maxJSONDepth: Int = 64) -> LoopLimits {
         LoopLimits(maxConnections: maxConnections, maxQueuedBytes: maxQueuedBytes,
-                   idleNanoseconds: idleNanoseconds, maxJSONDepth: maxJSONDepth)
+                   idle: idle, maxJSONDepth: maxJSONDepth)
     }
 
     func connect() throws -> TestClient { try TestClient(path: path) }
@@ -171,7 +171,7 @@ private final class LoopHarness: Sendable {
     func stop() {
         if let thread = run.wait({ $0 }).thread, !run.wait({ $0 }).finished {
             pthread_kill(thread, SIGTERM)
-            let done = run.wait(seconds: 10) { $0.finished ? true : nil }
+            let done = run.wait(for: .seconds(10)) { $0.finished ? true : nil }
             if done == nil { Issue.record("the event loop did not stop on SIGTERM") }
         }
         cleanUp()
@@ -636,7 +636,7 @@ private func pingLine(length: Int) -> [UInt8] {
             do { try sendAll(fd, requests) } catch { outcome = "\(error)" }
             sent.update { $0 = outcome }
         }
-        defer { _ = sent.wait(seconds: 10) { $0 } }
+        defer { _ = sent.wait(for: .seconds(10)) { $0 } }
         // The client reads nothing: the loop must stop taking requests once
         // the socket and `maxQueuedBytes` are full (about 4 MB of answers
         // would be queued for all of them).
@@ -651,7 +651,7 @@ private func pingLine(length: Int) -> [UInt8] {
                 return
             }
         }
-        #expect(sent.wait(seconds: 10) { $0 } == "sent")
+        #expect(sent.wait(for: .seconds(10)) { $0 } == "sent")
         #expect(calls.count == n)
     }
 
@@ -678,7 +678,7 @@ private func pingLine(length: Int) -> [UInt8] {
         var finished = first.count
         let deadline = Clock.monotonicNanoseconds() + 10_000_000_000
         while finished < n && Clock.monotonicNanoseconds() < deadline {
-            _ = calls.state.wait(seconds: 0.2) { $0.pending.isEmpty ? nil : true }
+            _ = calls.state.wait(for: .seconds(0.2)) { $0.pending.isEmpty ? nil : true }
             let batch = calls.takePending()
             for r in batch.reversed() { r.finish(answer(r.tag)) }
             finished += batch.count
@@ -764,7 +764,7 @@ private func pingLine(length: Int) -> [UInt8] {
 
     @Test func idleConnectionsCloseButOnesWaitingForAnAnswerDoNot() throws {
         let calls = Calls()
-        let h = try LoopHarness(limits: LoopHarness.limits(idleNanoseconds: 1_000_000_000)) { request, reply in
+        let h = try LoopHarness(limits: LoopHarness.limits(idle: .seconds(1))) { request, reply in
             let later = request.command == .status
             calls.record(request, keep: later ? reply : nil)
             return later ? .later : .now(answer(request.tag))
@@ -789,7 +789,7 @@ private func pingLine(length: Int) -> [UInt8] {
 
     @Test func withoutAnIdleTimeoutASilentConnectionStaysOpen() throws {
         let calls = Calls()
-        let h = try LoopHarness(limits: LoopHarness.limits(idleNanoseconds: 0), handler: Self.echo(calls))
+        let h = try LoopHarness(limits: LoopHarness.limits(idle: .zero), handler: Self.echo(calls))
         defer { h.stop() }
         let c = try h.connect()
         #expect(try c.ping(tag: 1).tagNumber == 1)
@@ -867,7 +867,7 @@ private func pingLine(length: Int) -> [UInt8] {
         var finished = 0
         let deadline = Clock.monotonicNanoseconds() + 10_000_000_000
         while finished < n && Clock.monotonicNanoseconds() < deadline {
-            _ = calls.state.wait(seconds: 0.2) { $0.pending.isEmpty ? nil : true }
+            _ = calls.state.wait(for: .seconds(0.2)) { $0.pending.isEmpty ? nil : true }
             let batch = calls.takePending()
             for r in batch { r.finish(answer(r.tag)) }
             finished += batch.count

@@ -59,12 +59,12 @@ import Testing
     @Test func aReloadAppliesLiveSettingsAndKeepsTheRest() {
         let running = Settings()
         var fresh = running
-        fresh.idleTimeout = 60
+        fresh.idleTimeout = .seconds(60)
         fresh.maxSize = 1 << 20
         fresh.postsURL = "http://a/p.json"
         let plan = running.reloadPlan(to: fresh)
         #expect(plan.changes == ["posts-url - -> http://a/p.json", "idle-timeout 300.0 -> 60.0"])
         #expect(plan.needRestart == ["max-size"])
-        #expect(plan.applied.maxSize == 0 && plan.applied.idleTimeout == 60 && plan.applied.postsURL == "http://a/p.json")
+        #expect(plan.applied.maxSize == 0 && plan.applied.idleTimeout == .seconds(60) && plan.applied.postsURL == "http://a/p.json")
     }
 }

@@ -18,10 +18,10 @@ extension FaultOrigin {
 func testPolicy(retries: Int = 3, maxRedirects: Int = 5, concurrency: Int = 4) -> FetchPolicy {
     var policy = FetchPolicy()
     policy.retries = retries
-    policy.backoffBase = 0.01
-    policy.connectTimeout = 5
+    policy.backoffBase = .milliseconds(10)
+    policy.connectTimeout = .seconds(5)
     // A ceiling so that a broken client fails the test instead of hanging it.
-    policy.totalTimeout = 20
+    policy.totalTimeout = .seconds(20)
     policy.maxRedirects = maxRedirects
     policy.concurrency = concurrency
     policy.userAgent = "cached-tests"

@@ -295,7 +295,7 @@ import CacheSystem
         try #require(arrived, "the hanging request never reached the origin")
         #expect(results.withLock { $0.isEmpty })
 
-        client.shutdown(timeout: 10)
+        client.shutdown(timeout: .seconds(10))
         let final = results.withLock { $0 }
         #expect(final[hanging]?.failure == .cancelled(url: hanging))
         #expect(final[queued]?.failure == .cancelled(url: queued))
@@ -314,10 +314,10 @@ import CacheSystem
     @Test
     func aSecondShutdownReturnsAtOnce() throws {
         let client = try HTTPClient(policy: testPolicy())
-        client.shutdown(timeout: 10)
+        client.shutdown(timeout: .seconds(10))
         let returned = DispatchSemaphore(value: 0)
         try Threads.start(name: "second-shutdown") {
-            client.shutdown(timeout: 60)
+            client.shutdown(timeout: .seconds(60))
             returned.signal()
         }
         // Generous against a noisy machine: the thread has already ended.

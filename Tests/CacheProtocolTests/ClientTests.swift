@@ -103,7 +103,7 @@ private final class TempDirectory {
         #expect(client.timeout == .none)
     }
 
-    @Test(arguments: [ClientTimeout.answer(seconds: 0.3), .whileAlive(seconds: 0.3)])
+    @Test(arguments: [ClientTimeout.answer(.seconds(0.3)), .whileAlive(.seconds(0.3))])
     func aSilentListenerTimesOut(_ timeout: ClientTimeout) throws {
         let temp = TempDirectory()
         let path = temp.path + "/s.sock"
@@ -115,7 +115,7 @@ private final class TempDirectory {
             _ = try client.call("ping")
         } throws: { error in
             guard let e = error as? ClientError, case .timedOut(let socket, let seconds) = e else { return false }
-            return socket == path && seconds == 0.3
+            return socket == path && seconds == .seconds(0.3)
         }
         #expect(Date().timeIntervalSince(start) < 30)
     }
@@ -129,10 +129,10 @@ private final class TempDirectory {
         // Clients with a timeout, until one cannot connect.
         var failure: ClientError?
         while failure == nil && queued.count < 1000 {
-            do { queued.append(try Client(socketPath: path, timeout: .answer(seconds: 0.2))) } catch { failure = error }
+            do { queued.append(try Client(socketPath: path, timeout: .answer(.seconds(0.2)))) } catch { failure = error }
         }
         #expect(!queued.isEmpty)
-        guard case .timedOut(path, 0.2)? = failure else {
+        guard case .timedOut(path, .seconds(0.2))? = failure else {
             Issue.record("expected a timeout in connect, got \(String(describing: failure))")
             return
         }

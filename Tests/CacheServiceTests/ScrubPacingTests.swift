@@ -64,10 +64,10 @@ import Testing
     }
 
     @Test func thePositionIsSavedOnceAMinuteOrMoreOftenForShortIntervals() {
-        #expect(ScrubSchedule.checkpointSeconds(interval: ScrubSettings.defaultInterval) == 60)
-        #expect(ScrubSchedule.checkpointSeconds(interval: 6000) == 60)
-        #expect(ScrubSchedule.checkpointSeconds(interval: 3000) == 30)
-        #expect(ScrubSchedule.checkpointSeconds(interval: 50) == 1)
+        #expect(ScrubSchedule.checkpoint(interval: ScrubSettings.defaultInterval) == .seconds(60))
+        #expect(ScrubSchedule.checkpoint(interval: 6000) == .seconds(60))
+        #expect(ScrubSchedule.checkpoint(interval: 3000) == .seconds(30))
+        #expect(ScrubSchedule.checkpoint(interval: 50) == .seconds(1))
     }
 
     @Test func findingsAreCountedInThePassAndSinceTheStart() {

@@ -153,9 +153,9 @@ final class Gate: Sendable {
     /// Blocks the calling thread until `release`.
     func hold() {
         state.update(wake: .all) { $0.held += 1 }
-        _ = state.wait(seconds: 20) { $0.open ? true : nil }
+        _ = state.wait(for: .seconds(20)) { $0.open ? true : nil }
     }
-    func waitUntilHeld() { _ = state.wait(seconds: 20) { [workers] in $0.held == workers ? true : nil } }
+    func waitUntilHeld() { _ = state.wait(for: .seconds(20)) { [workers] in $0.held == workers ? true : nil } }
     func release() { state.update(wake: .all) { $0.open = true } }
     func arrive() { state.update { $0.arrived += 1 } }
     var arrived: Int { state.update { $0.arrived } }

@@ -145,10 +145,10 @@ final class Harness {
 func servicePolicy() -> FetchPolicy {
     var policy = FetchPolicy()
     policy.retries = 2
-    policy.backoffBase = 0.01
-    policy.connectTimeout = 5
+    policy.backoffBase = .milliseconds(10)
+    policy.connectTimeout = .seconds(5)
     // A ceiling so that a broken client fails the test instead of hanging it.
-    policy.totalTimeout = 20
+    policy.totalTimeout = .seconds(20)
     policy.concurrency = 4
     policy.proxy = ""
     return policy

@@ -42,7 +42,7 @@ import CLinux
         let m = Monitor(1, rank: .storeState)
         #expect(m.wait { $0 > 0 ? $0 : nil } == 1)
         m.update { $0 += 1 }
-        #expect(m.wait(seconds: 0.01) { $0 > 5 ? $0 : nil } == nil, "a timed-out wait")
+        #expect(m.wait(for: .seconds(0.01)) { $0 > 5 ? $0 : nil } == nil, "a timed-out wait")
         #expect(Self.heldTop() == 0)
         #endif
     }

@@ -4,7 +4,7 @@ import Testing
 /// A message that recurs is logged once per interval, with a count of the rest.
 @Suite struct LogThrottleTests {
     @Test func aMillionRepeatsInTenSecondsAreOneLineAndACount() {
-        var t = LogThrottle(seconds: 10)
+        var t = LogThrottle(interval: .seconds(10))
         let second: UInt64 = 1_000_000_000
         var logged = 0
         for i in 0..<1_000_000 where t.admit("accept", now: 1 + UInt64(i) * 9_000) != nil { logged += 1 }

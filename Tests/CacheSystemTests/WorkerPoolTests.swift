@@ -44,7 +44,7 @@ private final class Payload: Sendable {
 @Suite struct WorkerPoolTests {
     @Test func aFinishedJobReleasesWhatItCaptured() throws {
         let pool = try WorkerPool(threads: 2, name: "test-pool")
-        defer { pool.stop(timeout: 5) }
+        defer { pool.stop(timeout: .seconds(5)) }
         // Fewer than the 1,024 jobs after which the queue used to be trimmed:
         // each payload must go as soon as its job has run, not 1,024 jobs later.
         let freed = DispatchSemaphore(value: 0)
@@ -61,7 +61,7 @@ private final class Payload: Sendable {
         let pool = try WorkerPool(threads: 1, name: "test-order")
         let order = Locked<[Int]>([])
         for i in 0..<3000 { pool.submit { order.withLock { $0.append(i) } } }
-        #expect(pool.stop(timeout: 10))
+        #expect(pool.stop(timeout: .seconds(10)))
         #expect(order.withLock { $0 } == Array(0..<3000))
     }
 
@@ -80,7 +80,7 @@ private final class Payload: Sendable {
             }
         }
         for _ in 0..<4 { #expect(submitted.wait(timeout: .now() + 30) == .success) }
-        #expect(pool.stop(timeout: 30))
+        #expect(pool.stop(timeout: .seconds(30)))
         let final = counts.withLock { $0 }
         #expect(final.allSatisfy { $0 == 1 }, "jobs run other than once: \(final.enumerated().filter { $0.element != 1 }.prefix(5).map(\.offset))")
     }
@@ -115,7 +115,7 @@ private final class Payload: Sendable {
             }
         }
         for _ in 0..<9 { #expect(done.wait(timeout: .now() + 30) == .success) }
-        #expect(pool.stop(timeout: 10))
+        #expect(pool.stop(timeout: .seconds(10)))
         let s = state.withLock { $0 }
         #expect(s.gaveUp == 0)
         #expect(s.maxInFlight == 3)
@@ -129,7 +129,7 @@ private final class Payload: Sendable {
         let ran = Locked(0)
         for _ in 0..<2 { pool.submit { usleep(100_000); ran.withLock { $0 += 1 } } }
         for _ in 0..<50 { pool.submit { ran.withLock { $0 += 1 } } }
-        #expect(pool.stop(timeout: 30))
+        #expect(pool.stop(timeout: .seconds(30)))
         // Everything queued before stop ran before it returned.
         #expect(ran.withLock { $0 } == 52)
     }
@@ -142,17 +142,17 @@ private final class Payload: Sendable {
         pool.submit { entered.signal(); release.wait() }
         pool.submit { after.withLock { $0 += 1 } }
         #expect(entered.wait(timeout: .now() + 10) == .success)
-        #expect(pool.stop(timeout: 0.2) == false)
+        #expect(pool.stop(timeout: .seconds(0.2)) == false)
         #expect(after.withLock { $0 } == 0)
         release.signal()
         // Once unstuck, the queued job still runs and the thread ends.
-        #expect(pool.stop(timeout: 10))
+        #expect(pool.stop(timeout: .seconds(10)))
         #expect(after.withLock { $0 } == 1)
     }
 
     @Test func anIdlePoolStopsAtOnce() throws {
         let pool = try WorkerPool(threads: 3, name: "test-idle")
-        #expect(pool.stop(timeout: 10))
-        #expect(pool.stop(timeout: 10))  // a second stop finds nothing running
+        #expect(pool.stop(timeout: .seconds(10)))
+        #expect(pool.stop(timeout: .seconds(10)))  // a second stop finds nothing running
     }
 }

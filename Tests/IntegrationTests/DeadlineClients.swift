@@ -56,7 +56,7 @@ enum DeadlineHTTP {
             switch connection.receive() {
             case .bytes(let more): buffer += more
             case .closed: return nil
-            case .timedOut: throw ClientError.timedOut(socket: "127.0.0.1 HTTP", seconds: FaultScenario.deadline)
+            case .timedOut: throw ClientError.timedOut(socket: "127.0.0.1 HTTP", after: .seconds(FaultScenario.deadline))
             }
         }
         let split = buffer.firstRange(of: end)!
@@ -80,7 +80,7 @@ final class DeadlineConnection {
     private let deadline: Deadline
 
     init(port: Int, seconds: Double) throws {
-        deadline = Deadline(seconds: seconds)
+        deadline = Deadline(after: .seconds(seconds))
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw HarnessError("socket: \(String(cString: strerror(errno)))") }
         var timeout = timeval(tv_sec: Int(seconds), tv_usec: 0)
@@ -144,8 +144,8 @@ final class Pinger: Sendable {
         var client: Client?
         while !state.withLock({ $0.stopping }) {
             do {
-                if client == nil { client = try Client(socketPath: socket, timeout: .answer(seconds: 5)) }
-                client?.deadline = Deadline(seconds: 5)
+                if client == nil { client = try Client(socketPath: socket, timeout: .answer(.seconds(5))) }
+                client?.deadline = Deadline(after: .seconds(5))
                 let answer = try client?.call("ping")
                 state.withLock { $0.answered += 1 }
                 if answer?["ok"] != .bool(true) { state.withLock { $0.failures.append("answered \(answer.map(text) ?? "")") } }

@@ -70,8 +70,8 @@ final class FaultScenario {
 extension FaultScenario {
     /// A connection whose every wait, and the whole answer, end within the deadline.
     static func client(_ socket: String) throws -> Client {
-        let client = try Client(socketPath: socket, timeout: .answer(seconds: deadline))
-        client.deadline = Deadline(seconds: deadline)
+        let client = try Client(socketPath: socket, timeout: .answer(.seconds(deadline)))
+        client.deadline = Deadline(after: .seconds(deadline))
         return client
     }
 

@@ -40,7 +40,7 @@ extension Settings {
         var p = VariantPoolConfiguration(executable: executable)
         p.helpers = variantHelpers
         p.memory = variantMemory
-        p.jobSeconds = variantTimeout
+        p.jobTimeout = variantTimeout
         return p
     }
 
@@ -53,8 +53,8 @@ extension Settings {
 
     var loopLimits: LoopLimits {
         LoopLimits(maxConnections: maxConnections, maxQueuedBytes: Int(maxQueuedBytes),
-                   idleNanoseconds: UInt64(idleTimeout * 1e9), maxJSONDepth: maxJSONDepth,
+                   idle: idleTimeout, maxJSONDepth: maxJSONDepth,
                    maxQueuedBytesTotal: Int(maxQueuedBytesTotal),
-                   maxHTTPConnections: httpMaxConnections, httpRequestNanoseconds: UInt64(httpRequestTimeout * 1e9))
+                   maxHTTPConnections: httpMaxConnections, httpRequest: httpRequestTimeout)
     }
 }

@@ -57,7 +57,7 @@ public struct Settings: Sendable, Equatable {
     /// Each variant helper's address space.
     public var variantMemory: Int64 = 2 << 30
     /// Longest a variant may take to make, once a helper has it.
-    public var variantTimeout = 60.0
+    public var variantTimeout = Duration.seconds(60)
     /// Parallel downloads, retries, timeouts, redirects, TLS trust and proxy.
     public var fetch = FetchPolicy()
     /// `fetch-header`, in order; sent only to the origins of the feed URLs.
@@ -65,7 +65,7 @@ public struct Settings: Sendable, Equatable {
     /// `fetch-header-file`, with the headers read from it once parsing ends.
     public var fetchHeaderFile: FetchHeaderFile?
     public var maxConnections = 4096
-    public var idleTimeout = 300.0
+    public var idleTimeout = Duration.seconds(300)
     public var maxQueuedBytes: Int64 = 4 << 20
     public var maxQueuedBytesTotal: Int64 = 256 << 20
     public var maxJSONDepth = JSONParser.defaultMaxDepth
@@ -82,8 +82,8 @@ public struct Settings: Sendable, Equatable {
     public var httpShowPaths = false
     /// HTTP connections at once (of `maxConnections`).
     public var httpMaxConnections = 1024
-    /// Seconds an HTTP request (head and body) may take to arrive; 0: no limit.
-    public var httpRequestTimeout = 30.0
+    /// How long an HTTP request (head and body) may take to arrive; 0: no limit.
+    public var httpRequestTimeout = Duration.seconds(30)
     public var logLevel: LogLevel = .info
     /// The configuration file the settings were read from, if any (not a setting).
     public var configFile: String?

@@ -54,6 +54,15 @@ enum ValueParser {
         return v * scale
     }
 
+    /// `seconds`, as the span the subsystems take.
+    static func duration(_ key: String, _ text: String, allowZero: Bool = false) throws(SettingsError) -> Duration {
+        .seconds(try seconds(key, text, allowZero: allowZero))
+    }
+
+    /// A span as `settings` prints it: its seconds, as written before spans
+    /// were typed (`300.0`, `0.25`).
+    static func formatSeconds(_ span: Duration) -> String { "\(span.inSeconds)" }
+
     /// A lifetime in whole seconds: `86400`, `90s`, `30m`, `12h`, `1d`;
     /// 0 allowed; at most 3650 days.
     static func age(_ key: String, _ text: String) throws(SettingsError) -> Int64 {

@@ -62,27 +62,27 @@ public final class DispatchHarness: Sendable {
     public func rejected(_ r: HTTPRejection) -> [UInt8] { http.rejected(r) }
 
     /// The whole answer to one request line, now or later (waiting up to
-    /// `seconds` for it), files read in and descriptors passed counted:
+    /// `timeout` for it), files read in and descriptors passed counted:
     /// what a client would receive. For unit tests of the dispatcher (as
     /// swift-nio tests handlers with its embedded channel).
-    public func answer(_ line: [UInt8], seconds: Double = 10) -> (bytes: [UInt8], passed: Int)? {
+    public func answer(_ line: [UInt8], timeout: Duration = .seconds(10)) -> (bytes: [UInt8], passed: Int)? {
         guard case .success(let request) = Request.parse(line) else { return nil }
         let reply = Reply(mailbox: mailbox, connection: 1, slot: nextSlot(), tag: request.tag)
-        return complete(dispatcher.handle(request, reply), reply, seconds)
+        return complete(dispatcher.handle(request, reply), reply, timeout)
     }
 
     /// The whole answer to one HTTP request, head and body, now or later.
-    public func answer(_ request: HTTPRequest, seconds: Double = 10) -> [UInt8]? {
+    public func answer(_ request: HTTPRequest, timeout: Duration = .seconds(10)) -> [UInt8]? {
         let reply = Reply(mailbox: mailbox, connection: 1, slot: nextSlot(), tag: nil)
         defer { http.closed(connection: 1) }
-        return complete(http.handle(request, reply), reply, seconds)?.bytes
+        return complete(http.handle(request, reply), reply, timeout)?.bytes
     }
 
     private let slots = Locked<UInt64>(1)
     private func nextSlot() -> UInt64 { slots.withLock { $0 += 1; return $0 } }
 
     /// `answer`'s bytes, or the deliveries of its slot until the last.
-    private func complete(_ answer: Answer, _ reply: Reply, _ seconds: Double) -> (bytes: [UInt8], passed: Int)? {
+    private func complete(_ answer: Answer, _ reply: Reply, _ timeout: Duration) -> (bytes: [UInt8], passed: Int)? {
         var chunks: [OutputChunk]
         switch answer {
         case .now(let bytes): return (bytes, 0)
@@ -90,7 +90,7 @@ public final class DispatchHarness: Sendable {
         case let .nowPassing(line, fd): chunks = [.descriptor(fd), .bytes(line)]
         case .later:
             chunks = []
-            let deadline = Clock.monotonicNanoseconds() + UInt64(seconds * 1e9)
+            let deadline = Clock.instant(after: timeout)
             var done = false
             while !done {
                 for d in mailbox.drain().deliveries {

@@ -79,8 +79,8 @@ extension EventLoop {
         for c in Array(connections.values) where c.framing == .http {
             // A connection the loop stopped reading is not late: its client
             // may have sent the whole request, which waits in the kernel.
-            guard let since = c.requestSince, now - since > limits.httpRequestNanoseconds, !isPaused(c), let http else { continue }
-            log.debug("connection \(c.id): the request did not arrive within \(limits.httpRequestNanoseconds / 1_000_000_000) s")
+            guard let since = c.requestSince, Clock.elapsed(since: since, now: now) > limits.httpRequest, !isPaused(c), let http else { continue }
+            log.debug("connection \(c.id): the request did not arrive within \(limits.httpRequest.inSeconds) s")
             c.requestSince = nil
             c.answerNow(http.timedOut())
             c.closeAfterFlush = true

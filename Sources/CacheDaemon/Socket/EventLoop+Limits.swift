@@ -56,7 +56,7 @@ final class OutputTotals {
 /// answers queued for clients that do not read them.
 extension EventLoop {
     /// A connection stalled this long while the totals are full may be shed.
-    static let stalledNanoseconds: UInt64 = 1_000_000_000
+    static let stalled = Duration.seconds(1)
 
     /// The most queued descriptors per connection and in total, from the
     /// process's real limit on open files: a quarter of it for answers (at
@@ -131,7 +131,7 @@ extension EventLoop {
     func shedStalled(_ now: UInt64) {
         guard totals.full else { return }
         let stalled = connections.values
-            .filter { !$0.ready.isEmpty && now - $0.lastActivity >= EventLoop.stalledNanoseconds }
+            .filter { !$0.ready.isEmpty && Clock.elapsed(since: $0.lastActivity, now: now) >= EventLoop.stalled }
             .sorted { $0.heldBytes + $0.descriptors * Connection.descriptorCost > $1.heldBytes + $1.descriptors * Connection.descriptorCost }
         var shed = 0, bytes = 0, descriptors = 0
         for c in stalled {
@@ -153,12 +153,12 @@ extension EventLoop {
     func evictSilentHTTP() {
         let now = Clock.monotonicNanoseconds()
         var oldest: Connection?
-        for c in connections.values where c.framing == .http && c.nextSlot == 0 && now - c.opened >= EventLoop.stalledNanoseconds {
+        for c in connections.values where c.framing == .http && c.nextSlot == 0 && Clock.elapsed(since: c.opened, now: now) >= EventLoop.stalled {
             if oldest == nil || c.opened < oldest!.opened { oldest = c }
         }
         guard let oldest else { return }
         if let held = logThrottle.admit("evict") {
-            log.info("HTTP connections at http-max-connections \(limits.maxHTTPConnections): closing connection \(oldest.id), open for \((now - oldest.opened) / 1_000_000) ms without a request\(LogThrottle.suffix(held))")
+            log.info("HTTP connections at http-max-connections \(limits.maxHTTPConnections): closing connection \(oldest.id), open for \(Clock.elapsed(since: oldest.opened, now: now).inSeconds) s without a request\(LogThrottle.suffix(held))")
         }
         close(oldest)
     }

@@ -68,7 +68,7 @@ final class EventLoop {
     static let eventsPerWait = 256
     /// The loop wakes at least once a second: idle timeouts and the
     /// watchdog's heartbeat are checked per tick.
-    static let tickMilliseconds: Int32 = 1000
+    static let tick = Duration.seconds(1)
     /// Reads from one connection per turn before the others get theirs:
     /// 16 x 64 KiB is enough for any client, and one cannot starve the rest.
     static let readsPerTurn = 16
@@ -126,9 +126,9 @@ final class EventLoop {
         var lastSweep = Clock.monotonicNanoseconds()
         while !stopping {
             let now = Clock.monotonicNanoseconds()
-            if now - lastSweep >= UInt64(EventLoop.tickMilliseconds) * 1_000_000 {
-                if limits.idleNanoseconds > 0 { closeIdle(now) }
-                if limits.httpRequestNanoseconds > 0 { timeOutRequests(now) }
+            if Clock.elapsed(since: lastSweep, now: now) >= EventLoop.tick {
+                if limits.idle > .zero { closeIdle(now) }
+                if limits.httpRequest > .zero { timeOutRequests(now) }
                 resumeListeners()
                 if spareDescriptor < 0 { spareDescriptor = EventLoop.openSpare() }
                 shedStalled(now)
@@ -139,7 +139,7 @@ final class EventLoop {
                 onTick()
                 lastSweep = now
             }
-            let n = clinux_epoll_wait(epfd, &events, &keys, Int32(EventLoop.eventsPerWait), EventLoop.tickMilliseconds)
+            let n = clinux_epoll_wait(epfd, &events, &keys, Int32(EventLoop.eventsPerWait), EventLoop.tick.millisecondsRoundedUp)
             if n < 0 {
                 if errno == EINTR { continue }
                 log.error("epoll_wait failed: \(SystemError("epoll_wait"))")
@@ -189,8 +189,8 @@ final class EventLoop {
     /// or with output it has not read for that long (an event stream, a
     /// large answer: the client stopped reading).
     private func closeIdle(_ now: UInt64) {
-        for c in Array(connections.values) where (c.slots.isEmpty || !c.ready.isEmpty) && now - c.lastActivity > limits.idleNanoseconds {
-            log.debug("closing connection \(c.id): idle for more than \(limits.idleNanoseconds / 1_000_000_000) s")
+        for c in Array(connections.values) where (c.slots.isEmpty || !c.ready.isEmpty) && Clock.elapsed(since: c.lastActivity, now: now) > limits.idle {
+            log.debug("closing connection \(c.id): idle for more than \(limits.idle.inSeconds) s")
             close(c)
         }
     }

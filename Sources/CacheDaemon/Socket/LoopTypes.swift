@@ -8,9 +8,9 @@ struct LoopLimits: Sendable, Equatable {
     /// Output bytes (file payloads included) queued on a connection before the
     /// loop stops reading from it.
     var maxQueuedBytes: Int
-    /// Nanoseconds of silence, with nothing pending or with output the
-    /// client does not read, before a connection is closed; 0: never.
-    var idleNanoseconds: UInt64
+    /// Silence, with nothing pending or with output the client does not
+    /// read, before a connection is closed; 0: never.
+    var idle: Duration
     /// Deepest JSON nesting accepted in a request.
     var maxJSONDepth: Int
     /// Bytes of answers queued on all connections together before every
@@ -23,8 +23,8 @@ struct LoopLimits: Sendable, Equatable {
     /// HTTP connections served at once, of `maxConnections`: HTTP clients
     /// cannot take every connection from the JSON-lines socket's.
     var maxHTTPConnections = 1024
-    /// Nanoseconds an HTTP request head (and its body) may take to arrive; 0: no limit.
-    var httpRequestNanoseconds: UInt64 = 30_000_000_000
+    /// How long an HTTP request head (and its body) may take to arrive; 0: no limit.
+    var httpRequest = Duration.seconds(30)
 }
 
 /// What the loop reports: requests and connections, for the counters.
