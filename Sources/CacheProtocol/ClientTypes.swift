@@ -27,7 +27,7 @@ public enum ClientError: Error, CustomStringConvertible, Sendable {
             let why = cause.errno == ENOENT ? "no socket at \(socket)" : "\(cause)"
             return "cannot connect to cached at \(socket): \(why) (is the daemon running? set --socket or CACHED_SOCKET)"
         case let .timedOut(socket, span):
-            return "no answer from cached at \(socket) within \(ClientTimeout.format(span)) s " +
+            return "no answer from cached at \(socket) within \(span.secondsText) s " +
                 "(is it stopped? check systemctl status cached)"
         case let .untrustedDirectory(socket, reason):
             return "refusing to connect to cached at \(socket): \(reason)"
@@ -76,10 +76,5 @@ public enum ClientTimeout: Sendable, Equatable {
         }
     }
 
-    /// `1`, `0.5`, `2.25`: seconds as a person would write them.
-    public static func format(_ span: Duration) -> String {
-        let seconds = span.inSeconds
-        if seconds == seconds.rounded(), abs(seconds) < 1e15 { return String(Int64(seconds)) }
-        return String(seconds)
-    }
+
 }

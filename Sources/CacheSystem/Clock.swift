@@ -63,6 +63,13 @@ extension Duration {
         return Double(seconds) + Double(attoseconds) / 1e18
     }
 
+    /// `2`, `0.5`, `2.25`: the span in seconds as a person writes them, for messages.
+    public var secondsText: String {
+        let seconds = inSeconds
+        if seconds == seconds.rounded(), abs(seconds) < 1e15 { return String(Int64(seconds)) }
+        return String(seconds)
+    }
+
     /// Whole seconds, rounded down; 0 for a negative span.
     public var wholeSeconds: Int64 { self > .zero ? components.seconds : 0 }
 

@@ -28,6 +28,8 @@ import Testing
         #expect(Duration.seconds(300).inSeconds == 300)
         #expect(Duration.milliseconds(1999).wholeSeconds == 1)
         #expect(Duration.seconds(-5).wholeSeconds == 0)
+        #expect(Duration.seconds(2).secondsText == "2" && Duration.milliseconds(500).secondsText == "0.5")
+        #expect(Duration.milliseconds(2250).secondsText == "2.25")
         #expect(Duration.clampedSeconds(0.5) == .milliseconds(500))
         #expect(Duration.clampedSeconds(-1) == .zero && Duration.clampedSeconds(.nan) == .zero)
         #expect(Duration.clampedSeconds(1e300) == .seconds(1_000_000_000))

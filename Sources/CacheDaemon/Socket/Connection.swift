@@ -9,14 +9,8 @@ import CacheSystem
 final class Connection {
     let id: UInt64
     let fd: FileDescriptor
-    let framing: Framing
-    /// A JSON-lines connection's input.
-    var input = LineBuffer()
-    /// An HTTP connection's input, and the bytes of a request body still to skip.
-    var httpInput = HTTPInput()
-    var bodyToSkip = 0
-    /// When the HTTP request now arriving began to (monotonic ns); nil between requests.
-    var requestSince: UInt64?
+    /// The input, framed as the listener that accepted it says.
+    let input: ConnectionInput
     /// Accepted on a TCP listener.
     let tcp: Bool
     /// Chunks ready to send, in order (the first partly sent: `readyOffset`
@@ -66,8 +60,22 @@ final class Connection {
         self.id = id
         self.totals = totals
         self.fd = fd
-        self.framing = framing
         self.tcp = tcp
+        switch framing {
+        case .jsonLines: input = .jsonLines(LineInput())
+        case .http: input = .http(HTTPConnectionInput(requestSince: opened))
+        }
+    }
+
+    var framing: Framing {
+        if case .http = input { return .http }
+        return .jsonLines
+    }
+
+    /// The HTTP input, on an HTTP connection.
+    var httpInput: HTTPConnectionInput? {
+        if case .http(let h) = input { return h }
+        return nil
     }
 
     func enqueue(_ chunk: OutputChunk) {
@@ -116,6 +124,46 @@ final class Connection {
         reservedBytes = 0
         queuedBytes = 0
     }
+}
+
+/// A connection's input as its framing reads it: each framing's state
+/// exists only on connections of that framing. The payloads are classes so
+/// that the loop appends to a buffer in place (a value taken out of the
+/// enum and put back would copy it).
+enum ConnectionInput {
+    /// JSON lines (docs/protocol.md).
+    case jsonLines(LineInput)
+    /// HTTP/1.1 (docs/http.md).
+    case http(HTTPConnectionInput)
+
+    /// Takes bytes received.
+    func append(_ bytes: UnsafeRawBufferPointer) {
+        switch self {
+        case .jsonLines(let l): l.buffer.append(bytes)
+        case .http(let h): h.buffer.append(bytes)
+        }
+    }
+}
+
+/// A JSON-lines connection's input: the bytes of lines not yet handled.
+final class LineInput {
+    var buffer = LineBuffer()
+}
+
+/// An HTTP connection's input: the bytes of heads not yet parsed, the bytes
+/// of a request body still to skip, and when the request now arriving began
+/// to (monotonic ns; nil between requests).
+final class HTTPConnectionInput {
+    var buffer = HTTPInput()
+    var bodyToSkip = 0
+    var requestSince: UInt64?
+
+    /// `requestSince`: an accepted connection's request timeout runs from
+    /// the accept (a client that connects and sends nothing is slowloris).
+    init(requestSince: UInt64?) { self.requestSince = requestSince }
+
+    /// Part of a request (or of its body) has come.
+    var holdsPartialRequest: Bool { buffer.count > 0 || bodyToSkip > 0 }
 }
 
 extension Sequence<OutputChunk> {

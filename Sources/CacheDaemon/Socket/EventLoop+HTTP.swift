@@ -5,7 +5,7 @@ import CacheSystem
 /// input, bodies skipped, each request handed to the HTTP front-end and its
 /// answer queued in request order, as for JSON lines (docs/http.md).
 extension EventLoop {
-    func processHTTP(_ c: Connection) {
+    func processHTTP(_ c: Connection, _ input: HTTPConnectionInput) {
         assertOnLoopThread()
         guard let http else { close(c); return }
         var requests = 0, errors = 0
@@ -13,15 +13,15 @@ extension EventLoop {
             if requests > 0 { observer.requests(requests, errors: errors) }
         }
         while !c.closeAfterFlush && !isPaused(c) {
-            if c.bodyToSkip > 0 {
-                c.bodyToSkip -= c.httpInput.consume(c.bodyToSkip)
-                if c.bodyToSkip > 0 { waiting(c); return }
+            if input.bodyToSkip > 0 {
+                input.bodyToSkip -= input.buffer.consume(input.bodyToSkip)
+                if input.bodyToSkip > 0 { waiting(input); return }
             }
-            guard c.httpInput.mayHoldHead(http.limits) else { waiting(c); return }
-            let parsed = c.httpInput.withUnread { HTTPParser.parse($0, limits: http.limits) }
+            guard input.buffer.mayHoldHead(http.limits) else { waiting(input); return }
+            let parsed = input.buffer.withUnread { HTTPParser.parse($0, limits: http.limits) }
             switch parsed {
             case .incomplete:
-                waiting(c)
+                waiting(input)
                 return
             case .rejected(let rejection):
                 requests += 1
@@ -32,9 +32,9 @@ extension EventLoop {
                 return
             case let .request(request, headLength):
                 requests += 1
-                c.httpInput.consume(headLength)
-                c.bodyToSkip = request.contentLength
-                c.requestSince = nil
+                input.buffer.consume(headLength)
+                input.bodyToSkip = request.contentLength
+                input.requestSince = nil
                 // The client sends its body only after this (answered before
                 // the answer, in order, or it would wait and then send the
                 // body where the next request should start).
@@ -69,19 +69,20 @@ extension EventLoop {
 
     /// Part of a request (or its body) is here and the rest is awaited:
     /// the request timeout runs from the first byte.
-    private func waiting(_ c: Connection) {
-        if c.requestSince == nil && (c.httpInput.count > 0 || c.bodyToSkip > 0) { c.requestSince = Clock.monotonicNanoseconds() }
+    private func waiting(_ input: HTTPConnectionInput) {
+        if input.requestSince == nil && input.holdsPartialRequest { input.requestSince = Clock.monotonicNanoseconds() }
     }
 
     /// Answers 408 to HTTP connections whose request has been arriving for
     /// too long (a head or body sent a byte at a time), and closes them.
     func timeOutRequests(_ now: UInt64) {
-        for c in Array(connections.values) where c.framing == .http {
+        for c in Array(connections.values) {
             // A connection the loop stopped reading is not late: its client
             // may have sent the whole request, which waits in the kernel.
-            guard let since = c.requestSince, Clock.elapsed(since: since, now: now) > limits.httpRequest, !isPaused(c), let http else { continue }
-            log.debug("connection \(c.id): the request did not arrive within \(limits.httpRequest.inSeconds) s")
-            c.requestSince = nil
+            guard let input = c.httpInput, let since = input.requestSince, Clock.elapsed(since: since, now: now) > limits.httpRequest,
+                  !isPaused(c), let http else { continue }
+            log.debug("connection \(c.id): the request did not arrive within \(limits.httpRequest.secondsText) s")
+            input.requestSince = nil
             c.answerNow(http.timedOut())
             c.closeAfterFlush = true
             observer.requests(1, errors: 1)

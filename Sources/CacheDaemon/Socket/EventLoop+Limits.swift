@@ -158,7 +158,7 @@ extension EventLoop {
         }
         guard let oldest else { return }
         if let held = logThrottle.admit("evict") {
-            log.info("HTTP connections at http-max-connections \(limits.maxHTTPConnections): closing connection \(oldest.id), open for \(Clock.elapsed(since: oldest.opened, now: now).inSeconds) s without a request\(LogThrottle.suffix(held))")
+            log.info("HTTP connections at http-max-connections \(limits.maxHTTPConnections): closing connection \(oldest.id), open for \(Clock.elapsed(since: oldest.opened, now: now).millisecondsRoundedUp) ms without a request\(LogThrottle.suffix(held))")
         }
         close(oldest)
     }

@@ -190,7 +190,7 @@ final class EventLoop {
     /// large answer: the client stopped reading).
     private func closeIdle(_ now: UInt64) {
         for c in Array(connections.values) where (c.slots.isEmpty || !c.ready.isEmpty) && Clock.elapsed(since: c.lastActivity, now: now) > limits.idle {
-            log.debug("closing connection \(c.id): idle for more than \(limits.idle.inSeconds) s")
+            log.debug("closing connection \(c.id): idle for more than \(limits.idle.secondsText) s")
             close(c)
         }
     }
@@ -228,10 +228,7 @@ final class EventLoop {
             nextID += 1
             let c = Connection(id: id, fd: fd, totals: totals, framing: listener.framing, tcp: listener.tcp)
             connections[id] = c
-            if c.framing == .http {
-                httpConnections += 1
-                c.requestSince = c.lastActivity  // the request timeout runs from accept (slowloris)
-            }
+            if c.framing == .http { httpConnections += 1 }
             observer.connection(opened: true)
             if let cred = UnixSocket.peerCredentials(fd) {
                 log.debug("connection \(id) from pid \(cred.pid) uid \(cred.uid) gid \(cred.gid)")
@@ -265,7 +262,7 @@ final class EventLoop {
             c.lastActivity = Clock.monotonicNanoseconds()
             scratch.withUnsafeBytes { raw in
                 let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<n])
-                if c.framing == .http { c.httpInput.append(bytes) } else { c.input.append(bytes) }
+                c.input.append(bytes)
             }
             process(c)
             // A short read drained the socket: epoll will say when more comes.
@@ -277,7 +274,10 @@ final class EventLoop {
 
     /// Handles the complete requests buffered on `c`, as its framing says.
     func process(_ c: Connection) {
-        if c.framing == .http { processHTTP(c) } else { processLines(c) }
+        switch c.input {
+        case .jsonLines(let input): processLines(c, input)
+        case .http(let input): processHTTP(c, input)
+        }
     }
 
     /// Answers made while handling one `epoll_wait`'s events are sent after
@@ -309,14 +309,14 @@ final class EventLoop {
             || c.descriptors >= descriptorsPerConnection || totals.pauses(holdingAnswers: c.holdsAnswers)
     }
 
-    private func processLines(_ c: Connection) {
+    private func processLines(_ c: Connection, _ input: LineInput) {
         assertOnLoopThread()
         var requests = 0, errors = 0
         defer {
             if requests > 0 { observer.requests(requests, errors: errors) }
         }
         while !c.closeAfterFlush && !isPaused(c) {
-            switch c.input.nextLine() {
+            switch input.buffer.nextLine() {
             case .incomplete:
                 return
             case .tooLong:
