@@ -371,6 +371,7 @@ public enum DefaultPaths {
         if let s = env["CACHED_SOCKET"], !s.isEmpty { return s }
         let mine = socket(environment: env)
         let system = "/run/cached/cached.sock"
+        // A path that cannot be examined counts as absent: connecting to it then says why.
         if (try? FileSystem.status(mine)) == nil, (try? FileSystem.status(system)) != nil { return system }
         return mine
     }

@@ -37,7 +37,7 @@ extension CacheService {
         }, completion: { [self] result in
             logFinished(key, result, took: Clock.elapsed(since: started))
             let finished = LastPrefetch(started: startedWall, finished: Double(Clock.wallMilliseconds()) / 1000,
-                                        report: try? result.get(), error: result.failureReason)
+                                        report: try? result.get(), error: result.failureReason)  // the error is kept beside
             lastPrefetch.withLock { $0 = finished }
             onPrefetchFinished?()
             if case .success = result { emit(.prefetchFinished(succeeded: true)) } else { emit(.prefetchFinished(succeeded: false)) }

@@ -71,6 +71,7 @@ struct TitleIndex: Sendable {
 
     /// A post's title: `title` as a string, or `title.rendered`.
     static func title(_ json: [UInt8]) -> String? {
+        // Stored posts were parsed when fetched; one that is not JSON has no title to match.
         guard let post = try? JSONParser.parse(json), let title = post["title"] else { return nil }
         return title.string ?? title["rendered"]?.string
     }

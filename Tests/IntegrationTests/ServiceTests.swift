@@ -72,6 +72,24 @@ import CacheSystem
         #expect(p.terminationStatus == 0)
     }
 
+    /// An environment that names a descriptor which is not open (a wrapper
+    /// that closed it) fails the start with the reason, rather than a loop
+    /// that serves nothing.
+    @Test func aClosedInheritedDescriptorFailsTheStartSayingWhy() throws {
+        let scratch = Scratch()
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", "exec 3<&- 3>&-; LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" --store \"$1\"", Paths.cached, scratch.path + "/store"]
+        let err = Pipe()
+        p.standardError = err
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 1, "\(text)")
+        #expect(text.contains("a socket systemd passed cannot be used") && text.contains("inherited fd 3"), "\(text)")
+    }
+
     /// Starts the real daemon with extra environment; stderr goes to `log`.
     static func start(_ scratch: Scratch, _ env: [String: String], arguments: [String] = [], log: String? = nil) throws -> Process {
         let p = Process()

@@ -181,6 +181,7 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
     /// What `cachectl metrics` prints: the status answer, through the same formatter.
     private func metrics(_ request: HTTPRequest) -> [UInt8] {
         let line = AnswerEncoding.status(service.status(), socket: "", tag: nil)
+        // The daemon's own line: a failure is a bug, answered 500, not dropped.
         guard let json = try? JSONParser.parse(line.dropLast()) else {
             return fail(.internalError, .internal, "the status could not be read back", request)
         }

@@ -46,7 +46,7 @@ final class Daemon {
             loop = try EventLoop(listeners: sockets.listeners, signalFD: signalFD, limits: settings.loopLimits, log: log, observer: service)
         } catch {
             log.error("cannot start the event loop: \(error)")
-            sockets.closeAll()
+            sockets.closeAll(log)
             service.shutdown()
             return 1
         }
@@ -74,7 +74,7 @@ final class Daemon {
         log.notice("stopping")
         service.onEvent = nil
         service.shutdown()
-        for path in sockets.ownPaths { try? FileSystem.unlink(path) }
+        sockets.removeOwnPaths(log)
         log.notice("stopped")
         return 0
     }
@@ -113,12 +113,12 @@ final class Daemon {
         loop.onTick = {
             http?.tick()
             let now = Clock.monotonicNanoseconds()
-            if now - last >= interval / 2 || interval < 2_000_000_000 {
+            if Clock.elapsed(since: last, now: now) >= interval / 2 || interval < .seconds(2) {
                 manager.notify("WATCHDOG=1")
                 last = now
             }
         }
-        log.info("watchdog: pinging every \(interval / 2_000_000) ms")
+        log.info("watchdog: pinging every \((interval / 2).millisecondsRoundedUp) ms")
     }
 
     /// SIGHUP: reads the configuration again (file, environment, flags, as at

@@ -16,9 +16,21 @@ struct ListenerSet {
     /// Where HTTP is served, for the log.
     var http: [String] = []
 
-    func closeAll() {
+    /// Closes the listeners and removes the socket files this process made.
+    func closeAll(_ log: Logger) {
         for l in listeners { l.fd.close() }
-        for p in ownPaths { try? FileSystem.unlink(p) }
+        removeOwnPaths(log)
+    }
+
+    /// Removes the socket files this process made; one already gone is
+    /// fine, one that cannot be removed is logged (the next start replaces
+    /// it only if nothing answers on it: `listenUnix`).
+    func removeOwnPaths(_ log: Logger) {
+        for p in ownPaths {
+            do throws(SystemError) { try FileSystem.unlink(p) } catch where error.errno != ENOENT {
+                log.warning("cannot remove the socket \(p): \(error)")
+            } catch {}
+        }
     }
 }
 
@@ -27,7 +39,11 @@ extension Daemon {
     /// our own at `socket` and `http-listen`. Nil after logging why not.
     func openListeners(_ manager: ServiceManager) -> ListenerSet? {
         var set = ListenerSet()
-        let inherited = manager.inheritedSockets()
+        let inherited: [(fd: FileDescriptor, name: String)]
+        do throws(SystemError) { inherited = try manager.inheritedSockets() } catch {
+            log.error("a socket systemd passed cannot be used: \(error)")
+            return nil
+        }
         let inheritedHTTP = inherited.filter { $0.name == ServiceManager.httpSocketName }
         let inheritedLines = inherited.filter { $0.name != ServiceManager.httpSocketName }
         if inheritedLines.isEmpty {
@@ -51,7 +67,7 @@ extension Daemon {
         }
         for address in settings.httpListen {
             guard let listener = listenHTTP(address) else {
-                set.closeAll()
+                set.closeAll(log)
                 return nil
             }
             set.listeners.append(listener)

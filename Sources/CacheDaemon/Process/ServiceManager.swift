@@ -31,25 +31,37 @@ struct ServiceManager {
     }
 
     /// The watchdog interval systemd expects pings within, if it set one for us.
-    var watchdogInterval: UInt64? {
-        guard let usec = environment["WATCHDOG_USEC"].flatMap(UInt64.init), usec > 0 else { return nil }
+    var watchdogInterval: Duration? {
+        guard let usec = environment["WATCHDOG_USEC"].flatMap(Int64.init), usec > 0 else { return nil }
         if let pid = environment["WATCHDOG_PID"], Int32(pid) != getpid() { return nil }
-        return usec * 1000
+        return .microseconds(usec)
     }
 
     /// Sockets passed by systemd socket activation (fd 3 onwards), if they
     /// are for us, each with its name from `$LISTEN_FDNAMES` (a socket
     /// unit's `FileDescriptorName=`; systemd names an unnamed one after its unit).
-    func inheritedSockets() -> [(fd: FileDescriptor, name: String)] {
+    /// Each must be a listening socket: a descriptor that is not (it was
+    /// not open, so a file the daemon opened since took its number; the
+    /// environment lied) fails the start, as does one that cannot be made
+    /// non-blocking: the loop must never block on one.
+    func inheritedSockets() throws(SystemError) -> [(fd: FileDescriptor, name: String)] {
         guard let pid = environment["LISTEN_PID"], Int32(pid) == getpid(),
               let countText = environment["LISTEN_FDS"], let count = Int32(countText), count > 0 else { return [] }
         let names = (environment["LISTEN_FDNAMES"] ?? "").split(separator: ":", omittingEmptySubsequences: false).map(String.init)
-        return (0..<count).map { i in
+        var sockets: [(fd: FileDescriptor, name: String)] = []
+        for i in 0..<count {
             let fd = FileDescriptor(rawValue: 3 + i, path: "inherited fd \(3 + i)")
+            var listening: Int32 = 0
+            var size = socklen_t(MemoryLayout<Int32>.size)
+            guard getsockopt(fd.rawValue, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) == 0 else {
+                throw SystemError("getsockopt(SO_ACCEPTCONN)", fd.path)
+            }
+            guard listening == 1 else { throw SystemError("a socket that does not listen", fd.path, errno: EINVAL) }
             _ = fcntl(fd.rawValue, F_SETFD, FD_CLOEXEC)
-            try? fd.setNonBlocking()
-            return (fd, Int(i) < names.count ? names[Int(i)] : "")
+            try fd.setNonBlocking()
+            sockets.append((fd, Int(i) < names.count ? names[Int(i)] : ""))
         }
+        return sockets
     }
 
     /// The `FileDescriptorName=` of the HTTP socket unit (systemd/cached-http.socket).

@@ -78,6 +78,7 @@ extension EventLoop {
         if spareDescriptor >= 0 {
             Glibc.close(spareDescriptor)
             spareDescriptor = -1
+            // No connection to take (it went, or the limit is hit again): nothing to refuse.
             if let fd = try? UnixSocket.accept(listeners[listener].fd) {
                 refuseBusy(fd, listeners[listener], .descriptors(EventLoop.openFileLimit()))
             }

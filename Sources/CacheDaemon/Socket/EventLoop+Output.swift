@@ -47,12 +47,14 @@ extension EventLoop {
                     // The file could not be read (the transfer is cut short:
                     // a client sees fewer bytes than announced, never wrong
                     // ones), or the client went away.
+                    // An identity that cannot be read is reported as unknown (nil): the read error is the news.
                     if error.isMediaError { onFileReadError(fd.path, try? fd.identity(), error) }
                     close(c)
                     return
                 }
                 if sent == 0 && c.readyOffset < size {
                     // Either the socket is full or the file shrank under us.
+                    // A size that cannot be read counts as shrunk: the answer is cut short, never wrong.
                     if (try? fd.size()) ?? 0 < start + size { close(c); return }
                     updateInterest(c)
                     return

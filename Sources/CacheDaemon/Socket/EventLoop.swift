@@ -241,6 +241,7 @@ final class EventLoop {
     /// without waiting, and closes it.
     func refuseBusy(_ fd: FileDescriptor, _ listener: Listener, _ limit: LimitReached) {
         let line = listener.framing == .http && http != nil ? http!.busy(limit) : Response.error(ProtocolError(limit), tag: nil)
+        // Best effort, never waiting: a client that cannot take one line is closed all the same.
         _ = line.withUnsafeBytes { try? UnixSocket.send(fd, $0) }
         fd.close()
     }
