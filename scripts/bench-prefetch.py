@@ -34,6 +34,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import nginx_conf, wait_for as _wait_for, free_port as _free_port, stop as _stop  # noqa: E402
@@ -115,6 +117,14 @@ class Origin:
         if not _wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", self.port)) == 0):
             raise SystemExit("nginx did not start")
         self.manifest = "http://127.0.0.1:%d/manifest.json" % self.port
+        # Said here rather than as a failed prefetch (cachectl's exit 6): a
+        # 403 is a folder above `tmp` nginx's workers may not enter.
+        try:
+            urllib.request.urlopen(self.manifest, timeout=30).close()
+        except urllib.error.HTTPError as e:
+            self.stop()
+            raise SystemExit("nginx answers %d for the manifest: its workers (an unprivileged user) cannot read %s; "
+                             "every folder above it must be traversable" % (e.code, www))
 
     def nginx_pids(self):
         """The master and its workers."""

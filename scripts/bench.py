@@ -61,6 +61,11 @@ class Bench:
         self.runs = runs
         self.quick = quick
         self.tmp = tempfile.mkdtemp(prefix="cached-bench-")
+        # Every section's files are under here, and several are served by an
+        # nginx whose workers run as an unprivileged user: made traversable
+        # now, not by whichever section starts an nginx first (each section
+        # must run alone: --only prefetch has its own nginx under tmp/prefetch).
+        os.chmod(self.tmp, 0o755)
         self.procs = Procs()
         self.btrfs = benchfs.Btrfs(self.tmp)  # mounted on first use (serving, http-large)
         self.rows = []  # (section, measure, cached, peer name, peer, ratio text, goal)
@@ -84,7 +89,6 @@ class Bench:
         if getattr(self, "nginx_port", None):
             return www
         os.makedirs(www, exist_ok=True)
-        os.chmod(self.tmp, 0o755)  # nginx's workers run as an unprivileged user
         self.nginx_port = free_port()
         conf = os.path.join(self.tmp, "nginx.conf")
         with open(conf, "w") as f:
