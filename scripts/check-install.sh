@@ -6,7 +6,7 @@ set -euo pipefail
 dist=${1:?usage: check-install.sh DIST_DIR}
 here=$(cd "$(dirname "$0")/.." && pwd)
 arch=$(dpkg --print-architecture)
-new="$dist/cached_$(sed -n 's/^VERSION *:= *//p' "$here/Makefile")_$arch.deb"
+new="$dist/cached_$(cat "$here/VERSION")_$arch.deb"
 dbgsym="${new/cached_/cached-dbgsym_}"
 if [ "$(id -u)" != 0 ]; then echo "check-install: not run: it installs a package, and needs root"; exit 0; fi
 if dpkg -s cached >/dev/null 2>&1; then
