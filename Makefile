@@ -1,17 +1,58 @@
-# cached — make targets. `make demo` and `make test` do everything on a fresh
-# Debian 12 machine with the Swift toolchain (they install what is missing).
+# cached: the make targets. On Debian 12 with the Swift toolchain (6.x) on
+# PATH, every target installs the Debian packages it is missing (apt-get,
+# through sudo when not root), so each works on a fresh machine.
+#
+# The targets a newcomer uses:
+#   make demo      the daemon against a bundled origin: prefetch, show, restart offline
+#   make check     build, then the unit and integration tests: the edit-test loop
+#   make test      everything CI runs (.ci/run): lint, check-version, make check's
+#                  tests, soak, feed shapes, page scale, the client libraries, each
+#                  fuzz target for 20 s, the man pages and the Debian package
+#   make lint      swift format lint with .swift-format; make format rewrites with it
+#   make bench     cached against Redis, curl, aria2c, nginx... (about 30 minutes)
+#   make soak      the daemon at scale, at length (make test runs a short one)
+#   make install   PREFIX, DESTDIR, SYSCONFDIR; make deb: the same as a .deb in dist/
+# The others, each described where it is defined: unit, integration, interop,
+# crash, powerloss, fuzz, sanitize, feed-shapes, browser-scale, clients,
+# bench-store, bench-compare, bench-ranges, check-version, check-docs,
+# check-package, check-install, release, clean.
 
 SWIFT        ?= swift
 BUILD_FLAGS  ?=
-DEB_PACKAGES := libcurl4-openssl-dev libxxhash-dev xxhash libvips-dev python3 systemd
+PYTHON       ?= /usr/bin/python3
 PREFIX       ?= /usr/local
 SYSCONFDIR   ?= /etc
 DESTDIR      ?=
-VERSION      := 0.1.0
+# The one place the version is set (make check-version: the files that carry it too agree).
+VERSION      := $(shell cat VERSION)
 # Installed binaries carry the Swift runtime, so they need no toolchain.
 STATIC_BUILD := -c release --static-swift-stdlib --scratch-path .build/static
 
-.PHONY: all deps bench-deps build release test unit integration interop crash fuzz sanitize sanitize-address sanitize-thread bench bench-compare bench-store demo clean install deb check-docs check-package
+# The Debian packages, each list with what needs it (install_missing below).
+# The build (libcurl, libxxhash, libvips) and every suite (python3, systemd, FUSE for lazyfs): `deps`, which every build runs first.
+DEB_PACKAGES           := libcurl4-openssl-dev libxxhash-dev xxhash libvips-dev python3 systemd libfuse3-dev fuse3
+# The integration tests' real origins and clients (nginx, Caddy, Chromium, Prometheus...), the Python client's tests: check, test, integration, python-client.
+TEST_PACKAGES          := nginx-light caddy openssl curl chromium prometheus btrfs-progs libvips-tools strace \
+                          python3-pytest python3-venv python3-setuptools python3-wheel
+# make interop (InteropTests, which make test skips): Apache, lighttpd and squid besides the test servers.
+INTEROP_PACKAGES       := $(TEST_PACKAGES) apache2 lighttpd squid
+# make soak (scripts/soak.py): nginx as the origin, curl.
+SOAK_PACKAGES          := nginx-light curl
+# make feed-shapes (scripts/feed-shapes.py): nginx serves the feeds.
+FEED_SHAPES_PACKAGES   := nginx-light
+# make browser-scale (scripts/page-scale.py): nginx as the origin, headless Chromium, curl.
+BROWSER_SCALE_PACKAGES := nginx-light chromium curl
+# make bench and the other bench targets: the peers (Redis, nginx, aria2c, curl, wrk, vipsthumbnail), GNU time, btrfs.
+BENCH_PACKAGES         := redis-server redis-tools nginx-light aria2 curl time wrk btrfs-progs libvips-tools
+# make deb (scripts/package.sh): dpkg-shlibdeps, objcopy and strip, and lintian.
+DEB_TOOL_PACKAGES      := dpkg-dev binutils lintian
+# make check-package: lintian on the .deb.
+LINTIAN_PACKAGES       := lintian
+
+.PHONY: all deps bench-deps build release check test lint format check-version unit integration interop \
+        crash lazyfs powerloss fuzz sanitize sanitize-address sanitize-thread soak feed-shapes browser-scale \
+        clients python-client example-swift bench bench-compare bench-ranges bench-store demo install deb \
+        check-docs check-package check-install clean
 
 all: build
 
@@ -36,20 +77,20 @@ build: deps
 release: deps
 	$(SWIFT) build -c release $(BUILD_FLAGS)
 
-# The whole suite: unit tests and integration tests against the built
-# binaries, then each fuzz target for a short bounded time.
-TEST_FUZZ_SECONDS ?= 20
-# Real web servers the integration tests use as origins (RealOriginTests);
-# make interop adds more (InteropTests), which make test skips.
-# The HTTP front-end's real clients (HTTPTests, HTTPBrowserTests, HTTPMetricsTests):
-# curl, nginx as a reverse proxy, headless Chromium, promtool and Prometheus.
-TEST_PACKAGES    := nginx-light caddy openssl curl chromium prometheus btrfs-progs libvips-tools strace \
-                    python3-pytest python3-venv python3-setuptools python3-wheel
-INTEROP_PACKAGES := $(TEST_PACKAGES) apache2 lighttpd squid
-test: deps
+# The edit-test loop: the build, then the unit and integration tests (all of
+# `swift test` but InteropTests), nothing else. make test runs the same first.
+check: deps
 	$(call install_missing,$(TEST_PACKAGES))
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	$(SWIFT) test --skip-build --skip InteropTests $(BUILD_FLAGS)
+
+# The whole suite, what CI runs: the lint and the version check first (a few
+# seconds), make check's unit and integration tests against the built
+# binaries, then the short soak, feed shapes and page scale, the client
+# libraries, each fuzz target for a short bounded time, the man pages and
+# the Debian package.
+TEST_FUZZ_SECONDS ?= 20
+test: lint check-version check
 	$(PYTHON) scripts/soak.py "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
 	$(PYTHON) scripts/feed-shapes.py --quick "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
 	$(PYTHON) scripts/page-scale.py "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" --check --out .build/page-scale-test
@@ -57,14 +98,35 @@ test: deps
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 	$(MAKE) --no-print-directory check-docs check-package check-install
 
+# swift format (the toolchain's) with .swift-format, every finding an error
+# (about 2 s). It checks the rules alone (LINT_FLAGS): the code's line breaks
+# and indentation are its own, not swift-format's pretty printer's, whose
+# findings no setting turns off; `make lint LINT_FLAGS=` lists those too.
+LINT_FLAGS ?= --debug-disable-pretty-print
+lint:
+	$(SWIFT) format lint --configuration .swift-format --strict --recursive --parallel $(LINT_FLAGS) Sources Tests
+
+# Rewrites Sources and Tests with .swift-format: the rules' fixes and the
+# pretty printer's line breaks and indentation (today that reflows many files).
+format:
+	$(SWIFT) format --configuration .swift-format --in-place --recursive --parallel Sources Tests
+
+# VERSION against the files that carry the version too (scripts/check-version.sh).
+check-version:
+	scripts/check-version.sh
+
+# Builds release, starts the bundled origin and the daemon on a temporary
+# store, prefetches, shows the results, restarts offline, cleans up.
+demo: release
+	@bash scripts/demo.sh "$$($(SWIFT) build -c release --show-bin-path)"
+
 # The daemon at scale with HTTP on (scripts/soak.py): make test runs a short
 # one (10,000 rows, 50 /events subscribers, 200 pipelining connections, one
 # round); this runs a long one on the release build, RSS and descriptors
 # checked before and after each part.
 SOAK_ARGS ?= --rows 20000 --posts 20000 --subscribers 1001 --pipeliners 600 --rounds 3
-.PHONY: soak
 soak: release
-	$(call install_missing,nginx-light curl)
+	$(call install_missing,$(SOAK_PACKAGES))
 	$(PYTHON) scripts/soak.py "$$($(SWIFT) build -c release $(BUILD_FLAGS) --show-bin-path)" $(SOAK_ARGS)
 
 # The feed shapes of issue 23 (scripts/feed-shapes.py): JSON Feed, Mastodon,
@@ -73,9 +135,8 @@ soak: release
 # each read from the origin's log, a restart, an edit on page 2; then the
 # faults (next loops, 1001 pages, credentials on other hosts, 401). make test
 # runs it with --quick (21 pages past posts-max-pages=20 instead of 1001).
-.PHONY: feed-shapes
 feed-shapes: build
-	$(call install_missing,nginx-light)
+	$(call install_missing,$(FEED_SHAPES_PACKAGES))
 	$(PYTHON) scripts/feed-shapes.py "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
 
 # The page at `/` at the scale of issue 24 (scripts/page-scale.py): 50,000
@@ -86,9 +147,8 @@ feed-shapes: build
 # the figures and leaves screenshots in .build/page-scale/. make test runs
 # it on the debug build (about 30 s), after the bounded HTTPPageTests.
 PAGE_SCALE_ARGS ?= --posts 50000 --rows 5000
-.PHONY: browser-scale
 browser-scale: deps
-	$(call install_missing,nginx-light chromium curl)
+	$(call install_missing,$(BROWSER_SCALE_PACKAGES))
 	$(SWIFT) build -c release $(BUILD_FLAGS)
 	$(PYTHON) scripts/page-scale.py "$$($(SWIFT) build -c release $(BUILD_FLAGS) --show-bin-path)" --check --out .build/page-scale $(PAGE_SCALE_ARGS)
 
@@ -96,8 +156,6 @@ browser-scale: deps
 # module's pytest suite from the tree and once more installed with pip into
 # a fresh venv, and Examples/SwiftClient (a package depending on this one
 # by path) built and run against the demo origin.
-PYTHON ?= /usr/bin/python3
-.PHONY: clients python-client example-swift
 clients: python-client example-swift
 
 python-client: deps
@@ -141,6 +199,8 @@ fuzz: deps
 	$(SWIFT) build $(FUZZ_BUILD)
 	scripts/fuzz.sh "$$($(SWIFT) build $(FUZZ_BUILD) --show-bin-path)/cached-fuzz" $(FUZZ_SECONDS)
 
+# The unit tests alone (no IntegrationTests), and the integration tests alone
+# (InteropTests aside): make check runs both.
 unit: deps
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	$(SWIFT) test --skip-build --skip IntegrationTests $(BUILD_FLAGS)
@@ -166,10 +226,8 @@ crash: deps
 # The power-loss suite at length: POWERLOSS_ROUNDS power losses over six loads
 # (make test runs 12), the store on lazyfs (Tests/Fixtures/lazyfs), a FUSE
 # file system that drops what was not fsynced. The tests also build lazyfs
-# on demand; every target that installs packages installs FUSE.
-DEB_PACKAGES += libfuse3-dev fuse3
+# on demand (FUSE is in DEB_PACKAGES).
 POWERLOSS_ROUNDS ?= 120
-.PHONY: lazyfs powerloss
 lazyfs: .build/lazyfs
 .build/lazyfs: Tests/Fixtures/lazyfs/lazyfs.c | deps
 	@mkdir -p .build
@@ -186,7 +244,6 @@ powerloss: deps lazyfs
 # writes bench/results.md (about 30 minutes). A benchmark: it prints figures
 # and asserts nothing. docs/performance.md says how each is compared.
 BENCH_RUNS ?= 5
-BENCH_PACKAGES := redis-server redis-tools nginx-light aria2 curl time wrk btrfs-progs libvips-tools
 bench-deps:
 	$(call install_missing,$(BENCH_PACKAGES))
 
@@ -208,7 +265,6 @@ bench-compare: release bench-deps
 # hashed the whole object for any range: A/B interleaved, the same wrk
 # (scripts/bench-ranges.py; docs/performance.md, "Ranges").
 RANGES_BASE ?= f3ab24b
-.PHONY: bench-ranges
 bench-ranges: release bench-deps
 	rm -rf .build/ranges-base; git worktree prune
 	git worktree add --force --detach .build/ranges-base $(RANGES_BASE)
@@ -221,11 +277,6 @@ REPLAY_RECORDS ?= 1000000
 bench-store: release
 	"$$($(SWIFT) build -c release --show-bin-path)/cached-bench" replay $(REPLAY_RECORDS) \
 	  --daemon "$$($(SWIFT) build -c release --show-bin-path)/cached"
-
-# Builds release, starts the bundled origin and the daemon on a temporary
-# store, prefetches, shows the results, restarts offline, cleans up.
-demo: release
-	@bash scripts/demo.sh "$$($(SWIFT) build -c release --show-bin-path)"
 
 # Binaries, units, man pages, completion, docs and an example configuration,
 # under $(DESTDIR)$(PREFIX) (and $(DESTDIR)$(SYSCONFDIR)/cached).
@@ -255,7 +306,7 @@ install: deps
 
 # A .deb of the same files (PREFIX=/usr) in dist/.
 deb:
-	$(call install_missing,dpkg-dev binutils lintian)
+	$(call install_missing,$(DEB_TOOL_PACKAGES))
 	rm -rf .build/deb-stage
 	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/.build/deb-stage PREFIX=/usr SYSCONFDIR=/etc
 	scripts/package.sh .build/deb-stage dist $(VERSION)
@@ -275,14 +326,13 @@ check-package: deb
 	diff -u .build/install-files.txt .build/deb-files.txt
 	dpkg-deb -I dist/cached_$(VERSION)_$$(dpkg --print-architecture).deb | grep -q "Package: cached"
 	@echo "check-package: the .deb holds the $$(wc -l < .build/install-files.txt) files make install installs"
-	$(call install_missing,lintian)
+	$(call install_missing,$(LINTIAN_PACKAGES))
 	lintian --fail-on error,warning dist/cached_$(VERSION)_$$(dpkg --print-architecture).deb
 	@echo "check-package: lintian reports no error and no warning"
 
 # The whole life of the package on this machine's dpkg, as root (make test
 # runs it): install, use, upgrade from the previous build, remove, purge;
 # the machine left as it was (scripts/check-install.sh).
-.PHONY: check-install
 check-install: deb
 	scripts/check-install.sh dist
 
