@@ -35,15 +35,15 @@ enum TrustedOwnership {
     }
 }
 
-private extension TrustedOwnership.Subject {
-    var couldDo: String {
+extension TrustedOwnership.Subject {
+    fileprivate var couldDo: String {
         switch self {
         case .file: "could change what it says"
         case .directory: "could replace what is in it"
         }
     }
 
-    func ownerFix(_ path: String, _ me: uid_t) -> String {
+    fileprivate func ownerFix(_ path: String, _ me: uid_t) -> String {
         switch self {
         case .file: "chown \(me) \(path) and chmod go-w \(path), or use a file of your own"
         case .directory: "have it removed, which in a sticky /tmp takes its owner or root; or chown \(me) \(path) and chmod 0700 \(path); "

@@ -42,8 +42,8 @@ import Testing
     }
 }
 
-private extension HTTPAuthority {
-    init(host: String, port: Int?) {
+extension HTTPAuthority {
+    fileprivate init(host: String, port: Int?) {
         self = HTTPAuthority(host)!
         self.port = port
     }

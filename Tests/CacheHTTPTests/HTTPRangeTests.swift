@@ -64,7 +64,7 @@ import Glibc
         #expect(h.finish(body: Array("0123456789".utf8)) ==
             Array("HTTP/1.1 206 Partial Content\r\nContent-Length: 10\r\nContent-Range: bytes 0-9/100\r\nDate: x\r\n\r\n0123456789".utf8))
         var n = HTTPHead(.ok)
-        n.field("A", -1234567890123)
+        n.field("A", -1_234_567_890_123)
         n.field("B", 0)
         #expect(String(decoding: n.finish(), as: UTF8.self) == "HTTP/1.1 200 OK\r\nA: -1234567890123\r\nB: 0\r\n\r\n")
     }

@@ -14,7 +14,7 @@ enum ChunkFixtures {
         var out = Array(signature.prefix(size))
         out.reserveCapacity(size)
         while out.count < size {
-            state = state &* 6364136223846793005 &+ 1442695040888963407
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             out.append(UInt8(truncatingIfNeeded: state >> 33))
         }
         return out

@@ -16,8 +16,8 @@ private func currentThreadName() -> String {
     return String(decoding: buffer[0..<n], as: UTF8.self).trimmingSuffix("\n")
 }
 
-private extension String {
-    func trimmingSuffix(_ suffix: String) -> String { hasSuffix(suffix) ? String(dropLast(suffix.count)) : self }
+extension String {
+    fileprivate func trimmingSuffix(_ suffix: String) -> String { hasSuffix(suffix) ? String(dropLast(suffix.count)) : self }
 }
 
 /// Polls `condition` every millisecond for up to `seconds`.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import CacheProtocol
+import CacheSystem
 
 /// cachectl's exit statuses, each as docs/cachectl.1's EXIT STATUS says it,
 /// from the real binaries (issue 24): `--version`, `get image` of a row whose
@@ -18,8 +19,8 @@ import CacheProtocol
         let r = try cachectl(["--version"], socket: "/nonexistent/sock")
         #expect(r.status == 0 && r.stderr.isEmpty, "\(r.status) \(r.stderr)")
         let daemon = try runProgram(Paths.cached, ["--version"])
-        #expect(r.stdout == "cachectl 0.1.0 (protocol 1)\n", "\(r.stdout)")
-        #expect(daemon.output == "cached 0.1.0 (protocol 1)\n", "the same version and protocol as the daemon: \(daemon.output)")
+        #expect(r.stdout == "cachectl \(cachedVersion) (protocol 1)\n", "\(r.stdout)")
+        #expect(daemon.output == "cached \(cachedVersion) (protocol 1)\n", "the same version and protocol as the daemon: \(daemon.output)")
         #expect(try cachectl(["-V"], socket: "/nonexistent/sock").stdout == r.stdout)
         #expect(try cachectl(["--help"], socket: "/nonexistent/sock").stdout.contains("--version"))
     }

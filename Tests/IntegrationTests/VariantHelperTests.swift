@@ -468,7 +468,7 @@ func spawnVariantHelper(_ arguments: [String], stdin: Int32, stdout: Int32, stde
     defer { posix_spawn_file_actions_destroy(&actions) }
     for (from, to) in [(stdin, Int32(0)), (stdout, 1), (stderr, 2)] { posix_spawn_file_actions_adddup2(&actions, from, to) }
     let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
-    defer { argv.forEach { free($0) } }
+    defer { for p in argv { free(p) } }
     let environment: [UnsafeMutablePointer<CChar>?] = [nil]
     var pid: pid_t = 0
     let rc = posix_spawn(&pid, path, &actions, nil, argv, environment)

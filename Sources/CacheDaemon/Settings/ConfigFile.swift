@@ -26,27 +26,27 @@ public enum ConfigFile {
     public static func parse(_ text: String, path: String) throws(SettingsError) -> [Entry] {
         var entries: [Entry] = []
         for (n, line) in text.lines().enumerated() {
-            let where_ = "\(path):\(n + 1)"
+            let location = "\(path):\(n + 1)"
             let trimmed = line.trimmed()
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             guard let eq = trimmed.firstIndex(of: "=") else {
-                throw SettingsError("\(where_): expected \"key = value\", found \"\(shownKey(trimmed))\"")
+                throw SettingsError("\(location): expected \"key = value\", found \"\(shownKey(trimmed))\"")
             }
             let key = trimmed[..<eq].trimmed()
             var value = Substring(trimmed[trimmed.index(after: eq)...]).trimmed()
             if value.hasPrefix("\"") {
                 guard value.count >= 2, let close = value.dropFirst().firstIndex(of: "\"") else {
-                    throw SettingsError("\(where_): unterminated quoted value")
+                    throw SettingsError("\(location): unterminated quoted value")
                 }
                 let rest = value[value.index(after: close)...].trimmed()
-                guard rest.isEmpty || rest.hasPrefix("#") else { throw SettingsError("\(where_): unexpected text after the quoted value") }
+                guard rest.isEmpty || rest.hasPrefix("#") else { throw SettingsError("\(location): unexpected text after the quoted value") }
                 value = String(value[value.index(after: value.startIndex)..<close])
             } else if let hash = value.firstRange(of: " #") ?? value.firstRange(of: "\t#") {
                 value = String(value[..<hash.lowerBound]).trimmed()
             }
-            guard !key.isEmpty else { throw SettingsError("\(where_): missing key before \"=\"") }
-            guard Settings.keys.contains(key) else { throw SettingsError("\(where_): unknown setting \"\(shownKey(key))\"") }
-            guard !value.isEmpty else { throw SettingsError("\(where_): \(key) has no value") }
+            guard !key.isEmpty else { throw SettingsError("\(location): missing key before \"=\"") }
+            guard Settings.keys.contains(key) else { throw SettingsError("\(location): unknown setting \"\(shownKey(key))\"") }
+            guard !value.isEmpty else { throw SettingsError("\(location): \(key) has no value") }
             entries.append(Entry(key: key, value: value, line: n + 1))
         }
         return entries
