@@ -6,13 +6,16 @@
 The same client (NEW's cached-bench and cachectl) drives both daemons, on the
 same payload bytes, alternating A and B in every round; the table is medians.
 Measures get_post ops/s (C=1, 8, 64), read of every object (MiB/s), an
-images prefetch from nginx (wall s) and start-up with a 200,000-record log.
+images prefetch from nginx (wall s), HTTP GETs of every post and image row
+through the front-end with one wrk (requests/s, C=16) and start-up with a
+200,000-record log.
 A benchmark: it prints figures and asserts nothing.
 """
 import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import importlib
 bench = importlib.import_module("bench")  # its process and nginx helpers
+benchhttp = importlib.import_module("benchhttp")  # its wrk helpers
 
 ROOT = bench.ROOT
 
@@ -67,10 +70,17 @@ def main():
         feeds = ["--posts-url", "http://127.0.0.1:%d/posts.json" % origin_port,
                  "--images-url", "http://127.0.0.1:%d/manifest.json" % port, "--concurrency", "16"]
 
+        wrk_scripts = {}
+        for kind, paths in (("/posts/{id}", ["/posts/%d" % i for i in range(1, 101)]),
+                            ("/images/{row}", ["/images/%d" % i for i in range(300)])):
+            wrk_scripts[kind] = os.path.join(tmp, "wrk-%d.lua" % len(wrk_scripts))
+            with open(wrk_scripts[kind], "w") as f:
+                f.write(benchhttp.wrk_script(paths))
         for r in range(a.runs):
             for side, bin_dir in (("A", a.base), ("B", a.new)) if r % 2 == 0 else (("B", a.new), ("A", a.base)):
                 name = "%s%d" % (side, r)
-                p, sock = start(bin_dir, name, *feeds)
+                http_port = bench.free_port()
+                p, sock = start(bin_dir, name, *feeds, "--http-listen", "127.0.0.1:%d" % http_port)
                 subprocess.run([ctl, "--socket", sock, "prefetch", "posts"], check=True, capture_output=True)
                 t = time.time()
                 subprocess.run([ctl, "--socket", sock, "prefetch", "images"], check=True, capture_output=True)
@@ -85,6 +95,12 @@ def main():
                 # the median of five in a row.
                 reads = [json.loads(bench.sh([client, "read-all", "--socket", sock]))["mib_per_s"] for _ in range(5)]
                 note("read of every object (median of 5 in a row), MiB/s", side, statistics.median(reads))
+                # The HTTP front-end: the same wrk script for both, every post
+                # then every image row in turn (small answers and 100 KiB
+                # objects through the loop's output queue).
+                for kind, script in wrk_scripts.items():
+                    got = benchhttp.wrk("http://127.0.0.1:%d" % http_port, script, 16, 3)
+                    note("HTTP GET %s, requests/s C=16 (wrk)" % kind, side, got["requests"] / got["seconds"])
                 procs.stop(p)
                 shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
                 out = bench.sh([client, "replay", "200000", "--daemon", os.path.join(bin_dir, "cached")])

@@ -37,7 +37,7 @@ public enum HTTPGrammar {
     /// value bytes only, and no SP or HTAB first or last (it is what is
     /// left once a field line is trimmed, and so may be stored and sent
     /// back in a request header as it is). The empty value is one.
-    public static func isFieldValue(_ value: some Collection<UInt8>) -> Bool {
+    @inlinable public static func isFieldValue(_ value: some Collection<UInt8>) -> Bool {
         guard let first = value.first else { return true }
         if isWhitespace(first) { return false }
         var last = first
