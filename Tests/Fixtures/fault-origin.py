@@ -30,6 +30,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -38,12 +39,36 @@ base = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(base)
 
 log = []
+# Requests parsed and not yet finished (their log entry is written last,
+# after the client already has the answer): /_log waits for them, so a test
+# that asks for the log right after its client got an answer sees that
+# request. Bounded: a request that hangs on purpose delays /_log 1 s at most.
+busy = [0]
+idle = threading.Condition(base.lock)
 token = [None]  # what /auth/ asks for, set by /_token
 
 
 class FaultHandler(base.Handler):
     # Keep-alive, as real origins do, so that connection reuse can be seen.
     protocol_version = "HTTP/1.1"
+    def parse_request(self):
+        ok = super().parse_request()
+        if ok and self.path.split("?", 1)[0] != "/_log":
+            with idle:
+                busy[0] += 1
+            self._busy = True
+        return ok
+
+    def handle_one_request(self):
+        self._busy = False
+        try:
+            super().handle_one_request()
+        finally:
+            if self._busy:
+                with idle:
+                    busy[0] -= 1
+                    idle.notify_all()
+
     def send_response(self, code, message=None):
         self._status = code
         super().send_response(code, message)
@@ -102,7 +127,8 @@ class FaultHandler(base.Handler):
             self._write(self._body(204, b""))
             return
         if path == "/_log":
-            with base.lock:
+            with idle:
+                idle.wait_for(lambda: busy[0] == 0, timeout=1)
                 body = json.dumps(log).encode()
             self._write(self._body(200, body, "application/json"))
             return
