@@ -31,26 +31,26 @@ public struct HTTPTarget: Sendable, Equatable {
         var segments: [String] = []
         let rawSegments = pathBytes.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
         for (n, segment) in rawSegments.enumerated() {
-            let decoded = try decode(segment, plusIsSpace: false)
-            let isRawDot = segment.elementsEqual([UInt8(ascii: ".")]) || segment.elementsEqual([UInt8(ascii: "."), UInt8(ascii: ".")])
-            if segments == ["posts"], n == rawSegments.count - 1, !isRawDot, !decoded.isEmpty {
-                segments.append(try utf8(decoded))
+            let decoded = try text(segment, plusIsSpace: false)
+            let isRawDot = isDotSegment(segment)
+            if segments.count == 1, segments[0] == "posts", n == rawSegments.count - 1, !isRawDot, !decoded.isEmpty {
+                segments.append(decoded)
                 continue
             }
-            if decoded.contains(UInt8(ascii: "/")) || decoded.contains(UInt8(ascii: "\\")) {
+            if decoded.utf8.contains(UInt8(ascii: "/")) || decoded.utf8.contains(UInt8(ascii: "\\")) {
                 throw HTTPRejection(.badRequest, "an encoded slash or backslash in the path")
             }
-            if decoded == [UInt8(ascii: ".")] || decoded == [UInt8(ascii: "."), UInt8(ascii: ".")] {
+            if isDotSegment(decoded.utf8) {
                 throw HTTPRejection(.badRequest, "a dot segment (. or ..) in the path")
             }
-            segments.append(try utf8(decoded))
+            segments.append(decoded)
         }
         var query: [(name: String, value: String)] = []
         for pair in queryBytes.split(separator: UInt8(ascii: "&")) {
             let eq = pair.firstIndex(of: UInt8(ascii: "="))
-            let name = try utf8(try decode(pair[..<(eq ?? pair.endIndex)], plusIsSpace: true))
+            let name = try text(pair[..<(eq ?? pair.endIndex)], plusIsSpace: true)
             var value = ""
-            if let eq { value = try utf8(try decode(pair[(eq + 1)...], plusIsSpace: true)) }
+            if let eq { value = try text(pair[(eq + 1)...], plusIsSpace: true) }
             query.append((name, value))
         }
         return HTTPTarget(path: segments, query: query, authority: authority)
@@ -67,6 +67,22 @@ public struct HTTPTarget: Sendable, Equatable {
             return (bytes[end] == UInt8(ascii: "/") ? Array(bytes[end...]) : [UInt8(ascii: "/")] + bytes[end...], authority)
         }
         throw HTTPRejection(.badRequest, "the request target is neither a path (/...) nor an http URL")
+    }
+
+    /// `.` or `..`.
+    private static func isDotSegment<C: Collection<UInt8>>(_ s: C) -> Bool {
+        (s.count == 1 || s.count == 2) && s.allSatisfy { $0 == UInt8(ascii: ".") }
+    }
+
+    /// `s` percent-decoded (and `+` as a space where `plusIsSpace`) as
+    /// UTF-8 text. Bytes with nothing to decode (the caller checked them
+    /// visible ASCII) become the string directly, without a decoded copy:
+    /// most of every request's segments and query.
+    private static func text(_ s: ArraySlice<UInt8>, plusIsSpace: Bool) throws(HTTPRejection) -> String {
+        if !s.contains(where: { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }) {
+            return String(decoding: s, as: UTF8.self)
+        }
+        return try utf8(try decode(s, plusIsSpace: plusIsSpace))
     }
 
     private static func decode(_ s: ArraySlice<UInt8>, plusIsSpace: Bool) throws(HTTPRejection) -> [UInt8] {

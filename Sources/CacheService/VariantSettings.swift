@@ -29,18 +29,24 @@ public struct VariantSettings: Sendable, Equatable {
     /// code is `originalCode`, or why it is refused (docs/protocol.md,
     /// "Image variants").
     public func resolve(_ r: VariantRequest, originalCode: UInt8) -> Result<VariantSpec, CacheError> {
-        for (name, value) in [("width", r.width), ("height", r.height)] {
-            guard let v = value else { continue }
-            guard v >= 1, v <= maxDimension else {
-                return .failure(.invalid("variant \(name) \(v) is out of range: 1 to \(maxDimension) (variant-max-dimension)"))
-            }
-            guard sizes.isEmpty || sizes.contains(v) else {
-                let allowed = sizes.map(String.init).joined(separator: ", ")
-                return .failure(.invalid("variant \(name) \(v) is not an allowed size (variant-sizes: \(allowed))"))
-            }
-        }
+        if let refusal = refusal(of: r.width, named: "width") ?? refusal(of: r.height, named: "height") { return .failure(refusal) }
         return .success(VariantSpec(width: r.width, height: r.height, fit: r.fit ?? .contain,
                                     format: r.format ?? VariantFormat.defaultFor(originalCode: originalCode)))
+    }
+
+    /// Why side `name` of `value` pixels may not be asked for; nil when it
+    /// may (or is not given). Called on every variant hit: no allocation
+    /// unless it refuses.
+    private func refusal(of value: Int?, named name: String) -> CacheError? {
+        guard let v = value else { return nil }
+        guard v >= 1, v <= maxDimension else {
+            return .invalid("variant \(name) \(v) is out of range: 1 to \(maxDimension) (variant-max-dimension)")
+        }
+        guard sizes.isEmpty || sizes.contains(v) else {
+            let allowed = sizes.map(String.init).joined(separator: ", ")
+            return .invalid("variant \(name) \(v) is not an allowed size (variant-sizes: \(allowed))")
+        }
+        return nil
     }
 }
 
