@@ -103,4 +103,24 @@ import CacheSystem
         #expect(status["last_prefetch"] == .null, "\(status)")
         #expect(!(try cachectl(["metrics"], socket: daemon.socket).stdout.contains("last_prefetch")))
     }
+
+    /// A row whose host does not resolve (`.invalid` never does: RFC 6761)
+    /// says so, naming the host, and the row beside it is cached.
+    @Test func aRowWhoseHostDoesNotResolveSaysSo() throws {
+        let nginx = try Nginx()
+        let root = nginx.files!.root
+        let manifest = #"[{"url": "01-sunrise.png"}, {"url": "http://no-such-host.invalid/x.png"}]"#
+        try Data(manifest.utf8).write(to: URL(fileURLWithPath: root + "/images/dns.json"))
+        chmod(root + "/images/dns.json", 0o644)
+        let daemon = try Daemon(origin: nil, arguments: ["--images-url", nginx.base + "/images/dns.json", "--retries", "0"])
+        let run = try PrefetchRun(socket: daemon.socket, ["images"])
+        #expect(run.status == 5 && run.images?["downloaded"]?.int == 1 && run.images?["failed"]?.int == 1, "\(run.problems)")
+        let list = try Self.answer(try cachectl(["--json", "get", "images"], socket: daemon.socket))["images"]?.array ?? []
+        #expect(list.count == 2 && list[0]["last_error"] == .null, "\(list)")
+        let error = list.last?["last_error"] ?? .null
+        let reason = error["reason"]?.string ?? ""
+        #expect(error["status"] == .null && reason.lowercased().contains("resolv") && reason.contains("no-such-host.invalid"), "\(error)")
+        let text = try cachectl(["get", "images"], socket: daemon.socket).stdout
+        #expect(text.contains("failed") && text.lowercased().contains("resolv"), "\(text)")
+    }
 }
