@@ -37,7 +37,7 @@ public enum CacheError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .origin(let f): return f.description
         case .notConfigured(let setting):
-            return "\(setting) is not configured (set --\(setting) or \(SettingName.environment(setting)))"
+            return "\(setting) is not configured (set \(SettingName.flag(setting)) or \(SettingName.environment(setting)))"
         case let .store(e, doing): return doing.isEmpty ? "\(e)" : "\(doing): \(e)"
         case .notFound(let what): return what
         case .notCached(let row): return "row \(row) is not cached"

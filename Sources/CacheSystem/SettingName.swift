@@ -5,4 +5,9 @@ public enum SettingName {
     public static func environment(_ key: String) -> String {
         "CACHED_" + key.uppercased().replacing("-", with: "_")
     }
+
+    /// `posts-url` → `--posts-url`, the daemon's flag.
+    public static func flag(_ key: String) -> String {
+        "--" + key
+    }
 }

@@ -24,12 +24,12 @@ extension Settings {
             } else if spec(key)?.value == "[BOOL]" && (i >= arguments.count || arguments[i].hasPrefix("--")) {
                 value = "true"  // a flag that may stand alone (prefetch-on-start, http-allow-admin)
             } else {
-                guard i < arguments.count else { throw SettingsError("--\(key) needs a value") }
+                guard i < arguments.count else { throw SettingsError("\(SettingName.flag(key)) needs a value") }
                 value = arguments[i]
                 i += 1
             }
             if key == "config" { configPath = value; continue }
-            guard spec(key) != nil else { throw SettingsError("unknown option --\(ConfigFile.shownKey(key)) (see --help)") }
+            guard spec(key) != nil else { throw SettingsError("unknown option \(SettingName.flag(ConfigFile.shownKey(key))) (see --help)") }
             flags.append((key, value))
         }
         var s = try fromFile(configPath, environment: environment)
@@ -38,7 +38,7 @@ extension Settings {
             do { try spec.set(&s, v) } catch { throw SettingsError("\(spec.environment): \(error.message)") }
         }
         for (key, value) in flags {
-            do { try s.set(key, value) } catch { throw SettingsError("--\(key): \(error.message)") }
+            do { try s.set(key, value) } catch { throw SettingsError("\(SettingName.flag(key)): \(error.message)") }
         }
         // Read once every source has had its say: only the file that wins is opened.
         try s.fetchHeaderFile?.load(environment: environment, besides: s.fetchHeaders)
@@ -77,7 +77,7 @@ extension Settings {
             "",
         ]
         for spec in table {
-            let head = "--\(spec.name) \(spec.value)"
+            let head = "\(SettingName.flag(spec.name)) \(spec.value)"
             let pad = String(repeating: " ", count: width + 4 - head.count)
             let shown = spec.value == "SIZE" ? sizeText(spec.show(defaults)) : spec.show(defaults)
             let def = spec.name == "store" || spec.name == "socket" ? "" : " (default \(shown))"
