@@ -10,15 +10,6 @@ enum Format {
     /// always ("16.0 KiB"), so that sizes line up in columns.
     static func size(_ bytes: Int64) -> String { formatSize(bytes, decimals: .always) }
 
-    /// `v` exactly as C's `%.1f` writes it (the rounding of the exact binary
-    /// value, as `String(format:)` did): seconds.
-    static func oneDecimal(_ v: Double) -> String {
-        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 350) { buffer in
-            _ = withVaList([v]) { vsnprintf(buffer.baseAddress, buffer.count, "%.1f", $0) }
-            return String(cString: buffer.baseAddress!)
-        }
-    }
-
     /// `s` on one line, every character that could break a line, a table
     /// or the terminal written visibly: `\n`, `\r`, `\t`, `\\` (so an
     /// escape is never ambiguous), and `\uXXXX` for the other C0 and C1
@@ -209,7 +200,7 @@ enum Format {
     /// `status`'s `last_prefetch` in a line.
     static func lastPrefetch(_ p: JSON?) -> String {
         guard let p, !p.isNull else { return "none since the daemon started" }
-        let took = oneDecimal((p["finished"]?.double ?? 0) - (p["started"]?.double ?? 0))
+        let took = NumberText.fixed((p["finished"]?.double ?? 0) - (p["started"]?.double ?? 0), 1)
         var line = "finished \(ago(p["finished"]?.double)) ago after \(took) s, "
         guard p["succeeded"] == .bool(true) else { return line + "failed: \(text(p["error"]))" }
         line += "succeeded"

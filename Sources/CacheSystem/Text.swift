@@ -50,19 +50,20 @@ extension StringProtocol {
 
 /// Numbers as text without Foundation's `String(format:)`.
 public enum NumberText {
-    /// `value` with exactly `decimals` digits after the point.
+    /// `value` with exactly `decimals` digits (0-20) after the point,
+    /// exactly as C's `%.Nf` writes it: the exact binary value rounded
+    /// (`0.125` is `0.12`, `0.15` is `0.1`), whatever its size (no overflow),
+    /// `nan` and `inf` as words, and no sign on a zero (`-0.04` to one
+    /// decimal is `0.0`). cachectl and the daemon print every fixed decimal
+    /// through this one function.
     public static func fixed(_ value: Double, _ decimals: Int) -> String {
-        var scale = 1.0
-        for _ in 0..<decimals { scale *= 10 }
-        let negative = value < 0
-        let scaled = Int64((abs(value) * scale).rounded())
-        let whole = scaled / Int64(scale)
-        var text = "\(whole)"
-        if decimals > 0 {
-            let frac = String(scaled % Int64(scale))
-            text += "." + String(repeating: "0", count: decimals - frac.count) + frac
+        // 309 digits before the point at most (DBL_MAX), a sign, a point, 20 after.
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 340) { buffer in
+            _ = withVaList([Int32(min(max(decimals, 0), 20)), value]) { vsnprintf(buffer.baseAddress, buffer.count, "%.*f", $0) }
+            let text = String(cString: buffer.baseAddress!)
+            let isZero = text.utf8.allSatisfy { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "0") || $0 == UInt8(ascii: ".") }
+            return isZero && text.hasPrefix("-") ? String(text.dropFirst()) : text
         }
-        return negative && scaled != 0 ? "-" + text : text
     }
 
     /// `value` padded with zeros to `width` digits.
