@@ -1,3 +1,5 @@
+import CacheSystem
+
 /// What a `Range` header asks of a representation of `size` bytes
 /// (RFC 9110, 14.2): single byte ranges only. A header that cannot be
 /// parsed, another unit, or several ranges is ignored (the whole is sent),
@@ -39,7 +41,7 @@ public enum HTTPRange: Sendable, Equatable {
         guard !s.isEmpty else { return nil }
         var value: Int64 = 0
         for b in s.utf8 {
-            guard b >= 0x30 && b <= 0x39 else { return nil }
+            guard ASCII.isDigit(b) else { return nil }
             let (times, o1) = value.multipliedReportingOverflow(by: 10)
             let (sum, o2) = times.addingReportingOverflow(Int64(b - 0x30))
             value = o1 || o2 ? .max : sum

@@ -65,7 +65,7 @@ enum FastRequest {
                 if b[i] == UInt8(ascii: "-") { negative = true; i += 1 }
                 let digitsStart = i
                 var v: Int64 = 0
-                while i < n, b[i] >= 0x30, b[i] <= 0x39 {
+                while i < n, ASCII.isDigit(b[i]) {
                     let (m, o1) = v.multipliedReportingOverflow(by: 10)
                     let (a, o2) = m.addingReportingOverflow(Int64(b[i] - 0x30))
                     if o1 || o2 { return nil }

@@ -1,3 +1,5 @@
+import CacheSystem
+
 /// A parsed JSON value. Objects keep their key order; numbers keep their text.
 public indirect enum JSON: Equatable, Sendable {
     case null
@@ -334,7 +336,7 @@ public struct JSONParser {
 
     private mutating func number() throws(JSONError) -> String {
         let start = pos
-        func digit(_ b: UInt8?) -> Bool { b.map { $0 >= 0x30 && $0 <= 0x39 } ?? false }
+        func digit(_ b: UInt8?) -> Bool { b.map(ASCII.isDigit) ?? false }
         if peek() == UInt8(ascii: "-") { pos += 1 }
         if peek() == UInt8(ascii: "0") { pos += 1 }
         else if digit(peek()) { while digit(peek()) { pos += 1 } }

@@ -1,3 +1,5 @@
+import CacheSystem
+
 /// A JSON Pointer (RFC 6901): `""` is the whole document, `/data/0/id` the
 /// member `id` of the first element of the member `data`. `~1` stands for
 /// `/` and `~0` for `~` inside a token.
@@ -70,7 +72,7 @@ public struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
 
     /// The index an array token names: `0` or digits without a leading zero.
     public static func index(_ token: String) -> Int? {
-        guard let first = token.utf8.first, token.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+        guard let first = token.utf8.first, token.utf8.allSatisfy(ASCII.isDigit),
               first != UInt8(ascii: "0") || token.utf8.count == 1, token.utf8.count <= 18 else { return nil }
         return Int(token)
     }

@@ -74,7 +74,7 @@ enum FreshnessHeaders {
 
     /// A `delta-seconds` value: digits only; huge ones are clamped (RFC 9111 1.2.2).
     static func deltaSeconds(_ s: String) -> Int64? {
-        guard !s.isEmpty, s.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+        guard !s.isEmpty, s.utf8.allSatisfy(ASCII.isDigit) else { return nil }
         return Int64(s) ?? Int64(Int32.max)
     }
 }

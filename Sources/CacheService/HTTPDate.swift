@@ -15,7 +15,7 @@ enum HTTPDate {
         for t in tokens.dropFirst() {  // the first is the weekday name
             if let m = months.firstIndex(of: t.lowercased()) { month = m + 1 }
             else if t.contains(":") { clock = time(t) ?? (-1, 0, 0) }
-            else if let n = Int(t), t.utf8.allSatisfy({ (0x30...0x39).contains($0) }) {
+            else if let n = Int(t), t.utf8.allSatisfy(ASCII.isDigit) {
                 // In all three forms the day comes before the year.
                 if day == nil, t.count <= 2 { day = n }
                 else if year == nil, t.count == 2 || t.count == 4 { year = t.count == 2 ? twoDigitYear(n) : n }

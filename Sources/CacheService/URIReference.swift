@@ -128,7 +128,7 @@ enum URIReference {
         }
         guard isHost(host) else { return nil }
         if let port, !port.isEmpty {
-            guard port.utf8.count <= 5, port.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(port), n <= 65535 else { return nil }
+            guard port.utf8.count <= 5, port.utf8.allSatisfy(ASCII.isDigit), let n = Int(port), n <= 65535 else { return nil }
         }
         let defaultPort = p.scheme == "https" ? 443 : p.scheme == "http" ? 80 : nil
         var out = ""
@@ -158,7 +158,7 @@ enum URIReference {
             }
         }
         return bytes.allSatisfy { b in
-            b >= 0x80 || isASCIILetter(b) || (b >= 0x30 && b <= 0x39) || "-._~!$&'()*+,;=".utf8.contains(b)
+            b >= 0x80 || isASCIILetter(b) || ASCII.isDigit(b) || "-._~!$&'()*+,;=".utf8.contains(b)
         }
     }
 
@@ -177,7 +177,7 @@ enum URIReference {
             rest = rest[..<q]
         }
         if let colon = rest.utf8.firstIndex(of: UInt8(ascii: ":")), let first = rest.utf8.first, isASCIILetter(first),
-           rest.utf8[..<colon].allSatisfy({ isASCIILetter($0) || ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") }) {
+           rest.utf8[..<colon].allSatisfy({ isASCIILetter($0) || ASCII.isDigit($0) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") }) {
             parts.scheme = String(rest[..<colon]).lowercased()
             rest = rest[rest.utf8.index(after: colon)...]
         }

@@ -70,7 +70,7 @@ enum ValueParser {
         let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
         var scale: Int64 = 1
         if let last = t.last, let unit = units[last] { t.removeLast(); scale = unit }
-        guard !t.isEmpty, t.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let v = Int64(t), v <= 3650 * 86400 / scale else {
+        guard !t.isEmpty, t.utf8.allSatisfy(ASCII.isDigit), let v = Int64(t), v <= 3650 * 86400 / scale else {
             throw SettingsError("\(key) must be whole seconds like 86400, or with a unit like 90s, 30m, 12h or 1d (at most 3650d), not \"\(text)\"")
         }
         return v * scale
