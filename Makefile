@@ -157,8 +157,10 @@ browser-scale: deps
 
 # The client libraries against the real daemon (built first): the Python
 # module's pytest suite from the tree and once more installed with pip into
-# a fresh venv, and Examples/SwiftClient (a package depending on this one
-# by path) built and run against the demo origin.
+# a fresh venv, then the README's own install lines run as written
+# (scripts/readme-pip.sh: from PyPI's setuptools, as a user's pip does), and
+# Examples/SwiftClient (a package depending on this one by path) built and
+# run against the demo origin.
 clients: python-client example-swift
 
 python-client: deps
@@ -173,6 +175,7 @@ python-client: deps
 	  pyvenv/bin/python -c 'import cached_client, sys; sys.exit(0 if "pyvenv" in cached_client.__file__ else "not the installed module")'
 	CACHED_CLIENT_INSTALLED=1 CACHED_BIN_DIR="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" \
 	  .build/pyvenv/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
+	sh scripts/readme-pip.sh
 
 example-swift: deps
 	$(SWIFT) build $(BUILD_FLAGS)
