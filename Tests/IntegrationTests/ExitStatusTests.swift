@@ -88,4 +88,51 @@ import CacheSystem
         #expect(stderr == "cachectl: cached closed the connection on \(daemon.socket) before answering "
                 + "(is it stopping or restarting? check systemctl status cached)\n", "\(stderr)")
     }
+
+    /// `status` racing the daemon's own stop: 24 cachectl started one after
+    /// another with the SIGTERM sent after the eighth, five times. Each has
+    /// its answer (0) or exits 3 with one line saying the daemon closed the
+    /// connection or is not there; none exits 1 with a raw socket error, none
+    /// hangs, and the daemon still exits 0.
+    @Test func statusRacingTheStopIsAnsweredOrNotRunning() throws {
+        var seen: [String: Int] = [:]
+        for _ in 0..<5 {
+            let daemon = try Daemon(origin: nil)
+            var running: [(Process, Pipe, Pipe)] = []
+            for n in 0..<24 {
+                let p = Process(), out = Pipe(), err = Pipe()
+                p.executableURL = URL(fileURLWithPath: Paths.cachectl)
+                p.arguments = ["--socket", daemon.socket, "status"]
+                p.standardOutput = out
+                p.standardError = err
+                try p.run()
+                running.append((p, out, err))
+                if n == 7 { kill(daemon.pid, SIGTERM) }
+            }
+            for (p, out, err) in running {
+                let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                #expect(waitUntil(30) { !p.isRunning }, "a cachectl status still runs 30 s after the daemon's stop")
+                p.waitUntilExit()
+                switch p.terminationStatus {
+                case 0:
+                    #expect(stdout.hasPrefix("cached "), "\(stdout)")
+                    seen["answered", default: 0] += 1
+                case 3:
+                    let closed = "cachectl: cached closed the connection on \(daemon.socket) before answering "
+                        + "(is it stopping or restarting? check systemctl status cached)\n"
+                    let gone = stderr.hasPrefix("cachectl: cannot connect to cached at \(daemon.socket): ")
+                        && stderr.hasSuffix("\n") && stderr.filter { $0 == "\n" }.count == 1
+                    #expect(stderr == closed || gone, "\(stderr)")
+                    seen[stderr == closed ? "closed" : "cannot connect", default: 0] += 1
+                default:
+                    Issue.record("cachectl status exited \(p.terminationStatus) during the stop: \(stderr)")
+                }
+            }
+            #expect(daemon.stop() == 0)
+        }
+        // What the race gave, for whoever reads the test log.
+        print("status racing the stop: \(seen.sorted { $0.key < $1.key })")
+        #expect(seen["answered", default: 0] > 0)
+    }
 }
