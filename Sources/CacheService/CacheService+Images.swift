@@ -10,15 +10,22 @@ extension CacheService {
     /// (and a manifest never fetched) goes to a worker, which downloads the
     /// image when `fetch` is true.
     public func image(row index: Int, fetch: Bool, then completion: @escaping Completion<ImageEntry>) -> Outcome<ImageEntry> {
+        image(row: index, fetch: fetch, countingHit: true, then: completion)
+    }
+
+    /// `image(row:fetch:)`; a cached original counts in `hits` only when
+    /// `countingHit` (a variant's request counts in the variant counters
+    /// instead, docs/protocol.md "Counters"; a download is a miss either way).
+    func image(row index: Int, fetch: Bool, countingHit: Bool, then completion: @escaping Completion<ImageEntry>) -> Outcome<ImageEntry> {
         if store.manifestKnown {
             guard let row = store.row(index) else { return .now(.failure(noSuchRow(index))) }
             if let ref = row.object, store.objectFileLooksRight(ref) {
-                noteHit(ref)
+                noteHit(ref, counting: countingHit)
                 return .now(.success(entry(index, row, ref, resolvedURL(index, row))))
             }
             if row.object == nil && !fetch { return .now(.failure(.notCached(row: index))) }
         }
-        pool.submit { [self] in imageOnWorker(row: index, fetch: fetch, completion) }
+        pool.submit { [self] in imageOnWorker(row: index, fetch: fetch, countingHit: countingHit, completion) }
         return .later
     }
 
@@ -37,13 +44,13 @@ extension CacheService {
 
     /// The miss path: a worker may write the log (an object whose file went
     /// missing is forgotten) and start a download.
-    private func imageOnWorker(row index: Int, fetch: Bool, _ completion: @escaping Completion<ImageEntry>) {
+    private func imageOnWorker(row index: Int, fetch: Bool, countingHit: Bool, _ completion: @escaping Completion<ImageEntry>) {
         ensureManifest { [self] manifest in
             if case .failure(let e) = manifest { completion(.failure(e)); return }
             guard let row = store.row(index) else { completion(.failure(noSuchRow(index))); return }
             let view = manifestView()
             if let ref = row.object, store.objectIsPresent(ref) {
-                noteHit(ref)
+                noteHit(ref, counting: countingHit)
                 completion(.success(entry(index, row, ref, view.resolved(index))))
                 return
             }
@@ -81,8 +88,9 @@ extension CacheService {
         return ImagesPage(total: total, images: page.enumerated().map { entry(start + $0, $1, $1.object, view.resolved(start + $0)) })
     }
 
-    private func noteHit(_ ref: ObjectRef) {
-        counters.withLock { $0.hits += 1 }
+    /// A cached original used: touched for eviction, counted when `counting`.
+    private func noteHit(_ ref: ObjectRef, counting: Bool) {
+        if counting { counters.withLock { $0.hits += 1 } }
         store.touch(ref.hash)
     }
 

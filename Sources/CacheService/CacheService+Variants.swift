@@ -15,7 +15,7 @@ extension CacheService {
         let settings = variantSettings.withLock { $0 }
         // What can be refused before the original is known is refused now.
         if case .failure(let e) = settings.resolve(request, originalCode: 0) { return .now(.failure(e)) }
-        let original = image(row: index, fetch: true) { [self] result in
+        let original = image(row: index, fetch: true, countingHit: false) { [self] result in
             switch result {
             case .failure(let e): completion(.failure(e))
             case .success(let entry): variant(of: entry, request, settings, completion)
