@@ -12,8 +12,13 @@ import Foundation
 /// opening the store) and, with --daemon, the real binary's start to its
 /// first answered ping and its resident memory.
 enum ReplayBenchmark {
+    /// VmRSS of `pid`; 0, said on stderr, when /proc cannot tell (the
+    /// process ended): a figure of 0 is then explained.
     static func rssBytes(pid: Int32 = getpid()) -> Int {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else {
+            FileHandle.standardError.write(Data("cached-bench: /proc/\(pid)/status could not be read: resident size shown as 0\n".utf8))
+            return 0
+        }
         for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
             return (Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
         }
@@ -27,7 +32,11 @@ enum ReplayBenchmark {
     static func replay(records: Int, daemon: String?, keep: Bool) throws {
         var template = Array("/tmp/cached-bench-XXXXXX".utf8CString)
         let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
-        defer { if !keep { try? FileManager.default.removeItem(atPath: dir) } }
+        defer {
+            if !keep {
+                do { try FileManager.default.removeItem(atPath: dir) } catch { FileHandle.standardError.write(Data("cached-bench: \(dir) left behind: \(error)\n".utf8)) }
+            }
+        }
         let store = dir + "/store"
         try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
 
@@ -77,6 +86,7 @@ enum ReplayBenchmark {
         try p.run()
         var ready: Double = -1
         while p.isRunning && seconds(since: launched) < 60 {
+            // Refused or not yet there while the daemon starts: asked again in 2 ms.
             if let c = try? Client(socketPath: socket), (try? c.call("ping"))?["ok"] == .bool(true) {
                 ready = seconds(since: launched)
                 break

@@ -11,14 +11,31 @@ import CacheSystem
 /// The fuzz targets. Each takes arbitrary bytes and must neither crash nor
 /// hang; where two paths must agree, a disagreement traps so that the fuzzer
 /// reports it.
+/// A parser's error on arbitrary bytes is the expected outcome, not a
+/// finding: the `try?` in the targets discard those errors on purpose.
 enum FuzzTargets {
-    /// A dispatcher over a small real store, created once per process.
+    /// A dispatcher over a small real store, created once per process. A
+    /// store that cannot be made ends the run with why: a fuzzer that
+    /// silently skipped the dispatcher would report a clean run of less.
     nonisolated(unsafe) static var harness: DispatchHarness? = {
         var template = Array("/tmp/cached-fuzz-XXXXXX".utf8CString)
-        guard let dir = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else { return nil }
-        guard (try? seed(dir)) != nil else { return nil }
-        return try? DispatchHarness(directory: dir)
+        guard let dir = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else {
+            setUpFailed("mkdtemp /tmp/cached-fuzz-XXXXXX: \(String(cString: strerror(errno)))")
+        }
+        do {
+            try seed(dir)
+            return try DispatchHarness(directory: dir)
+        } catch {
+            setUpFailed("a store in \(dir): \(error)")
+        }
     }()
+
+    /// Ends the process: the dispatcher's store could not be made.
+    static func setUpFailed(_ why: String) -> Never {
+        var line = Array("cached-fuzz: cannot set up the dispatcher: \(why)\n".utf8)
+        _ = line.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
+        exit(70)  // EX_SOFTWARE
+    }
 
     /// A few posts and rows, with no origin configured, so nothing is ever fetched.
     static func seed(_ directory: String) throws(StoreError) {
