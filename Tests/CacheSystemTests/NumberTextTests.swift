@@ -29,6 +29,9 @@ import CacheSystem
 
     @Test func largeAndOddValuesNeitherTrapNorLie() {
         #expect(NumberText.fixed(1e300, 1) == Self.c(1e300, 1))
+        // The longest text there is: the buffer holds it whole.
+        #expect(NumberText.fixed(-Double.greatestFiniteMagnitude, 20) == Self.c(-Double.greatestFiniteMagnitude, 20))
+        #expect(NumberText.fixed(-Double.greatestFiniteMagnitude, 20).count == 331)
         #expect(NumberText.fixed(-1e19, 3) == "-10000000000000000000.000")
         #expect(NumberText.fixed(.nan, 2) == "nan")
         #expect(NumberText.fixed(.infinity, 2) == "inf")

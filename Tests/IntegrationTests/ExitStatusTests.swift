@@ -90,10 +90,12 @@ import CacheSystem
     }
 
     /// `status` racing the daemon's own stop: 24 cachectl started one after
-    /// another with the SIGTERM sent after the eighth, five times. Each has
+    /// another, the SIGTERM sent once the first has its answer (so the
+    /// daemon was serving) and the eighth has started, five times. Each has
     /// its answer (0) or exits 3 with one line saying the daemon closed the
     /// connection or is not there; none exits 1 with a raw socket error, none
-    /// hangs, and the daemon still exits 0.
+    /// hangs (one still running 30 s after is killed and reported), and the
+    /// daemon still exits 0.
     @Test func statusRacingTheStopIsAnsweredOrNotRunning() throws {
         var seen: [String: Int] = [:]
         for _ in 0..<5 {
@@ -107,13 +109,21 @@ import CacheSystem
                 p.standardError = err
                 try p.run()
                 running.append((p, out, err))
-                if n == 7 { kill(daemon.pid, SIGTERM) }
+                if n == 7 {
+                    #expect(waitUntil(30) { !running[0].0.isRunning }, "the first cachectl status got no answer")
+                    kill(daemon.pid, SIGTERM)
+                }
             }
             for (p, out, err) in running {
+                // Waited for before its output is read: a hung cachectl is
+                // killed and reported, not left to hang the suite.
+                if !waitUntil(30, { !p.isRunning }) {
+                    Issue.record("a cachectl status still ran 30 s after the daemon's stop")
+                    kill(p.processIdentifier, SIGKILL)
+                }
+                p.waitUntilExit()
                 let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
                 let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                #expect(waitUntil(30) { !p.isRunning }, "a cachectl status still runs 30 s after the daemon's stop")
-                p.waitUntilExit()
                 switch p.terminationStatus {
                 case 0:
                     #expect(stdout.hasPrefix("cached "), "\(stdout)")

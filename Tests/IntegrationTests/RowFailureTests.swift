@@ -105,7 +105,10 @@ import CacheSystem
     }
 
     /// A row whose host does not resolve (`.invalid` never does: RFC 6761)
-    /// says so, naming the host, and the row beside it is cached.
+    /// says so, and the row beside it is cached. curl names the host when
+    /// the resolver answers "no such name", and says "Resolving timed out"
+    /// when no resolver answers (a machine without DNS): either is a
+    /// failed resolve.
     @Test func aRowWhoseHostDoesNotResolveSaysSo() throws {
         let nginx = try Nginx()
         let root = nginx.files!.root
@@ -119,7 +122,8 @@ import CacheSystem
         #expect(list.count == 2 && list[0]["last_error"] == .null, "\(list)")
         let error = list.last?["last_error"] ?? .null
         let reason = error["reason"]?.string ?? ""
-        #expect(error["status"] == .null && reason.lowercased().contains("resolv") && reason.contains("no-such-host.invalid"), "\(error)")
+        let named = reason.contains("Could not resolve host: no-such-host.invalid")
+        #expect(error["status"] == .null && (named || reason.contains("Resolving timed out")), "\(error)")
         let text = try cachectl(["get", "images"], socket: daemon.socket).stdout
         #expect(text.contains("failed") && text.lowercased().contains("resolv"), "\(text)")
     }
