@@ -16,11 +16,19 @@ final class HelperProcess {
     /// Jobs run on this helper.
     private(set) var jobs = 0
     private var received: [UInt8] = []
+    /// Set by `stop`: its pipes are closed and its process reaped.
+    private var stopped = false
 
     private init(pid: Int32, input: FileDescriptor, output: FileDescriptor) {
         self.pid = pid
         self.input = input
         self.output = output
+    }
+
+    /// A helper let go without `stop` would keep its process and both
+    /// pipes for the daemon's life: it is killed and reaped here instead.
+    deinit {
+        if !stopped { _ = stop(killing: true) }
     }
 
     /// Starts the helper, limits its memory and CPU from outside, waits for
@@ -270,6 +278,8 @@ final class HelperProcess {
     /// wait for that. Returns how it ended, for a log line ("was stopped by
     /// the daemon" when it had not ended by itself when killed).
     func stop(killing: Bool) -> String {
+        guard !stopped else { return "had been stopped" }
+        stopped = true
         input.close()
         output.close()
         var status: Int32 = 0

@@ -144,7 +144,10 @@ public final class VariantHelpers: Sendable {
                 helper = nil
                 state.update { $0.stats.running -= 1; $0.stats.replaced += 1 }
             } else if let h = helper, h.jobs >= c.jobsPerHelper || (h.cpuTime() ?? .zero) > c.cpuPerHelper / 2 {
-                log.debug("variant helper \(h.pid) replaced after \(h.jobs) jobs: \(h.stop(killing: false))")
+                // Stopped outside the log call: a message is built only at its
+                // level, and a helper stopped only there was left running.
+                let ending = h.stop(killing: false)
+                log.debug("variant helper \(h.pid) replaced after \(h.jobs) jobs: \(ending)")
                 helper = nil
                 state.update { $0.stats.running -= 1 }
             }
@@ -174,7 +177,8 @@ public final class VariantHelpers: Sendable {
         if case .failure(let e) = result, !e.endsHelper {
             // A refused image is the likeliest to be hostile: whatever it did
             // to this helper must not touch the next job's variant.
-            log.debug("variant helper \(h.pid) replaced after a refused job: \(h.stop(killing: false))")
+            let ending = h.stop(killing: false)
+            log.debug("variant helper \(h.pid) replaced after a refused job: \(ending)")
             helper = nil
             state.update { $0.stats.running -= 1 }
             return result
