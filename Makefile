@@ -125,9 +125,9 @@ demo: release
 
 # The daemon at scale with HTTP on (scripts/soak.py): make test runs a short
 # one (10,000 rows, 50 /events subscribers, 200 pipelining connections, one
-# round); this runs a long one on the release build, RSS and descriptors
+# round, variants of 1,000 rows); this runs a long one on the release build, RSS and descriptors
 # checked before and after each part.
-SOAK_ARGS ?= --rows 20000 --posts 20000 --subscribers 1001 --pipeliners 600 --rounds 3
+SOAK_ARGS ?= --rows 20000 --posts 20000 --subscribers 1001 --pipeliners 600 --rounds 3 --variants 10000
 soak: release
 	$(call install_missing,$(SOAK_PACKAGES))
 	$(PYTHON) scripts/soak.py "$$($(SWIFT) build -c release $(BUILD_FLAGS) --show-bin-path)" $(SOAK_ARGS)

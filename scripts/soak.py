@@ -5,25 +5,30 @@ subscribers (half reading, half not) and pipelining connections that never
 read (JSON lines `list_posts` and HTTP `GET /posts`), then the resident
 memory and descriptors before and after; descriptor exhaustion by `open`
 requests never read under a low RLIMIT_NOFILE; silent HTTP connections at
-`http-max-connections`.
+`http-max-connections`; image variants of VARIANTS rows over HTTP under a
+small `variant-max-size`, helpers replaced every 100 jobs all along (issue
+26).
 
-    scripts/soak.py BIN_DIR [--rows N] [--posts N] [--subscribers N] [--pipeliners N] [--rounds N]
+    scripts/soak.py BIN_DIR [--rows N] [--posts N] [--subscribers N] [--pipeliners N] [--rounds N] [--variants N]
 
 `make test` runs a short one (10,000 rows, 50 subscribers, 200 pipeliners,
-one round), `make soak` a long one. Prints one line per check and then
+one round, 1,000 variants), `make soak` a long one. Prints one line per check and then
 'N passed, N failed'; exits 1 if any failed.
 """
 import argparse
+import http.client
 import json
 import os
 import resource
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import call_socket, free_port, nginx_conf, stop, wait_for  # noqa: E402
@@ -86,8 +91,29 @@ def write_origin(www, rows, posts):
         json.dump([{"userId": i % 10, "id": i, "title": "post %d" % i, "body": "soak body " * 100} for i in range(1, posts + 1)], f)
 
 
+def png(width, height, seed):
+    """A real RGB PNG (decodable, so a helper can make its variant), its
+    pixels a gradient that differs with `seed`."""
+    rows = b"".join(b"\x00" + bytes((x * 7 + seed) % 256 if c == 0 else (y * 5 + seed // 256) % 256 if c == 1 else (x + y + seed) % 256
+                                     for x in range(width) for c in range(3)) for y in range(height))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    return PNG + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def write_variant_origin(www, count):
+    """`count` distinct decodable 64 x 48 PNGs and their manifest, variants.json."""
+    os.makedirs(www + "/vimg")
+    for i in range(count):
+        with open("%s/vimg/%d.png" % (www, i), "wb") as f:
+            f.write(png(64, 48, i))
+    with open(www + "/variants.json", "w") as f:
+        json.dump([{"url": "vimg/%d.png" % i} for i in range(count)], f)
+
+
 class Daemon:
-    def __init__(self, bin_dir, tmp, name, origin, extra=(), nofile=None):
+    def __init__(self, bin_dir, tmp, name, origin, extra=(), nofile=None, manifest="manifest.json"):
         self.dir = os.path.join(tmp, name)
         os.makedirs(self.dir)
         self.sock = self.dir + "/sock"
@@ -96,7 +122,7 @@ class Daemon:
         self.cachectl = os.path.join(bin_dir, "cachectl")
         args = [os.path.join(bin_dir, "cached"), "--store", self.dir + "/store", "--socket", self.sock,
                 "--http-listen", "127.0.0.1:%d" % self.port, "--posts-url", origin + "/posts.json",
-                "--images-url", origin + "/manifest.json", "--log-level", "notice", "--concurrency", "16"] + list(extra)
+                "--images-url", origin + "/" + manifest, "--log-level", "notice", "--concurrency", "16"] + list(extra)
 
         def limit():
             if nofile:
@@ -350,6 +376,104 @@ def soak_silent(bin_dir, tmp, origin, a):
         d.stop()
 
 
+def children(pid):
+    """The daemon's child processes (its variant helpers): pid -> state letter."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out[int(entry)] = fields[0]
+    return out
+
+
+def variant_sweep(d, rows, width, clients=16, backwards=False):
+    """GET /images/{row}?w=WIDTH&format=webp for every row (last row first
+    when `backwards`), `clients` keep-alive connections at once; the
+    statuses seen, counted."""
+    statuses, lock = {}, threading.Lock()
+
+    def one_client(k):
+        conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=120)
+        for n in range(k, rows, clients):
+            row = rows - 1 - n if backwards else n
+            try:
+                conn.request("GET", "/images/%d?w=%d&format=webp" % (row, width))
+                r = conn.getresponse()
+                r.read()
+                status = r.status
+            except (OSError, http.client.HTTPException) as e:
+                status = type(e).__name__
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=120)
+            with lock:
+                statuses[status] = statuses.get(status, 0) + 1
+        conn.close()
+    threads = [threading.Thread(target=one_client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return statuses
+
+
+def soak_variants(bin_dir, tmp, origin, a):
+    """Issue 26 at scale: a variant of every one of `--variants` rows over
+    HTTP, 16 clients at once, under a variant-max-size far below what they
+    take, twice (the second sweep hits what was kept and remakes what was
+    evicted); helpers replaced every 100 jobs all along. Memory, descriptors,
+    helper processes and the store's bytes are checked before and after."""
+    cap = 64 * 1024
+    d = Daemon(bin_dir, tmp, "variants", origin, ["--variant-max-size", str(cap), "--variant-sizes", "32,48"], manifest="variants.json")
+    try:
+        r = d.ctl("prefetch", "images")
+        check("a prefetch of %d decodable images" % a.variants, r.returncode == 0, (r.stdout + r.stderr).strip()[-300:])
+        if "variants: off" in open(d.log).read():
+            check("the daemon found its variant helper", False, open(d.log).read()[-500:])
+            return
+        status = d.call({"op": "status"})
+        base_bytes, base_rss, base_fds = status["bytes"], rss_mib(d.p.pid), fds(d.p.pid)
+        peak = Peak(d.p.pid)
+        peak.start()
+        t0 = time.time()
+        first = variant_sweep(d, a.variants, 32)
+        took = time.time() - t0
+        check("every row's variant made (first sweep)", first == {200: a.variants}, "%s in %.1f s" % (first, took))
+        counters = d.call({"op": "status"})["counters"]
+        check("one decode per variant, none failed", counters["variants_made"] == a.variants and counters["variant_failures"] == 0,
+              "made %d, failed %d" % (counters["variants_made"], counters["variant_failures"]))
+        # Backwards: the variants kept are the last made (least recently
+        # used evicted first), so they are asked for first. The same order
+        # again would find each one just evicted (an LRU cache scanned in
+        # order, larger than it holds, hits nothing).
+        second = variant_sweep(d, a.variants, 32, backwards=True)
+        status = d.call({"op": "status"})
+        counters = status["counters"]
+        made_again, hits = counters["variants_made"] - a.variants, counters["variant_hits"]
+        check("second sweep: kept variants hit, evicted ones made again", second == {200: a.variants} and hits > 0 and made_again > 0
+              and made_again + hits == a.variants, "%s, %d hits, %d made again" % (second, hits, made_again))
+        check("variants kept within variant-max-size", status["bytes"] <= base_bytes + cap and status["variants"] < a.variants,
+              "%d variants kept; store %d bytes, %d before the variants (cap %d)" % (status["variants"], status["bytes"], base_bytes, cap))
+        kids = children(d.p.pid)
+        check("at most variant-helpers helpers, none left a zombie", len(kids) <= 2 and "Z" not in kids.values(), "%s" % kids)
+        wait_for(lambda: fds(d.p.pid) <= base_fds + 4, 15, 0.2)
+        time.sleep(1)
+        peak.running = False
+        after_rss, after_fds = rss_mib(d.p.pid), fds(d.p.pid)
+        check("variants: descriptors back to where they were", after_fds <= base_fds + 4, "%d before, %d after" % (base_fds, after_fds))
+        check("variants: resident memory given back", after_rss <= base_rss + 32, "%.0f MiB before, %.0f MiB after" % (base_rss, after_rss))
+        log = open(d.log).read()
+        check("no helper killed or failed", "was killed" not in log and "variant helper" not in log, log[-400:])
+        print("figures (variants): %d rows, first sweep %.1f s (%.0f variants/s), rss %.0f -> peak %.0f -> %.0f MiB, fds %d -> %d"
+              % (a.variants, took, a.variants / took, base_rss, peak.peak, after_rss, base_fds, after_fds))
+    finally:
+        d.stop()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("bin_dir")
@@ -360,7 +484,8 @@ def main():
     ap.add_argument("--depth", type=int, default=64, help="listings each pipeliner sends")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--total", default="64M", help="max-queued-bytes-total ('' for a daemon without it)")
-    ap.add_argument("--only", choices=["prefetch", "descriptors", "accept", "silent"], help="run one part")
+    ap.add_argument("--variants", type=int, default=1000, help="rows whose variants are made, over HTTP")
+    ap.add_argument("--only", choices=["prefetch", "descriptors", "accept", "silent", "variants"], help="run one part")
     a = ap.parse_args()
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -372,6 +497,7 @@ def main():
     try:
         www = tmp + "/www"
         write_origin(www, a.rows, a.posts)
+        write_variant_origin(www, a.variants)
         port = free_port()
         with open(tmp + "/nginx.conf", "w") as f:
             f.write(nginx_conf(tmp, port, www).replace("worker_processes 1;", "worker_processes 1; user root;"))
@@ -381,7 +507,8 @@ def main():
         origin = "http://127.0.0.1:%d" % port
         if not wait_for(lambda: subprocess.run(["curl", "-sf", origin + "/manifest.json", "-o", "/dev/null"]).returncode == 0, 10):
             raise SystemExit("nginx did not start")
-        for name, part in (("prefetch", soak_prefetch), ("descriptors", soak_descriptors), ("accept", soak_accept), ("silent", soak_silent)):
+        for name, part in (("prefetch", soak_prefetch), ("descriptors", soak_descriptors), ("accept", soak_accept), ("silent", soak_silent),
+                           ("variants", soak_variants)):
             if a.only in (None, name):
                 part(a.bin_dir, tmp, origin, a)
     finally:
