@@ -209,6 +209,19 @@ def pipeliners(d, count, depth):
     return conns
 
 
+def settled(d, peak, base_rss, base_fds, fd_slack, rss_slack, pause, what=""):
+    """Once closes are noticed and the heap trimmed (a couple of ticks):
+    descriptors and resident memory checked against where they were before
+    a part's load; stops `peak`; returns them."""
+    wait_for(lambda: fds(d.p.pid) <= base_fds + fd_slack, 15, 0.2)
+    time.sleep(pause)
+    peak.running = False
+    after_rss, after_fds = rss_mib(d.p.pid), fds(d.p.pid)
+    check(what + "descriptors back to where they were", after_fds <= base_fds + fd_slack, "%d before, %d after" % (base_fds, after_fds))
+    check(what + "resident memory given back", after_rss <= base_rss + rss_slack, "%.0f MiB before, %.0f MiB after" % (base_rss, after_rss))
+    return after_rss, after_fds
+
+
 def soak_prefetch(bin_dir, tmp, origin, a):
     extra = ["--http-max-connections", str(a.subscribers + a.pipeliners + 64)]
     d = Daemon(bin_dir, tmp, "prefetch", origin, extra + (["--max-queued-bytes-total", a.total] if a.total else []))
@@ -240,13 +253,7 @@ def soak_prefetch(bin_dir, tmp, origin, a):
                 s.s.close()
             for c in conns:
                 c.close()
-        # Closes are noticed and the heap trimmed within a couple of ticks.
-        wait_for(lambda: fds(d.p.pid) <= base_fds + 4, 15, 0.2)
-        time.sleep(2.5)
-        peak.running = False
-        after_rss, after_fds = rss_mib(d.p.pid), fds(d.p.pid)
-        check("descriptors back to where they were", after_fds <= base_fds + 4, "%d before, %d after" % (base_fds, after_fds))
-        check("resident memory given back", after_rss <= base_rss + 48, "%.0f MiB before, %.0f MiB after" % (base_rss, after_rss))
+        after_rss, after_fds = settled(d, peak, base_rss, base_fds, fd_slack=4, rss_slack=48, pause=2.5)
         # 64 MiB of queued answers in total, each connection's own 4 MiB
         # beyond it at most once, and what the prefetch itself holds.
         check("peak resident memory bounded", peak.peak <= base_rss + 64 + 400, "%.0f MiB at peak, %.0f MiB before" % (peak.peak, base_rss))
@@ -460,12 +467,8 @@ def soak_variants(bin_dir, tmp, origin, a):
               "%d variants kept; store %d bytes, %d before the variants (cap %d)" % (status["variants"], status["bytes"], base_bytes, cap))
         kids = children(d.p.pid)
         check("at most variant-helpers helpers, none left a zombie", len(kids) <= 2 and "Z" not in kids.values(), "%s" % kids)
-        wait_for(lambda: fds(d.p.pid) <= base_fds + 4, 15, 0.2)
-        time.sleep(1)
-        peak.running = False
-        after_rss, after_fds = rss_mib(d.p.pid), fds(d.p.pid)
-        check("variants: descriptors back to where they were", after_fds <= base_fds + 4, "%d before, %d after" % (base_fds, after_fds))
-        check("variants: resident memory given back", after_rss <= base_rss + 32, "%.0f MiB before, %.0f MiB after" % (base_rss, after_rss))
+        # Before the sweeps no helper ran: after them, each live one holds its two pipes, and nothing more.
+        after_rss, after_fds = settled(d, peak, base_rss, base_fds, fd_slack=2 * len(kids), rss_slack=32, pause=1, what="variants: ")
         log = open(d.log).read()
         check("no helper killed or failed", "was killed" not in log and "variant helper" not in log, log[-400:])
         print("figures (variants): %d rows, first sweep %.1f s (%.0f variants/s), rss %.0f -> peak %.0f -> %.0f MiB, fds %d -> %d"

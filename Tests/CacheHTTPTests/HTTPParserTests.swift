@@ -154,6 +154,19 @@ func rejection(_ text: String, limits: HTTPLimits = HTTPLimits()) -> HTTPRejecti
         #expect(try request("GET /posts/ HTTP/1.1\r\nHost: a\r\n\r\n").path == ["posts", ""])
     }
 
+    /// Segments and query pairs with nothing to decode take a shorter path
+    /// (no decoded copy): the same text and the same refusals as decoded ones.
+    @Test func targetsWithNothingToDecodeReadAsDecodedOnesDo() throws {
+        let r = try request("GET /a+b/c?q=a+b&r=plain&s HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(r.path == ["a+b", "c"], "a + in the path is a +")
+        #expect(r.query("q") == "a b" && r.query("r") == "plain" && r.query("s") == "")
+        #expect(try request("GET /posts/%2e%2e HTTP/1.1\r\nHost: a\r\n\r\n").path == ["posts", ".."], "an encoded id may be ..")
+        #expect(try request("GET /posts/a.b HTTP/1.1\r\nHost: a\r\n\r\n").path == ["posts", "a.b"])
+        for target in ["/a\\b", "/posts/..", "/posts/.", "/x/posts/%2e%2e", "/a/../b"] {
+            #expect(rejection("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")?.status == .badRequest, "\(target)")
+        }
+    }
+
     @Test func twoRangeHeadersAreNeitherHonoured() throws {
         #expect(try request("GET / HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1\r\nRange: bytes=2-3\r\n\r\n").range == nil)
     }
