@@ -21,6 +21,9 @@ public enum ExitCode: Int32, Sendable {
     case partial = 5
     /// A feed could not be fetched or parsed.
     case upstream = 6
+    /// A prefetch finished, but a feed's last page has more pages than its
+    /// settings follow: what was stored is less than the feed holds.
+    case incomplete = 7
 }
 
 /// Writes to the standard streams straight through their descriptors.
@@ -108,6 +111,9 @@ struct Invocation {
       get images                       all rows with their cache state
       prefetch [all|posts|images] [--force]
                                        refresh the feeds and download missing images
+      delete post ID                   remove one post from the store (one a feed kept
+                                       with posts-keep; a feed that still lists it brings
+                                       it back at its next refresh)
       status                           counts and counters
       verify                           re-hash every object, repair corrupt ones
       gc                               delete unreferenced object files
@@ -133,7 +139,8 @@ struct Invocation {
     exit status: 0 success, 1 error (the store's, such as a full disk), 2 usage,
     3 daemon not running or not answering (or stopping), 4 not found or not
     cached, 5 prefetch with failed images, 6 the origin failed (a feed, or the
-    image of get image).
+    image of get image), 7 prefetch incomplete: a feed has more pages than its
+    settings follow (a warning names the setting to use).
     """
 
     static func parse(_ args: [String], environment: [String: String]) throws -> Invocation {

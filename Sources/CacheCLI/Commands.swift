@@ -23,6 +23,9 @@ struct Commands {
                 throw CLIError(code: .usage, message: "prefetch takes all, posts or images, not \"\(what)\"")
             }
             try prefetch(what)
+        case ("delete", 3) where words[1] == "post":
+            let answer = try call(connect(mayTakeLong: true), "delete_post", [("id", try Self.postID(words[2]))])
+            if json { printJSON(answer) } else { print("deleted post \(Format.text(answer["id"]))") }
         case ("status", 1): try simple("status", Format.status)
         case ("verify", 1): try simple("verify", mayTakeLong: true, Format.verify)
         case ("gc", 1): try simple("gc", mayTakeLong: true, Format.gc)
@@ -77,6 +80,15 @@ struct Commands {
         if json { printJSON(answer) } else { print(format(answer)) }
     }
 
+    /// A post id from the command line: an integer when it is spelled as
+    /// one, else a string (docs/protocol.md, "Post ids").
+    static func postID(_ text: String) throws -> JSON {
+        guard !text.isEmpty, text.utf8.count <= PostID.maxStringBytes else {
+            throw CLIError(code: .usage, message: "a post id is an integer or a string of 1 to \(PostID.maxStringBytes) bytes")
+        }
+        return Int64(text).map { String($0) == text ? JSON.number(text) : .string(text) } ?? .string(text)
+    }
+
     /// What `get` takes, for its usage errors.
     static let getSubjects = "post ID | posts [--query TEXT] | image ROW [--width W] [--height H] [--fit F] [--format F] [-o FILE] | images"
 
@@ -88,12 +100,7 @@ struct Commands {
         case ("post", 2):
             // An integer id and a string id of the same spelling find each
             // other (docs/protocol.md, "Post ids"): the shell's text is enough.
-            let text = args[1]
-            guard !text.isEmpty, text.utf8.count <= PostID.maxStringBytes else {
-                throw CLIError(code: .usage, message: "a post id is an integer or a string of 1 to \(PostID.maxStringBytes) bytes")
-            }
-            let id: JSON = Int64(text).map { String($0) == text ? JSON.number(text) : .string(text) } ?? .string(text)
-            let answer = try call(connect(), "get_post", [("id", id)])
+            let answer = try call(connect(), "get_post", [("id", try Self.postID(args[1]))])
             if json { printJSON(answer) } else { print(Format.post(answer["post"] ?? .null, id: answer["id"])) }
         case ("posts", 1):
             let answer = try call(connect(), "list_posts", invocation.query.map { [("query", JSON.string($0))] } ?? [])
@@ -246,6 +253,8 @@ struct Commands {
                         total: Int(event["total"]?.integer ?? 0), bytes: event["bytes"]?.integer ?? 0)
         }
         bar?.finish()
+        let warnings = (answer["warnings"]?.array ?? []).compactMap(\.string)
+        for w in warnings { Output.error("cachectl: warning: \(w)\n") }
         // A feed that failed while the other was done: what was done, then the error.
         if !json, answer["ok"]?.bool == false, answer["posts"] != nil || answer["images"] != nil {
             let done = Format.prefetch(answer)
@@ -253,6 +262,9 @@ struct Commands {
         }
         try check(answer)
         if json { printJSON(answer) } else { print(Format.prefetch(answer)) }
+        if !warnings.isEmpty {
+            throw CLIError(code: .incomplete, message: "incomplete: \(warnings.count == 1 ? "a feed has" : "feeds have") more pages than the settings follow (the warning above says which setting to use)")
+        }
         let failed = answer["images"]?["failed"]?.integer ?? 0
         if failed > 0 {
             throw CLIError(code: .partial, message: "\(failed) image\(failed == 1 ? "" : "s") failed to download")

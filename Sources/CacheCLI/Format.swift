@@ -54,7 +54,7 @@ enum Format {
     }
 
     /// A value for one line of text output: strings escaped with `visible`.
-    private static func text(_ v: JSON?) -> String {
+    static func text(_ v: JSON?) -> String {
         switch v {
         case .string(let s)?: return visible(s)
         case .number(let n)?: return n
@@ -143,7 +143,9 @@ enum Format {
     static func prefetch(_ a: JSON) -> String {
         var lines: [String] = []
         if let p = a["posts"], !p.isNull {
-            lines.append("posts:  \(text(p["fetched"])) fetched, \(text(p["unchanged"])) unchanged, \(text(p["removed"])) removed, \(text(p["invalid"])) invalid")
+            let kept = p["kept"]?.integer ?? 0
+            lines.append("posts:  \(text(p["fetched"])) fetched, \(text(p["unchanged"])) unchanged, \(text(p["removed"])) removed, \(text(p["invalid"])) invalid"
+                         + (kept > 0 ? ", \(kept) kept from before" : ""))
         }
         if let i = a["images"], !i.isNull {
             lines.append("images: \(text(i["downloaded"])) downloaded, \(text(i["cached"])) already cached, \(text(i["revalidated"])) revalidated "
@@ -170,6 +172,7 @@ enum Format {
         lines.append("last prefetch: " + lastPrefetch(s["last_prefetch"]))
         if let mode = s["verify_reads"]?.string { lines.append("verify reads: \(visible(mode))") }
         if let scrub = s["scrub"], !scrub.isNull { lines.append("scrub: " + self.scrub(scrub)) }
+        for w in s["feed_warnings"]?.array ?? [] { lines.append("incomplete feed: " + visible(w.string ?? "")) }
         return lines.joined(separator: "\n")
     }
 

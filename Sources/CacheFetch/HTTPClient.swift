@@ -240,11 +240,17 @@ public final class HTTPClient: Sendable {
     }
 
     /// The request's own headers on every hop, and the configured
-    /// credentials on a hop they may go to (`FetchCredentials`).
+    /// credentials on a hop they may go to (`FetchCredentials`); a
+    /// configured header replaces the request's of the same name (a
+    /// `fetch-header` of `Accept` replaces the feeds' default one).
     private func headerList(_ t: Transfer) -> UnsafeMutablePointer<curl_slist>? {
         var list: UnsafeMutablePointer<curl_slist>?
-        for h in t.request.headers { list = curl_slist_append(list, h) }
         let granted = credentials.headers(for: URLOrigin(t.url), first: t.firstOrigin)
+        let replaced = Set(granted.map { $0.name.lowercased() })
+        for h in t.request.headers {
+            let name = h.split(separator: ":", maxSplits: 1).first.map { $0.lowercased() } ?? ""
+            if !replaced.contains(name) { list = curl_slist_append(list, h) }
+        }
         for h in granted { list = curl_slist_append(list, h.line) }
         t.credentialNames = granted.map(\.name)
         return list

@@ -57,6 +57,12 @@ public indirect enum JSON: Equatable, Sendable {
 
     public var isNull: Bool { self == .null }
 
+    /// True for an object.
+    public var isObject: Bool {
+        if case .object = self { return true }
+        return false
+    }
+
     /// Compact JSON text of this value.
     public var encoded: [UInt8] {
         var w = JSONWriter()

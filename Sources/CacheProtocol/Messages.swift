@@ -65,6 +65,8 @@ public enum Command: Sendable, Equatable {
     case verify
     case gc
     case compact
+    /// Removes one post (docs/protocol.md, "History").
+    case deletePost(id: PostID)
 }
 
 /// A parsed request line: the command and the raw JSON text of its tag.
@@ -145,6 +147,7 @@ public struct Request: Sendable {
         case "verify": return .verify
         case "gc": return .gc
         case "compact": return .compact
+        case "delete_post": return .deletePost(id: try postID(f))
         default:
             throw ProtocolError(.badRequest, "unknown op \"\(op)\"")
         }

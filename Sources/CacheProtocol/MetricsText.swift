@@ -51,6 +51,14 @@ public enum MetricsText {
             out += "# HELP cached_last_prefetch_success Whether the last prefetch succeeded (1) or failed as a whole (0).\n"
             out += "# TYPE cached_last_prefetch_success gauge\ncached_last_prefetch_success \(ok)\n"
         }
+        if let warnings = s["feed_warnings"]?.array {
+            out += "# HELP cached_feed_incomplete Whether the feed's last refresh ended at a page that has more than the settings follow (1: see status feed_warnings).\n"
+            out += "# TYPE cached_feed_incomplete gauge\n"
+            for (feed, prefix) in [("posts", "posts page "), ("images", "images page ")] {
+                let incomplete = warnings.contains { $0.string?.hasPrefix(prefix) == true }
+                out += "cached_feed_incomplete{feed=\"\(feed)\"} \(incomplete ? 1 : 0)\n"
+            }
+        }
         out += scrub(s["scrub"])
         return out
     }

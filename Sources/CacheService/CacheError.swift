@@ -69,7 +69,7 @@ public enum CacheError: Error, Sendable, CustomStringConvertible {
 }
 
 /// What the origin did wrong: where, how, and how often it was tried.
-public struct OriginFailure: Sendable, CustomStringConvertible {
+public struct OriginFailure: Error, Sendable, CustomStringConvertible {
     /// What was being fetched, as a prefix of the message ("posts-url URL",
     /// "row 3 URL"); the URL alone when nothing more is known.
     public var subject: String

@@ -27,105 +27,47 @@ struct PageWalk<Decoded: Sendable>: Sendable {
     /// store's one page, URL "", stands for the first).
     var stored: [FeedPage]
     var force: Bool
-    /// Decodes a full page; returns it and the next page's URL as the
-    /// document names it (unresolved), if it does.
-    var decode: @Sendable ([UInt8]) throws(FeedError) -> (Decoded, next: String?)
+    /// Decodes a full page (its body and `Content-Type`); returns it and
+    /// what paging reads from it.
+    var decode: @Sendable ([UInt8], String?) throws(FeedError) -> (Decoded, PageFacts)
+    /// The validators to store for a page, from those sent and the answer.
+    var validatorsToStore: @Sendable (Validators, HTTPResponse) -> Validators
+    /// When set, the walk ends after the first page this accepts (a history
+    /// feed's page of nothing new: `posts-keep`).
+    var stopAfter: (@Sendable (PageResult<Decoded>) -> Bool)?
 }
 
-/// Paged feeds (docs/protocol.md, "Feeds", "Pages"): each page fetched in
-/// turn with its own stored validators, until a page names no next one.
-extension CacheService {
-    /// Walks every page of `walk`, one request at a time, and hands over
-    /// the pages in order, or the first failure (nothing is stored here).
-    func fetchPages<D>(_ walk: PageWalk<D>, completion: @escaping @Sendable (Result<[PageResult<D>], CacheError>) -> Void) {
-        guard let first = walk.fetch.url else {
+/// Paged feeds (docs/protocol.md, "Feeds", "Pages", "Paging"): the walk
+/// itself is `FeedWalker`; the service gives it the network and its state.
+extension CacheService: PageFetching {
+    /// Walks every page of `walk` and hands over the pages in order, or
+    /// the first failure (nothing is stored here).
+    func fetchPages<D>(_ walk: PageWalk<D>, completion: @escaping @Sendable (Result<WalkResult<D>, CacheError>) -> Void) {
+        guard walk.fetch.url != nil else {
             pool.submit { completion(.failure(.notConfigured(setting: walk.fetch.setting))) }
             return
         }
         let ignoreFirstStored = revalidation.withLock { $0.unvalidated.remove(walk.fetch.feed) != nil }
-        fetchPage(walk, url: first, done: [], seen: [], bytes: 0, ignoreFirstStored: ignoreFirstStored, completion: completion)
-    }
-
-    /// The body bytes one refresh reads from all its pages together, at
-    /// most: 16 times `max-object-size` (1 GiB by default). Each page is
-    /// bounded by `max-object-size`; this bounds the whole walk, whose
-    /// decoded items stay in memory until the feed is stored.
-    static let maxFeedBodies = 16
-
-    private func fetchPage<D>(_ walk: PageWalk<D>, url: String, done: [PageResult<D>], seen: Set<String>, bytes: Int, ignoreFirstStored: Bool,
-                              completion: @escaping @Sendable (Result<[PageResult<D>], CacheError>) -> Void) {
-        let subject = walk.fetch.setting + (done.isEmpty ? "" : " page \(done.count + 1)")
-        guard !seen.contains(url) else {
-            pool.submit { [self] in completion(.failure(pageFailure(subject, url, "the pages loop: page \(done.count) links to \(url), which was already fetched"))) }
-            return
-        }
-        guard done.count < walk.shape.maxPages else {
-            pool.submit { [self] in completion(.failure(pageFailure(subject, url, "more than \(walk.shape.setting("max-pages")) \(walk.shape.maxPages) pages; page \(done.count + 1) would be \(url)"))) }
-            return
-        }
-        let stored = walk.stored.first { $0.url == url }
-            ?? (done.isEmpty && !ignoreFirstStored ? walk.stored.first { $0.url.isEmpty } : nil)
-        let sent = walk.force ? Validators() : (stored?.validators.sanitized ?? Validators())
         let limit = Int(feeds.withLock { $0.maxObjectSize })
-        let sink = MemorySink(limit: limit)
-        let request = FetchRequest(url: url, headers: Self.conditionalHeaders(sent), maxBodySize: Int64(limit))
-        http.fetch(request, into: sink) { [self] result in
-            pool.submit { [self] in
-                let response: HTTPResponse
-                switch result {
-                case .failure(let e): completion(.failure(originFailure(OriginFailure(subject: "\(subject) \(url)", e)))); return
-                case .success(let r): response = r
-                }
-                let page: PageResult<D>
-                do throws(CacheError) {
-                    page = try pageResult(walk, subject: subject, url: url, response: response, body: sink.bytes, sent: sent, stored: stored)
-                } catch {
-                    completion(.failure(error)); return
-                }
-                let total = bytes + sink.bytes.count
-                if sink.bytes.count >= Memory.largeBody { sink.reset(); Memory.returnFreePages() }
-                let all = done + [page]
-                guard let next = page.page.next else { completion(.success(all)); return }
-                let (product, overflow) = limit.multipliedReportingOverflow(by: Self.maxFeedBodies)
-                let bound = overflow ? Int.max : product
-                guard total <= bound else {
-                    completion(.failure(pageFailure(subject, url, "the pages so far hold \(formatSize(Int64(total))) of JSON, more than \(Self.maxFeedBodies) times max-object-size (\(formatSize(Int64(bound)))) in all")))
-                    return
-                }
-                fetchPage(walk, url: next, done: all, seen: seen.union([url]), bytes: total, ignoreFirstStored: ignoreFirstStored, completion: completion)
-            }
+        FeedWalker(walk: walk, fetcher: self, pageLimit: limit, ignoreFirstStored: ignoreFirstStored).run { [self] result in
+            completion(result.mapError { originFailure($0) })
         }
     }
 
-    /// What one answer makes of a page: the stored page on a 304, else the
-    /// decoded body with the next page's URL resolved against this page's.
-    private func pageResult<D>(_ walk: PageWalk<D>, subject: String, url: String, response: HTTPResponse, body: [UInt8],
-                               sent: Validators, stored: FeedPage?) throws(CacheError) -> PageResult<D> {
-        if response.status == 304 {
-            guard var page = stored, sent != Validators() else {
-                throw pageFailure(subject, url, "answered 304 Not Modified to a request that sent no validators", response)
+    /// One page into memory, its completion on a worker.
+    func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, [UInt8]), FetchError>) -> Void) {
+        let sink = MemorySink(limit: Int(request.maxBodySize ?? Int64(Int.max)))
+        http.fetch(request, into: sink) { [self] result in
+            pool.submit {
+                var large = false
+                do {
+                    let body = sink.bytes
+                    large = body.count >= Memory.largeBody
+                    completion(result.map { ($0, body) })
+                }
+                if large { sink.reset(); Memory.returnFreePages() }
             }
-            page.url = url
-            // The body is unchanged, but a Link header may name a page that
-            // is new since (an oldest-first API whose last page filled up).
-            if let link = response.headers["link"].flatMap(LinkHeader.next),
-               let resolved = FeedDecoder.resolve(link, base: response.url) { page.next = resolved }
-            return .unchanged(page)
         }
-        let decoded: (D, next: String?)
-        do throws(FeedError) { decoded = try walk.decode(body) } catch { throw pageFailure(subject, url, error.description, response) }
-        // The document's own next link first (posts-next, next_url), else the
-        // Link header's, resolved against the URL that answered (a redirect's).
-        let written = decoded.next ?? response.headers["link"].flatMap(LinkHeader.next)
-        var next: String?
-        if let written {
-            guard let resolved = FeedDecoder.resolve(written, base: response.url) else {
-                throw pageFailure(subject, url, "its next page's link \(written) is not an http or https URL", response)
-            }
-            next = resolved
-        }
-        let validators = validatorsToStore(walk.fetch.feed, setting: walk.fetch.setting, sent: sent, response: response)
-        return .fresh(FeedPage(url: url, validators: validators, next: next, count: 0), decoded.0)
     }
 
     /// A page that failed: counted as an origin failure, naming the page

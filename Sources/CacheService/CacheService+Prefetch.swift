@@ -34,7 +34,8 @@ extension CacheService {
         runPrefetch(scope, force: force, progress: { [self] p in
             prefetchFlight.update(key, p)
             emit(.progress(p))
-        }, completion: { [self] result in
+        }, completion: { [self] done in
+            let result = withWarnings(done, scope)
             logFinished(key, result, took: Clock.elapsed(since: started))
             let finished = LastPrefetch(started: startedWall, finished: Double(Clock.wallMilliseconds()) / 1000,
                                         report: try? result.get(), error: result.failureReason)  // the error is kept beside
@@ -43,6 +44,16 @@ extension CacheService {
             if case .success = result { emit(.prefetchFinished(succeeded: true)) } else { emit(.prefetchFinished(succeeded: false)) }
             prefetchFlight.finish(key, result)
         })
+    }
+
+    /// The report with the standing "has more" warnings of the feeds in `scope`.
+    private func withWarnings(_ result: Result<PrefetchReport, CacheError>, _ scope: PrefetchTarget) -> Result<PrefetchReport, CacheError> {
+        let warnings = (scope.posts ? currentWarnings(.posts) : []) + (scope.images ? currentWarnings(.manifest) : [])
+        switch result {
+        case .success(var r): r.warnings = warnings; return .success(r)
+        case .failure(.partialPrefetch(var r, let e)): r.warnings = warnings; return .failure(.partialPrefetch(r, failure: e))
+        case .failure: return result
+        }
     }
 
     private func logFinished(_ key: String, _ result: Result<PrefetchReport, CacheError>, took: Duration) {
@@ -55,6 +66,7 @@ extension CacheService {
                 parts.append("images \(i.downloaded) downloaded, \(i.cached) cached, \(i.revalidated) revalidated (\(i.changed) changed), "
                              + "\(i.failed) failed, \(i.skipped) skipped, \(i.transfers) transfers, \(i.bytes) bytes")
             }
+            if !r.warnings.isEmpty { parts.append("incomplete: " + r.warnings.joined(separator: "; ")) }
             log.notice("prefetch \(key) finished in \(NumberText.fixed(seconds, 2)) s: \(parts.joined(separator: "; "))")
         case .failure(.partialPrefetch(let r, let e)):
             logFinished(key, .success(r), took: took)

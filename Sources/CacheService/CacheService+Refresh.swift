@@ -19,6 +19,8 @@ struct PostsRefresh: Sendable {
 struct SharedManifest: Sendable {
     var pages: [PageResult<DecodedManifestPage>]
     var base: [FeedPage]
+    /// What the last page said of more pages.
+    var warning: WalkWarning
 }
 
 /// Both decodings of one page that serves both feeds.
@@ -39,26 +41,47 @@ extension CacheService {
         let fetch = FeedFetch(setting: "posts-url", url: config.postsURL, feed: .posts)
         let finish: @Sendable (Result<PostsRefresh, CacheError>) -> Void = { [self] r in postsFlight.finish(0, r) }
         let stored = store.postPages
+        let shape = config.postsShape
+        let validators: @Sendable (Validators, HTTPResponse) -> Validators = { [self] sent, response in
+            validatorsToStore(.posts, setting: fetch.setting, sent: sent, response: response)
+        }
+        let keep = config.postsKeep
+        let nothingNew: (@Sendable (PageResult<DecodedPostsPage>) -> Bool)? = keep == .feed ? nil : { @Sendable [self] in holdsNothingNew($0) }
         if config.feedsSharePages {
             let manifestBase = store.manifestPages
-            let walk = PageWalk<SharedPage>(fetch: fetch, shape: config.postsShape, stored: stored, force: force) { body throws(FeedError) in
-                let p = try FeedDecoder.postsPage(body, shape: config.postsShape, id: config.fields.postID)
-                let m = Result { () throws(FeedError) in try FeedDecoder.manifestPage(body, shape: config.imagesShape, fields: config.fields) }
-                return (SharedPage(posts: p, manifest: m), p.next)
-            }
+            var walk = PageWalk<SharedPage>(fetch: fetch, shape: shape, stored: stored, force: force, decode: { body, type throws(FeedError) in
+                let p = try FeedDecoder.postsPage(body, shape: shape, id: config.fields.postID, contentType: type)
+                let m = Result { () throws(FeedError) in try FeedDecoder.manifestPage(body, shape: config.imagesShape, fields: config.fields, contentType: type) }
+                return (SharedPage(posts: p, manifest: m), p.facts)
+            }, validatorsToStore: validators)
+            if let nothingNew { walk.stopAfter = { nothingNew($0.map(\.posts)) } }
             fetchPages(walk) { [self] result in
-                finish(result.flatMap { pages in
-                    storePosts(pages.map { $0.map(\.posts) }).map { summary in
-                        PostsRefresh(summary: summary, manifest: sharedManifest(pages, stored: manifestBase).map { SharedManifest(pages: $0, base: manifestBase) })
+                finish(result.flatMap { walked in
+                    let posts = WalkResult(pages: walked.pages.map { $0.map(\.posts) }, warning: walked.warning, stoppedEarly: walked.stoppedEarly)
+                    // A walk that stopped early did not read the whole manifest: it walks its pages itself.
+                    let manifest = walked.stoppedEarly ? nil : sharedManifest(walked.pages, stored: manifestBase)
+                    return postsEdits.withLock { _ in storePosts(posts, keep: keep) }.map { summary in
+                        PostsRefresh(summary: summary, manifest: manifest.map { SharedManifest(pages: $0, base: manifestBase, warning: walked.warning) })
                     }
                 })
             }
         } else {
-            let walk = PageWalk<DecodedPostsPage>(fetch: fetch, shape: config.postsShape, stored: stored, force: force) { body throws(FeedError) in
-                let p = try FeedDecoder.postsPage(body, shape: config.postsShape, id: config.fields.postID)
-                return (p, p.next)
-            }
-            fetchPages(walk) { [self] result in finish(result.flatMap { storePosts($0).map { PostsRefresh(summary: $0) } }) }
+            var walk = PageWalk<DecodedPostsPage>(fetch: fetch, shape: shape, stored: stored, force: force, decode: { body, type throws(FeedError) in
+                let p = try FeedDecoder.postsPage(body, shape: shape, id: config.fields.postID, contentType: type)
+                return (p, p.facts)
+            }, validatorsToStore: validators)
+            walk.stopAfter = nothingNew
+            fetchPages(walk) { [self] result in finish(result.flatMap { walked in postsEdits.withLock { _ in storePosts(walked, keep: keep) }.map { PostsRefresh(summary: $0) } }) }
+        }
+    }
+
+    /// True when a page adds nothing to a history feed (`posts-keep` other
+    /// than `feed`): it answered 304, or each of its posts is stored with
+    /// the same bytes.
+    private func holdsNothingNew(_ page: PageResult<DecodedPostsPage>) -> Bool {
+        switch page {
+        case .unchanged: return true
+        case .fresh(_, let decoded): return decoded.posts.allSatisfy { store.post(id: $0.id) == $0.json }
         }
     }
 
@@ -85,14 +108,18 @@ extension CacheService {
 
     /// Stores the posts of every page as one transaction: pages that
     /// answered 304 contribute the posts they contributed last time; a
-    /// repeated id keeps its first post. Writes nothing when every page
-    /// answered 304.
-    private func storePosts(_ pages: [PageResult<DecodedPostsPage>]) -> Result<PostsSummary, CacheError> {
+    /// repeated id keeps its first post; with `keep` other than `feed`,
+    /// stored posts the feed no longer lists stay after its own
+    /// (`posts-keep`). Writes nothing when every page answered 304.
+    private func storePosts(_ walked: WalkResult<DecodedPostsPage>, keep: PostsKeep) -> Result<PostsSummary, CacheError> {
+        let pages = walked.pages
+        noteWarning(.posts, walked.warning)
+        let warnings = currentWarnings(.posts)
         let feedOrder = store.postsInFeedOrder()
         let slices = Self.storedSlices(store.postPages)
         if pages.allSatisfy({ if case .unchanged = $0 { true } else { false } }) {
             log.info("posts feed not modified (\(pages.count) page\(pages.count == 1 ? "" : "s"), \(feedOrder.count) posts)")
-            return .success(PostsSummary(unchanged: feedOrder.count))
+            return .success(PostsSummary(unchanged: feedOrder.count, warnings: warnings))
         }
         var posts: [(id: PostID, json: [UInt8])] = []
         var newPages: [FeedPage] = []
@@ -125,16 +152,20 @@ extension CacheService {
             newPages.append(page)
         }
         for p in problems.prefix(Self.loggedFeedProblems) { log.warning("posts feed: skipped \(p)") }
-        Self.forgetLonePageURL(&newPages)
+        let history = Self.history(keep, listed: posts.count, stored: feedOrder, seen: seen)
+        posts += history
+        if keep == .feed { Self.forgetLonePageURL(&newPages) } else { Self.trim(&newPages, &posts, to: keep) }
+        let kept = posts.count - newPages.reduce(0) { $0 + $1.count }
         let change: PostsChange
-        do throws(StoreError) { change = try store.replacePosts(posts, pages: newPages) }
+        do throws(StoreError) { change = try store.replacePosts(posts, pages: newPages, history: kept) }
         catch {
             if posts.count >= Memory.largeBody / 64 { Memory.returnFreePages() }
             return .failure(.store(error, doing: "could not store posts"))
         }
         if posts.count >= Memory.largeBody / 64 { Memory.returnFreePages() }
-        let summary = PostsSummary(fetched: change.fetched, unchanged: change.unchanged, removed: change.removed, invalid: invalid)
-        log.info("posts refreshed from \(pages.count) page\(pages.count == 1 ? "" : "s"): \(summary.fetched) new or changed, \(summary.unchanged) unchanged, \(summary.removed) removed, \(summary.invalid) invalid")
+        let summary = PostsSummary(fetched: change.fetched, unchanged: change.unchanged, removed: change.removed, invalid: invalid,
+                                   kept: kept, warnings: warnings)
+        log.info("posts refreshed from \(pages.count) page\(pages.count == 1 ? "" : "s")\(walked.stoppedEarly ? " (the rest holds nothing new)" : ""): \(summary.fetched) new or changed, \(summary.unchanged) unchanged, \(summary.removed) removed, \(summary.invalid) invalid\(keep == .feed ? "" : ", \(kept) kept from before")")
         return .success(summary)
     }
 
@@ -159,19 +190,21 @@ extension CacheService {
         let finish: @Sendable (Result<Int, CacheError>) -> Void = { [self] r in manifestFlight.finish(0, r) }
         // Within the flight no other manifest refresh stores: the walked
         // pages stand if the manifest is still the one they were walked over.
-        if let walked, store.manifestPages == walked.base { pool.submit { [self] in finish(storeManifest(walked.pages)) }; return }
+        if let walked, store.manifestPages == walked.base { pool.submit { [self] in finish(storeManifest(walked.pages, warning: walked.warning)) }; return }
         let config = feeds.withLock { $0 }
         let fetch = FeedFetch(setting: "images-url", url: config.imagesURL, feed: .manifest)
-        let walk = PageWalk<DecodedManifestPage>(fetch: fetch, shape: config.imagesShape, stored: store.manifestPages, force: force) { body throws(FeedError) in
-            let m = try FeedDecoder.manifestPage(body, shape: config.imagesShape, fields: config.fields)
-            return (m, m.next)
-        }
-        fetchPages(walk) { [self] result in finish(result.flatMap { storeManifest($0) }) }
+        let shape = config.imagesShape
+        let walk = PageWalk<DecodedManifestPage>(fetch: fetch, shape: shape, stored: store.manifestPages, force: force, decode: { body, type throws(FeedError) in
+            let m = try FeedDecoder.manifestPage(body, shape: shape, fields: config.fields, contentType: type)
+            return (m, m.facts)
+        }, validatorsToStore: { [self] sent, response in validatorsToStore(.manifest, setting: fetch.setting, sent: sent, response: response) })
+        fetchPages(walk) { [self] result in finish(result.flatMap { storeManifest($0.pages, warning: $0.warning) }) }
     }
 
     /// Stores the rows of every page as one transaction (rows are positions
     /// in the whole list); nothing is written when every page answered 304.
-    private func storeManifest(_ pages: [PageResult<DecodedManifestPage>]) -> Result<Int, CacheError> {
+    private func storeManifest(_ pages: [PageResult<DecodedManifestPage>], warning: WalkWarning) -> Result<Int, CacheError> {
+        noteWarning(.manifest, warning)
         let current = store.rows(offset: 0, limit: Int.max).page
         if pages.allSatisfy({ if case .unchanged = $0 { true } else { false } }) { return .success(current.count) }
         let slices = Self.storedSlices(store.manifestPages)

@@ -37,6 +37,10 @@ public final class CacheService: Sendable {
     let lastPrefetch = Locked<LastPrefetch?>(nil)
     /// What revalidation of each feed may send (Service+Feeds.swift).
     let revalidation = Locked(FeedRevalidation())
+    /// Held while the posts are read and replaced (a refresh's store, a `delete_post`).
+    let postsEdits = Locked((), rank: .postsEdit)
+    /// The "has more" warning each feed's last refresh ended with (FeedHistory.swift).
+    let warnings = Locked(FeedWarnings())
     /// The manifest's URLs resolved, rebuilt when the manifest changes.
     let manifestViews = Locked<ManifestView?>(nil)
     /// Every post's title lowercased, for `list_posts`'s `query`; rebuilt when the posts change.
@@ -104,7 +108,7 @@ public final class CacheService: Sendable {
     /// `status`: what the store holds and the counters (always now).
     public func status() -> ServiceStatus {
         let s = store.stats()
-        return ServiceStatus(posts: s.posts, images: s.rows, imagesCached: s.rowsCached, objects: s.objects,
+        var status = ServiceStatus(posts: s.posts, images: s.rows, imagesCached: s.rowsCached, objects: s.objects,
                              bytes: s.bytes, maxBytes: maxBytes,
                              uptimeSeconds: UInt64(Clock.elapsed(since: started).wholeSeconds),
                              counters: counterValues(), evictions: s.evictions,
@@ -112,6 +116,8 @@ public final class CacheService: Sendable {
                              lastPrefetch: lastPrefetch.withLock { $0 },
                              verifyReads: store.readVerification.mode.rawValue, variants: s.variants,
                              scrub: scrubber.status())
+        status.feedWarnings = feedWarnings()
+        return status
     }
 
     /// The counters, with the store's own (read errors) filled in.

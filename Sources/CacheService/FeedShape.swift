@@ -15,16 +15,24 @@ public struct FeedShape: Sendable, Equatable {
     public var next: JSONPointer?
     /// Pages followed at most (`posts-max-pages`); one more fails the refresh.
     public var maxPages: Int
+    /// How the next page is named (`posts-paging` and its settings).
+    public var paging: Paging
+    /// The object inside each item that is the post or row (`posts-item`:
+    /// Reddit's `/data`, Bluesky's `/post`); nil: the item itself.
+    public var item: JSONPointer?
 
     /// 1,000 pages: a 100-per-page API's 100,000 items, far past what one
     /// refresh should ever walk, near enough that a runaway feed stops soon.
     public static let defaultMaxPages = 1000
 
-    public init(prefix: String, items: JSONPointer? = nil, next: JSONPointer? = nil, maxPages: Int = FeedShape.defaultMaxPages) {
+    public init(prefix: String, items: JSONPointer? = nil, next: JSONPointer? = nil, maxPages: Int = FeedShape.defaultMaxPages,
+                paging: Paging = .link, item: JSONPointer? = nil) {
         self.prefix = prefix
         self.items = items
         self.next = next
         self.maxPages = maxPages
+        self.paging = paging
+        self.item = item
     }
 
     /// The setting's name for a part of the shape: `posts-items`, `images-next`.

@@ -17,9 +17,11 @@ public struct DecodedPostsPage: Sendable {
     public var invalid: Int
     /// One line per skipped element, for the log.
     public var problems: [String]
+    /// What paging reads from the page (its next URL, cursor, counts).
+    public var facts: PageFacts
     /// The next page's URL as the document names it (`posts-next`, a JSON
-    /// Feed's `next_url`), unresolved; nil when it names none.
-    public var next: String?
+    /// Feed's `next_url`, `<link rel="next">`), unresolved; nil when it names none.
+    public var next: String? { facts.documentNext }
 }
 
 /// One row of the image manifest.
@@ -32,8 +34,10 @@ public struct ManifestEntry: Sendable, Equatable {
 /// One page of the image manifest.
 public struct DecodedManifestPage: Sendable {
     public var entries: [ManifestEntry]
+    /// As `DecodedPostsPage.facts`.
+    public var facts: PageFacts
     /// As `DecodedPostsPage.next`.
-    public var next: String?
+    public var next: String? { facts.documentNext }
 }
 
 /// Decoders for the two feeds. They keep what the origin sent: a post is
@@ -43,15 +47,27 @@ public enum FeedDecoder {
     /// The version URL prefix that makes an object a JSON Feed (1.0, 1.1).
     static let jsonFeedVersionPrefix = "https://jsonfeed.org/version/"
 
-    /// A page's items and where the document says the next page is.
-    struct Document {
-        var items: [(value: JSON, range: Range<Int>)]
-        var next: String?
+    /// One item of a page: the post or row (after `posts-item`), and where
+    /// its text is in the body when it is the array element itself (else
+    /// it is written from the value). `value` is nil when `posts-item`
+    /// names no object in the element.
+    struct Item {
+        var value: JSON?
+        var range: Range<Int>?
     }
 
-    /// Finds the items of one page: the array at `posts-items`, else the
-    /// document when it is an array, else a JSON Feed's `items`.
-    static func document(_ body: [UInt8], shape: FeedShape) throws(FeedError) -> Document {
+    /// A page's items and what paging reads from it.
+    struct Document {
+        var items: [Item]
+        var facts: PageFacts
+    }
+
+    /// Finds the items of one page: an RSS or Atom document's entries as
+    /// JSON Feed items, else the array at `posts-items`, else the document
+    /// when it is an array, else a JSON Feed's `items`. An HTML page is refused.
+    static func document(_ body: [UInt8], shape: FeedShape, contentType: String? = nil) throws(FeedError) -> Document {
+        if let refusal = FeedContent.htmlRefusal(body, contentType: contentType) { throw FeedError(refusal) }
+        if XMLFeedReader.looksLikeXML(body) { return try xmlDocument(body, contentType: contentType) }
         let parsed: (document: JSON, ranges: [Range<Int>]?)
         let path = shape.items?.tokens ?? (firstByte(body) == UInt8(ascii: "{") ? ["items"] : [])
         do throws(JSONError) { parsed = try JSONParser.parseDocument(body, capturingArrayAt: path) }
@@ -62,12 +78,34 @@ public enum FeedDecoder {
             throw FeedError(missingItems(root, shape: shape, isJSONFeed: isJSONFeed))
         }
         if shape.items == nil, !path.isEmpty, !isJSONFeed { throw FeedError(missingItems(root, shape: shape, isJSONFeed: false)) }
-        let nextPointer = shape.next ?? (isJSONFeed ? .member("next_url") : nil)
-        var next: String?
-        if let nextPointer, let value = nextPointer.resolve(in: root) {
-            next = try nextURL(value, pointer: nextPointer, setting: shape.setting("next"))
+        let items = zip(values, ranges).map { value, range in
+            shape.item.map { Item(value: $0.resolve(in: value).flatMap { $0.isObject ? $0 : nil }, range: nil) } ?? Item(value: value, range: range)
         }
-        return Document(items: Array(zip(values, ranges)).map { (value: $0.0, range: $0.1) }, next: next)
+        var hasher = Hasher()
+        for r in ranges { hasher.combine(r.count); body[r].withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) } }
+        let nextPointer = shape.next ?? (isJSONFeed ? .member("next_url") : nil)
+        var facts = try PageFacts.read(root, items: items.map(\.value), shape: shape, nextPointer: nextPointer)
+        facts.digest = hasher.finalize()
+        return Document(items: items, facts: facts)
+    }
+
+    /// An RSS or Atom page: its entries as JSON Feed 1.1 items, its `rel="next"` link.
+    static func xmlDocument(_ body: [UInt8], contentType: String?) throws(FeedError) -> Document {
+        let page = try XMLFeedReader.read(body, charset: FeedContent.charset(contentType))
+        var facts = PageFacts()
+        facts.items = page.items.count
+        facts.documentNext = page.next
+        var hasher = Hasher()
+        for item in page.items { hasher.combine(item.encoded) }
+        facts.digest = hasher.finalize()
+        return Document(items: page.items.map { Item(value: $0, range: nil) }, facts: facts)
+    }
+
+    /// The JSON text of an item as it is stored: the element's own text
+    /// without insignificant whitespace, or the value written compactly.
+    static func text(_ item: Item, in body: [UInt8]) -> [UInt8] {
+        if let range = item.range { return JSONParser.minify(body[range]) }
+        return item.value?.encoded ?? []
     }
 
     /// What a `next` member holds: a URL, a JSON:API link object
@@ -105,16 +143,19 @@ public enum FeedDecoder {
 
     /// Decodes one page of a posts feed. A page whose items are not where
     /// the shape says throws; bad elements are skipped and counted.
-    public static func postsPage(_ body: [UInt8], shape: FeedShape, id: JSONPointer) throws(FeedError) -> DecodedPostsPage {
-        let doc = try document(body, shape: shape)
-        var out = DecodedPostsPage(posts: [], invalid: 0, problems: [], next: doc.next)
+    public static func postsPage(_ body: [UInt8], shape: FeedShape, id: JSONPointer, contentType: String? = nil) throws(FeedError) -> DecodedPostsPage {
+        let doc = try document(body, shape: shape, contentType: contentType)
+        var out = DecodedPostsPage(posts: [], invalid: 0, problems: [], facts: doc.facts)
         out.posts.reserveCapacity(doc.items.count)
         for (index, element) in doc.items.enumerated() {
-            guard case .object = element.value else {
-                out.invalid += 1; out.problems.append("element \(index) is not an object"); continue
+            guard let value = element.value, value.isObject else {
+                out.invalid += 1
+                out.problems.append(element.value == nil ? "element \(index) has no object at \(shape.setting("item")) \(shape.item?.description ?? "")"
+                                                         : "element \(index) is not an object")
+                continue
             }
-            switch postID(element.value, pointer: id) {
-            case .success(let postID): out.posts.append((postID, JSONParser.minify(body[element.range])))
+            switch postID(value, pointer: id) {
+            case .success(let postID): out.posts.append((postID, text(element, in: body)))
             case .failure(let why): out.invalid += 1; out.problems.append("element \(index) \(why)")
             }
         }
@@ -139,12 +180,12 @@ public enum FeedDecoder {
 
     /// Decodes one page of an image manifest: its items' positions are rows.
     /// An item without a string URL keeps its row but cannot be fetched.
-    public static func manifestPage(_ body: [UInt8], shape: FeedShape, fields: ItemFields) throws(FeedError) -> DecodedManifestPage {
-        let doc = try document(body, shape: shape)
+    public static func manifestPage(_ body: [UInt8], shape: FeedShape, fields: ItemFields, contentType: String? = nil) throws(FeedError) -> DecodedManifestPage {
+        let doc = try document(body, shape: shape, contentType: contentType)
         let entries = doc.items.map { item in
-            ManifestEntry(url: fields.imageURL.resolve(in: item.value)?.string ?? "",
-                          description: fields.imageDescription.resolve(in: item.value)?.string)
+            ManifestEntry(url: item.value.flatMap { fields.imageURL.resolve(in: $0)?.string } ?? "",
+                          description: item.value.flatMap { fields.imageDescription.resolve(in: $0)?.string })
         }
-        return DecodedManifestPage(entries: entries, next: doc.next)
+        return DecodedManifestPage(entries: entries, facts: doc.facts)
     }
 }

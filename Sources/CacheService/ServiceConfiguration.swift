@@ -67,6 +67,8 @@ public struct FeedConfiguration: Sendable, Equatable {
     public var imagesShape: FeedShape
     /// Which members hold a post's id and an image's URL and description.
     public var fields: ItemFields
+    /// How much history the posts keep (`posts-keep`).
+    public var postsKeep: PostsKeep = .feed
     /// Seconds an image stays fresh when its response states no lifetime
     /// (`images-revalidate-after`); 0: such images are never revalidated.
     public var imagesRevalidateAfter: Int64 = FeedConfiguration.defaultRevalidateAfter
@@ -90,6 +92,6 @@ public struct FeedConfiguration: Sendable, Equatable {
     /// followed the same way (each page is then fetched once per prefetch).
     var feedsSharePages: Bool {
         guard let p = postsURL, p == imagesURL else { return false }
-        return postsShape.next == imagesShape.next && postsShape.maxPages == imagesShape.maxPages
+        return postsShape.next == imagesShape.next && postsShape.maxPages == imagesShape.maxPages && postsShape.paging == imagesShape.paging
     }
 }

@@ -77,6 +77,10 @@ public struct VerifiedFile: Sendable {
 /// What a posts refresh did.
 public struct PostsSummary: Sendable {
     public var fetched = 0, unchanged = 0, removed = 0, invalid = 0
+    /// Posts kept from before that the feed no longer lists (`posts-keep`).
+    public var kept = 0
+    /// The feed's "has more" warning, when its last page has more than the settings follow.
+    public var warnings: [String] = []
 }
 
 /// What an images prefetch did. Each row is counted once: `cached`,
@@ -116,6 +120,8 @@ public struct RowFailure: Sendable {
 public struct PrefetchReport: Sendable {
     public var posts: PostsSummary?
     public var images: ImagesSummary?
+    /// The feeds' "has more" warnings: pages the settings do not follow (docs/protocol.md, "Never a silent first page").
+    public var warnings: [String] = []
 
     public init(posts: PostsSummary? = nil, images: ImagesSummary? = nil) {
         self.posts = posts
@@ -186,6 +192,8 @@ public struct ServiceStatus: Sendable {
     /// The background scrub: its state, the pass under way, the last one.
     public var scrub = ScrubStatus(state: .off, interval: 0, rate: ScrubSettings.defaultRate, pass: nil, last: nil,
                                    nextStart: nil, sinceStart: ScrubStatus.Counts())
+    /// The feeds' standing "has more" warnings (docs/protocol.md, "Never a silent first page").
+    public var feedWarnings: [String] = []
 }
 
 /// What happens in the service that a front-end may show as it happens

@@ -8,13 +8,14 @@ import CacheSystem
 extension Store {
     /// Makes the stored posts equal to `posts` (id and exact JSON bytes, in
     /// feed order, already deduplicated) and the feed's pages to `pages`
-    /// (whose counts add up to `posts.count`), in one transaction: changed
-    /// posts, tombstones, the order when the replay would not derive it,
-    /// the pages when they changed. Writes nothing when nothing changed and
-    /// the feed is known. Throws `invalidFeed` for an id or pages that break
-    /// those rules, before anything is written.
-    public func replacePosts(_ posts: [(id: PostID, json: [UInt8])], pages unchecked: [FeedPage]) throws(StoreError) -> PostsChange {
-        try Self.check(posts.lazy.map(\.id), items: posts.count, pages: unchecked, feed: "posts")
+    /// (whose counts add up to `posts.count` less `history`, the posts
+    /// kept after the feed's own by `posts-keep`), in one transaction:
+    /// changed posts, tombstones, the order when the replay would not derive
+    /// it, the pages when they changed. Writes nothing when nothing changed
+    /// and the feed is known. Throws `invalidFeed` for an id or pages that
+    /// break those rules, before anything is written.
+    public func replacePosts(_ posts: [(id: PostID, json: [UInt8])], pages unchecked: [FeedPage], history: Int = 0) throws(StoreError) -> PostsChange {
+        try Self.check(posts.lazy.map(\.id), items: posts.count - history, pages: unchecked, feed: "posts")
         let pages = unchecked.map(\.sanitized)
         // The post files are written under `postFiles`, not the writer lock:
         // a large refresh (one fsync per changed post) must not hold up object

@@ -8,6 +8,9 @@ public enum LockRank: Int32, Sendable, Comparable {
     /// A download's body sink: held while the chunk goes to its temp file
     /// (which names the file, under a leaf lock). Never contended.
     case bodySink = 5
+    /// Service: a read-modify-write of the posts (a refresh's store, a
+    /// `delete_post`), so neither writes over what the other just changed.
+    case postsEdit = 8
     /// Store: the writers of `posts/` (a refresh, the start-up reconciliation).
     case postFiles = 10
     /// Store: the index log and everything appended to it.

@@ -42,6 +42,7 @@ extension Settings {
         }
         // Read once every source has had its say: only the file that wins is opened.
         try s.fetchHeaderFile?.load(environment: environment, besides: s.fetchHeaders)
+        try s.checkPaging()
         return check ? .checked(s) : .run(s)
     }
 

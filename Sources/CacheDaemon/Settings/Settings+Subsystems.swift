@@ -6,12 +6,22 @@ import CacheVariant
 /// Each subsystem's configuration, built from the settings here and nowhere else.
 extension Settings {
     var feedConfiguration: FeedConfiguration {
+        // checkPaging() passed when these settings were read: a failure here cannot happen; link is the fallback.
+        let postsPaging = (try? self.postsPaging.paging("posts")) ?? .link
+        let imagesSettings = effectiveImagesPaging
+        let imagesPaging = (try? imagesSettings.paging("images")) ?? .link
+        // One URL serves both feeds: the manifest's unset shape is the posts'.
+        let same = postsURL != nil && postsURL == imagesURL
         var c = FeedConfiguration(postsURL: postsURL, imagesURL: imagesURL, imagesBaseURL: imagesBaseURL, maxObjectSize: maxObjectSize,
-                                  postsShape: FeedShape(prefix: "posts", items: postsItems, next: postsNext, maxPages: postsMaxPages),
-                                  imagesShape: FeedShape(prefix: "images", items: imagesItems, next: imagesNext, maxPages: imagesMaxPages),
+                                  postsShape: FeedShape(prefix: "posts", items: postsItems, next: postsNext, maxPages: postsMaxPages,
+                                                        paging: postsPaging, item: self.postsPaging.item),
+                                  imagesShape: FeedShape(prefix: "images", items: imagesItems ?? (same ? postsItems : nil),
+                                                         next: imagesNext ?? (same ? postsNext : nil), maxPages: imagesMaxPages,
+                                                         paging: imagesPaging, item: imagesSettings.item),
                                   fields: ItemFields(postID: postsID, imageURL: imagesURLField, imageDescription: imagesDescriptionField),
                                   minFreeSpace: minFreeSpace)
         c.imagesRevalidateAfter = imagesRevalidateAfter
+        c.postsKeep = postsKeep
         return c
     }
 

@@ -18,10 +18,16 @@ public struct Settings: Sendable, Equatable {
     /// The next page's URL in a page of posts (nil: a JSON Feed's next_url, else Link headers only).
     public var postsNext: JSONPointer?
     public var postsMaxPages = 1000
+    /// How the posts' pages follow each other, and the post inside each item.
+    public var postsPaging = FeedPagingSettings()
+    /// How much of the posts' history is kept.
+    public var postsKeep = PostsKeep.feed
     /// The same for the image manifest.
     public var imagesItems: JSONPointer?
     public var imagesNext: JSONPointer?
     public var imagesMaxPages = 1000
+    /// The same for the manifest (unset values: the posts' when both are one URL).
+    public var imagesPaging = FeedPagingSettings()
     /// Each manifest item's image URL and description.
     public var imagesURLField = JSONPointer.member("url")
     public var imagesDescriptionField = JSONPointer.member("description")

@@ -7,7 +7,10 @@ extension Settings {
     /// Every setting, in the order `--help`, the SIGHUP line and the
     /// environment check use (0.1.0's order: the feeds, the store, the
     /// fetch settings, the socket's limits, TLS and the proxy).
-    static let table: [SettingSpec] = [
+    static let table: [SettingSpec] = postsFeedTable + pagingTable(.posts) + imagesFeedTable + pagingTable(.images) + otherTable
+
+    /// The posts feed's settings before its paging ones.
+    private static let postsFeedTable: [SettingSpec] = [
         .make("posts-url", "URL", .live, "URL of the JSON posts feed (no default: posts are never fetched)",
               \.postsURL, parse: { k, v throws(SettingsError) in try ValueParser.url(k, v) }, format: optional),
         .make("images-url", "URL", .live, "URL of the JSON image manifest (no default)",
@@ -22,12 +25,22 @@ extension Settings {
               \.postsNext, parse: { k, v throws(SettingsError) in try ValueParser.pointer(k, v, emptyIsNone: true) }, format: pointer),
         .make("posts-max-pages", "N", .live, "pages of posts followed at most, 1 to 100000; one more fails the refresh",
               \.postsMaxPages, parse: { k, v throws(SettingsError) in try ValueParser.whole(k, v, 1...100_000) }, format: { String($0) }),
+        .make("posts-keep", "feed|all|N", .live, "which posts stay: feed (what the feed lists now), all (every post seen, until deleted) or the newest N",
+              \.postsKeep, parse: { k, v throws(SettingsError) in try ValueParser.keep(k, v) }, format: { $0.name }),
+    ]
+
+    /// The manifest's settings before its paging ones.
+    private static let imagesFeedTable: [SettingSpec] = [
         .make("images-items", "POINTER", .live, "JSON Pointer to the array of images in each manifest page (default: the document, or a JSON Feed's items)",
               \.imagesItems, parse: { k, v throws(SettingsError) in try ValueParser.pointer(k, v, emptyIsNone: true) }, format: pointer),
         .make("images-next", "POINTER", .live, "JSON Pointer to the manifest's next page URL in each page",
               \.imagesNext, parse: { k, v throws(SettingsError) in try ValueParser.pointer(k, v, emptyIsNone: true) }, format: pointer),
         .make("images-max-pages", "N", .live, "manifest pages followed at most, 1 to 100000",
               \.imagesMaxPages, parse: { k, v throws(SettingsError) in try ValueParser.whole(k, v, 1...100_000) }, format: { String($0) }),
+    ]
+
+    /// The store's, the fetch's, the socket's, HTTP's, TLS and the proxy's.
+    private static let otherTable: [SettingSpec] = [
         .make("images-url-field", "POINTER", .live, "JSON Pointer to each manifest item's image URL",
               \.imagesURLField, parse: { k, v throws(SettingsError) in try ValueParser.fieldPointer(k, v) }, format: { $0.description }),
         .make("images-description-field", "POINTER", .live, "JSON Pointer to each manifest item's description",

@@ -1,3 +1,4 @@
+import CacheService
 import CacheStore
 import CacheProtocol
 #if canImport(Glibc)
@@ -104,6 +105,19 @@ enum ValueParser {
         if value.isEmpty && emptyIsNone { return nil }
         do throws(JSONPointer.SyntaxError) { return try JSONPointer(value) } catch {
             throw SettingsError("\(key) must be a JSON Pointer, not \"\(value)\": \(error)")
+        }
+    }
+
+    /// `posts-keep`: feed, all, or a count from 1 to 100,000,000.
+    static func keep(_ key: String, _ value: String) throws(SettingsError) -> PostsKeep {
+        switch value {
+        case "feed": return .feed
+        case "all": return .all
+        default:
+            guard let n = Int(value), (1...100_000_000).contains(n) else {
+                throw SettingsError("\(key) must be feed, all or a count from 1 to 100000000, not \"\(value)\"")
+            }
+            return .newest(n)
         }
     }
 

@@ -95,8 +95,17 @@ enum AnswerEncoding {
         Response.error(e, tag: tag, capacity: 256) { prefetchMembers(r, &$0) }
     }
 
+    /// A JSON string.
+    static func string(_ s: String) -> [UInt8] {
+        var w = JSONWriter()
+        w.string(s)
+        return w.bytes
+    }
+
     private static func prefetchMembers(_ r: PrefetchReport, _ o: inout JSONObjectWriter) {
         summary(r, into: &o)
+        o.key("warnings")
+        o.rawArray(r.warnings.map(string))
         o.key("failures")
         o.rawArray((r.images?.failures ?? []).map { f in
             var fo = JSONObjectWriter()
@@ -116,6 +125,7 @@ enum AnswerEncoding {
             po.field("unchanged", p.unchanged)
             po.field("removed", p.removed)
             po.field("invalid", p.invalid)
+            po.field("kept", p.kept)
             return po
         })
         o.field("images", object: r.images.map { i in
@@ -191,6 +201,8 @@ enum AnswerEncoding {
             o.field("last_prefetch", object: s.lastPrefetch.map(lastPrefetch))
             o.field("verify_reads", s.verifyReads)
             o.field("scrub", object: scrub(s.scrub))
+            o.key("feed_warnings")
+            o.rawArray(s.feedWarnings.map(Self.string))
         }
     }
 

@@ -55,6 +55,15 @@ final class Dispatcher: Sendable {
             return Answering.later(reply, respond(tag) { AnswerEncoding.garbage($0, tag: tag) }) { service.collectGarbage(then: $0) }
         case .compact:
             return Answering.later(reply, respond(tag) { AnswerEncoding.compaction($0, tag: tag) }) { service.compact(then: $0) }
+        case .deletePost(let id):
+            return Answering.later(reply, respond(tag) { (deleted: PostID) in Response.ok(tag: tag) { o in
+                var w = JSONWriter()
+                w.postID(deleted)
+                o.field("id", rawJSON: w.bytes)
+                o.field("deleted", true)
+            } }) {
+                service.deletePost(id: id, then: $0)
+            }
         }
     }
 

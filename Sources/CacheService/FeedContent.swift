@@ -1,0 +1,44 @@
+import CacheSystem
+
+/// What a feed's answer is, from its `Content-Type` and its first bytes
+/// (docs/protocol.md, "Feeds"): JSON, RSS or Atom are read; HTML is refused.
+enum FeedContent {
+    /// The `Accept` sent for every feed page unless a `fetch-header` sets
+    /// one: JSON Feed first, then JSON, Atom and RSS, XML, anything else last
+    /// (an API that answers HTML to a browser's `*/*` answers JSON to this).
+    static let accept = "Accept: application/feed+json, application/json;q=0.9, application/atom+xml;q=0.8, "
+        + "application/rss+xml;q=0.8, application/xml;q=0.7, */*;q=0.1"
+
+    /// The media type of a `Content-Type` value, lowercased, without parameters.
+    static func mediaType(_ contentType: String?) -> String? {
+        guard let contentType else { return nil }
+        let type = contentType.split(separator: ";", maxSplits: 1).first.map(String.init) ?? contentType
+        return type.trimmed().lowercased()
+    }
+
+    /// The `charset` parameter of a `Content-Type` value, unquoted; nil when absent.
+    static func charset(_ contentType: String?) -> String? {
+        guard let contentType else { return nil }
+        for parameter in contentType.split(separator: ";").dropFirst() {
+            let pair = parameter.split(separator: "=", maxSplits: 1).map { String($0).trimmed() }
+            guard pair.count == 2, pair[0].lowercased() == "charset" else { continue }
+            let value = pair[1].hasPrefix("\"") && pair[1].hasSuffix("\"") && pair[1].count >= 2 ? String(pair[1].dropFirst().dropLast()) : pair[1]
+            return value.isEmpty ? nil : value
+        }
+        return nil
+    }
+
+    /// Why an answer is refused as HTML, or nil: a body that begins as an
+    /// HTML document does (`<!DOCTYPE html`, `<html`), or any markup served
+    /// as `text/html`. JSON is read whatever its `Content-Type` says.
+    static func htmlRefusal(_ body: [UInt8], contentType: String?) -> String? {
+        let start = body.drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 || $0 == 0xEF || $0 == 0xBB || $0 == 0xBF }
+        guard start.first == UInt8(ascii: "<") else { return nil }
+        let head = String(decoding: start.prefix(64), as: UTF8.self).lowercased()
+        let type = mediaType(contentType)
+        guard head.hasPrefix("<!doctype html") || head.hasPrefix("<html") || type == "text/html" else { return nil }
+        return "the answer is an HTML page (Content-Type: \(type ?? "none")), not a feed (JSON, RSS or Atom): "
+            + "the URL may be a site's page rather than its API or feed, or the API answers HTML unless asked for JSON "
+            + "(set fetch-header = \"Accept: application/json\")"
+    }
+}

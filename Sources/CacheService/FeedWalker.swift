@@ -1,0 +1,169 @@
+import CacheFetch
+import CacheStore
+import CacheSystem
+
+/// One GET of a feed page into memory: all the walk needs of the network.
+protocol PageFetching: Sendable {
+    /// Fetches `request`; the completion gets the answer and its body, on
+    /// a thread that may do the walk's work (decoding).
+    func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, [UInt8]), FetchError>) -> Void)
+}
+
+/// What a walk found: its pages in order, and whether the last page it read
+/// said there is more than the settings follow.
+struct WalkResult<Decoded: Sendable>: Sendable {
+    var pages: [PageResult<Decoded>]
+    /// The warning of the page the walk ended on (`MoreHint`).
+    var warning: WalkWarning
+    /// True when the walk stopped at a page `PageWalk.stopAfter` accepted
+    /// (a history feed's first page of nothing new), not at the feed's end.
+    var stoppedEarly = false
+}
+
+/// What the last page of a walk says of more pages.
+enum WalkWarning: Sendable, Equatable {
+    /// It names no more pages than were followed.
+    case none
+    /// It has more that the settings do not follow (`MoreHint.warning`).
+    case more(String)
+    /// It answered 304: the warning of the walk that read it stands.
+    case asBefore
+}
+
+/// The feed walk (docs/protocol.md, "Pages" and "Paging"): each page
+/// fetched with its own stored validators, its next request made by the
+/// feed's `Paging` from the page before it, until a page names no next one.
+/// It stores nothing; the first failure ends it and is returned.
+struct FeedWalker<Decoded: Sendable>: Sendable {
+    var walk: PageWalk<Decoded>
+    var fetcher: any PageFetching
+    /// The body bytes one page may have (`max-object-size`).
+    var pageLimit: Int
+    /// True when the first page's stored validators belong to another URL (a reload changed it).
+    var ignoreFirstStored = false
+
+    /// The body bytes one walk reads from all its pages together, at most:
+    /// this many times `pageLimit`.
+    static var maxFeedBodies: Int { 16 }
+
+    /// The state carried from one page to the next.
+    private struct Progress: Sendable {
+        var pages: [PageResult<Decoded>] = []
+        /// Each URL fetched, with its page number (from 1).
+        var fetched: [String: Int] = [:]
+        var bytes = 0
+        /// The digest of the last page that was read (not 304).
+        var lastDigest: Int?
+    }
+
+    /// Walks the feed from its first URL; `completion` gets the pages or the first failure.
+    func run(completion: @escaping @Sendable (Result<WalkResult<Decoded>, OriginFailure>) -> Void) {
+        guard let configured = walk.fetch.url else {
+            completion(.failure(OriginFailure(subject: walk.fetch.setting, url: "", attempts: 0, reason: "\(walk.fetch.setting) is not configured")))
+            return
+        }
+        step(walk.shape.paging.firstURL(configured), Progress(), completion)
+    }
+
+    private func subject(_ progress: Progress) -> String {
+        walk.fetch.setting + (progress.pages.isEmpty ? "" : " page \(progress.pages.count + 1)")
+    }
+
+    private func failure(_ progress: Progress, _ url: String, _ reason: String, _ response: HTTPResponse? = nil) -> OriginFailure {
+        OriginFailure(subject: "\(subject(progress)) \(url)", url: url, attempts: response?.attempts ?? 1, reason: reason)
+    }
+
+    private func step(_ url: String, _ progress: Progress, _ completion: @escaping @Sendable (Result<WalkResult<Decoded>, OriginFailure>) -> Void) {
+        let number = progress.pages.count + 1
+        if let earlier = progress.fetched[url] {
+            let why = walk.shape.paging == .link
+                ? "the pages loop: page \(number - 1) links to \(url), which was already fetched"
+                : "the pages loop: page \(number - 1) leads to \(url) again (page \(earlier)'s request): the \(walk.shape.paging.name) does not move on"
+            completion(.failure(failure(progress, url, why))); return
+        }
+        guard progress.pages.count < walk.shape.maxPages else {
+            completion(.failure(failure(progress, url, "more than \(walk.shape.setting("max-pages")) \(walk.shape.maxPages) pages; page \(number) would be \(url)")))
+            return
+        }
+        let stored = walk.stored.first { $0.url == url }
+            ?? (progress.pages.isEmpty && !ignoreFirstStored ? walk.stored.first { $0.url.isEmpty } : nil)
+        let sent = walk.force ? Validators() : (stored?.validators.sanitized ?? Validators())
+        let request = FetchRequest(url: url, headers: CacheService.conditionalHeaders(sent) + [FeedContent.accept], maxBodySize: Int64(pageLimit))
+        fetcher.fetchPage(request) { result in
+            switch result {
+            case .failure(let e): completion(.failure(OriginFailure(subject: "\(subject(progress)) \(url)", e)))
+            case .success(let (response, body)):
+                do throws(OriginFailure) {
+                    try received(url, response, body, sent: sent, stored: stored, progress, completion)
+                } catch { completion(.failure(error)) }
+            }
+        }
+    }
+
+    /// One answer: the page it makes, then the next step or the end.
+    private func received(_ url: String, _ response: HTTPResponse, _ body: [UInt8], sent: Validators, stored: FeedPage?, _ before: Progress,
+                          _ completion: @escaping @Sendable (Result<WalkResult<Decoded>, OriginFailure>) -> Void) throws(OriginFailure) {
+        var progress = before
+        let (page, facts) = try pageResult(url, response, body, sent: sent, stored: stored, progress)
+        let number = progress.pages.count + 1
+        if let facts, walk.shape.paging != .link, facts.items > 0 {
+            if facts.digest == progress.lastDigest {
+                throw failure(progress, url, "page \(number) holds the same items as page \(number - 1): the origin does not move on by the \(walk.shape.paging.name) parameter (is it the one the API takes?)", response)
+            }
+        }
+        progress.lastDigest = facts?.digest
+        progress.fetched[url] = number
+        progress.pages.append(page)
+        progress.bytes += body.count
+        if let stop = walk.stopAfter, stop(page) {
+            completion(.success(WalkResult(pages: progress.pages, warning: .asBefore, stoppedEarly: true))); return
+        }
+        guard let next = page.page.next else {
+            let warning: WalkWarning = facts.map { f in f.hint.map { .more($0.warning(feed: walk.shape.prefix, page: number)) } ?? .none } ?? .asBefore
+            completion(.success(WalkResult(pages: progress.pages, warning: warning))); return
+        }
+        let (product, overflow) = pageLimit.multipliedReportingOverflow(by: Self.maxFeedBodies)
+        let bound = overflow ? Int.max : product
+        guard progress.bytes <= bound else {
+            throw failure(before, url, "the pages so far hold \(formatSize(Int64(progress.bytes))) of feed documents, more than \(Self.maxFeedBodies) times max-object-size (\(formatSize(Int64(bound)))) in all")
+        }
+        step(next, progress, completion)
+    }
+
+    /// What one answer makes of a page: the stored page on a 304, else the
+    /// decoded body with the next request its paging makes of it.
+    private func pageResult(_ url: String, _ response: HTTPResponse, _ body: [UInt8], sent: Validators, stored: FeedPage?,
+                            _ progress: Progress) throws(OriginFailure) -> (PageResult<Decoded>, PageFacts?) {
+        if response.status == 304 {
+            guard var page = stored, sent != Validators() else {
+                throw failure(progress, url, "answered 304 Not Modified to a request that sent no validators", response)
+            }
+            page.url = url
+            // The body is unchanged, but a Link header may name a page that
+            // is new since (an oldest-first API whose last page filled up).
+            if walk.shape.paging == .link, let link = response.headers["link"].flatMap(LinkHeader.next),
+               let resolved = FeedDecoder.resolve(link, base: response.url) { page.next = resolved }
+            return (.unchanged(page), nil)
+        }
+        let decoded: (Decoded, PageFacts)
+        let step: NextStep
+        do throws(FeedError) {
+            decoded = try walk.decode(body, response.headers["content-type"])
+            step = try walk.shape.paging.next(after: decoded.1, url: url, linkHeader: response.headers["link"].flatMap(LinkHeader.next),
+                                              headers: response.headers, shape: walk.shape)
+        } catch { throw failure(progress, url, error.description, response) }
+        var next: String?
+        switch step {
+        case .end: next = nil
+        case .url(let u): next = u
+        case .link(let written):
+            // Resolved against the URL that answered (a redirect's).
+            guard let resolved = FeedDecoder.resolve(written, base: response.url) else {
+                throw failure(progress, url, "its next page's link \(written) is not an http or https URL", response)
+            }
+            next = resolved
+        }
+        let validators = walk.validatorsToStore(sent, response)
+        return (.fresh(FeedPage(url: url, validators: validators, next: next, count: 0), decoded.0), decoded.1)
+    }
+}

@@ -1,0 +1,71 @@
+import CacheProtocol
+
+/// A sign in a page that the feed has more pages than the settings follow
+/// (docs/protocol.md, "Never a silent first page"): a member such as
+/// `next_cursor` or `has_more: true` at the top level or one level down.
+public struct MoreHint: Sendable, Equatable {
+    /// Where it is, as a JSON Pointer (`/data/after`).
+    public var pointer: String
+    /// Its value, as JSON text (cut to `maxValueBytes`).
+    public var value: String
+    /// The setting that would follow it.
+    public var advice: String
+
+    /// A value is quoted up to this many bytes.
+    static let maxValueBytes = 200
+
+    /// The members that name a next page, in the order they are looked for.
+    static let names = ["next", "next_url", "next_cursor", "nextPageToken", "next_token", "cursor", "after",
+                        "more_topics_url", "next_page", "has_more"]
+
+    /// The warning's text: `posts page 1 has more: /data/after = "t3_x"; set posts-paging = cursor, ...`.
+    func warning(feed prefix: String, page: Int) -> String {
+        "\(prefix) page \(page) has more: \(pointer) = \(value); \(advice)"
+    }
+
+    /// The first sign of more in `root`, skipping the pointers in `followed`
+    /// (what the settings already read); nil when there is none. A member
+    /// holding a next page (a non-empty string, a number, a link object)
+    /// is preferred to `has_more: true`, which says less.
+    static func find(in root: JSON, prefix: String, followed: Set<String>) -> MoreHint? {
+        guard case .object(let top) = root else { return nil }
+        var places: [(pointer: String, value: JSON, name: String)] = []
+        for (key, value) in top {
+            places.append(("/" + JSONPointer.escaped(key), value, key))
+        }
+        for (key, value) in top {
+            guard case .object(let inner) = value else { continue }
+            for (k, v) in inner { places.append(("/" + JSONPointer.escaped(key) + "/" + JSONPointer.escaped(k), v, k)) }
+        }
+        let candidates = places.filter { names.contains($0.name) && !followed.contains($0.pointer) }
+        for c in candidates where c.name != "has_more" {
+            if let hint = hint(c.pointer, c.value, prefix: prefix) { return hint }
+        }
+        if let c = candidates.first(where: { $0.name == "has_more" && $0.value.bool == true }) {
+            return MoreHint(pointer: c.pointer, value: "true",
+                            advice: "set \(prefix)-paging = cursor with \(prefix)-has-more = \(c.pointer) and \(prefix)-cursor or \(prefix)-cursor-last")
+        }
+        return nil
+    }
+
+    private static func hint(_ pointer: String, _ value: JSON, prefix: String) -> MoreHint? {
+        let text: String
+        switch value {
+        case .string(let s) where !s.isEmpty: text = s
+        case .number(let n): text = n
+        case .object:
+            guard let href = value["href"]?.string, !href.isEmpty else { return nil }
+            return MoreHint(pointer: pointer, value: quoted(value), advice: "set \(prefix)-next = \(pointer)")
+        default: return nil
+        }
+        let looksLikeURL = text.hasPrefix("http://") || text.hasPrefix("https://") || text.hasPrefix("/") || text.hasPrefix("?") || text.hasPrefix("./")
+        let advice = looksLikeURL ? "set \(prefix)-next = \(pointer)" : "set \(prefix)-paging = cursor, \(prefix)-cursor = \(pointer)"
+        return MoreHint(pointer: pointer, value: quoted(value), advice: advice)
+    }
+
+    private static func quoted(_ value: JSON) -> String {
+        let text = value.encoded
+        guard text.count > maxValueBytes else { return String(decoding: text, as: UTF8.self) }
+        return String(decoding: text.prefix(maxValueBytes), as: UTF8.self) + "... (\(text.count - maxValueBytes) more bytes)"
+    }
+}

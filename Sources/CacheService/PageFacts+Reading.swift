@@ -1,0 +1,34 @@
+import CacheProtocol
+
+extension PageFacts {
+    /// What the shape's paging reads from a JSON page whose root is `root`
+    /// and whose items (after `posts-item`) are `items`; `nextPointer` is
+    /// where a next URL is (`posts-next`, a JSON Feed's `next_url`).
+    static func read(_ root: JSON, items: [JSON?], shape: FeedShape, nextPointer: JSONPointer?) throws(FeedError) -> PageFacts {
+        var facts = PageFacts()
+        facts.items = items.count
+        var followed: Set<String> = []
+        if let nextPointer {
+            followed.insert(nextPointer.description)
+            if let value = nextPointer.resolve(in: root) {
+                facts.documentNext = try FeedDecoder.nextURL(value, pointer: nextPointer, setting: shape.setting("next"))
+            }
+        }
+        switch shape.paging {
+        case .link: break
+        case .cursor(let c):
+            switch c.source {
+            case .pointer(let p): facts.cursor = p.resolve(in: root); followed.insert(p.description)
+            case .lastItem(let p): facts.cursor = items.last.flatMap { $0 }.flatMap { p.resolve(in: $0) }
+            case .header: break
+            }
+            if let p = c.hasMore { facts.hasMore = p.resolve(in: root); followed.insert(p.description) }
+        case .offset(let o):
+            if let p = o.total { facts.total = p.resolve(in: root) }
+        case .page(let p):
+            if let t = p.totalPages { facts.total = t.resolve(in: root) }
+        }
+        facts.hint = MoreHint.find(in: root, prefix: shape.prefix, followed: followed)
+        return facts
+    }
+}

@@ -1,0 +1,197 @@
+import CacheProtocol
+
+/// How a feed names its next page (`posts-paging`, `images-paging`;
+/// docs/protocol.md, "Paging"): each kind reads what it needs from a page
+/// (`PageFacts`) and makes the next request from the request before it.
+public enum Paging: Sendable, Equatable {
+    /// A next URL: `posts-next`, a JSON Feed's `next_url`, an RSS or Atom
+    /// `<link rel="next">`, else a `Link` header's `rel="next"`.
+    case link
+    /// A value handed back as a query parameter.
+    case cursor(CursorPaging)
+    /// `offset` and `limit` parameters.
+    case offset(OffsetPaging)
+    /// A page number parameter.
+    case page(PageNumberPaging)
+
+    /// The setting's value: `link`, `cursor`, `offset` or `page`.
+    public var name: String {
+        switch self {
+        case .link: "link"
+        case .cursor: "cursor"
+        case .offset: "offset"
+        case .page: "page"
+        }
+    }
+}
+
+/// Where a cursor is read.
+public enum CursorSource: Sendable, Equatable {
+    /// A JSON Pointer into the page (`posts-cursor = /data/after`).
+    case pointer(JSONPointer)
+    /// A response header (`posts-cursor = header:X-Next-Cursor`), its name lowercased.
+    case header(String)
+    /// A member of the page's last item, after `posts-item` (`posts-cursor-last = /id`: Stripe).
+    case lastItem(JSONPointer)
+}
+
+/// `posts-paging = cursor`.
+public struct CursorPaging: Sendable, Equatable {
+    public var source: CursorSource
+    /// The query parameter that carries the cursor (`posts-cursor-param`).
+    public var parameter: String
+    /// A boolean that ends the walk when false (`posts-has-more`, Stripe's `/has_more`).
+    public var hasMore: JSONPointer?
+
+    public init(source: CursorSource, parameter: String = "cursor", hasMore: JSONPointer? = nil) {
+        self.source = source
+        self.parameter = parameter
+        self.hasMore = hasMore
+    }
+}
+
+/// `posts-paging = offset`.
+public struct OffsetPaging: Sendable, Equatable {
+    public var offsetParameter: String
+    public var limitParameter: String
+    /// Items asked per page (`posts-page-size`); nil: a limit already in the URL, if any.
+    public var pageSize: Int?
+    /// The total count of items in each page (`posts-total`), if the API gives it.
+    public var total: JSONPointer?
+
+    public init(offsetParameter: String = "offset", limitParameter: String = "limit", pageSize: Int? = nil, total: JSONPointer? = nil) {
+        self.offsetParameter = offsetParameter
+        self.limitParameter = limitParameter
+        self.pageSize = pageSize
+        self.total = total
+    }
+}
+
+/// `posts-paging = page`.
+public struct PageNumberPaging: Sendable, Equatable {
+    public var parameter: String
+    /// The first page's number (`posts-page-start`): 1, or 0 (Algolia).
+    public var start: Int
+    /// The page count in each page (`posts-total-pages`, Algolia's `/nbPages`), if the API gives it.
+    public var totalPages: JSONPointer?
+
+    public init(parameter: String = "page", start: Int = 1, totalPages: JSONPointer? = nil) {
+        self.parameter = parameter
+        self.start = start
+        self.totalPages = totalPages
+    }
+}
+
+/// What paging reads from one decoded page.
+public struct PageFacts: Sendable, Equatable {
+    /// Items in the page (before ids are checked).
+    public var items = 0
+    /// The next page's URL as the document names it (`posts-next`, `next_url`,
+    /// `<link rel="next">`), unresolved.
+    public var documentNext: String?
+    /// The value at `posts-cursor` (or of `posts-cursor-last` in the last item); nil: none.
+    public var cursor: JSON?
+    /// The value at `posts-has-more`; nil: none.
+    public var hasMore: JSON?
+    /// The value at `posts-total` or `posts-total-pages`; nil: none.
+    public var total: JSON?
+    /// A sign of more pages that the settings do not follow (`MoreHint`).
+    public var hint: MoreHint?
+    /// A digest of the items' text: a page equal to the one before it
+    /// means the origin ignored the parameter that should have moved on.
+    public var digest = 0
+
+    public init() {}
+}
+
+/// The request after a page, or the end of the feed.
+enum NextStep: Equatable {
+    case end
+    /// A URL as the page wrote it: resolved against the page's URL.
+    case link(String)
+    /// A URL built from the request before it: absolute already.
+    case url(String)
+}
+
+extension Paging {
+    /// The first request's URL: the configured one with the paging's
+    /// parameters set (`offset=0`, `limit=SIZE`, `page=START`).
+    func firstURL(_ configured: String) -> String {
+        switch self {
+        case .link, .cursor: return configured
+        case .offset(let o):
+            var url = QueryParameters.setting(o.offsetParameter, to: "0", in: configured)
+            if let size = o.pageSize { url = QueryParameters.setting(o.limitParameter, to: String(size), in: url) }
+            return url
+        case .page(let p): return QueryParameters.setting(p.parameter, to: String(p.start), in: configured)
+        }
+    }
+
+    /// The request after the page at `url` whose facts and headers are
+    /// these; `shape` names the settings in errors.
+    func next(after facts: PageFacts, url: String, linkHeader: String?, headers: [String: String], shape: FeedShape) throws(FeedError) -> NextStep {
+        switch self {
+        case .link:
+            if let n = facts.documentNext ?? linkHeader { return .link(n) }
+            return .end
+        case .cursor(let c): return try c.next(facts, url: url, headers: headers, shape: shape)
+        case .offset(let o): return try o.next(facts, url: url, shape: shape)
+        case .page(let p): return try p.next(facts, url: url, shape: shape)
+        }
+    }
+}
+
+extension CursorPaging {
+    func next(_ facts: PageFacts, url: String, headers: [String: String], shape: FeedShape) throws(FeedError) -> NextStep {
+        guard facts.items > 0 else { return .end }
+        if let pointer = hasMore, let value = facts.hasMore, !value.isNull {
+            guard let more = value.bool else {
+                throw FeedError("\(shape.setting("has-more")) \(pointer) is \(value.kindName), not a boolean")
+            }
+            if !more { return .end }
+        }
+        let value: JSON?
+        let named: String
+        switch source {
+        case .pointer(let p): value = facts.cursor; named = "\(shape.setting("cursor")) \(p)"
+        case .lastItem(let p): value = facts.cursor; named = "\(shape.setting("cursor-last")) \(p) of the last item"
+        case .header(let h): value = headers[h].map { .string($0) }; named = "\(shape.setting("cursor")) header:\(h)"
+        }
+        let cursor: String
+        switch value {
+        case nil, .null?: return .end
+        case .string(let s)?: cursor = s
+        case .number(let n)?: cursor = n
+        case let other?: throw FeedError("\(named) is \(other.kindName), not a string or a number")
+        }
+        if cursor.isEmpty { return .end }
+        return .url(QueryParameters.setting(parameter, to: cursor, in: url))
+    }
+}
+
+extension OffsetPaging {
+    func next(_ facts: PageFacts, url: String, shape: FeedShape) throws(FeedError) -> NextStep {
+        guard facts.items > 0 else { return .end }
+        let offset = QueryParameters.value(offsetParameter, in: url).flatMap { Int($0) } ?? 0
+        let next = offset + facts.items
+        if let pointer = total, let value = facts.total, !value.isNull {
+            guard let count = value.integer else { throw FeedError("\(shape.setting("total")) \(pointer) is \(value.kindName), not a whole number") }
+            if next >= count { return .end }
+        } else if let size = pageSize ?? QueryParameters.value(limitParameter, in: url).flatMap({ Int($0) }), facts.items < size {
+            return .end
+        }
+        return .url(QueryParameters.setting(offsetParameter, to: String(next), in: url))
+    }
+}
+
+extension PageNumberPaging {
+    func next(_ facts: PageFacts, url: String, shape: FeedShape) throws(FeedError) -> NextStep {
+        guard facts.items > 0 else { return .end }
+        let current = QueryParameters.value(parameter, in: url).flatMap { Int($0) } ?? start
+        if let pointer = totalPages, let value = facts.total, !value.isNull {
+            guard let count = value.integer else { throw FeedError("\(shape.setting("total-pages")) \(pointer) is \(value.kindName), not a whole number") }
+            if Int64(current - start + 1) >= count { return .end }
+        }
+        return .url(QueryParameters.setting(parameter, to: String(current + 1), in: url))
+    }
+}

@@ -1,0 +1,235 @@
+import Testing
+@testable import CacheService
+import CacheFetch
+import CacheProtocol
+import CacheStore
+import CacheSystem
+
+/// The feed walk driven with pages and no network (docs/protocol.md,
+/// "Paging"): each paging kind, its ends, its faults and the "has more"
+/// warning. The pages are shaped as the APIs named document theirs.
+@Suite struct FeedWalkerTests {
+    /// Pages by URL, answered in place; a request whose `If-None-Match`
+    /// holds a page's ETag is answered 304. Every request is recorded.
+    final class Pages: PageFetching {
+        struct Page: Sendable {
+            var body: String
+            var headers: [String: String] = [:]
+            var status = 200
+        }
+        let pages: [String: Page]
+        let requests = Locked<[FetchRequest]>([])
+        /// Answers every URL not in `pages` with this page (an origin that ignores a parameter).
+        let fallback: Page?
+
+        init(_ pages: [String: Page], fallback: Page? = nil) {
+            self.pages = pages
+            self.fallback = fallback
+        }
+
+        func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, [UInt8]), FetchError>) -> Void) {
+            requests.withLock { $0.append(request) }
+            guard let page = pages[request.url] ?? fallback else {
+                completion(.failure(.status(url: request.url, code: 404, attempts: 1, credentials: nil)))
+                return
+            }
+            var headers = page.headers
+            if headers["etag"] == nil { headers["etag"] = "\"\(page.body.utf8.count)\"" }
+            if let tag = headers["etag"], request.headers.contains("If-None-Match: \(tag)") {
+                completion(.success((HTTPResponse(status: 304, headers: headers, bodyBytes: 0, attempts: 1, url: request.url), [])))
+                return
+            }
+            completion(.success((HTTPResponse(status: page.status, headers: headers, bodyBytes: Int64(page.body.utf8.count), attempts: 1, url: request.url),
+                                 Array(page.body.utf8))))
+        }
+
+        var urls: [String] { requests.withLock { $0.map(\.url) } }
+    }
+
+    func walk(_ origin: Pages, url: String, shape: FeedShape, stored: [FeedPage] = [], id: JSONPointer = .member("id"))
+        -> Result<WalkResult<DecodedPostsPage>, OriginFailure> {
+        let walk = PageWalk<DecodedPostsPage>(
+            fetch: CacheService.FeedFetch(setting: "posts-url", url: url, feed: .posts), shape: shape, stored: stored, force: false,
+            decode: { body, type throws(FeedError) in
+                let p = try FeedDecoder.postsPage(body, shape: shape, id: id, contentType: type)
+                return (p, p.facts)
+            }, validatorsToStore: { _, r in Validators(etag: r.headers["etag"], lastModified: nil) })
+        let out = Locked<Result<WalkResult<DecodedPostsPage>, OriginFailure>?>(nil)
+        FeedWalker(walk: walk, fetcher: origin, pageLimit: 1 << 20).run { r in out.withLock { $0 = r } }
+        return out.withLock { $0 } ?? .failure(OriginFailure(subject: "test", url: url, reason: "the walk never finished"))
+    }
+
+    func ids(_ r: Result<WalkResult<DecodedPostsPage>, OriginFailure>) -> [String] {
+        guard case .success(let w) = r else { return [] }
+        return w.pages.flatMap { p -> [String] in
+            if case .fresh(_, let d) = p { return d.posts.map { $0.id.description } }
+            return []
+        }
+    }
+
+    func pointer(_ s: String) -> JSONPointer { (try? JSONPointer(s)) ?? .member("?") }
+
+    /// A Reddit listing page: the posts under each child's `data`, the cursor at `/data/after`.
+    static func reddit(_ ids: [String], after: String?) -> Pages.Page {
+        let children = ids.map { #"{"kind":"t3","data":{"id":"\#($0)","name":"t3_\#($0)","title":"post \#($0)"}}"# }.joined(separator: ",")
+        let a = after.map { "\"\($0)\"" } ?? "null"
+        return .init(body: #"{"kind":"Listing","data":{"after":\#(a),"dist":\#(ids.count),"before":null,"children":[\#(children)]}}"#)
+    }
+
+    @Test func aCursorWalkFollowsRedditsAfterUntilItIsNullAndUnwrapsEachPost() throws {
+        let base = "https://r.test/r/swift/new.json?limit=2"
+        let origin = Pages([
+            base: Self.reddit(["a1", "a2"], after: "t3_a2"),
+            base + "&after=t3_a2": Self.reddit(["b1", "b2"], after: "t3_b2"),
+            base + "&after=t3_b2": Self.reddit(["c1"], after: nil),
+        ])
+        let shape = FeedShape(prefix: "posts", items: pointer("/data/children"),
+                              paging: .cursor(CursorPaging(source: .pointer(pointer("/data/after")), parameter: "after")), item: pointer("/data"))
+        let r = walk(origin, url: base, shape: shape)
+        #expect(ids(r) == ["a1", "a2", "b1", "b2", "c1"])
+        #expect(origin.urls.count == 3)
+        if case .success(let w) = r {
+            #expect(w.warning == WalkWarning.none)
+            if case .fresh(_, let d) = w.pages[0] { #expect(String(decoding: d.posts[0].json, as: UTF8.self) == #"{"id":"a1","name":"t3_a1","title":"post a1"}"#) }
+        }
+        // Every feed request asks for a feed, JSON first.
+        #expect(origin.requests.withLock { $0.allSatisfy { $0.headers.contains(FeedContent.accept) } })
+    }
+
+    @Test func theSameListingWithoutPagingSettingsWarnsNamingTheMemberAndTheSetting() {
+        let base = "https://r.test/r/swift/new.json"
+        let origin = Pages([base: Self.reddit(["a1", "a2"], after: "t3_a2")])
+        let r = walk(origin, url: base, shape: FeedShape(prefix: "posts", items: pointer("/data/children"), item: pointer("/data")))
+        guard case .success(let w) = r else { Issue.record("\(r)"); return }
+        #expect(w.warning == .more(#"posts page 1 has more: /data/after = "t3_a2"; set posts-paging = cursor, posts-cursor = /data/after"#))
+    }
+
+    @Test func stripeEndsWhenHasMoreIsFalseTakingTheCursorFromTheLastItem() {
+        let base = "https://api.stripe.test/v1/customers?limit=2"
+        func page(_ ids: [String], more: Bool) -> Pages.Page {
+            .init(body: #"{"object":"list","url":"/v1/customers","has_more":\#(more),"data":[\#(ids.map { #"{"id":"\#($0)","object":"customer"}"# }.joined(separator: ","))]}"#)
+        }
+        let origin = Pages([base: page(["cus_1", "cus_2"], more: true), base + "&starting_after=cus_2": page(["cus_3", "cus_4"], more: true),
+                            base + "&starting_after=cus_4": page(["cus_5"], more: false)])
+        let shape = FeedShape(prefix: "posts", items: pointer("/data"),
+                              paging: .cursor(CursorPaging(source: .lastItem(pointer("/id")), parameter: "starting_after", hasMore: pointer("/has_more"))))
+        #expect(ids(walk(origin, url: base, shape: shape)).count == 5)
+        #expect(origin.urls.count == 3)
+    }
+
+    @Test func aCursorInAResponseHeaderIsSentBackPercentEncoded() {
+        let base = "https://h.test/items"
+        let origin = Pages([base: .init(body: #"[{"id":1},{"id":2}]"#, headers: ["x-next-cursor": "a b/c=="]),
+                            base + "?cursor=a%20b%2Fc%3D%3D": .init(body: #"[{"id":3}]"#)])
+        let shape = FeedShape(prefix: "posts", paging: .cursor(CursorPaging(source: .header("x-next-cursor"))))
+        #expect(ids(walk(origin, url: base, shape: shape)) == ["1", "2", "3"])
+    }
+
+    @Test func aCursorThatRepeatsFailsNamingThePages() {
+        let base = "https://b.test/feed"
+        let origin = Pages([base: .init(body: #"{"feed":[{"id":1}],"cursor":"x"}"#), base + "?cursor=x": .init(body: #"{"feed":[{"id":2}],"cursor":"x"}"#)])
+        let shape = FeedShape(prefix: "posts", items: pointer("/feed"), paging: .cursor(CursorPaging(source: .pointer(pointer("/cursor")))))
+        guard case .failure(let f) = walk(origin, url: base, shape: shape) else { Issue.record("a repeating cursor was walked"); return }
+        #expect(f.description.contains("page 2 leads to https://b.test/feed?cursor=x again (page 2's request)"))
+    }
+
+    @Test func contentfulsOffsetWalkEndsAtTheTotalKeepingTheOtherParameters() {
+        let base = "https://cdn.test/spaces/s/entries?access_token=k&limit=2"
+        func page(_ skip: Int, _ ids: [Int]) -> Pages.Page {
+            .init(body: #"{"sys":{"type":"Array"},"total":5,"skip":\#(skip),"limit":2,"items":[\#(ids.map { #"{"sys":{"id":"e\#($0)"}}"# }.joined(separator: ","))]}"#)
+        }
+        let origin = Pages([base + "&skip=0": page(0, [1, 2]), base + "&skip=2": page(2, [3, 4]), base + "&skip=4": page(4, [5])])
+        let shape = FeedShape(prefix: "posts", items: pointer("/items"),
+                              paging: .offset(OffsetPaging(offsetParameter: "skip", limitParameter: "limit", total: pointer("/total"))))
+        #expect(ids(walk(origin, url: base, shape: shape, id: pointer("/sys/id"))) == ["e1", "e2", "e3", "e4", "e5"])
+        #expect(origin.urls == [base + "&skip=0", base + "&skip=2", base + "&skip=4"])
+    }
+
+    @Test func aShortPageEndsAnOffsetWalkWithAPageSize() {
+        let base = "https://j.test/posts"
+        let origin = Pages([base + "?_start=0&_limit=2": .init(body: #"[{"id":1},{"id":2}]"#),
+                            base + "?_start=2&_limit=2": .init(body: #"[{"id":3}]"#)])
+        let shape = FeedShape(prefix: "posts", paging: .offset(OffsetPaging(offsetParameter: "_start", limitParameter: "_limit", pageSize: 2)))
+        #expect(ids(walk(origin, url: base, shape: shape)) == ["1", "2", "3"])
+        #expect(origin.urls.count == 2)
+    }
+
+    @Test func anOriginThatIgnoresTheOffsetFailsInsteadOfWalkingTheSamePageAgain() {
+        let shape = FeedShape(prefix: "posts", paging: .offset(OffsetPaging(pageSize: 2)))
+        let origin = Pages([:], fallback: .init(body: #"[{"id":1},{"id":2}]"#))
+        guard case .failure(let f) = walk(origin, url: "https://o.test/p", shape: shape) else { Issue.record("walked"); return }
+        #expect(f.description.contains("page 2 holds the same items as page 1"))
+        #expect(origin.urls.count == 2)
+    }
+
+    @Test func algoliaPagesFromZeroUntilNbPages() {
+        let base = "https://hn.test/api/v1/search_by_date?tags=story"
+        func page(_ n: Int) -> Pages.Page {
+            .init(body: #"{"hits":[{"objectID":"\#(n)a"},{"objectID":"\#(n)b"}],"page":\#(n),"nbPages":3,"hitsPerPage":2}"#)
+        }
+        let origin = Pages([base + "&page=0": page(0), base + "&page=1": page(1), base + "&page=2": page(2)])
+        let shape = FeedShape(prefix: "posts", items: pointer("/hits"), paging: .page(PageNumberPaging(start: 0, totalPages: pointer("/nbPages"))))
+        #expect(ids(walk(origin, url: base, shape: shape, id: pointer("/objectID"))).count == 6)
+        #expect(origin.urls.count == 3)
+    }
+
+    @Test func lemmyPagesUntilAnEmptyPage() {
+        let base = "https://l.test/api/v3/post/list?sort=New"
+        func page(_ ids: [Int]) -> Pages.Page {
+            .init(body: #"{"posts":[\#(ids.map { #"{"post":{"id":\#($0),"name":"p\#($0)"},"creator":{"id":9},"counts":{"comments":0}}"# }.joined(separator: ","))]}"#)
+        }
+        let origin = Pages([base + "&page=1": page([1, 2]), base + "&page=2": page([3]), base + "&page=3": page([])])
+        let shape = FeedShape(prefix: "posts", items: pointer("/posts"), paging: .page(PageNumberPaging()), item: pointer("/post"))
+        #expect(ids(walk(origin, url: base, shape: shape)) == ["1", "2", "3"])
+    }
+
+    @Test func morePagesThanTheLimitFail() {
+        let shape = FeedShape(prefix: "posts", maxPages: 3, paging: .page(PageNumberPaging()))
+        var pages: [String: Pages.Page] = [:]
+        for n in 1...10 { pages["https://p.test/x?page=\(n)"] = .init(body: "[{\"id\":\(n)}]") }
+        guard case .failure(let f) = walk(Pages(pages), url: "https://p.test/x", shape: shape) else { Issue.record("walked"); return }
+        #expect(f.description.contains("more than posts-max-pages 3 pages; page 4 would be https://p.test/x?page=4"))
+    }
+
+    @Test func aPageAnswered304KeepsTheNextRequestItMadeBefore() {
+        let base = "https://b.test/feed"
+        let shape = FeedShape(prefix: "posts", items: pointer("/feed"), paging: .cursor(CursorPaging(source: .pointer(pointer("/cursor")))))
+        let origin = Pages([base: .init(body: #"{"feed":[{"id":1}],"cursor":"c2"}"#, headers: ["etag": "\"p1\""]),
+                            base + "?cursor=c2": .init(body: #"{"feed":[{"id":2}]}"#)])
+        let stored = [FeedPage(url: base, validators: Validators(etag: "\"p1\""), next: base + "?cursor=c2", count: 1)]
+        guard case .success(let w) = walk(origin, url: base, shape: shape, stored: stored) else { Issue.record("failed"); return }
+        #expect(w.pages.count == 2)
+        if case .unchanged = w.pages[0] {} else { Issue.record("page 1 was not 304") }
+        #expect(origin.urls == [base, base + "?cursor=c2"])
+    }
+
+    @Test func anHTMLAnswerFailsNamingItsContentType() {
+        let origin = Pages(["https://d.test/latest": .init(body: "<!DOCTYPE html><html><body>Latest</body></html>", headers: ["content-type": "text/html; charset=utf-8"])])
+        guard case .failure(let f) = walk(origin, url: "https://d.test/latest", shape: FeedShape(prefix: "posts")) else { Issue.record("walked"); return }
+        #expect(f.description.contains("an HTML page (Content-Type: text/html)"))
+        #expect(f.description.contains("Accept: application/json"))
+    }
+
+    @Test func moreHintsPreferANextPageOverHasMoreAndSuggestTheRightSetting() throws {
+        let slack = try JSONParser.parse(Array(#"{"ok":true,"messages":[],"has_more":true,"response_metadata":{"next_cursor":"bmV4dA=="}}"#.utf8))
+        #expect(MoreHint.find(in: slack, prefix: "posts", followed: [])?.warning(feed: "posts", page: 1)
+                == #"posts page 1 has more: /response_metadata/next_cursor = "bmV4dA=="; set posts-paging = cursor, posts-cursor = /response_metadata/next_cursor"#)
+        let discourse = try JSONParser.parse(Array(#"{"topic_list":{"more_topics_url":"/latest?page=1","topics":[]}}"#.utf8))
+        #expect(MoreHint.find(in: discourse, prefix: "posts", followed: [])?.advice == "set posts-next = /topic_list/more_topics_url")
+        let stripe = try JSONParser.parse(Array(#"{"has_more":true,"data":[]}"#.utf8))
+        #expect(MoreHint.find(in: stripe, prefix: "images", followed: [])?.advice.hasPrefix("set images-paging = cursor with images-has-more = /has_more") == true)
+        let done = try JSONParser.parse(Array(#"{"has_more":false,"next":null,"cursor":""}"#.utf8))
+        #expect(MoreHint.find(in: done, prefix: "posts", followed: []) == nil)
+        let followed = try JSONParser.parse(Array(#"{"links":{"next":"/p/2"}}"#.utf8))
+        #expect(MoreHint.find(in: followed, prefix: "posts", followed: ["/links/next"]) == nil)
+    }
+
+    @Test func queryParametersAreSetKeepingTheOthersAndReadBack() {
+        #expect(QueryParameters.setting("page", to: "2", in: "https://a.test/p?key=k&page=1&x=y#f") == "https://a.test/p?key=k&page=2&x=y#f")
+        #expect(QueryParameters.setting("after", to: "t3_x", in: "https://a.test/p") == "https://a.test/p?after=t3_x")
+        #expect(QueryParameters.setting("c", to: "a+b/c?&=", in: "https://a.test/?c=1&c=2") == "https://a.test/?c=a%2Bb%2Fc%3F%26%3D")
+        #expect(QueryParameters.value("skip", in: "https://a.test/p?limit=2&skip=40") == "40")
+        #expect(QueryParameters.value("c", in: "https://a.test/?c=a%2Bb") == "a+b")
+        #expect(QueryParameters.value("nope", in: "https://a.test/?c=1") == nil)
+    }
+}
