@@ -72,6 +72,14 @@ public final class CachedClient: Sendable {
         return try post(answer["post"], key: answer["id"])
     }
 
+    /// Removes one post from the store (one `posts-keep` kept after the feed
+    /// dropped it; docs/protocol.md, "History"); returns the id it was kept by.
+    public func deletePost(id: PostID) async throws(CachedError) -> PostID {
+        let answer = try await call("delete_post", [("id", id.integer.map { .number(String($0)) } ?? .string(id.description))])
+        if let i = answer["id"]?.integer { return .int(i) }
+        return answer["id"]?.string.flatMap { PostID(string: $0) } ?? id
+    }
+
     /// Posts in list order (ascending ids when every id is an integer, else the feed's) from `offset`, at most `limit` (all by default).
     /// With a `query` (at most 256 bytes), only the posts whose title holds
     /// it, ignoring case: `offset` and `limit` page the matches.

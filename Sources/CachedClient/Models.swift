@@ -232,6 +232,8 @@ public struct PrefetchProgress: Codable, Sendable, Equatable {
 public struct PrefetchSummary: Codable, Sendable, Equatable {
     public struct Posts: Codable, Sendable, Equatable {
         public var fetched: Int, unchanged: Int, removed: Int, invalid: Int
+        /// Posts kept from before by `posts-keep` (nil from an older daemon).
+        public var kept: Int?
     }
     /// Rows, each counted once: `downloaded`, `cached`, `revalidated`
     /// (`changed` + `unchanged`), `failed` or `skipped`; `transfers` counts
@@ -272,6 +274,10 @@ public struct PrefetchSummary: Codable, Sendable, Equatable {
     public var posts: Posts?
     public var images: Images?
     public var failures: [Failure]
+    /// A feed whose last page has more than its settings follow, with the
+    /// setting to use (docs/protocol.md, "Never a silent first page"); nil
+    /// from an older daemon.
+    public var warnings: [String]?
 }
 
 /// One item of `prefetch`'s stream: progress, then the summary last.

@@ -334,6 +334,14 @@ class Client:
             raise TypeError("a post id is an int or a str, not %s" % type(id).__name__)
         return self._quick("get_post", id=id)["post"]
 
+    def delete_post(self, id: Union[int, str]) -> Union[int, str]:
+        """Removes post ``id`` from the store (one ``posts-keep`` kept after
+        the feed dropped it); returns the id it was kept by. Raises
+        ``CachedError`` with code ``not_found`` when there is none."""
+        if isinstance(id, bool) or not isinstance(id, (int, str)):
+            raise TypeError("a post id is an int or a str, not %s" % type(id).__name__)
+        return self.call("delete_post", id=id)["id"]
+
     def post_ids(self, offset: int = 0, limit: Optional[int] = None) -> List[Union[int, str]]:
         """The ids the posts are kept by (``posts-id``), in ``posts()``'s order."""
         return self._quick("list_posts", offset=offset, limit=limit).get("ids", [])
