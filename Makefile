@@ -29,8 +29,8 @@ VERSION      := $(shell cat VERSION)
 STATIC_BUILD := -c release --static-swift-stdlib --scratch-path .build/static
 
 # The Debian packages, each list with what needs it (install_missing below).
-# The build (libcurl, libxxhash, libvips) and every suite (python3, systemd, FUSE for lazyfs): `deps`, which every build runs first.
-DEB_PACKAGES           := libcurl4-openssl-dev libxxhash-dev xxhash libvips-dev python3 systemd libfuse3-dev fuse3
+# The build (libcurl, libxxhash, libvips, libxml2) and every suite (python3, systemd, FUSE for lazyfs): `deps`, which every build runs first.
+DEB_PACKAGES           := libcurl4-openssl-dev libxxhash-dev xxhash libvips-dev libxml2-dev python3 systemd libfuse3-dev fuse3
 # The integration tests' real origins and clients (nginx, Caddy, Chromium, Prometheus...), the Python client's tests: check, test, integration, python-client.
 TEST_PACKAGES          := nginx-light caddy openssl curl chromium prometheus btrfs-progs libvips-tools strace \
                           python3-pytest python3-venv python3-setuptools python3-wheel
@@ -38,7 +38,7 @@ TEST_PACKAGES          := nginx-light caddy openssl curl chromium prometheus btr
 INTEROP_PACKAGES       := $(TEST_PACKAGES) apache2 lighttpd squid
 # make soak (scripts/soak.py): nginx as the origin, curl.
 SOAK_PACKAGES          := nginx-light curl
-# make feed-shapes (scripts/feed-shapes.py): nginx serves the feeds.
+# make feed-shapes (scripts/feed-shapes.py): nginx serves the static feeds (the scripted origins need only python3).
 FEED_SHAPES_PACKAGES   := nginx-light
 # make browser-scale (scripts/page-scale.py): nginx as the origin, headless Chromium, curl.
 BROWSER_SCALE_PACKAGES := nginx-light chromium curl
@@ -132,12 +132,21 @@ soak: release
 	$(call install_missing,$(SOAK_PACKAGES))
 	$(PYTHON) scripts/soak.py "$$($(SWIFT) build -c release $(BUILD_FLAGS) --show-bin-path)" $(SOAK_ARGS)
 
-# The feed shapes of issue 23 (scripts/feed-shapes.py): JSON Feed, Mastodon,
-# WordPress, GitHub, JSON:API, Algolia and jsonplaceholder served by a real
-# nginx (a scripted origin for Mastodon's computed pages), three prefetches
-# each read from the origin's log, a restart, an edit on page 2; then the
-# faults (next loops, 1001 pages, credentials on other hosts, 401). make test
-# runs it with --quick (21 pages past posts-max-pages=20 instead of 1001).
+# The feed shapes of issues 23 and 32 (scripts/feed-shapes.py): JSON Feed,
+# Mastodon, WordPress, GitHub, GitLab, Discourse, JSON:API, Algolia, an RSS
+# blog, a podcast and Atom served by a real nginx; Reddit, Bluesky, Slack,
+# Stripe, YouTube, X, Lemmy, HN Search, Contentful, json-server and
+# Confluence by scripted origins computing each page from its cursor,
+# offset or page number (Tests/Fixtures/feeds/api-origin.py, stdlib Python),
+# each shaped as its API documents it. A reference client reads every
+# fixture first (--reference: that alone, no daemon). Then per feed three
+# prefetches read from the origin's log, every post by id, a restart, an
+# edit on page 2, the "has more" warning with the paging settings left out;
+# then the faults (next loops, a repeated cursor, an offset not moving on,
+# 1001 pages, HTML, XML entity and depth attacks, credentials on other
+# hosts, 401) and posts-keep = all over 20 refreshes of an RSS window. make
+# test runs it with --quick (11 posts a feed 5 to a page instead of 35 by
+# 10; 21 pages past posts-max-pages=20 instead of 1001).
 feed-shapes: build
 	$(call install_missing,$(FEED_SHAPES_PACKAGES))
 	$(PYTHON) scripts/feed-shapes.py "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"

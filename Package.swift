@@ -26,6 +26,8 @@ let package = Package(
         // C shims over what Swift cannot call or Glibc does not export.
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
         .systemLibrary(name: "CXXHash", pkgConfig: "libxxhash"),
+        // libxml2's streaming reader, for RSS and Atom feeds (XMLFeedReader).
+        .systemLibrary(name: "CXML2", pkgConfig: "libxml-2.0"),
         .target(name: "CLinux"),
         // The variant helper's C side: libvips calls (variadic in C) and its
         // seccomp sandbox. libvips is linked here alone: the daemon never
@@ -54,7 +56,7 @@ let package = Package(
         // prefetch and maintenance over the store and the origin, with the
         // error model that says what failed (docs/architecture.md).
         .target(name: "CacheService",
-                dependencies: ["CacheSystem", "CacheStore", "CacheFetch", "CacheProtocol", "CacheVariant"],
+                dependencies: ["CacheSystem", "CacheStore", "CacheFetch", "CacheProtocol", "CacheVariant", "CXML2"],
                 swiftSettings: strict),
         // The daemon: settings, the socket front-end (event loop, JSON-lines
         // dispatch) and process life (systemd, signals). Never the store.

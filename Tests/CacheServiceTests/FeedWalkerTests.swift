@@ -233,3 +233,38 @@ import CacheSystem
         #expect(QueryParameters.value("nope", in: "https://a.test/?c=1") == nil)
     }
 }
+
+/// RSS and Atom through the same decoding as JSON: entries become posts by
+/// their JSON Feed `id`, and RFC 5005's `rel="next"` is followed like a `Link`.
+@Suite struct XMLFeedWalkTests {
+    @Test func anAtomArchiveIsWalkedByItsNextLinksAndEachEntryIsAPost() {
+        func atom(_ ids: [Int], next: String?) -> FeedWalkerTests.Pages.Page {
+            let entries = ids.map { "<entry><id>urn:e:\($0)</id><title>E\($0)</title><updated>2024-01-0\($0)T00:00:00Z</updated>"
+                + "<link rel=\"enclosure\" type=\"image/png\" href=\"/i/\($0).png\"/></entry>" }.joined()
+            let link = next.map { "<link rel=\"next\" href=\"\($0)\"/>" } ?? ""
+            return .init(body: "<?xml version=\"1.0\"?><feed xmlns=\"http://www.w3.org/2005/Atom\"><title>T</title>\(link)\(entries)</feed>",
+                         headers: ["content-type": "application/atom+xml"])
+        }
+        let origin = FeedWalkerTests.Pages(["https://a.test/feed.atom": atom([1, 2], next: "feed-2.atom"),
+                                            "https://a.test/feed-2.atom": atom([3], next: nil)])
+        let t = FeedWalkerTests()
+        let r = t.walk(origin, url: "https://a.test/feed.atom", shape: FeedShape(prefix: "posts"))
+        #expect(t.ids(r) == ["urn:e:1", "urn:e:2", "urn:e:3"])
+        guard case .success(let w) = r, case .fresh(_, let d) = w.pages[0] else { Issue.record("\(r)"); return }
+        #expect(String(decoding: d.posts[0].json, as: UTF8.self).contains(#""image":"/i/1.png""#))
+        let m = try? FeedDecoder.manifestPage(Array(atom([1], next: nil).body.utf8), shape: FeedShape(prefix: "images"),
+                                              fields: ItemFields(imageURL: .member("image"), imageDescription: .member("title")))
+        #expect(m?.entries == [ManifestEntry(url: "/i/1.png", description: "E1")])
+    }
+
+    @Test func aBillionLaughsPageFailsTheWalk() {
+        let laughs = """
+        <?xml version="1.0"?><!DOCTYPE rss [<!ENTITY a "lol"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>
+        <rss version="2.0"><channel><title>&b;</title></channel></rss>
+        """
+        let origin = FeedWalkerTests.Pages(["https://a.test/rss": .init(body: laughs)])
+        let t = FeedWalkerTests()
+        guard case .failure(let f) = t.walk(origin, url: "https://a.test/rss", shape: FeedShape(prefix: "posts")) else { Issue.record("walked"); return }
+        #expect(f.description.contains("entity declarations are refused"))
+    }
+}

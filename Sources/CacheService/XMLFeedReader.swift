@@ -1,0 +1,219 @@
+import CacheProtocol
+import CXML2
+import Synchronization
+
+/// An RSS or Atom document read as JSON Feed 1.1 items (docs/protocol.md, "RSS and Atom").
+public struct XMLFeedPage: Sendable {
+    /// The three formats read, by their root element.
+    public enum Format: String, Sendable { case rss2 = "RSS 2.0", rss1 = "RSS 1.0", atom = "Atom 1.0" }
+    public var format: Format
+    /// Each entry as a JSON Feed 1.1 item object, in document order.
+    public var items: [JSON]
+    /// The href of the feed's `<link rel="next">` (Atom; `atom:link rel="next"` inside an RSS channel, RFC 5005), unresolved; nil if none.
+    public var next: String?
+}
+
+/// RSS 2.0, RSS 1.0 and Atom 1.0 through libxml2's streaming reader: one
+/// pass over the body, no tree kept, and none of XML's ways out of the
+/// document (no DTD loaded, no entity declared or referenced, no network).
+public enum XMLFeedReader {
+    /// True when the body's first non-whitespace bytes (after an optional UTF-8 BOM) are `<`.
+    public static func looksLikeXML(_ body: [UInt8]) -> Bool {
+        var i = body.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        while i < body.count, body[i] == 0x20 || body[i] == 0x09 || body[i] == 0x0A || body[i] == 0x0D { i += 1 }
+        return i < body.count && body[i] == UInt8(ascii: "<")
+    }
+
+    /// Reads one page. `charset` is the HTTP Content-Type's charset parameter if any (RFC 7303: it wins over the XML declaration).
+    public static func read(_ body: [UInt8], charset: String?) throws(FeedError) -> XMLFeedPage {
+        var mapping = XMLFeedMapping()
+        try XMLStream.walk(body, charset: charset, into: &mapping)
+        return try mapping.page()
+    }
+}
+
+/// An element's name: its namespace URI ("" for none) and local name.
+struct XMLName: Equatable {
+    var namespace: String
+    var local: String
+}
+
+/// One attribute of an element (namespace declarations left out).
+struct XMLAttribute {
+    var namespace: String
+    var local: String
+    var value: String
+}
+
+/// What the walk hands on, in document order. An empty element is a start
+/// and an end; `depth` is 0 for the root.
+protocol XMLEventSink {
+    mutating func start(_ name: XMLName, attributes: [XMLAttribute], depth: Int) throws(FeedError)
+    mutating func text(_ text: String)
+    mutating func end(_ name: XMLName, depth: Int)
+}
+
+/// The walk over libxml2's xmlTextReader.
+enum XMLStream {
+    /// Deeper than this is refused before libxml2's own limit (256) is reached.
+    static let maxDepth = 64
+    static let entitiesRefused = "entity declarations are refused (a feed never needs them)"
+    /// How many times libxml2 asked for an external entity or DTD (always
+    /// refused; the tests check that it is never even asked).
+    static let externalLoads = Atomic<Int>(0)
+
+    /// Once per process: libxml2's global set-up, and an external entity
+    /// loader that loads nothing, behind the options that already load nothing.
+    private static let setUp: Void = {
+        xmlInitParser()
+        xmlSetExternalEntityLoader { _, _, _ in
+            XMLStream.externalLoads.add(1, ordering: .relaxed)
+            return nil
+        }
+    }()
+
+    static func walk<Sink: XMLEventSink>(_ body: [UInt8], charset: String?, into sink: inout Sink) throws(FeedError) {
+        _ = setUp
+        guard !body.isEmpty else { throw FeedError("an empty document, not RSS or Atom") }
+        guard body.count <= Int(Int32.max) else { throw FeedError("an XML document of \(body.count) bytes, more than libxml2 reads") }
+        // NONET and no DTD, entity, XInclude or recovery option: nothing is
+        // loaded and nothing is substituted. NOCDATA: CDATA arrives as text.
+        var options = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOCDATA.rawValue)
+        if let charset {
+            guard let handler = xmlFindCharEncodingHandler(charset) else {
+                throw FeedError("the Content-Type's charset \(charset) is not an encoding libxml2 knows")
+            }
+            xmlCharEncCloseFunc(handler)
+            options |= Int32(XML_PARSE_IGNORE_ENC.rawValue)  // RFC 7303: the charset wins over the declaration.
+        }
+        // Whatever libxml2 reports outside the reader on this thread goes nowhere (not stderr).
+        xmlSetStructuredErrorFunc(nil) { _, _ in }
+        let errors = ParseErrors()
+        let result: Result<Void, FeedError> = body.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress,
+                  let reader = base.withMemoryRebound(to: CChar.self, capacity: buffer.count, {
+                      xmlReaderForMemory($0, Int32(buffer.count), nil, charset, options)
+                  }) else { return .failure(FeedError("libxml2 could not start reading the document")) }
+            var leftDocument: xmlDocPtr?
+            defer {
+                xmlFreeTextReader(reader)
+                // The document a failed reader was asked for is no longer the reader's to free.
+                if let leftDocument { xmlFreeDoc(leftDocument) }
+            }
+            xmlTextReaderSetStructuredErrorHandler(reader, { context, error in
+                guard let context, let error else { return }
+                Unmanaged<ParseErrors>.fromOpaque(context).takeUnretainedValue().note(error.pointee)
+            }, Unmanaged.passUnretained(errors).toOpaque())
+            do throws(FeedError) {
+                try read(reader, body: buffer, into: &sink, errors: errors, failedDocument: &leftDocument)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+    }
+
+    private static func read<Sink: XMLEventSink>(_ reader: xmlTextReaderPtr, body: UnsafeBufferPointer<UInt8>, into sink: inout Sink,
+                                                 errors: ParseErrors, failedDocument: inout xmlDocPtr?) throws(FeedError) {
+        var sawRoot = false
+        while true {
+            let status = xmlTextReaderRead(reader)
+            if status == 0 { return }
+            if status < 0 {
+                failedDocument = xmlTextReaderCurrentDoc(reader)
+                throw failure(errors, document: failedDocument, sawRoot: sawRoot, body: body)
+            }
+            switch UInt32(bitPattern: xmlTextReaderNodeType(reader)) {
+            case XML_READER_TYPE_ELEMENT.rawValue:
+                let depth = Int(xmlTextReaderDepth(reader))
+                guard depth < maxDepth else { throw FeedError("nested deeper than \(maxDepth) elements") }
+                sawRoot = true
+                let name = currentName(reader)
+                let isEmpty = xmlTextReaderIsEmptyElement(reader) == 1
+                try sink.start(name, attributes: attributes(reader), depth: depth)
+                if isEmpty { sink.end(name, depth: depth) }
+            case XML_READER_TYPE_END_ELEMENT.rawValue:
+                sink.end(currentName(reader), depth: Int(xmlTextReaderDepth(reader)))
+            case XML_READER_TYPE_TEXT.rawValue, XML_READER_TYPE_CDATA.rawValue,
+                 XML_READER_TYPE_WHITESPACE.rawValue, XML_READER_TYPE_SIGNIFICANT_WHITESPACE.rawValue:
+                if let value = xmlTextReaderConstValue(reader) { sink.text(String(cString: value)) }
+            case XML_READER_TYPE_DOCUMENT_TYPE.rawValue:
+                if cxml2_dtd_declares_entities(xmlTextReaderCurrentNode(reader)) != 0 { throw FeedError(entitiesRefused) }
+            case XML_READER_TYPE_ENTITY_REFERENCE.rawValue, XML_READER_TYPE_ENTITY.rawValue:
+                let name = xmlTextReaderConstName(reader).map { String(cString: $0) } ?? ""
+                throw FeedError("the entity reference &\(name); is refused: entities are never read (a feed never needs them)")
+            default:
+                continue  // comments, processing instructions, the XML declaration
+            }
+        }
+    }
+
+    /// Why the reader stopped: an HTML page or declared entities first,
+    /// then libxml2's own first error with its line.
+    private static func failure(_ errors: ParseErrors, document: xmlDocPtr?, sawRoot: Bool, body: UnsafeBufferPointer<UInt8>) -> FeedError {
+        if !sawRoot {
+            let root = xmlDocGetRootElement(document)?.pointee.name ?? document?.pointee.intSubset?.pointee.name
+            if root.map({ String(cString: $0).lowercased() == "html" }) ?? looksLikeHTML(body) {
+                return FeedError(XMLFeedMapping.htmlRefusal)
+            }
+        }
+        if cxml2_doc_declares_entities(document) != 0 { return FeedError(entitiesRefused) }
+        guard let error = errors.first else { return FeedError("the XML could not be read (libxml2 gave no reason)") }
+        return FeedError("the XML is not well-formed: line \(error.line): \(error.message)")
+    }
+
+    /// HTML that is no XML, as WHATWG MIME Sniffing (section 7.1) tells it:
+    /// after white space, `<!DOCTYPE HTML`, `<html`, `<head`... (any case)
+    /// then a space or `>`. Only asked once libxml2 has failed.
+    static func looksLikeHTML(_ body: UnsafeBufferPointer<UInt8>) -> Bool {
+        var i = body.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        while i < body.count, body[i] == 0x20 || body[i] == 0x09 || body[i] == 0x0A || body[i] == 0x0C || body[i] == 0x0D { i += 1 }
+        let signatures = ["<!doctype html", "<html", "<head", "<script", "<iframe", "<h1", "<div", "<font", "<table", "<a",
+                          "<style", "<title", "<b", "<body", "<br", "<p"]
+        return signatures.contains { signature in
+            let end = i + signature.utf8.count
+            guard end < body.count else { return false }
+            let lowered = body[i..<end].map { $0 >= 0x41 && $0 <= 0x5A ? $0 + 0x20 : $0 }
+            return lowered.elementsEqual(signature.utf8) && (body[end] == 0x20 || body[end] == 0x3E || body[end] == 0x0A || body[end] == 0x09)
+        }
+    }
+
+    private static func currentName(_ reader: xmlTextReaderPtr) -> XMLName {
+        XMLName(namespace: xmlTextReaderConstNamespaceUri(reader).map { String(cString: $0) } ?? "",
+                local: xmlTextReaderConstLocalName(reader).map { String(cString: $0) } ?? "")
+    }
+
+    private static func attributes(_ reader: xmlTextReaderPtr) -> [XMLAttribute] {
+        guard xmlTextReaderHasAttributes(reader) == 1 else { return [] }
+        var found: [XMLAttribute] = []
+        var more = xmlTextReaderMoveToFirstAttribute(reader)
+        while more == 1 {
+            if xmlTextReaderIsNamespaceDecl(reader) != 1 {
+                let name = currentName(reader)
+                let value = xmlTextReaderConstValue(reader).map { String(cString: $0) } ?? ""
+                found.append(XMLAttribute(namespace: name.namespace, local: name.local, value: value))
+            }
+            more = xmlTextReaderMoveToNextAttribute(reader)
+        }
+        xmlTextReaderMoveToElement(reader)
+        return found
+    }
+}
+
+/// The first fatal error libxml2 reported through the reader, else its
+/// first error (warnings ignored).
+private final class ParseErrors {
+    private var fatal: (line: Int32, message: String)?
+    private var other: (line: Int32, message: String)?
+    var first: (line: Int32, message: String)? { fatal ?? other }
+
+    func note(_ error: xmlError) {
+        guard error.level.rawValue >= XML_ERR_ERROR.rawValue else { return }
+        let isFatal = error.level.rawValue >= XML_ERR_FATAL.rawValue
+        guard isFatal ? fatal == nil : other == nil else { return }
+        var message = error.message.map { String(cString: $0) } ?? "error \(error.code)"
+        while message.last == "\n" || message.last == " " { message.removeLast() }
+        if isFatal { fatal = (error.line, message) } else { other = (error.line, message) }
+    }
+}
