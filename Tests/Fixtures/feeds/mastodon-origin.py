@@ -18,7 +18,7 @@ page by rewriting it) whose decimal-string `id` is below `max_id`, at most
   `If-None-Match` holds it is answered 304 with the same ETag and Link.
 
 Every request is logged to FILE as one JSON line: method, uri, status,
-inm (If-None-Match), ims (If-Modified-Since), authorization (yes/-).
+inm (If-None-Match), ims (If-Modified-Since), authorization (yes/-), accept.
 """
 import argparse
 import hashlib
@@ -43,7 +43,8 @@ class Handler(BaseHTTPRequestHandler):
     def record(self, status):
         entry = {"server": "%s:%d" % self.server.server_address, "method": self.command, "uri": self.path, "status": status,
                  "inm": self.headers.get("If-None-Match") or "", "ims": self.headers.get("If-Modified-Since") or "",
-                 "authorization": "yes" if self.headers.get("Authorization") else "-"}
+                 "authorization": "yes" if self.headers.get("Authorization") else "-",
+                 "accept": self.headers.get("Accept") or ""}
         with self.server.lock:
             with open(self.server.log_path, "a") as f:
                 f.write(json.dumps(entry) + "\n")

@@ -71,7 +71,8 @@ class Shape:
     """
 
     def __init__(self, name, title, settings, posts, posts_pages, ids, id_key="id", rows=(), image_pages=(),
-                 origin="nginx", edit=None, same_feed=False, credentials=None, foreign=(), invalid=0):
+                 origin="nginx", edit=None, same_feed=False, credentials=None, foreign=(), invalid=0,
+                 norm_query=False, exact=True, signs=(), unset=None, first_page=None, accept=None):
         self.name, self.title, self.settings = name, title, settings
         self.posts, self.posts_pages, self.ids, self.id_key = posts, posts_pages, ids, id_key
         self.rows, self.image_pages, self.origin, self.edit = list(rows), list(image_pages), origin, edit
@@ -80,6 +81,32 @@ class Shape:
         self.foreign = list(foreign)        # servers that must never see Authorization
         self.what = "all" if rows else "posts"
         self.invalid = invalid              # elements the first refresh counts invalid (repeated ids)
+        # Issue 32. norm_query: the page URIs are compared as path and query
+        # parameters (the daemon sets the paging parameters on the first
+        # URL's query; their order and which characters it escapes beyond
+        # the needed ones are its own). exact: the posts are the elements'
+        # exact text (JSON); False for RSS/Atom, whose entries become JSON
+        # Feed items compared as JSON values (member order is the daemon's).
+        # signs: the pointers a "has more" warning may name when the paging
+        # settings are left out (unset: those settings; first_page: the posts
+        # then stored). accept: the Accept header every feed request carries.
+        self.norm_query, self.exact, self.signs = norm_query, exact, list(signs)
+        self.unset, self.first_page, self.accept = unset, first_page, accept
+
+    def text(self, value):
+        """A post as the checks compare it: its exact text, or for a JSON Feed
+        item made from XML its JSON value (members sorted)."""
+        if self.exact:
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+    def norm(self, uri):
+        """A request URI as the page checks compare it."""
+        if not self.norm_query:
+            return uri
+        import urllib.parse
+        split = urllib.parse.urlsplit(uri)
+        return split.path + "?" + "&".join("%s=%s" % kv for kv in sorted(urllib.parse.parse_qsl(split.query, keep_blank_values=True)))
 
     def id_of(self, item):
         return item[self.id_key]
