@@ -51,7 +51,7 @@ LINTIAN_PACKAGES       := lintian
 
 .PHONY: all deps bench-deps build release check test lint format check-version unit integration interop \
         crash lazyfs powerloss fuzz sanitize sanitize-address sanitize-thread soak feed-shapes browser-scale \
-        clients python-client example-swift bench bench-compare bench-ranges bench-store demo install deb \
+        clients python-client example-swift bench bench-compare bench-ranges bench-store bench-feeds demo install deb \
         check-docs check-package check-install clean
 
 all: build
@@ -289,6 +289,13 @@ bench-ranges: release bench-deps
 
 # Replay time and resident memory for a log of REPLAY_RECORDS records (a benchmark, not a test).
 REPLAY_RECORDS ?= 1000000
+# Memory and time of the feed paths (scripts/bench-feeds.py): the same
+# 100,000 posts as one JSON array, 10,000 Link pages, 10,000 cursor pages
+# and one RSS document of about 50 MB, each on a fresh store, medians.
+BENCH_FEEDS_ARGS ?= --posts 100000 --runs 3
+bench-feeds: release
+	$(PYTHON) scripts/bench-feeds.py "$$($(SWIFT) build -c release --show-bin-path)" $(BENCH_FEEDS_ARGS)
+
 bench-store: release
 	"$$($(SWIFT) build -c release --show-bin-path)/cached-bench" replay $(REPLAY_RECORDS) \
 	  --daemon "$$($(SWIFT) build -c release --show-bin-path)/cached"

@@ -39,7 +39,7 @@ public struct MoreHint: Sendable, Equatable {
         }
         let candidates = places.filter { names.contains($0.name) && !followed.contains($0.pointer) }
         for c in candidates where c.name != "has_more" {
-            if let hint = hint(c.pointer, c.value, prefix: prefix) { return hint }
+            if let hint = hint(c.pointer, c.value, name: c.name, prefix: prefix) { return hint }
         }
         if let c = candidates.first(where: { $0.name == "has_more" && $0.value.bool == true }) {
             return MoreHint(pointer: c.pointer, value: "true",
@@ -48,7 +48,19 @@ public struct MoreHint: Sendable, Equatable {
         return nil
     }
 
-    private static func hint(_ pointer: String, _ value: JSON, prefix: String) -> MoreHint? {
+    /// The query parameter APIs take a cursor of this member's name in,
+    /// where it is known (`after`: Reddit; `nextPageToken`: Google's
+    /// `pageToken`); `cursor`, the default, needs no setting.
+    private static func parameterAdvice(_ member: String, prefix: String) -> String {
+        switch member {
+        case "cursor", "next_cursor": return ""
+        case "after": return ", \(prefix)-cursor-param = after"
+        case "nextPageToken": return ", \(prefix)-cursor-param = pageToken"
+        default: return ", \(prefix)-cursor-param = the query parameter the API takes it in"
+        }
+    }
+
+    private static func hint(_ pointer: String, _ value: JSON, name: String, prefix: String) -> MoreHint? {
         let text: String
         switch value {
         case .string(let s) where !s.isEmpty: text = s
@@ -59,7 +71,8 @@ public struct MoreHint: Sendable, Equatable {
         default: return nil
         }
         let looksLikeURL = text.hasPrefix("http://") || text.hasPrefix("https://") || text.hasPrefix("/") || text.hasPrefix("?") || text.hasPrefix("./")
-        let advice = looksLikeURL ? "set \(prefix)-next = \(pointer)" : "set \(prefix)-paging = cursor, \(prefix)-cursor = \(pointer)"
+        let advice = looksLikeURL ? "set \(prefix)-next = \(pointer)"
+            : "set \(prefix)-paging = cursor, \(prefix)-cursor = \(pointer)" + parameterAdvice(name, prefix: prefix)
         return MoreHint(pointer: pointer, value: quoted(value), advice: advice)
     }
 

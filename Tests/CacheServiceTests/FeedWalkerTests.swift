@@ -101,7 +101,7 @@ import CacheSystem
         let origin = Pages([base: Self.reddit(["a1", "a2"], after: "t3_a2")])
         let r = walk(origin, url: base, shape: FeedShape(prefix: "posts", items: pointer("/data/children"), item: pointer("/data")))
         guard case .success(let w) = r else { Issue.record("\(r)"); return }
-        #expect(w.warning == .more(#"posts page 1 has more: /data/after = "t3_a2"; set posts-paging = cursor, posts-cursor = /data/after"#))
+        #expect(w.warning == .more(#"posts page 1 has more: /data/after = "t3_a2"; set posts-paging = cursor, posts-cursor = /data/after, posts-cursor-param = after"#))
     }
 
     @Test func stripeEndsWhenHasMoreIsFalseTakingTheCursorFromTheLastItem() {

@@ -69,7 +69,9 @@ function rendered(v) {
   return body.textContent.replace(/\n{3,}/g, "\n\n").trim();
 }
 const postTitle = (p) => str(rendered(p.title));
-const postBody = (p) => str(rendered(p.body ?? p.content_text ?? p.summary ?? p.content));
+// An RSS or Atom entry (stored as a JSON Feed item) has its HTML in content_html: read as text like WordPress's.
+const postBody = (p) => str(rendered(p.body ?? p.content_text ?? p.summary ??
+  (typeof p.content_html === "string" ? { rendered: p.content_html } : p.content)));
 // Who wrote it, in the feeds the daemon reads (jsonplaceholder, JSON Feed, Mastodon, GitHub, WordPress).
 function postUser(p) {
   const a = p.author, name = (o) => (o && typeof o === "object" ? str(o.name ?? o.login ?? o.acct) : "");

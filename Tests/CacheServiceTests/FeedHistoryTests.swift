@@ -1,0 +1,140 @@
+import Testing
+import Foundation
+@testable import CacheService
+import CacheFetch
+import CacheStore
+import CacheSystem
+import TestSupport
+
+/// `posts-keep` and `delete_post` (docs/protocol.md, "History") through the
+/// service, a real origin and a real store: a window that slides as a blog's
+/// feed does, the newest N, the walk that stops at a page of nothing new,
+/// a restart, and removing one post by hand.
+@Suite(.serialized) struct FeedHistoryTests {
+    static let shape = FeedShape(prefix: "posts", items: .member("items"), next: .member("next"))
+
+    /// A page of the window: newest first, string ids as feeds give them.
+    static func page(_ ids: ClosedRange<Int>, next: String? = nil) -> String {
+        let items = ids.reversed().map { #"{"id":"p\#($0)","title":"post \#($0)"}"# }.joined(separator: ",")
+        return #"{"items":[\#(items)],"next":\#(next.map { "\"\($0)\"" } ?? "null")}"#
+    }
+
+    static func ids(_ s: CacheService) -> [String] {
+        s.posts(offset: 0, limit: nil).ids.map { $0.description }
+    }
+
+    static func run(_ keep: PostsKeep, _ body: (ServiceOrigin, String, (FeedConfiguration) throws -> Harness) async throws -> Void) async throws {
+        let origin = try await ServiceOrigin.start()
+        defer { origin.stop() }
+        let dir = try makeTempDirectory("history")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try await body(origin, dir) { feeds in
+            var f = feeds
+            f.postsKeep = keep
+            return try Harness(origin: nil, feeds: f, storeDirectory: dir + "/store", directory: dir)
+        }
+    }
+
+    @Test func keepAllKeepsEveryPostASlidingWindowEverListedAcrossARestart() async throws {
+        try await Self.run(.all) { origin, _, harness in
+            let feeds = FeedConfiguration(postsURL: origin.url("/etag/w.json"), imagesURL: nil, imagesBaseURL: nil, maxObjectSize: 1 << 20, postsShape: Self.shape)
+            var h = try harness(feeds)
+            for n in 3...8 {
+                try PagedRefreshTests.write(origin, "w.json", Self.page(n - 2...n))
+                let r = try await PagedRefreshTests.prefetch(h.service).get()
+                #expect(r.posts?.kept == n - 3, "after \(n): \(String(describing: r.posts))")
+                #expect(r.posts?.removed == 0)
+            }
+            #expect(Self.ids(h.service) == ["p8", "p7", "p6", "p5", "p4", "p3", "p2", "p1"])
+            h.shutdownService()
+            h = try harness(feeds)
+            defer { h.shutdownService() }
+            #expect(Self.ids(h.service) == ["p8", "p7", "p6", "p5", "p4", "p3", "p2", "p1"])
+            // Unchanged: one 304, nothing written, nothing lost.
+            let r = try await PagedRefreshTests.prefetch(h.service).get()
+            #expect(r.posts?.fetched == 0 && r.posts?.removed == 0)
+            #expect(Self.ids(h.service).count == 8)
+        }
+    }
+
+    @Test func keepNewestNKeepsTheFeedsOwnFirstThenTheMostRecentKept() async throws {
+        try await Self.run(.newest(5)) { origin, _, harness in
+            let feeds = FeedConfiguration(postsURL: origin.url("/etag/w.json"), imagesURL: nil, imagesBaseURL: nil, maxObjectSize: 1 << 20, postsShape: Self.shape)
+            let h = try harness(feeds)
+            defer { h.shutdownService() }
+            for n in 3...8 {
+                try PagedRefreshTests.write(origin, "w.json", Self.page(n - 2...n))
+                _ = try await PagedRefreshTests.prefetch(h.service).get()
+            }
+            #expect(Self.ids(h.service) == ["p8", "p7", "p6", "p5", "p4"])
+            // A feed longer than N keeps its own first N.
+            try PagedRefreshTests.write(origin, "w.json", Self.page(1...9))
+            _ = try await PagedRefreshTests.prefetch(h.service).get()
+            #expect(Self.ids(h.service) == ["p9", "p8", "p7", "p6", "p5"])
+        }
+    }
+
+    @Test func aHistoryRefreshStopsAtTheFirstPageOfNothingNew() async throws {
+        try await Self.run(.all) { origin, _, harness in
+            let feeds = FeedConfiguration(postsURL: origin.url("/etag/a.json"), imagesURL: nil, imagesBaseURL: nil, maxObjectSize: 1 << 20, postsShape: Self.shape)
+            let h = try harness(feeds)
+            defer { h.shutdownService() }
+            try PagedRefreshTests.write(origin, "a.json", Self.page(5...6, next: "b.json"))
+            try PagedRefreshTests.write(origin, "b.json", Self.page(3...4, next: "c.json"))
+            try PagedRefreshTests.write(origin, "c.json", Self.page(1...2))
+            _ = try await PagedRefreshTests.prefetch(h.service).get()
+            #expect(Self.ids(h.service) == ["p6", "p5", "p4", "p3", "p2", "p1"])
+            let before = try origin.requests().count
+            // A new post on top: page 1 changes, page 2 holds nothing new, page 3 is never asked.
+            try PagedRefreshTests.write(origin, "a.json", Self.page(6...7, next: "b.json"))
+            try PagedRefreshTests.write(origin, "b.json", Self.page(4...5, next: "c.json"))
+            try PagedRefreshTests.write(origin, "c.json", Self.page(2...3))
+            let r = try await PagedRefreshTests.prefetch(h.service).get()
+            let asked = try origin.requests().dropFirst(before).map(\.path)
+            #expect(asked == ["/etag/a.json", "/etag/b.json"], "\(asked)")
+            #expect(r.posts?.removed == 0)
+            #expect(Self.ids(h.service) == ["p7", "p6", "p5", "p4", "p3", "p2", "p1"])
+        }
+    }
+
+    @Test func deletePostRemovesAKeptPostAndOneTheFeedListsUntilItsPageChanges() async throws {
+        try await Self.run(.all) { origin, _, harness in
+            let feeds = FeedConfiguration(postsURL: origin.url("/etag/w.json"), imagesURL: nil, imagesBaseURL: nil, maxObjectSize: 1 << 20, postsShape: Self.shape)
+            let h = try harness(feeds)
+            defer { h.shutdownService() }
+            for n in 3...5 {
+                try PagedRefreshTests.write(origin, "w.json", Self.page(n - 2...n))
+                _ = try await PagedRefreshTests.prefetch(h.service).get()
+            }
+            #expect(Self.ids(h.service) == ["p5", "p4", "p3", "p2", "p1"])
+            let kept = try await completion { h.service.deletePost(id: .string("p1"), then: $0) }.get()
+            #expect(kept == .string("p1"))
+            let listed = try await completion { h.service.deletePost(id: .string("p4"), then: $0) }.get()
+            #expect(listed == .string("p4"))
+            #expect(Self.ids(h.service) == ["p5", "p3", "p2"])
+            let again = await completion { h.service.deletePost(id: .string("p1"), then: $0) }
+            guard case .failure(.notFound) = again else { Issue.record("a second delete: \(again)"); return }
+            // The page that lists p4 answers 304: it stays deleted, and p1 never comes back.
+            _ = try await PagedRefreshTests.prefetch(h.service).get()
+            #expect(Self.ids(h.service) == ["p5", "p3", "p2"])
+            // The page changes: the feed lists p4 again, so it is back.
+            try PagedRefreshTests.write(origin, "w.json", Self.page(4...6))
+            _ = try await PagedRefreshTests.prefetch(h.service).get()
+            #expect(Self.ids(h.service) == ["p6", "p5", "p4", "p3", "p2"])
+        }
+    }
+
+    @Test func historyAndTrimArePure() {
+        func posts(_ ids: [String]) -> [(id: PostID, json: [UInt8])] { ids.map { (.string($0), Array("{}".utf8)) } }
+        let stored = posts(["c", "b", "a"])
+        #expect(CacheService.history(.feed, listed: 1, stored: stored, seen: [.string("d")]).isEmpty)
+        #expect(CacheService.history(.all, listed: 2, stored: stored, seen: [.string("d"), .string("b")]).map(\.id) == [.string("c"), .string("a")])
+        #expect(CacheService.history(.newest(3), listed: 2, stored: stored, seen: [.string("d"), .string("e")]).map(\.id) == [.string("c")])
+        #expect(CacheService.history(.newest(2), listed: 2, stored: stored, seen: []).isEmpty)
+        var pages = [FeedPage(url: "1", count: 2), FeedPage(url: "2", count: 2)]
+        var list = posts(["a", "b", "c", "d"])
+        CacheService.trim(&pages, &list, to: .newest(3))
+        #expect(list.map(\.id) == [.string("a"), .string("b"), .string("c")])
+        #expect(pages.map(\.count) == [2, 1])
+    }
+}
