@@ -125,6 +125,9 @@ def run_side(bin_dir, base, name, n):
         took = time.monotonic() - t
         if r.returncode != 0:
             raise SystemExit("%s: prefetch failed (%d): %s %s" % (name, r.returncode, r.stdout[-300:], r.stderr[-300:]))
+        # The daemon gives a large feed's memory back on a worker once the
+        # answer is sent: resident memory is read after it settles.
+        time.sleep(1.5)
         posts = json.loads(r.stdout.splitlines()[-1])["posts"]
         stored = posts["fetched"] + posts["unchanged"]
         return {"hwm": status_kib(pid, "VmHWM") / 1024, "rss": status_kib(pid, "VmRSS") / 1024, "s": took, "posts": stored}

@@ -50,7 +50,14 @@ extension CacheService: PageFetching {
         let ignoreFirstStored = revalidation.withLock { $0.unvalidated.remove(walk.fetch.feed) != nil }
         let limit = Int(feeds.withLock { $0.maxObjectSize })
         FeedWalker(walk: walk, fetcher: self, pageLimit: limit, ignoreFirstStored: ignoreFirstStored).run { [self] result in
+            var large = true
+            if case .success(let walked) = result { large = walked.bytes >= Memory.largeBody }
             completion(result.mapError { originFailure($0) })
+            // A large walk's memory (its bodies, the parser's, what was decoded
+            // and stored) goes back to the system once everything here has let
+            // go of it: on the next task, not this one, which still holds it.
+            // A failed walk's too.
+            if large { pool.submit { Memory.returnFreePages() } }
         }
     }
 
@@ -58,15 +65,7 @@ extension CacheService: PageFetching {
     func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, [UInt8]), FetchError>) -> Void) {
         let sink = MemorySink(limit: Int(request.maxBodySize ?? Int64(Int.max)))
         http.fetch(request, into: sink) { [self] result in
-            pool.submit {
-                var large = false
-                do {
-                    let body = sink.bytes
-                    large = body.count >= Memory.largeBody
-                    completion(result.map { ($0, body) })
-                }
-                if large { sink.reset(); Memory.returnFreePages() }
-            }
+            pool.submit { completion(result.map { ($0, sink.bytes) }) }
         }
     }
 

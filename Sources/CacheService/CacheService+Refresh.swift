@@ -158,11 +158,7 @@ extension CacheService {
         let kept = posts.count - newPages.reduce(0) { $0 + $1.count }
         let change: PostsChange
         do throws(StoreError) { change = try store.replacePosts(posts, pages: newPages, history: kept) }
-        catch {
-            if posts.count >= Memory.largeBody / 64 { Memory.returnFreePages() }
-            return .failure(.store(error, doing: "could not store posts"))
-        }
-        if posts.count >= Memory.largeBody / 64 { Memory.returnFreePages() }
+        catch { return .failure(.store(error, doing: "could not store posts")) }
         let summary = PostsSummary(fetched: change.fetched, unchanged: change.unchanged, removed: change.removed, invalid: invalid,
                                    kept: kept, warnings: warnings)
         log.info("posts refreshed from \(pages.count) page\(pages.count == 1 ? "" : "s")\(walked.stoppedEarly ? " (the rest holds nothing new)" : ""): \(summary.fetched) new or changed, \(summary.unchanged) unchanged, \(summary.removed) removed, \(summary.invalid) invalid\(keep == .feed ? "" : ", \(kept) kept from before")")

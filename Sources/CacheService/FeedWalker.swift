@@ -18,6 +18,8 @@ struct WalkResult<Decoded: Sendable>: Sendable {
     /// True when the walk stopped at a page `PageWalk.stopAfter` accepted
     /// (a history feed's first page of nothing new), not at the feed's end.
     var stoppedEarly = false
+    /// The body bytes of every page read.
+    var bytes = 0
 }
 
 /// What the last page of a walk says of more pages.
@@ -116,11 +118,11 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         progress.pages.append(page)
         progress.bytes += body.count
         if let stop = walk.stopAfter, stop(page) {
-            completion(.success(WalkResult(pages: progress.pages, warning: .asBefore, stoppedEarly: true))); return
+            completion(.success(WalkResult(pages: progress.pages, warning: .asBefore, stoppedEarly: true, bytes: progress.bytes))); return
         }
         guard let next = page.page.next else {
             let warning: WalkWarning = facts.map { f in f.hint.map { .more($0.warning(feed: walk.shape.prefix, page: number)) } ?? .none } ?? .asBefore
-            completion(.success(WalkResult(pages: progress.pages, warning: warning))); return
+            completion(.success(WalkResult(pages: progress.pages, warning: warning, bytes: progress.bytes))); return
         }
         let (product, overflow) = pageLimit.multipliedReportingOverflow(by: Self.maxFeedBodies)
         let bound = overflow ? Int.max : product
