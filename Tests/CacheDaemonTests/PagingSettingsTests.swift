@@ -1,0 +1,70 @@
+import Testing
+@testable import CacheDaemon
+import CacheProtocol
+import CacheService
+
+/// The paging settings (docs/operations.md, "Configuration"): each kind
+/// built from its settings, the combinations refused with the setting
+/// named, and the manifest taking the posts' when both are one URL.
+@Suite struct PagingSettingsTests {
+    func settings(_ args: [String]) throws(SettingsError) -> Settings {
+        guard case .run(let s) = try Settings.parse(arguments: ["--config", "/dev/null"] + args, environment: [:]) else {
+            throw SettingsError("not run settings")
+        }
+        return s
+    }
+
+    func refusal(_ args: [String]) -> String {
+        do { _ = try settings(args); return "" } catch { return error.message }
+    }
+
+    @Test func eachKindIsBuiltFromItsSettings() throws {
+        let reddit = try settings(["--posts-url", "https://r.test/new.json", "--posts-items", "/data/children", "--posts-item", "/data",
+                                   "--posts-paging", "cursor", "--posts-cursor", "/data/after", "--posts-cursor-param", "after"])
+        let after = try JSONPointer("/data/after"), data = try JSONPointer("/data")
+        #expect(reddit.feedConfiguration.postsShape.paging == .cursor(CursorPaging(source: .pointer(after), parameter: "after")))
+        #expect(reddit.feedConfiguration.postsShape.item == data)
+        let stripe = try settings(["--posts-paging", "cursor", "--posts-cursor-last", "/id", "--posts-cursor-param", "starting_after",
+                                   "--posts-has-more", "/has_more"])
+        #expect(stripe.feedConfiguration.postsShape.paging
+                == .cursor(CursorPaging(source: .lastItem(.member("id")), parameter: "starting_after", hasMore: .member("has_more"))))
+        let header = try settings(["--posts-paging", "cursor", "--posts-cursor", "header:X-Next-Cursor"])
+        #expect(header.feedConfiguration.postsShape.paging == .cursor(CursorPaging(source: .header("x-next-cursor"))))
+        let contentful = try settings(["--posts-paging", "offset", "--posts-offset-param", "skip", "--posts-page-size", "100", "--posts-total", "/total"])
+        #expect(contentful.feedConfiguration.postsShape.paging
+                == .offset(OffsetPaging(offsetParameter: "skip", limitParameter: "limit", pageSize: 100, total: .member("total"))))
+        let algolia = try settings(["--posts-paging", "page", "--posts-page-start", "0", "--posts-total-pages", "/nbPages"])
+        #expect(algolia.feedConfiguration.postsShape.paging == .page(PageNumberPaging(parameter: "page", start: 0, totalPages: .member("nbPages"))))
+        #expect(try settings([]).feedConfiguration.postsShape.paging == .link)
+        #expect(try settings(["--posts-keep", "all"]).feedConfiguration.postsKeep == .all)
+        #expect(try settings(["--posts-keep", "500"]).feedConfiguration.postsKeep == .newest(500))
+    }
+
+    @Test func combinationsThatMakeNoPagingAreRefusedNamingTheSettings() {
+        #expect(refusal(["--posts-paging", "cursor"]).contains("posts-paging = cursor needs posts-cursor"))
+        #expect(refusal(["--posts-paging", "cursor", "--posts-cursor", "/a", "--posts-cursor-last", "/id"]).contains("set one of posts-cursor and posts-cursor-last"))
+        #expect(refusal(["--images-paging", "cursor"]).contains("images-paging = cursor needs images-cursor"))
+        #expect(refusal(["--posts-paging", "scroll"]).contains("must be link, cursor, offset or page"))
+        #expect(refusal(["--posts-cursor-param", "a&b"]).contains("query parameter name"))
+        #expect(refusal(["--posts-page-start", "2"]).contains("posts-page-start"))
+        #expect(refusal(["--posts-keep", "0"]).contains("feed, all or a count"))
+        #expect(refusal(["--posts-cursor", "nope"]).isEmpty, "read only with posts-paging = cursor")
+        #expect(refusal(["--posts-paging", "cursor", "--posts-cursor", "nope"]).contains("JSON Pointer"))
+        #expect(refusal(["--posts-paging", "cursor", "--posts-cursor", "header:"]).contains("header:NAME needs a header name"))
+    }
+
+    @Test func theManifestTakesThePostsSettingsOnlyWhenItIsTheSameURL() throws {
+        let paging = ["--posts-items", "/data/children", "--posts-item", "/data", "--posts-paging", "cursor", "--posts-cursor", "/data/after"]
+        let same = try settings(["--posts-url", "https://r.test/new.json", "--images-url", "https://r.test/new.json"] + paging)
+        let images = same.feedConfiguration.imagesShape
+        let children = try JSONPointer("/data/children"), data = try JSONPointer("/data")
+        #expect(images.items == children && images.item == data)
+        #expect(images.paging == same.feedConfiguration.postsShape.paging)
+        let own = try settings(["--posts-url", "https://r.test/new.json", "--images-url", "https://r.test/images.json"] + paging)
+        #expect(own.feedConfiguration.imagesShape.items == nil && own.feedConfiguration.imagesShape.item == nil)
+        #expect(own.feedConfiguration.imagesShape.paging == .link)
+        // The manifest's own value wins over the posts'.
+        let mixed = try settings(["--posts-url", "https://r.test/a", "--images-url", "https://r.test/a", "--images-paging", "link"] + paging)
+        #expect(mixed.feedConfiguration.imagesShape.paging == .link)
+    }
+}
