@@ -69,12 +69,6 @@ extension CacheService: PageFetching {
         }
     }
 
-    /// A page that failed: counted as an origin failure, naming the page
-    /// (`posts-url URL` for the first, `posts-url page 3 URL` for a later one).
-    func pageFailure(_ subject: String, _ url: String, _ reason: String, _ response: HTTPResponse? = nil) -> CacheError {
-        originFailure(OriginFailure(subject: "\(subject) \(url)", url: url, attempts: response?.attempts ?? 1, reason: reason))
-    }
-
     /// The stored items of each page that answered 304: page k's are the
     /// `count` items after the stored pages before it (by the stored order).
     static func storedSlices(_ stored: [FeedPage]) -> [String: Range<Int>] {

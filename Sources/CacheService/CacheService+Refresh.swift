@@ -46,7 +46,10 @@ extension CacheService {
             validatorsToStore(.posts, setting: fetch.setting, sent: sent, response: response)
         }
         let keep = config.postsKeep
-        let nothingNew: (@Sendable (PageResult<DecodedPostsPage>) -> Bool)? = keep == .feed ? nil : { @Sendable [self] in holdsNothingNew($0) }
+        // A history feed stops at its first page of nothing new, unless it
+        // lists oldest first: its new posts are then on its last page.
+        let stopEarly = keep != .feed && !Self.listsOldestFirst(Array(store.postsInFeedOrder().prefix(stored.reduce(0) { $0 + $1.count })))
+        let nothingNew: (@Sendable (PageResult<DecodedPostsPage>) -> Bool)? = stopEarly ? { @Sendable [self] in holdsNothingNew($0) } : nil
         if config.feedsSharePages {
             let manifestBase = store.manifestPages
             var walk = PageWalk<SharedPage>(fetch: fetch, shape: shape, stored: stored, force: force, decode: { body, type throws(FeedError) in

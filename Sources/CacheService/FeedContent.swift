@@ -9,6 +9,28 @@ enum FeedContent {
     static let accept = "Accept: application/feed+json, application/json;q=0.9, application/atom+xml;q=0.8, "
         + "application/rss+xml;q=0.8, application/xml;q=0.7, */*;q=0.1"
 
+    /// The body after a UTF-8 byte order mark and white space: where its
+    /// first byte tells JSON (`[`, `{`) from markup (`<`).
+    static func start(of body: [UInt8]) -> ArraySlice<UInt8> {
+        let rest = body.starts(with: [0xEF, 0xBB, 0xBF]) ? body.dropFirst(3) : body[...]
+        return rest.drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
+    }
+
+    /// True for the charsets a feed is read in (any case): the Unicode
+    /// ones but UTF-7 (whose `+ADw-` would be a `<` the document never
+    /// showed), ASCII, the ISO-8859 and Windows code pages, KOI8 and the
+    /// CJK encodings. Another `charset` fails the page, saying so.
+    static func isFeedCharset(_ name: String) -> Bool {
+        let n = name.lowercased()
+        if ["utf-8", "utf8", "utf-16", "utf-16le", "utf-16be", "us-ascii", "ascii", "latin1", "koi8-r", "koi8-u", "shift_jis", "sjis",
+            "euc-jp", "iso-2022-jp", "euc-kr", "gb2312", "gbk", "gb18030", "big5"].contains(n) { return true }
+        for prefix in ["iso-8859-", "iso8859-", "windows-125", "cp125"] where n.hasPrefix(prefix) {
+            let rest = n.dropFirst(prefix.count)
+            return !rest.isEmpty && rest.count <= 2 && rest.allSatisfy(\.isNumber)
+        }
+        return false
+    }
+
     /// The media type of a `Content-Type` value, lowercased, without parameters.
     static func mediaType(_ contentType: String?) -> String? {
         guard let contentType else { return nil }
@@ -32,7 +54,7 @@ enum FeedContent {
     /// HTML document does (`<!DOCTYPE html`, `<html`), or any markup served
     /// as `text/html`. JSON is read whatever its `Content-Type` says.
     static func htmlRefusal(_ body: [UInt8], contentType: String?) -> String? {
-        let start = body.drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 || $0 == 0xEF || $0 == 0xBB || $0 == 0xBF }
+        let start = start(of: body)
         guard start.first == UInt8(ascii: "<") else { return nil }
         let head = String(decoding: start.prefix(64), as: UTF8.self).lowercased()
         let type = mediaType(contentType)

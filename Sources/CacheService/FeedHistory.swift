@@ -1,3 +1,4 @@
+import CacheProtocol
 import CacheStore
 import CacheSystem
 
@@ -41,6 +42,25 @@ extension CacheService {
         }
     }
 
+    /// True when a feed's own posts as stored (feed order) run oldest
+    /// first: its first post's id (an integer, or a decimal string as
+    /// Mastodon's) is below its last's, or failing ids, its first
+    /// `date_published` (RFC 3339, as RSS and Atom entries are stored) is
+    /// before its last's.
+    static func listsOldestFirst(_ posts: [(id: PostID, json: [UInt8])]) -> Bool {
+        guard posts.count >= 2, let first = posts.first, let last = posts.last else { return false }
+        func number(_ id: PostID) -> Int64? {
+            switch id {
+            case .int(let i): i
+            case .string(let s): s.utf8.count <= 18 && s.utf8.allSatisfy(ASCII.isDigit) ? Int64(s) : nil
+            }
+        }
+        if let a = number(first.id), let b = number(last.id) { return a < b }
+        func date(_ json: [UInt8]) -> String? { (try? JSONParser.parse(json))?["date_published"]?.string }  // a post that is no JSON object has none
+        if let a = date(first.json), let b = date(last.json) { return a < b }
+        return false
+    }
+
     /// With `newest(N)`, a feed that itself lists more than N keeps its
     /// first N: the later pages' counts shrink to what is kept of them.
     static func trim(_ pages: inout [FeedPage], _ posts: inout [(id: PostID, json: [UInt8])], to keep: PostsKeep) {
@@ -68,7 +88,7 @@ extension CacheService {
         let standing: String? = warnings.withLock { w in
             switch warning {
             case .none: w.byFeed[feed] = nil
-            case .more(let text): w.byFeed[feed] = text
+            case .more: w.byFeed[feed] = warning.text(feed: feed == .posts ? "posts" : "images")
             case .asBefore: break
             }
             return w.byFeed[feed]

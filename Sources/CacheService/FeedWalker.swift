@@ -26,10 +26,17 @@ struct WalkResult<Decoded: Sendable>: Sendable {
 enum WalkWarning: Sendable, Equatable {
     /// It names no more pages than were followed.
     case none
-    /// It has more that the settings do not follow (`MoreHint.warning`).
-    case more(String)
+    /// Page `page` has more that the settings do not follow.
+    case more(MoreHint, page: Int)
     /// It answered 304: the warning of the walk that read it stands.
     case asBefore
+
+    /// The warning's text for the feed whose settings start with `prefix`
+    /// (a walk shared by both feeds warns each in its own words).
+    func text(feed prefix: String) -> String? {
+        if case .more(let hint, let page) = self { return hint.warning(feed: prefix, page: page) }
+        return nil
+    }
 }
 
 /// The feed walk (docs/protocol.md, "Pages" and "Paging"): each page
@@ -48,6 +55,11 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
     /// this many times `pageLimit`.
     static var maxFeedBodies: Int { 16 }
 
+    /// The longest next-page URL followed: servers refuse far shorter ones
+    /// (8 KiB is nginx's and Apache's default request line), and each is
+    /// stored with its page.
+    static var maxURLBytes: Int { 8192 }
+
     /// The state carried from one page to the next.
     private struct Progress: Sendable {
         var pages: [PageResult<Decoded>] = []
@@ -56,6 +68,8 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         var bytes = 0
         /// The digest of the last page that was read (not 304).
         var lastDigest: Int?
+        /// The most items a page read so far held.
+        var largest = 0
     }
 
     /// Walks the feed from its first URL; `completion` gets the pages or the first failure.
@@ -72,7 +86,7 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
     }
 
     private func failure(_ progress: Progress, _ url: String, _ reason: String, _ response: HTTPResponse? = nil) -> OriginFailure {
-        OriginFailure(subject: "\(subject(progress)) \(url)", url: url, attempts: response?.attempts ?? 1, reason: reason)
+        OriginFailure(subject: "\(subject(progress)) \(url.cut(toBytes: 500))", url: url, attempts: response?.attempts ?? 1, reason: reason)
     }
 
     private func step(_ url: String, _ progress: Progress, _ completion: @escaping @Sendable (Result<WalkResult<Decoded>, OriginFailure>) -> Void) {
@@ -93,7 +107,7 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         let request = FetchRequest(url: url, headers: CacheService.conditionalHeaders(sent) + [FeedContent.accept], maxBodySize: Int64(pageLimit))
         fetcher.fetchPage(request) { result in
             switch result {
-            case .failure(let e): completion(.failure(OriginFailure(subject: "\(subject(progress)) \(url)", e)))
+            case .failure(let e): completion(.failure(OriginFailure(subject: "\(subject(progress)) \(url.cut(toBytes: 500))", e)))
             case .success(let (response, body)):
                 do throws(OriginFailure) {
                     try received(url, response, body, sent: sent, stored: stored, progress, completion)
@@ -114,6 +128,7 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
             }
         }
         progress.lastDigest = facts?.digest
+        progress.largest = max(progress.largest, facts?.items ?? 0)
         progress.fetched[url] = number
         progress.pages.append(page)
         progress.bytes += body.count
@@ -121,7 +136,7 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
             completion(.success(WalkResult(pages: progress.pages, warning: .asBefore, stoppedEarly: true, bytes: progress.bytes))); return
         }
         guard let next = page.page.next else {
-            let warning: WalkWarning = facts.map { f in f.hint.map { .more($0.warning(feed: walk.shape.prefix, page: number)) } ?? .none } ?? .asBefore
+            let warning: WalkWarning = facts.map { f in f.hint.map { .more($0, page: number) } ?? .none } ?? .asBefore
             completion(.success(WalkResult(pages: progress.pages, warning: warning, bytes: progress.bytes))); return
         }
         let (product, overflow) = pageLimit.multipliedReportingOverflow(by: Self.maxFeedBodies)
@@ -147,10 +162,11 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
                let resolved = FeedDecoder.resolve(link, base: response.url) { page.next = resolved }
             return (.unchanged(page), nil)
         }
-        let decoded: (Decoded, PageFacts)
+        var decoded: (Decoded, PageFacts)
         let step: NextStep
         do throws(FeedError) {
             decoded = try walk.decode(body, response.headers["content-type"])
+            decoded.1.largestBefore = progress.largest
             step = try walk.shape.paging.next(after: decoded.1, url: url, linkHeader: response.headers["link"].flatMap(LinkHeader.next),
                                               headers: response.headers, shape: walk.shape)
         } catch { throw failure(progress, url, error.description, response) }
@@ -161,9 +177,12 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         case .link(let written):
             // Resolved against the URL that answered (a redirect's).
             guard let resolved = FeedDecoder.resolve(written, base: response.url) else {
-                throw failure(progress, url, "its next page's link \(written) is not an http or https URL", response)
+                throw failure(progress, url, "its next page's link \(written.cut()) is not an http or https URL", response)
             }
             next = resolved
+        }
+        if let n = next, n.utf8.count > Self.maxURLBytes {
+            throw failure(progress, url, "its next page's URL is \(n.utf8.count) bytes, more than \(Self.maxURLBytes): \(n.cut())", response)
         }
         let validators = walk.validatorsToStore(sent, response)
         return (.fresh(FeedPage(url: url, validators: validators, next: next, count: 0), decoded.0), decoded.1)

@@ -67,7 +67,7 @@ public enum FeedDecoder {
     /// when it is an array, else a JSON Feed's `items`. An HTML page is refused.
     static func document(_ body: [UInt8], shape: FeedShape, contentType: String? = nil) throws(FeedError) -> Document {
         if let refusal = FeedContent.htmlRefusal(body, contentType: contentType) { throw FeedError(refusal) }
-        if XMLFeedReader.looksLikeXML(body) { return try xmlDocument(body, contentType: contentType) }
+        if XMLFeedReader.looksLikeXML(body) { return try xmlDocument(body, shape: shape, contentType: contentType) }
         let parsed: (document: JSON, ranges: [Range<Int>]?)
         let path = shape.items?.tokens ?? (firstByte(body) == UInt8(ascii: "{") ? ["items"] : [])
         do throws(JSONError) { parsed = try JSONParser.parseDocument(body, capturingArrayAt: path) }
@@ -90,11 +90,15 @@ public enum FeedDecoder {
     }
 
     /// An RSS or Atom page: its entries as JSON Feed 1.1 items, its `rel="next"` link.
-    static func xmlDocument(_ body: [UInt8], contentType: String?) throws(FeedError) -> Document {
+    static func xmlDocument(_ body: [UInt8], shape: FeedShape, contentType: String?) throws(FeedError) -> Document {
         let page = try XMLFeedReader.read(body, charset: FeedContent.charset(contentType))
         var facts = PageFacts()
         facts.items = page.items.count
         facts.documentNext = page.next
+        // RSS and Atom name their next page by a link, which only `link` paging follows.
+        if shape.paging != .link, let next = page.next {
+            facts.hint = MoreHint(pointer: "<link rel=\"next\">", value: MoreHint.quoted(.string(next)), advice: "set \(shape.prefix)-paging = link")
+        }
         var hasher = Hasher()
         for item in page.items { hasher.combine(item.encoded) }
         facts.digest = hasher.finalize()
@@ -137,9 +141,7 @@ public enum FeedDecoder {
         return "\(shape.setting("items")) \(pointer) is \(pointer.resolve(in: root)?.kindName ?? "nothing"), not an array"
     }
 
-    private static func firstByte(_ body: [UInt8]) -> UInt8? {
-        body.first { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
-    }
+    private static func firstByte(_ body: [UInt8]) -> UInt8? { FeedContent.start(of: body).first }
 
     /// Decodes one page of a posts feed. A page whose items are not where
     /// the shape says throws; bad elements are skipped and counted.

@@ -76,9 +76,7 @@ public struct MoreHint: Sendable, Equatable {
         return MoreHint(pointer: pointer, value: quoted(value), advice: advice)
     }
 
-    private static func quoted(_ value: JSON) -> String {
-        let text = value.encoded
-        guard text.count > maxValueBytes else { return String(decoding: text, as: UTF8.self) }
-        return String(decoding: text.prefix(maxValueBytes), as: UTF8.self) + "... (\(text.count - maxValueBytes) more bytes)"
+    static func quoted(_ value: JSON) -> String {
+        String(decoding: value.encoded, as: UTF8.self).cut(toBytes: maxValueBytes)
     }
 }

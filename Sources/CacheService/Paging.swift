@@ -100,6 +100,9 @@ public struct PageFacts: Sendable, Equatable {
     /// A digest of the items' text: a page equal to the one before it
     /// means the origin ignored the parameter that should have moved on.
     public var digest = 0
+    /// The most items any earlier page of this walk held (set by the walk):
+    /// an offset walk's page size when the origin caps the limit asked.
+    public var largestBefore = 0
 
     public init() {}
 }
@@ -142,13 +145,18 @@ extension Paging {
 }
 
 extension CursorPaging {
+    /// The longest cursor sent back: real APIs' are tens to hundreds of
+    /// bytes; a larger one is a hostile or broken page, refused.
+    static let maxCursorBytes = 4096
+
     func next(_ facts: PageFacts, url: String, headers: [String: String], shape: FeedShape) throws(FeedError) -> NextStep {
-        guard facts.items > 0 else { return .end }
+        var saysMore = false
         if let pointer = hasMore, let value = facts.hasMore, !value.isNull {
             guard let more = value.bool else {
                 throw FeedError("\(shape.setting("has-more")) \(pointer) is \(value.kindName), not a boolean")
             }
             if !more { return .end }
+            saysMore = true
         }
         let value: JSON?
         let named: String
@@ -159,12 +167,22 @@ extension CursorPaging {
         }
         let cursor: String
         switch value {
-        case nil, .null?: return .end
+        case nil, .null?: cursor = ""
         case .string(let s)?: cursor = s
         case .number(let n)?: cursor = n
         case let other?: throw FeedError("\(named) is \(other.kindName), not a string or a number")
         }
+        // The page says there is more but gives no way to it: a wrong
+        // pointer or a changed API, never a silent end.
+        if cursor.isEmpty, saysMore, let pointer = hasMore {
+            throw FeedError("\(shape.setting("has-more")) \(pointer) is true but \(named) gives no cursor")
+        }
+        // An empty page with a cursor goes on (Slack may send fewer items
+        // than asked, none at all, with more to come); one without ends.
         if cursor.isEmpty { return .end }
+        guard cursor.utf8.count <= Self.maxCursorBytes else {
+            throw FeedError("\(named) is a cursor of \(cursor.utf8.count) bytes, more than \(Self.maxCursorBytes)")
+        }
         return .url(QueryParameters.setting(parameter, to: cursor, in: url))
     }
 }
@@ -177,7 +195,10 @@ extension OffsetPaging {
         if let pointer = total, let value = facts.total, !value.isNull {
             guard let count = value.integer else { throw FeedError("\(shape.setting("total")) \(pointer) is \(value.kindName), not a whole number") }
             if next >= count { return .end }
-        } else if let size = pageSize ?? QueryParameters.value(limitParameter, in: url).flatMap({ Int($0) }), facts.items < size {
+        } else if facts.largestBefore > 0, facts.items < facts.largestBefore {
+            // Shorter than a page before it: the last. A first page shorter
+            // than asked is not taken for the last (an origin may cap the
+            // limit below what was asked, silently): the next page tells.
             return .end
         }
         return .url(QueryParameters.setting(offsetParameter, to: String(next), in: url))

@@ -2,29 +2,32 @@
 /// (docs/protocol.md, "Paging"): the other parameters, their order and
 /// their spelling are kept as they are.
 enum QueryParameters {
-    /// `url` with `name` set to `value` (percent-encoded as a query value
-    /// is by `application/x-www-form-urlencoded`, but with `%20` for a
-    /// space), replacing every earlier `name=` and appending it when absent.
+    /// `url` with `name` set to `value` (percent-encoded: every byte but
+    /// RFC 3986's unreserved ones), replacing every earlier `name=` and
+    /// appending it when absent. Names are compared decoded, and one
+    /// already in the URL keeps its spelling (`page[number]` or
+    /// `page%5Bnumber%5D`); a new one is written as given, its `[` and `]`
+    /// too (JSON:API's `page[cursor]`), other bytes encoded.
     static func setting(_ name: String, to value: String, in url: String) -> String {
         var parts = URIReference.parse(url)
-        let encodedName = encoded(name)
-        let pair = encodedName + "=" + encoded(value)
         var pairs = (parts.query ?? "").split(separator: "&", omittingEmptySubsequences: true).map(String.init)
-        if let first = pairs.firstIndex(where: { key(of: $0) == encodedName }) {
-            pairs[first] = pair
-            pairs = pairs.enumerated().filter { $0.offset == first || key(of: $0.element) != encodedName }.map(\.element)
+        let matches = pairs.indices.filter { decoded(Substring(key(of: pairs[$0]))) == name }
+        if let first = matches.first {
+            pairs[first] = key(of: pairs[first]) + "=" + encoded(value)
+            let drop = Set(matches.dropFirst())
+            pairs = pairs.enumerated().filter { !drop.contains($0.offset) }.map(\.element)
         } else {
-            pairs.append(pair)
+            pairs.append(encoded(name, keeping: "[]") + "=" + encoded(value))
         }
         parts.query = pairs.joined(separator: "&")
         return parts.text
     }
 
-    /// The value of the first `name=` in `url`'s query, percent-decoded; nil when absent.
+    /// The value of the first `name=` in `url`'s query (names compared
+    /// decoded), percent-decoded; nil when absent.
     static func value(_ name: String, in url: String) -> String? {
-        let encodedName = encoded(name)
         guard let query = URIReference.parse(url).query else { return nil }
-        for pair in query.split(separator: "&") where key(of: String(pair)) == encodedName {
+        for pair in query.split(separator: "&") where decoded(Substring(key(of: String(pair)))) == name {
             guard let eq = pair.firstIndex(of: "=") else { return "" }
             return decoded(pair[pair.index(after: eq)...])
         }
@@ -37,12 +40,13 @@ enum QueryParameters {
     }
 
     /// Every byte but the unreserved ones (RFC 3986: letters, digits, `-._~`) as `%XX`.
-    static func encoded(_ s: String) -> String {
+    static func encoded(_ s: String, keeping kept: String = "") -> String {
         let hex = Array("0123456789ABCDEF".utf8)
+        let keep = Array(kept.utf8)
         var out: [UInt8] = []
         out.reserveCapacity(s.utf8.count)
         for b in s.utf8 {
-            if ASCIIUnreserved.contains(b) { out.append(b) } else { out += [UInt8(ascii: "%"), hex[Int(b >> 4)], hex[Int(b & 15)]] }
+            if ASCIIUnreserved.contains(b) || keep.contains(b) { out.append(b) } else { out += [UInt8(ascii: "%"), hex[Int(b >> 4)], hex[Int(b & 15)]] }
         }
         return String(decoding: out, as: UTF8.self)
     }

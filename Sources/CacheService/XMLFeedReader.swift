@@ -19,9 +19,9 @@ public struct XMLFeedPage: Sendable {
 public enum XMLFeedReader {
     /// True when the body's first non-whitespace bytes (after an optional UTF-8 BOM) are `<`.
     public static func looksLikeXML(_ body: [UInt8]) -> Bool {
-        var i = body.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
-        while i < body.count, body[i] == 0x20 || body[i] == 0x09 || body[i] == 0x0A || body[i] == 0x0D { i += 1 }
-        return i < body.count && body[i] == UInt8(ascii: "<")
+        // A UTF-16 byte order mark: JSON is never sent so, XML may be.
+        if body.starts(with: [0xFF, 0xFE]) || body.starts(with: [0xFE, 0xFF]) { return true }
+        return FeedContent.start(of: body).first == UInt8(ascii: "<")
     }
 
     /// Reads one page. `charset` is the HTTP Content-Type's charset parameter if any (RFC 7303: it wins over the XML declaration).
@@ -80,8 +80,12 @@ enum XMLStream {
         // loaded and nothing is substituted. NOCDATA: CDATA arrives as text.
         var options = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOCDATA.rawValue)
         if let charset {
+            guard FeedContent.isFeedCharset(charset) else {
+                throw FeedError("the Content-Type's charset \(charset.cut(toBytes: 100)) is not one a feed is read in (UTF-8, UTF-16, "
+                                + "US-ASCII, ISO-8859-n, windows-125n, KOI8, Shift_JIS, EUC-JP, ISO-2022-JP, EUC-KR, GB2312, GBK, GB18030, Big5)")
+            }
             guard let handler = xmlFindCharEncodingHandler(charset) else {
-                throw FeedError("the Content-Type's charset \(charset) is not an encoding libxml2 knows")
+                throw FeedError("the Content-Type's charset \(charset.cut(toBytes: 100)) is not an encoding libxml2 knows")
             }
             xmlCharEncCloseFunc(handler)
             options |= Int32(XML_PARSE_IGNORE_ENC.rawValue)  // RFC 7303: the charset wins over the declaration.

@@ -17,6 +17,19 @@ public enum Environment {
 }
 
 extension StringProtocol {
+    /// The text cut to its first `bytes` bytes of UTF-8 (at a character
+    /// boundary), with a marker saying how much was cut: for values quoted
+    /// into errors, warnings and the log, which a hostile origin may make
+    /// megabytes long.
+    public func cut(toBytes bytes: Int = 200) -> String {
+        let utf8 = String(self).utf8
+        guard utf8.count > bytes else { return String(self) }
+        var end = utf8.index(utf8.startIndex, offsetBy: bytes)
+        while end > utf8.startIndex, UTF8.isContinuation(utf8[end]) { end = utf8.index(before: end) }
+        let kept = String(String(self).utf8[..<end]) ?? ""
+        return kept + "... (\(utf8.count - kept.utf8.count) more bytes)"
+    }
+
     /// Without leading and trailing spaces, tabs, CR and LF.
     ///
     /// Works on the UTF-8 bytes: in Swift `"\r\n"` is one `Character`, which a

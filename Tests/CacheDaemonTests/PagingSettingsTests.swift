@@ -48,7 +48,9 @@ import CacheService
         #expect(refusal(["--posts-cursor-param", "a&b"]).contains("query parameter name"))
         #expect(refusal(["--posts-page-start", "2"]).contains("posts-page-start"))
         #expect(refusal(["--posts-keep", "0"]).contains("feed, all or a count"))
-        #expect(refusal(["--posts-cursor", "nope"]).isEmpty, "read only with posts-paging = cursor")
+        #expect(refusal(["--posts-cursor", "/after"]).contains("posts-cursor is set but posts-paging is link: set posts-paging = cursor"))
+        #expect(refusal(["--posts-paging", "offset", "--posts-total-pages", "/n"]).contains("posts-total-pages is set but posts-paging is offset"))
+        #expect(refusal(["--posts-cursor-param", "p%5B"]).contains("query parameter name"))
         #expect(refusal(["--posts-paging", "cursor", "--posts-cursor", "nope"]).contains("JSON Pointer"))
         #expect(refusal(["--posts-paging", "cursor", "--posts-cursor", "header:"]).contains("header:NAME needs a header name"))
     }

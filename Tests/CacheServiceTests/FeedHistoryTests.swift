@@ -138,3 +138,28 @@ import TestSupport
         #expect(pages.map(\.count) == [2, 1])
     }
 }
+
+extension FeedHistoryTests {
+    /// An oldest-first feed (json-server, Contentful's default order) gets its
+    /// new posts on its last page: a history refresh reads every page.
+    @Test func anOldestFirstHistoryFeedIsReadToItsLastPage() async throws {
+        try await Self.run(.all) { origin, _, harness in
+            let feeds = FeedConfiguration(postsURL: origin.url("/etag/a.json"), imagesURL: nil, imagesBaseURL: nil, maxObjectSize: 1 << 20, postsShape: Self.shape)
+            let h = try harness(feeds)
+            defer { h.shutdownService() }
+            func page(_ ids: ClosedRange<Int>, next: String?) -> String {
+                #"{"items":[\#(ids.map { #"{"id":\#($0)}"# }.joined(separator: ","))],"next":\#(next.map { "\"\($0)\"" } ?? "null")}"#
+            }
+            try PagedRefreshTests.write(origin, "a.json", page(1...2, next: "b.json"))
+            try PagedRefreshTests.write(origin, "b.json", page(3...3, next: nil))
+            _ = try await PagedRefreshTests.prefetch(h.service).get()
+            try PagedRefreshTests.write(origin, "b.json", page(3...4, next: nil))
+            let r = try await PagedRefreshTests.prefetch(h.service).get()
+            #expect(r.posts?.fetched == 1)
+            #expect(Self.ids(h.service) == ["1", "2", "3", "4"])
+        }
+        #expect(CacheService.listsOldestFirst([(.string("109"), []), (.string("110"), [])]))
+        #expect(!CacheService.listsOldestFirst([(.string("p2"), Array(#"{"date_published":"2024-02-01T00:00:00Z"}"#.utf8)),
+                                               (.string("p1"), Array(#"{"date_published":"2024-01-01T00:00:00Z"}"#.utf8))]))
+    }
+}

@@ -101,7 +101,7 @@ import CacheSystem
         let origin = Pages([base: Self.reddit(["a1", "a2"], after: "t3_a2")])
         let r = walk(origin, url: base, shape: FeedShape(prefix: "posts", items: pointer("/data/children"), item: pointer("/data")))
         guard case .success(let w) = r else { Issue.record("\(r)"); return }
-        #expect(w.warning == .more(#"posts page 1 has more: /data/after = "t3_a2"; set posts-paging = cursor, posts-cursor = /data/after, posts-cursor-param = after"#))
+        #expect(w.warning.text(feed: "posts") == (#"posts page 1 has more: /data/after = "t3_a2"; set posts-paging = cursor, posts-cursor = /data/after, posts-cursor-param = after"#))
     }
 
     @Test func stripeEndsWhenHasMoreIsFalseTakingTheCursorFromTheLastItem() {
@@ -267,4 +267,68 @@ import CacheSystem
         guard case .failure(let f) = t.walk(origin, url: "https://a.test/rss", shape: FeedShape(prefix: "posts")) else { Issue.record("walked"); return }
         #expect(f.description.contains("entity declarations are refused"))
     }
+}
+
+/// What a hostile review found the walk doing wrong, each held.
+@Suite struct FeedWalkerReviewTests {
+    let t = FeedWalkerTests()
+    func pointer(_ s: String) -> JSONPointer { (try? JSONPointer(s)) ?? .member("?") }
+
+    @Test func anOriginThatCapsTheLimitIsWalkedToItsEnd() {
+        // Asked for 10 a page, it gives 5: the first page is not taken for the last.
+        var pages: [String: FeedWalkerTests.Pages.Page] = [:]
+        for (offset, ids) in [(0, 1...5), (5, 6...10), (10, 11...12)] {
+            pages["https://c.test/items?offset=\(offset)&limit=10"] = .init(body: "{\"items\":[\(ids.map { "{\"id\":\($0)}" }.joined(separator: ","))]}")
+        }
+        let shape = FeedShape(prefix: "posts", items: pointer("/items"), paging: .offset(OffsetPaging(pageSize: 10)))
+        #expect(t.ids(t.walk(FeedWalkerTests.Pages(pages), url: "https://c.test/items", shape: shape)).count == 12)
+    }
+
+    @Test func hasMoreWithNoCursorFailsInsteadOfEndingSilently() {
+        let origin = FeedWalkerTests.Pages(["https://s.test/v1/c": .init(body: #"{"has_more":true,"data":[{"id":"cus_1"}]}"#)])
+        let shape = FeedShape(prefix: "posts", items: pointer("/data"),
+                              paging: .cursor(CursorPaging(source: .lastItem(pointer("/ID")), parameter: "starting_after", hasMore: pointer("/has_more"))))
+        guard case .failure(let f) = t.walk(origin, url: "https://s.test/v1/c", shape: shape) else { Issue.record("walked"); return }
+        #expect(f.description.contains("posts-has-more /has_more is true but posts-cursor-last /ID of the last item gives no cursor"))
+    }
+
+    @Test func anEmptyPageWithACursorGoesOn() {
+        let origin = FeedWalkerTests.Pages(["https://s.test/h": .init(body: #"{"messages":[],"response_metadata":{"next_cursor":"c2"}}"#),
+                                            "https://s.test/h?cursor=c2": .init(body: #"{"messages":[{"ts":"1.2"}],"response_metadata":{"next_cursor":""}}"#)])
+        let shape = FeedShape(prefix: "posts", items: pointer("/messages"), paging: .cursor(CursorPaging(source: .pointer(pointer("/response_metadata/next_cursor")))))
+        #expect(t.ids(t.walk(origin, url: "https://s.test/h", shape: shape, id: pointer("/ts"))) == ["1.2"])
+    }
+
+    @Test func aHugeCursorIsRefusedAndTheErrorStaysShort() {
+        let big = String(repeating: "c", count: 1 << 20)
+        let origin = FeedWalkerTests.Pages(["https://b.test/f": .init(body: "{\"items\":[{\"id\":1}],\"cursor\":\"\(big)\"}")])
+        let shape = FeedShape(prefix: "posts", items: pointer("/items"), paging: .cursor(CursorPaging(source: .pointer(pointer("/cursor")))))
+        guard case .failure(let f) = t.walk(origin, url: "https://b.test/f", shape: shape) else { Issue.record("walked"); return }
+        #expect(f.description.contains("a cursor of 1048576 bytes, more than 4096"))
+        #expect(f.description.utf8.count < 1000)
+        // A next URL of a megabyte in a Link header: refused, quoted in part.
+        let linked = FeedWalkerTests.Pages(["https://b.test/l": .init(body: "[{\"id\":1}]", headers: ["link": "</l?x=\(big)>; rel=\"next\""])])
+        guard case .failure(let g) = t.walk(linked, url: "https://b.test/l", shape: FeedShape(prefix: "posts")) else { Issue.record("walked"); return }
+        #expect(g.description.contains("more than 8192") && g.description.utf8.count < 1000)
+    }
+
+    @Test func jsonAPIPageParametersKeepTheirSpellingAndAreNotSentTwice() {
+        #expect(QueryParameters.setting("page[number]", to: "2", in: "https://j.test/a?page[number]=1&page[size]=5") == "https://j.test/a?page[number]=2&page[size]=5")
+        #expect(QueryParameters.setting("page[number]", to: "2", in: "https://j.test/a?page%5Bnumber%5D=1") == "https://j.test/a?page%5Bnumber%5D=2")
+        #expect(QueryParameters.setting("page[cursor]", to: "a/b", in: "https://j.test/a") == "https://j.test/a?page[cursor]=a%2Fb")
+        #expect(QueryParameters.value("page[number]", in: "https://j.test/a?page%5Bnumber%5D=3") == "3")
+    }
+
+    @Test func anRSSFeedUnderAnotherPagingKindWarnsToUseLink() {
+        func rss(_ items: String) -> FeedWalkerTests.Pages.Page {
+            .init(body: #"<rss version="2.0" xmlns:atom="http://www.w3.org/2005/Atom"><channel><title>T</title><atom:link rel="next" href="/feed?paged=2"/>"#
+                  + items + "</channel></rss>")
+        }
+        let pages = FeedWalkerTests.Pages(["https://r.test/feed?page=1": rss("<item><guid>a</guid></item>"), "https://r.test/feed?page=2": rss("")])
+        guard case .success(let w) = t.walk(pages, url: "https://r.test/feed", shape: FeedShape(prefix: "posts", paging: .page(PageNumberPaging()))) else {
+            Issue.record("failed"); return
+        }
+        #expect(w.warning.text(feed: "posts") == #"posts page 2 has more: <link rel="next"> = "/feed?paged=2"; set posts-paging = link"#)
+    }
+
 }

@@ -171,7 +171,14 @@ private func failure(_ xml: String) -> String {
         guard case .failure(let error) = read(Self.document("UTF-8", title: [0x41]), charset: "x-no-such-charset") else {
             Issue.record("an unknown charset was read"); return
         }
-        #expect(error.description == "the Content-Type's charset x-no-such-charset is not an encoding libxml2 knows")
+        #expect(error.description.hasPrefix("the Content-Type's charset x-no-such-charset is not one a feed is read in"))
+        // UTF-7 would turn +ADw- into a < the document never showed: refused; a huge name is cut.
+        guard case .failure(let seven) = read(Self.document("UTF-8", title: [0x41]), charset: "UTF-7"),
+              case .failure(let huge) = read(Self.document("UTF-8", title: [0x41]), charset: String(repeating: "x", count: 50_000)) else {
+            Issue.record("UTF-7 or a 50,000-byte charset was read"); return
+        }
+        #expect(seven.description.hasPrefix("the Content-Type's charset UTF-7 is not one"))
+        #expect(huge.description.utf8.count < 400 && huge.description.contains("more bytes)"))
         // Bytes that are not UTF-8 in a UTF-8 document: libxml2's error with the line.
         guard case .failure(let bad) = read(Self.document("UTF-8", title: [0xE9, 0x41])) else { Issue.record("bad UTF-8 read"); return }
         #expect(bad.description.hasPrefix("the XML is not well-formed: line 1: "))

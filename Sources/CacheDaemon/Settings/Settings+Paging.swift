@@ -42,6 +42,24 @@ public struct FeedPagingSettings: Sendable, Equatable {
         return s
     }
 
+    /// The settings of each paging kind, by their names' suffix.
+    static let kindOf: [(suffix: String, kind: String, isSet: @Sendable (FeedPagingSettings) -> Bool)] = [
+        ("cursor", "cursor", { $0.cursor != nil }), ("cursor-param", "cursor", { $0.cursorParam != nil }),
+        ("cursor-last", "cursor", { $0.cursorLast != nil }), ("has-more", "cursor", { $0.hasMore != nil }),
+        ("offset-param", "offset", { $0.offsetParam != nil }), ("limit-param", "offset", { $0.limitParam != nil }),
+        ("page-size", "offset", { $0.pageSize != nil }), ("total", "offset", { $0.total != nil }),
+        ("page-param", "page", { $0.pageParam != nil }), ("page-start", "page", { $0.pageStart != nil }),
+        ("total-pages", "page", { $0.totalPages != nil }),
+    ]
+
+    /// Refuses a setting of another paging kind than `kind`: a feed set up
+    /// for a cursor but left on `link` would read its first page alone.
+    func checkKind(_ kind: String, _ prefix: String) throws(SettingsError) {
+        for s in Self.kindOf where s.kind != kind && s.isSet(self) {
+            throw SettingsError("\(prefix)-\(s.suffix) is set but \(prefix)-paging is \(kind): set \(prefix)-paging = \(s.kind), or remove \(prefix)-\(s.suffix)")
+        }
+    }
+
     /// The paging these settings describe; `prefix` names them in errors.
     func paging(_ prefix: String) throws(SettingsError) -> Paging {
         switch kind ?? "link" {
@@ -91,7 +109,11 @@ extension Settings {
     /// every source of settings has had its say).
     func checkPaging() throws(SettingsError) {
         _ = try postsPaging.paging("posts")
-        _ = try effectiveImagesPaging.paging("images")
+        try postsPaging.checkKind(postsPaging.kind ?? "link", "posts")
+        let images = effectiveImagesPaging
+        _ = try images.paging("images")
+        // The manifest's own settings; what it takes from the posts' was checked above.
+        try imagesPaging.checkKind(images.kind ?? "link", "images")
     }
 
     /// Which feed a paging setting belongs to.
@@ -125,8 +147,8 @@ extension Settings {
         let number: @Sendable (Int?) -> String = { $0.map(String.init) ?? "-" }
         let param: @Sendable (String, String) throws(SettingsError) -> String? = { k, v throws(SettingsError) in
             guard !v.isEmpty else { return nil }
-            guard v.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "&") && $0 != UInt8(ascii: "=") && $0 != UInt8(ascii: "#") }) else {
-                throw SettingsError("\(k) must be a query parameter name (no spaces, &, = or #), not \"\(v)\"")
+            guard v.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && !"&=#%+".utf8.contains($0) }) else {
+                throw SettingsError("\(k) must be a query parameter name as the API documents it (no spaces, &, =, #, % or +), not \"\(v)\"")
             }
             return v
         }

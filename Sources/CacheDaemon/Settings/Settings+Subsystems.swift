@@ -16,7 +16,7 @@ extension Settings {
                                   postsShape: FeedShape(prefix: "posts", items: postsItems, next: postsNext, maxPages: postsMaxPages,
                                                         paging: postsPaging, item: self.postsPaging.item),
                                   imagesShape: FeedShape(prefix: "images", items: imagesItems ?? (same ? postsItems : nil),
-                                                         next: imagesNext ?? (same ? postsNext : nil), maxPages: imagesMaxPages,
+                                                         next: imagesNext ?? (same ? postsNext : nil), maxPages: imagesMaxPages ?? (same ? postsMaxPages : FeedShape.defaultMaxPages),
                                                          paging: imagesPaging, item: imagesSettings.item),
                                   fields: ItemFields(postID: postsID, imageURL: imagesURLField, imageDescription: imagesDescriptionField),
                                   minFreeSpace: minFreeSpace)

@@ -25,7 +25,8 @@ public struct Settings: Sendable, Equatable {
     /// The same for the image manifest.
     public var imagesItems: JSONPointer?
     public var imagesNext: JSONPointer?
-    public var imagesMaxPages = 1000
+    /// Nil: `postsMaxPages` when both feeds are one URL, else 1000.
+    public var imagesMaxPages: Int?
     /// The same for the manifest (unset values: the posts' when both are one URL).
     public var imagesPaging = FeedPagingSettings()
     /// Each manifest item's image URL and description.

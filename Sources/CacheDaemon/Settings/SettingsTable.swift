@@ -35,8 +35,9 @@ extension Settings {
               \.imagesItems, parse: { k, v throws(SettingsError) in try ValueParser.pointer(k, v, emptyIsNone: true) }, format: pointer),
         .make("images-next", "POINTER", .live, "JSON Pointer to the manifest's next page URL in each page",
               \.imagesNext, parse: { k, v throws(SettingsError) in try ValueParser.pointer(k, v, emptyIsNone: true) }, format: pointer),
-        .make("images-max-pages", "N", .live, "manifest pages followed at most, 1 to 100000",
-              \.imagesMaxPages, parse: { k, v throws(SettingsError) in try ValueParser.whole(k, v, 1...100_000) }, format: { String($0) }),
+        .make("images-max-pages", "N", .live, "manifest pages followed at most, 1 to 100000 (default: posts-max-pages when images-url is posts-url, else 1000)",
+              \.imagesMaxPages, parse: { k, v throws(SettingsError) in v.isEmpty ? nil : try ValueParser.whole(k, v, 1...100_000) },
+              format: { $0.map(String.init) ?? "-" }),
     ]
 
     /// The store's, the fetch's, the socket's, HTTP's, TLS and the proxy's.
