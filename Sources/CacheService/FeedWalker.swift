@@ -93,12 +93,12 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         let number = progress.pages.count + 1
         if let earlier = progress.fetched[url] {
             let why = walk.shape.paging == .link
-                ? "the pages loop: page \(number - 1) links to \(url), which was already fetched"
-                : "the pages loop: page \(number - 1) leads to \(url) again (page \(earlier)'s request): the \(walk.shape.paging.name) does not move on"
+                ? "the pages loop: page \(number - 1) links to \(url.cut(toBytes: 500)), which was already fetched"
+                : "the pages loop: page \(number - 1) leads to \(url.cut(toBytes: 500)) again (page \(earlier)'s request): the \(walk.shape.paging.name) does not move on"
             completion(.failure(failure(progress, url, why))); return
         }
         guard progress.pages.count < walk.shape.maxPages else {
-            completion(.failure(failure(progress, url, "more than \(walk.shape.setting("max-pages")) \(walk.shape.maxPages) pages; page \(number) would be \(url)")))
+            completion(.failure(failure(progress, url, "more than \(walk.shape.setting("max-pages")) \(walk.shape.maxPages) pages; page \(number) would be \(url.cut(toBytes: 500))")))
             return
         }
         let stored = walk.stored.first { $0.url == url }
@@ -131,7 +131,9 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         progress.largest = max(progress.largest, facts?.items ?? 0)
         progress.fetched[url] = number
         progress.pages.append(page)
-        progress.bytes += body.count
+        // The page's URL is kept twice (the loop check, the page's record): it
+        // counts with the bodies against the walk's bound.
+        progress.bytes += body.count + 2 * url.utf8.count
         if let stop = walk.stopAfter, stop(page) {
             completion(.success(WalkResult(pages: progress.pages, warning: .asBefore, stoppedEarly: true, bytes: progress.bytes))); return
         }
