@@ -46,6 +46,11 @@ extension CacheService {
             validatorsToStore(.posts, setting: fetch.setting, sent: sent, response: response)
         }
         let keep = config.postsKeep
+        let digest = Self.settingsDigest(.posts, config)
+        // Pages stored under other settings name other next pages and hold other posts: all asked again.
+        let force = force || settingsChanged(.posts, digest)
+        // The manifest sharing these pages takes them only if its own settings did not change either.
+        let manifestChanged = config.feedsSharePages && settingsChanged(.manifest, Self.settingsDigest(.manifest, config))
         // A history feed stops at its first page of nothing new, unless it
         // lists oldest first: its new posts are then on its last page.
         let stopEarly = keep != .feed && !Self.listsOldestFirst(Array(store.postsInFeedOrder().prefix(stored.reduce(0) { $0 + $1.count })))
@@ -62,8 +67,8 @@ extension CacheService {
                 finish(result.flatMap { walked in
                     let posts = WalkResult(pages: walked.pages.map { $0.map(\.posts) }, warning: walked.warning, stoppedEarly: walked.stoppedEarly)
                     // A walk that stopped early did not read the whole manifest: it walks its pages itself.
-                    let manifest = walked.stoppedEarly ? nil : sharedManifest(walked.pages, stored: manifestBase)
-                    return postsEdits.withLock { _ in storePosts(posts, keep: keep) }.map { summary in
+                    let manifest = walked.stoppedEarly || manifestChanged ? nil : sharedManifest(walked.pages, stored: manifestBase)
+                    return postsEdits.withLock { _ in storePosts(posts, keep: keep, settings: digest) }.map { summary in
                         PostsRefresh(summary: summary, manifest: manifest.map { SharedManifest(pages: $0, base: manifestBase, warning: walked.warning) })
                     }
                 })
@@ -74,7 +79,9 @@ extension CacheService {
                 return (p, p.facts)
             }, validatorsToStore: validators)
             walk.stopAfter = nothingNew
-            fetchPages(walk) { [self] result in finish(result.flatMap { walked in postsEdits.withLock { _ in storePosts(walked, keep: keep) }.map { PostsRefresh(summary: $0) } }) }
+            fetchPages(walk) { [self] result in
+                finish(result.flatMap { walked in postsEdits.withLock { _ in storePosts(walked, keep: keep, settings: digest) }.map { PostsRefresh(summary: $0) } })
+            }
         }
     }
 
@@ -114,15 +121,16 @@ extension CacheService {
     /// repeated id keeps its first post; with `keep` other than `feed`,
     /// stored posts the feed no longer lists stay after its own
     /// (`posts-keep`). Writes nothing when every page answered 304.
-    private func storePosts(_ walked: WalkResult<DecodedPostsPage>, keep: PostsKeep) -> Result<PostsSummary, CacheError> {
+    private func storePosts(_ walked: WalkResult<DecodedPostsPage>, keep: PostsKeep, settings digest: Hash128) -> Result<PostsSummary, CacheError> {
         let pages = walked.pages
-        noteWarning(.posts, walked.warning)
-        let warnings = currentWarnings(.posts)
         let feedOrder = store.postsInFeedOrder()
-        let slices = Self.storedSlices(store.postPages)
+        let storedPages = store.postPages
+        let slices = Self.storedSlices(storedPages)
         if pages.allSatisfy({ if case .unchanged = $0 { true } else { false } }) {
             log.info("posts feed not modified (\(pages.count) page\(pages.count == 1 ? "" : "s"), \(feedOrder.count) posts)")
-            return .success(PostsSummary(unchanged: feedOrder.count, warnings: warnings))
+            noteWarning(.posts, walked.warning, settings: digest)
+            let kept = feedOrder.count - min(feedOrder.count, storedPages.reduce(0) { $0 + $1.count })
+            return .success(PostsSummary(unchanged: feedOrder.count, kept: kept, warnings: currentWarnings(.posts)))
         }
         var posts: [(id: PostID, json: [UInt8])] = []
         var newPages: [FeedPage] = []
@@ -162,8 +170,9 @@ extension CacheService {
         let change: PostsChange
         do throws(StoreError) { change = try store.replacePosts(posts, pages: newPages, history: kept) }
         catch { return .failure(.store(error, doing: "could not store posts")) }
+        noteWarning(.posts, walked.warning, settings: digest)
         let summary = PostsSummary(fetched: change.fetched, unchanged: change.unchanged, removed: change.removed, invalid: invalid,
-                                   kept: kept, warnings: warnings)
+                                   kept: kept, warnings: currentWarnings(.posts))
         log.info("posts refreshed from \(pages.count) page\(pages.count == 1 ? "" : "s")\(walked.stoppedEarly ? " (the rest holds nothing new)" : ""): \(summary.fetched) new or changed, \(summary.unchanged) unchanged, \(summary.removed) removed, \(summary.invalid) invalid\(keep == .feed ? "" : ", \(kept) kept from before")")
         return .success(summary)
     }
@@ -189,23 +198,30 @@ extension CacheService {
         let finish: @Sendable (Result<Int, CacheError>) -> Void = { [self] r in manifestFlight.finish(0, r) }
         // Within the flight no other manifest refresh stores: the walked
         // pages stand if the manifest is still the one they were walked over.
-        if let walked, store.manifestPages == walked.base { pool.submit { [self] in finish(storeManifest(walked.pages, warning: walked.warning)) }; return }
         let config = feeds.withLock { $0 }
+        let digest = Self.settingsDigest(.manifest, config)
+        if let walked, store.manifestPages == walked.base {
+            pool.submit { [self] in finish(storeManifest(walked.pages, warning: walked.warning, settings: digest)) }
+            return
+        }
+        let force = force || settingsChanged(.manifest, digest)
         let fetch = FeedFetch(setting: "images-url", url: config.imagesURL, feed: .manifest)
         let shape = config.imagesShape
         let walk = PageWalk<DecodedManifestPage>(fetch: fetch, shape: shape, stored: store.manifestPages, force: force, decode: { body, type throws(FeedError) in
             let m = try FeedDecoder.manifestPage(body, shape: shape, fields: config.fields, contentType: type)
             return (m, m.facts)
         }, validatorsToStore: { [self] sent, response in validatorsToStore(.manifest, setting: fetch.setting, sent: sent, response: response) })
-        fetchPages(walk) { [self] result in finish(result.flatMap { storeManifest($0.pages, warning: $0.warning) }) }
+        fetchPages(walk) { [self] result in finish(result.flatMap { storeManifest($0.pages, warning: $0.warning, settings: digest) }) }
     }
 
     /// Stores the rows of every page as one transaction (rows are positions
     /// in the whole list); nothing is written when every page answered 304.
-    private func storeManifest(_ pages: [PageResult<DecodedManifestPage>], warning: WalkWarning) -> Result<Int, CacheError> {
-        noteWarning(.manifest, warning)
+    private func storeManifest(_ pages: [PageResult<DecodedManifestPage>], warning: WalkWarning, settings digest: Hash128) -> Result<Int, CacheError> {
         let current = store.rows(offset: 0, limit: Int.max).page
-        if pages.allSatisfy({ if case .unchanged = $0 { true } else { false } }) { return .success(current.count) }
+        if pages.allSatisfy({ if case .unchanged = $0 { true } else { false } }) {
+            noteWarning(.manifest, warning, settings: digest)
+            return .success(current.count)
+        }
         let slices = Self.storedSlices(store.manifestPages)
         var rows: [(url: String, description: String?)] = []
         var newPages: [FeedPage] = []
@@ -225,6 +241,7 @@ extension CacheService {
         Self.forgetLonePageURL(&newPages)
         do throws(StoreError) {
             let changed = try store.replaceManifest(rows, pages: newPages)
+            noteWarning(.manifest, warning, settings: digest)
             log.info("manifest refreshed from \(pages.count) page\(pages.count == 1 ? "" : "s"): \(rows.count) rows, \(changed) changed")
             return .success(rows.count)
         } catch { return .failure(.store(error, doing: "could not store the manifest")) }

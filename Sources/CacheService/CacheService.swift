@@ -74,6 +74,7 @@ public final class CacheService: Sendable {
         self.scrubber = Scrubber(configuration.scrub)
         self.variantHelpers = configuration.variantPool.map { VariantHelpers($0, log: log) }
         self.variantSettings = Locked(configuration.variants)
+        loadFeedsState()
     }
 
     // MARK: Counting for front-ends

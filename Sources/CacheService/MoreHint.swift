@@ -70,7 +70,11 @@ public struct MoreHint: Sendable, Equatable {
             return MoreHint(pointer: pointer, value: quoted(value), advice: "set \(prefix)-next = \(pointer)")
         default: return nil
         }
-        let looksLikeURL = text.hasPrefix("http://") || text.hasPrefix("https://") || text.hasPrefix("/") || text.hasPrefix("?") || text.hasPrefix("./")
+        // `next_url` and Discourse's `more_topics_url` name URLs; a `next`
+        // does when it reads as one (`page2.json`, `/p?page=2`, `https://...`);
+        // the other names hold cursors.
+        let looksLikeURL = name.hasSuffix("_url") || (name == "next" && text.contains { $0 == "/" || $0 == "." || $0 == "?" })
+            || text.hasPrefix("http://") || text.hasPrefix("https://")
         let advice = looksLikeURL ? "set \(prefix)-next = \(pointer)"
             : "set \(prefix)-paging = cursor, \(prefix)-cursor = \(pointer)" + parameterAdvice(name, prefix: prefix)
         return MoreHint(pointer: pointer, value: quoted(value), advice: advice)

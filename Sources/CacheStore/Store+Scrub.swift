@@ -12,6 +12,13 @@ public enum ScrubStateFile: Sendable, Equatable {
     case damaged(String)
 }
 
+/// One of the store's state files as read: none, its bytes, or why not.
+enum StateFileRead {
+    case absent
+    case bytes([UInt8])
+    case damaged(String)
+}
+
 /// The scrub's side of the store: its state file (`scrub.state`, written
 /// durably, never through a link) and the objects in the order a pass takes them.
 extension Store {
@@ -19,17 +26,28 @@ extension Store {
     /// a directory, a read error, a torn or edited file) is `.damaged`.
     public func readScrubState() -> ScrubStateFile {
         let name = StoreNames.scrubStateFile
-        let bytes: [UInt8]
+        switch readStateFile(name, limit: ScrubState.maxBytes + 1) {
+        case .damaged(let why): return .damaged(why)
+        case .absent: return .absent
+        case .bytes(let bytes):
+            do throws(ScrubStateDamage) { return .found(try ScrubState(decoding: bytes)) } catch {
+                return .damaged("\(directory)/\(name): \(error)")
+            }
+        }
+    }
+
+    /// The bytes of one of the store's small state files at its top
+    /// (`scrub.state`, `feeds.state`): nil when there is none; a failure
+    /// saying why for anything but a regular file read whole (a link is
+    /// not followed, a FIFO never opened) or a read error.
+    func readStateFile(_ name: String, limit: Int) -> StateFileRead {
         do throws(SystemError) {
             guard let status = try files.status(name) else { return .absent }
             // Never opened unless regular: opening a FIFO would block.
             guard status.isRegular else { return .damaged("\(directory)/\(name) is \(status.kind), not a regular file") }
-            bytes = try files.read(name, limit: ScrubState.maxBytes + 1)
+            return .bytes(try files.read(name, limit: limit))
         } catch {
             return error.errno == ENOENT ? .absent : .damaged("\(error)")
-        }
-        do throws(ScrubStateDamage) { return .found(try ScrubState(decoding: bytes)) } catch {
-            return .damaged("\(directory)/\(name): \(error)")
         }
     }
 

@@ -77,7 +77,7 @@ enum StoreIdentity {
     private static func isOwnTopLevel(_ entry: ConfinedDirectory.Entry) -> Bool {
         switch entry.kind {
         case .directory: StoreNames.subdirectories.contains(entry.name) || entry.name == "lost+found"
-        case .regular: entry.name == StoreNames.lockFile || entry.name == StoreNames.scrubStateFile
+        case .regular: entry.name == StoreNames.lockFile || entry.name == StoreNames.scrubStateFile || entry.name == StoreNames.feedsStateFile
             || StoreNames.isSetAsideLog(entry.name) || StoreNames.isTempName(entry.name)
         case .symbolicLink, .special: false
         }

@@ -11,6 +11,8 @@ enum StoreNames {
     static let logFile = "index.log"
     /// The scrub's progress at the top of the store (`ScrubState`).
     static let scrubStateFile = "scrub.state"
+    /// What each feed's pages were walked with, and their warning (`FeedsState`).
+    static let feedsStateFile = "feeds.state"
     /// What follows a log's name in the name of the damaged tail set aside
     /// beside it (`index.log.corrupt-<time>-<pid>`).
     static let setAsideInfix = ".corrupt-"

@@ -163,3 +163,54 @@ extension FeedHistoryTests {
                                                (.string("p1"), Array(#"{"date_published":"2024-01-01T00:00:00Z"}"#.utf8))]))
     }
 }
+
+/// `feeds.state` (docs/storage-format.md, "The feeds' state"): pages stored
+/// under other settings are asked again without validators, at a reload as
+/// after a restart, and a "has more" warning stands across a restart.
+@Suite(.serialized) struct FeedSettingsChangeTests {
+    @Test func newPagingSettingsReachThePagesAReloadOrARestartLeftAnswering304() async throws {
+        let origin = try await ServiceOrigin.start()
+        defer { origin.stop() }
+        let dir = try makeTempDirectory("settings")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try PagedRefreshTests.write(origin, "r.json", #"{"items":[{"id":"a"},{"id":"b"}],"next":"r2.json"}"#)
+        try PagedRefreshTests.write(origin, "r2.json", #"{"items":[{"id":"c"}],"next":null}"#)
+        var feeds = FeedConfiguration(postsURL: origin.url("/etag/r.json"), imagesURL: nil, imagesBaseURL: nil, maxObjectSize: 1 << 20,
+                                      postsShape: FeedShape(prefix: "posts", items: .member("items")))
+        var h = try Harness(origin: nil, feeds: feeds, storeDirectory: dir + "/store", directory: dir)
+        var r = try await PagedRefreshTests.prefetch(h.service).get()
+        #expect(r.warnings == [#"posts page 1 has more: /next = "r2.json"; set posts-next = /next"#])
+        // A restart: the page answers 304 and the warning still stands.
+        h.shutdownService()
+        h = try Harness(origin: nil, feeds: feeds, storeDirectory: dir + "/store", directory: dir)
+        r = try await PagedRefreshTests.prefetch(h.service).get()
+        #expect(r.posts?.fetched == 0 && r.warnings.count == 1, "\(r.warnings)")
+        #expect(h.service.status().feedWarnings == r.warnings)
+        // New settings, as a restart on an edited configuration brings them:
+        // page 1 is asked without validators and its next page followed.
+        h.shutdownService()
+        feeds.postsShape.next = .member("next")
+        h = try Harness(origin: nil, feeds: feeds, storeDirectory: dir + "/store", directory: dir)
+        var before = try origin.requests().count
+        r = try await PagedRefreshTests.prefetch(h.service).get()
+        var asked = Array(try origin.requests().dropFirst(before))
+        #expect(asked.map(\.path) == ["/etag/r.json", "/etag/r2.json"])
+        #expect(asked.first?.ifNoneMatch == nil, "page 1 was asked without validators")
+        #expect(r.warnings.isEmpty && h.service.status().feedWarnings.isEmpty)
+        #expect(FeedHistoryTests.ids(h.service) == ["a", "b", "c"])
+        // The same settings again: both pages 304.
+        before = try origin.requests().count
+        r = try await PagedRefreshTests.prefetch(h.service).get()
+        asked = Array(try origin.requests().dropFirst(before))
+        #expect(asked.map(\.status) == [304, 304])
+        // A reload back (SIGHUP): asked again without validators, page 1 alone, and warned again.
+        feeds.postsShape.next = nil
+        h.service.apply(feeds)
+        before = try origin.requests().count
+        r = try await PagedRefreshTests.prefetch(h.service).get()
+        asked = Array(try origin.requests().dropFirst(before))
+        #expect(asked.map(\.status) == [200])
+        #expect(r.warnings.count == 1)
+        h.shutdownService()
+    }
+}
