@@ -25,6 +25,9 @@ them, in its order), "token": "..." (the credential it asks for, if any),
 | /spaces/cachedspace/environments/master/entries | Contentful CDA | `skip`/`limit`, `total`; `access_token` |
 | /posts | json-server (jsonplaceholder) | `_start`/`_limit`, `X-Total-Count` |
 | /wiki/rest/api/content | Confluence REST v1 | `start`/`limit`; `_links.next` (relative to the wrong base) |
+| /r/NAME/new.json | Reddit listing (another subreddit: state `reddit-NAME`) | as /r/cached/new.json |
+| /youtube/v3/search | YouTube Data v3 search.list (a paged image manifest of thumbnails) | as playlistItems |
+| /Tables | Azure Table storage, Query Tables | `NextTableName` = the `x-ms-continuation-NextTableName` response header (absent on the last page), `$top`; a SAS (`sig`) required |
 | /fault/cursor | a Slack-like cursor | fault "repeat": page 3's next_cursor is page 1's again |
 | /fault/offset | a Contentful-like offset | fault "ignore-skip": `skip` is ignored, every page is page 1 (the offset does not advance) |
 
@@ -39,6 +42,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -198,6 +202,37 @@ def xv2(h, query, st):
     return 200, ({"data": page, "meta": meta} if page else {"meta": meta})
 
 
+def azure_next(name):
+    """A NextTableName continuation token as Azure writes them ("1!<length>!<base64 with - for =>"): opaque, with "!"."""
+    b = base64.b64encode(name.encode() + b"\x01\x01").decode().replace("=", "-")
+    return "1!%d!%s" % (len(b), b)
+
+
+def azure_tables(h, query, st):
+    """Azure Table storage Query Tables (GET /Tables, JSON minimal metadata): {"odata.metadata": ..., "value":
+    [{"TableName": ...}]}; up to $top (1000) a page; more in the x-ms-continuation-NextTableName response header,
+    sent back as ?NextTableName= with the original query (the SAS, $top) kept."""
+    if q(query, "sig") != st["token"]:
+        return 403, {"odata.error": {"code": "AuthenticationFailed", "message": {
+            "lang": "en-US", "value": "Server failed to authenticate the request. Make sure the value of Authorization "
+                                      "header is formed correctly including the signature."}}}
+    items, top = st["items"], bounded(q(query, "$top"), 1000, 1, 1000)
+    start = 0
+    token = q(query, "NextTableName")
+    if token:
+        tokens = {azure_next(t["TableName"]): n for n, t in enumerate(items)}
+        if token not in tokens:
+            return 400, {"odata.error": {"code": "InvalidInput", "message": {
+                "lang": "en-US", "value": "One of the request inputs is not valid."}}}
+        start = tokens[token]
+    page = items[start:start + top]
+    headers = [("Content-Type", "application/json;odata=minimalmetadata;streaming=true;charset=utf-8"),
+               ("x-ms-version", "2019-02-02"), ("x-ms-request-id", hashlib.sha1(json.dumps(page).encode()).hexdigest()[:32])]
+    if start + top < len(items):
+        headers.append(("x-ms-continuation-NextTableName", azure_next(items[start + top]["TableName"])))
+    return 200, {"odata.metadata": "https://cachedacct.table.core.windows.net/$metadata#Tables", "value": page}, headers
+
+
 def lemmy(h, query, st):
     items, limit = st["items"], bounded(q(query, "limit"), 10, 1, 50)
     page_no = bounded(q(query, "page"), 1, 1, 100000)
@@ -266,6 +301,8 @@ ROUTES = {
     "/spaces/cachedspace/environments/master/entries": ("contentful", contentful),
     "/posts": ("jsonplaceholder-offset", jsonserver),
     "/wiki/rest/api/content": ("confluence", confluence),
+    "/youtube/v3/search": ("youtube-search", youtube),
+    "/Tables": ("azure-tables", azure_tables),
     "/fault/cursor": ("fault-cursor", slack),
     "/fault/offset": ("fault-offset", contentful),
 }
@@ -295,11 +332,13 @@ class Handler(BaseHTTPRequestHandler):
             status = 304
         self.send_response(status)
         for name, value in headers:
-            self.send_header(name, value)
+            if status != 304 or name.lower() != "content-type":
+                self.send_header(name, value)
         if etag:
             self.send_header("ETag", etag)
         if status != 304:
-            self.send_header("Content-Type", "application/json; charset=utf-8")
+            if not any(name.lower() == "content-type" for name, _ in headers):
+                self.send_header("Content-Type", "application/json; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if status != 304 and self.command != "HEAD":
@@ -312,6 +351,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         url = urllib.parse.urlsplit(self.path)
         route = ROUTES.get(url.path)
+        sub = re.match(r"^/r/([a-z0-9_]+)/new\.json$", url.path)
+        if not route and sub:
+            route = ("reddit-" + sub.group(1), reddit)  # another subreddit, its own state
         if not route:
             return self.answer(404, {"error": "not found"})
         try:

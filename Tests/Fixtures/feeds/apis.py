@@ -904,7 +904,178 @@ def rss1(c):
 
 def api_shapes(c):
     return [reddit(c), bluesky(c), slack(c), stripe(c), youtube(c), xv2(c), lemmy(c), hn(c), contentful(c), jsonserver(c),
-            confluence(c), gitlab(c), discourse(c), blog(c), podcast(c), atom(c), rss1(c)]
+            confluence(c), gitlab(c), discourse(c), blog(c), podcast(c), atom(c), rss1(c), reddit_thumbnails(c),
+            azure_tables(c)]
+
+
+# --- images-url = posts-url inheriting the posts' paging; a header cursor ----------------------
+
+THUMB_PICS = ["sample.jpg", "sample.png", "sample.gif", "sample.webp"]
+
+
+def reddit_child(n, sub, thumb=None, title=None):
+    """One child of a Reddit listing of r/SUB; an image post with a thumbnail URL when `thumb` is given."""
+    pid = b36(2300000000 - n * 41)
+    data = {"approved_at_utc": None, "subreddit": sub, "selftext": "", "author_fullname": "t2_6l4z3", "saved": False,
+            "title": title or "r/%s post %d: caf\u00e9" % (sub, n), "subreddit_name_prefixed": "r/" + sub, "name": "t3_" + pid,
+            "score": 100 - n, "thumbnail_height": 140, "thumbnail_width": 140, "thumbnail": thumb or "self",
+            "created": float(unix(n)), "domain": "i.redd.it" if thumb else "self." + sub, "id": pid, "author": "u_cached",
+            "num_comments": n, "permalink": "/r/%s/comments/%s/post_%d/" % (sub, pid, n),
+            "url": "https://i.redd.it/%s.jpg" % pid if thumb else "https://www.reddit.com/r/%s/comments/%s/post_%d/" % (sub, pid, n),
+            "created_utc": float(unix(n)), "over_18": False}
+    if thumb:
+        data["post_hint"] = "image"
+    return {"kind": "t3", "data": data}
+
+
+def reddit_listing(c, sub, thumbs=False):
+    """r/SUB on the scripted origin (state reddit-SUB): the children, the page URIs a cursor walk asks, the first URI.
+    With `thumbs`, every post's `thumbnail` is an image on host B (Tests/Fixtures/images), cycling jpg, png, gif, webp."""
+    B = c.p["B"]
+    wrapped, rows = [], []
+    for n in range(c.n):
+        thumb = None
+        if thumbs:
+            pic = THUMB_PICS[n % len(THUMB_PICS)]
+            rel = "thumbs/%s-%d.%s" % (sub, n, pic.split(".")[1])
+            c.f.put("b", rel, image(pic))
+            thumb = "http://127.0.0.1:%d/%s" % (B, rel)
+        wrapped.append(reddit_child(n, sub, thumb))
+    c.state("reddit-" + sub, wrapped)
+    first = "/r/%s/new.json?limit=%d&raw_json=1" % (sub, c.size)
+    pages = [first] + [with_params(first, [("after", ch[-1]["data"]["name"])]) for ch in chunks(wrapped, c.size)[:-1]]
+    return wrapped, pages, first
+
+
+REDDIT_PAGING = [("posts-paging", "cursor"), ("posts-cursor", "/data/after"), ("posts-cursor-param", "after")]
+
+
+def reddit_thumbnails(c):
+    """Reddit's image posts as the manifest too: images-url = posts-url and only posts-* paging settings, so the
+    manifest inherits posts-items, posts-item, posts-paging, posts-cursor and posts-cursor-param (docs/operations.md:
+    images-* default to their posts-* namesakes when images-url is posts-url); images-url-field = /thumbnail of the
+    unwrapped post. Each page is fetched once for both feeds."""
+    sub = "pics"
+    wrapped, pages, first = reddit_listing(c, sub, thumbs=True)
+    url = c.api(first)
+    settings = [("posts-url", url), ("posts-items", "/data/children"), ("posts-item", "/data")] + REDDIT_PAGING + [
+        ("images-url", url), ("images-url-field", "/thumbnail"), ("images-description-field", "/title")]
+    posts = [w["data"] for w in wrapped]
+    pics = [THUMB_PICS[n % len(THUMB_PICS)] for n in range(c.n)]
+    rows = [(p["thumbnail"], image(pic), p["title"]) for p, pic in zip(posts, pics)]
+    at = c.size + 1
+
+    def edit():
+        new = json.loads(json.dumps(wrapped))
+        rel = "thumbs/%s-%d-v2.bmp" % (sub, at)
+        c.f.put("b", rel, image("sample.bmp"))
+        new[at]["data"].update(title=new[at]["data"]["title"] + ", edited", thumbnail="http://127.0.0.1:%d/%s" % (c.p["B"], rel))
+        c.state("reddit-" + sub, new)
+        new_posts = [w["data"] for w in new]
+        new_rows = list(rows)
+        new_rows[at] = (new_posts[at]["thumbnail"], image("sample.bmp"), new_posts[at]["title"])
+        changed = [pages[at // c.size]]
+        return Edit("all", [u for u in pages if u not in changed], changed, posts=new_posts, rows=new_rows,
+                    changed_ids=[posts[at]["id"]], new_images=["/" + rel])
+    s = Shape("reddit-thumbnails", "Reddit image posts, images-url = posts-url with only posts-* paging settings (the manifest "
+                                   "inherits items, item, cursor paging), images-url-field = /thumbnail (host B)",
+              settings, posts, pages, [posts[0]["id"], posts[at]["id"], posts[-1]["id"]], rows=rows, image_pages=pages,
+              origin="api", edit=edit, same_feed=True, norm_query=True, accept=ACCEPT, first_page=posts[:c.size])
+    return s
+
+
+def azure_next(name):
+    """A NextTableName continuation token as Azure writes them (as api-origin.py makes them)."""
+    import base64
+    b = base64.b64encode(name.encode() + b"\x01\x01").decode().replace("=", "-")
+    return "1!%d!%s" % (len(b), b)
+
+
+AZURE_SAS = "cached+sas/sig="  # the SAS signature (base64: "+", "/" and "="), percent-encoded in the URL
+
+
+def azure_tables(c):
+    """Azure Table storage Query Tables: the next page's token is a response header, x-ms-continuation-NextTableName,
+    sent back as ?NextTableName= with the original query kept (the SAS, $top): posts-cursor = header:NAME."""
+    names = ["cached%s%03d" % (w, n) for n, w in zip(range(c.n), ["Posts", "Images", "Audit", "Users", "Jobs"] * 99)]
+    items = [{"TableName": t} for t in names]
+    c.state("azure-tables", items, token=AZURE_SAS)
+    first = ("/Tables?sv=2019-02-02&ss=t&srt=sco&sp=rl&se=2030-01-01T00%%3A00%%3A00Z&spr=https&sig=%s&%%24top=%d"
+             % (urllib.parse.quote(AZURE_SAS, safe=""), c.size))
+    pages = [first] + [with_params(first, [("NextTableName", azure_next(names[k]))]) for k in range(c.size, c.n, c.size)]
+    settings = [("posts-items", "/value"), ("posts-id", "/TableName"), ("posts-paging", "cursor"),
+                ("posts-cursor", "header:x-ms-continuation-NextTableName"), ("posts-cursor-param", "NextTableName")]
+    at = c.size + 1
+
+    def edit():
+        # Tables are not renamed: one on page 2 is deleted and another created in its place (the same sort position).
+        new = list(items)
+        new[at] = {"TableName": names[at] + "b"}
+        c.state("azure-tables", new, token=AZURE_SAS)
+        changed = [pages[at // c.size]]
+        return Edit("posts", [u for u in pages if u not in changed], changed, posts=new, changed_ids=[new[at]["TableName"]],
+                    removed_ids=[names[at]])
+    s = Shape("azure-tables", "Azure Table storage Query Tables: /value, id /TableName, the cursor in the x-ms-continuation-NextTableName "
+                              "response header sent as ?NextTableName= (posts-cursor = header:NAME), the SAS and $top kept",
+              [("posts-url", c.api(first))] + settings, items, pages, [names[0], names[at], names[-1]], id_key="TableName",
+              origin="api", edit=edit, norm_query=True, accept=ACCEPT, first_page=items[:c.size])
+    return s
+
+
+# --- a paged image manifest on its own URL: YouTube search.list's thumbnails ----------------------
+
+def youtube_thumbnails(c):
+    """YouTube Data API v3 search.list as an image manifest on its own URL (images-paging = cursor,
+    images-cursor = /nextPageToken sent as ?pageToken=; the key kept): each result's
+    snippet.thumbnails.default.url is an image on host B. Returns the URL, the settings, the settings
+    without images-paging (and its cursor settings), the page URIs, the rows and page 1's rows."""
+    B = c.p["B"]
+
+    def result(n):
+        vid = ("tHumB" + b36(n * 7717 + 99)).ljust(11, "x")[:11]
+        pic = THUMB_PICS[n % len(THUMB_PICS)]
+        rel = "vi/%s/default.%s" % (vid, pic.split(".")[1])
+        c.f.put("b", rel, image(pic))
+        thumb = "http://127.0.0.1:%d/%s" % (B, rel)
+        return {"kind": "youtube#searchResult", "etag": "Sr%025d" % n, "id": {"kind": "youtube#video", "videoId": vid},
+                "snippet": {"publishedAt": iso(n), "channelId": "UC_x5XG1OV2P6uZZ5FSM9Ttw", "title": "Thumbnail video %d \u2013 caf\u00e9" % n,
+                            "description": lorem(n),
+                            "thumbnails": {"default": {"url": thumb, "width": 120, "height": 90},
+                                           "medium": {"url": "https://i.ytimg.com/vi/%s/mqdefault.jpg" % vid, "width": 320, "height": 180},
+                                           "high": {"url": "https://i.ytimg.com/vi/%s/hqdefault.jpg" % vid, "width": 480, "height": 360}},
+                            "channelTitle": "Google for Developers", "liveBroadcastContent": "none", "publishTime": iso(n)}}, pic
+    made = [result(n) for n in range(c.n)]
+    items = [m for m, _ in made]
+    c.state("youtube-search", items, token=YOUTUBE_KEY)
+    first = ("/youtube/v3/search?part=snippet&channelId=UC_x5XG1OV2P6uZZ5FSM9Ttw&order=date&type=video&maxResults=%d&key=%s"
+             % (c.size, YOUTUBE_KEY))
+    pages = [first] + [with_params(first, [("pageToken", yt_token(k))]) for k in range(c.size, c.n, c.size)]
+    rows = [(m["snippet"]["thumbnails"]["default"]["url"], image(pic), m["snippet"]["title"]) for m, pic in made]
+    url = c.api(first)
+    shape = [("images-url", url), ("images-items", "/items"), ("images-url-field", "/snippet/thumbnails/default/url"),
+             ("images-description-field", "/snippet/title")]
+    paging = [("images-paging", "cursor"), ("images-cursor", "/nextPageToken"), ("images-cursor-param", "pageToken")]
+    return {"url": url, "settings": shape + paging, "unset": shape, "pages": pages, "rows": rows,
+            "first_rows": rows[:c.size], "token": yt_token(c.size)}
+
+
+# --- the HTTP charset over the XML declaration (RFC 7303) ------------------------------------
+
+def charset_items():
+    """Three RSS items whose text needs UTF-8 (é, €, “ ”, …, 日本)."""
+    out = []
+    for n, title in enumerate(["caf\u00e9 au lait", "\u20ac5 a month, \u201cfair\u201d", "na\u00efve \u2026 \u65e5\u672c"]):
+        dt = T0 - datetime.timedelta(hours=n)
+        out.append({"title": title, "link": "https://charset.example/%d" % n, "guid": "https://charset.example/%d" % n,
+                    "pubDate": rfc822(dt, "gmt"), "date": dt.strftime("%Y-%m-%dT%H:%M:%SZ"), "creator": "Ren\u00e9e",
+                    "description": "<p>%s: 5 \u20ac, d\u00e9j\u00e0 vu</p>" % title})
+    return out
+
+
+def charset_doc():
+    """UTF-8 bytes under a declaration of ISO-8859-1 (a CMS that changed its storage and not its template)."""
+    doc = rss_doc("Charset", "https://charset.example/", charset_items(), "UTF-8")
+    return doc.replace(b'<?xml version="1.0" encoding="UTF-8"?>', b'<?xml version="1.0" encoding="ISO-8859-1"?>', 1)
 
 
 # --- the sliding window (posts-keep = all) and the XML attacks ------------------------------
@@ -917,10 +1088,10 @@ def window_item(n):
             "date": dt.strftime("%Y-%m-%dT%H:%M:%SZ"), "description": "<p>Post %d of the window</p>" % n}
 
 
-def window_write(f, refresh):
+def window_write(f, refresh, path="window/feed.rss"):
     """The feed as refresh number `refresh` (from 1) sees it: the newest 10 of posts 1..refresh+9, newest first."""
     items = [window_item(n) for n in range(refresh + 9, refresh - 1, -1)]
-    f.put("a", "window/feed.rss", rss_doc("Window", "https://window.example/", items))
+    f.put("a", path, rss_doc("Window", "https://window.example/", items))
     return [rss_expected(i) for i in items]
 
 
