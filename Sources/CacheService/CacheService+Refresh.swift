@@ -48,12 +48,15 @@ extension CacheService {
         let keep = config.postsKeep
         let digest = Self.settingsDigest(.posts, config)
         // Pages stored under other settings name other next pages and hold other posts: all asked again.
-        let force = force || settingsChanged(.posts, digest)
+        let changed = settingsChanged(.posts, digest)
+        let force = force || changed
         // The manifest sharing these pages takes them only if its own settings did not change either.
         let manifestChanged = config.feedsSharePages && settingsChanged(.manifest, Self.settingsDigest(.manifest, config))
         // A history feed stops at its first page of nothing new, unless it
-        // lists oldest first: its new posts are then on its last page.
-        let stopEarly = keep != .feed && !Self.listsOldestFirst(Array(store.postsInFeedOrder().prefix(stored.reduce(0) { $0 + $1.count })))
+        // lists oldest first (its new posts are then on its last page) or its
+        // pages were walked under other settings (the pages after may never
+        // have been read: a cursor just set).
+        let stopEarly = keep != .feed && !changed && !Self.listsOldestFirst(Array(store.postsInFeedOrder().prefix(stored.reduce(0) { $0 + $1.count })))
         let nothingNew: (@Sendable (PageResult<DecodedPostsPage>) -> Bool)? = stopEarly ? { @Sendable [self] in holdsNothingNew($0) } : nil
         if config.feedsSharePages {
             let manifestBase = store.manifestPages

@@ -213,4 +213,27 @@ extension FeedHistoryTests {
         #expect(r.warnings.count == 1)
         h.shutdownService()
     }
+
+    /// A history feed whose settings change walks every page: the pages
+    /// after its first may never have been read (a next link just set).
+    @Test func aHistoryFeedWithNewSettingsIsWalkedPastItsFirstPage() async throws {
+        let origin = try await ServiceOrigin.start()
+        defer { origin.stop() }
+        let dir = try makeTempDirectory("settings")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try PagedRefreshTests.write(origin, "k.json", #"{"items":[{"id":"b"},{"id":"a"}],"next":"k2.json"}"#)
+        try PagedRefreshTests.write(origin, "k2.json", #"{"items":[{"id":"c"}],"next":null}"#)
+        var feeds = FeedConfiguration(postsURL: origin.url("/etag/k.json"), imagesURL: nil, imagesBaseURL: nil, maxObjectSize: 1 << 20,
+                                      postsShape: FeedShape(prefix: "posts", items: .member("items")))
+        feeds.postsKeep = .all
+        let h = try Harness(origin: nil, feeds: feeds, storeDirectory: dir + "/store", directory: dir)
+        defer { h.shutdownService() }
+        _ = try await PagedRefreshTests.prefetch(h.service).get()
+        #expect(FeedHistoryTests.ids(h.service) == ["b", "a"])
+        feeds.postsShape.next = .member("next")
+        h.service.apply(feeds)
+        let r = try await PagedRefreshTests.prefetch(h.service).get()
+        #expect(FeedHistoryTests.ids(h.service) == ["b", "a", "c"], "page 1 held nothing new, page 2 was never read")
+        #expect(r.warnings.isEmpty)
+    }
 }
