@@ -108,7 +108,7 @@ public struct PageFacts: Sendable, Equatable {
 }
 
 /// The request after a page, or the end of the feed.
-enum NextStep: Equatable {
+public enum NextStep: Equatable, Sendable {
     case end
     /// A URL as the page wrote it: resolved against the page's URL.
     case link(String)
@@ -132,7 +132,7 @@ extension Paging {
 
     /// The request after the page at `url` whose facts and headers are
     /// these; `shape` names the settings in errors.
-    func next(after facts: PageFacts, url: String, linkHeader: String?, headers: [String: String], shape: FeedShape) throws(FeedError) -> NextStep {
+    public func next(after facts: PageFacts, url: String, linkHeader: String?, headers: [String: String], shape: FeedShape) throws(FeedError) -> NextStep {
         switch self {
         case .link:
             if let n = facts.documentNext ?? linkHeader { return .link(n) }

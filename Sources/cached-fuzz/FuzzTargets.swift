@@ -155,6 +155,16 @@ enum FuzzTargets {
                 }
             }
         }
+        // A cursor-paged listing with wrapped items (Reddit's shape): the
+        // next request is made of whatever the page says, within bounds.
+        if let after = try? JSONPointer("/data/after"), let children = try? JSONPointer("/data/children") {
+            let shape = FeedShape(prefix: "posts", items: children, paging: .cursor(CursorPaging(source: .pointer(after), parameter: "after")), item: .member("data"))
+            if let page = try? FeedDecoder.postsPage(data, shape: shape, id: .member("id")),
+               case .url(let next)? = try? shape.paging.next(after: page.facts, url: "http://origin.test/r.json?limit=5", linkHeader: nil, headers: [:], shape: shape),
+               !next.hasPrefix("http://origin.test/r.json?limit=5&after=") {
+                fuzzFailure("a cursor made a next request off the first URL: \(next)")
+            }
+        }
         if let rows = try? FeedDecoder.manifestPage(data, shape: FeedShape(prefix: "images"), fields: ItemFields()).entries {
             for r in rows {
                 guard let u = FeedDecoder.resolve(r.url, base: "http://origin.test/images/") else { continue }
