@@ -13,6 +13,12 @@ extension PageFacts {
             if let value = nextPointer.resolve(in: root) {
                 facts.documentNext = try FeedDecoder.nextURL(value, pointer: nextPointer, setting: shape.setting("next"))
             }
+            // `posts-next` pointed at a cursor (Reddit's `/data/after` =
+            // "t3_x") would be fetched as a relative URL and answer 404.
+            if let next = facts.documentNext, shape.next != nil, !next.utf8.contains(where: { "/.?:=&".utf8.contains($0) }) {
+                throw FeedError("\(shape.setting("next")) \(nextPointer) is \(MoreHint.quoted(.string(next))), a cursor rather than a URL: "
+                                + "set \(shape.setting("paging")) = cursor, \(shape.setting("cursor")) = \(nextPointer) and \(shape.setting("next")) to nothing")
+            }
         }
         switch shape.paging {
         case .link: break

@@ -332,3 +332,15 @@ import CacheSystem
     }
 
 }
+
+extension FeedWalkerReviewTests {
+    /// The newcomer's mistake of issue 32: Reddit's cursor taken for a next
+    /// URL was fetched as a relative URL and answered 404; now it says what to set.
+    @Test func aCursorGivenAsPostsNextIsRefusedNamingTheCursorSettings() {
+        let origin = FeedWalkerTests.Pages(["https://r.test/new.json": FeedWalkerTests.reddit(["a"], after: "t3_a")])
+        let shape = FeedShape(prefix: "posts", items: pointer("/data/children"), next: pointer("/data/after"), item: pointer("/data"))
+        guard case .failure(let f) = t.walk(origin, url: "https://r.test/new.json", shape: shape) else { Issue.record("walked"); return }
+        #expect(f.description.contains(#"posts-next /data/after is "t3_a", a cursor rather than a URL: set posts-paging = cursor, posts-cursor = /data/after"#))
+        #expect(origin.urls.count == 1)
+    }
+}
