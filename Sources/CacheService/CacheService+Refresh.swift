@@ -21,6 +21,9 @@ struct SharedManifest: Sendable {
     var base: [FeedPage]
     /// What the last page said of more pages.
     var warning: WalkWarning
+    /// The digest of the manifest's settings the pages were decoded with
+    /// (a reload during the walk must not record newer ones over them).
+    var settings: Hash128
 }
 
 /// Both decodings of one page that serves both feeds.
@@ -46,18 +49,22 @@ extension CacheService {
             validatorsToStore(.posts, setting: fetch.setting, sent: sent, response: response)
         }
         let keep = config.postsKeep
-        let digest = Self.settingsDigest(.posts, config)
+        let digest = settingsDigest(.posts, config)
+        let manifestDigest = settingsDigest(.manifest, config)
         // Pages stored under other settings name other next pages and hold other posts: all asked again.
         let changed = settingsChanged(.posts, digest)
         let force = force || changed
         // The manifest sharing these pages takes them only if its own settings did not change either.
-        let manifestChanged = config.feedsSharePages && settingsChanged(.manifest, Self.settingsDigest(.manifest, config))
+        let manifestChanged = config.feedsSharePages && settingsChanged(.manifest, manifestDigest)
         // A history feed stops at its first page of nothing new, unless it
-        // lists oldest first (its new posts are then on its last page) or its
-        // pages were walked under other settings (the pages after may never
-        // have been read: a cursor just set).
-        let stopEarly = keep != .feed && !changed && !Self.listsOldestFirst(Array(store.postsInFeedOrder().prefix(stored.reduce(0) { $0 + $1.count })))
-        let nothingNew: (@Sendable (PageResult<DecodedPostsPage>) -> Bool)? = stopEarly ? { @Sendable [self] in holdsNothingNew($0) } : nil
+        // lists oldest first (its new posts are then on its last page). Under
+        // changed settings the first page never stops it: the pages after it
+        // may never have been read (a cursor just set); any unread page holds
+        // posts not stored, so the walk goes on through them.
+        let stopEarly = keep != .feed && !Self.listsOldestFirst(Array(store.postsInFeedOrder().prefix(stored.reduce(0) { $0 + $1.count })))
+        let firstURL = config.postsURL.map(shape.paging.firstURL)
+        let nothingNew: (@Sendable (PageResult<DecodedPostsPage>) -> Bool)? = stopEarly
+            ? { @Sendable [self] page in !(changed && page.page.url == firstURL) && holdsNothingNew(page) } : nil
         if config.feedsSharePages {
             let manifestBase = store.manifestPages
             var walk = PageWalk<SharedPage>(fetch: fetch, shape: shape, stored: stored, force: force, decode: { body, type throws(FeedError) in
@@ -72,7 +79,9 @@ extension CacheService {
                     // A walk that stopped early did not read the whole manifest: it walks its pages itself.
                     let manifest = walked.stoppedEarly || manifestChanged ? nil : sharedManifest(walked.pages, stored: manifestBase)
                     return postsEdits.withLock { _ in storePosts(posts, keep: keep, settings: digest) }.map { summary in
-                        PostsRefresh(summary: summary, manifest: manifest.map { SharedManifest(pages: $0, base: manifestBase, warning: walked.warning) })
+                        PostsRefresh(summary: summary, manifest: manifest.map {
+                            SharedManifest(pages: $0, base: manifestBase, warning: walked.warning, settings: manifestDigest)
+                        })
                     }
                 })
             }
@@ -202,9 +211,9 @@ extension CacheService {
         // Within the flight no other manifest refresh stores: the walked
         // pages stand if the manifest is still the one they were walked over.
         let config = feeds.withLock { $0 }
-        let digest = Self.settingsDigest(.manifest, config)
+        let digest = settingsDigest(.manifest, config)
         if let walked, store.manifestPages == walked.base {
-            pool.submit { [self] in finish(storeManifest(walked.pages, warning: walked.warning, settings: digest)) }
+            pool.submit { [self] in finish(storeManifest(walked.pages, warning: walked.warning, settings: walked.settings)) }
             return
         }
         let force = force || settingsChanged(.manifest, digest)

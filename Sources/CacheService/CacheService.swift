@@ -39,6 +39,8 @@ public final class CacheService: Sendable {
     let revalidation = Locked(FeedRevalidation())
     /// Held while the posts are read and replaced (a refresh's store, a `delete_post`).
     let postsEdits = Locked((), rank: .postsEdit)
+    /// Held while `feeds.state` is brought up to date and written.
+    let feedsStateWrites = Locked((), rank: .feedsState)
     /// The "has more" warning each feed's last refresh ended with (FeedHistory.swift).
     let warnings = Locked(FeedWarnings())
     /// The manifest's URLs resolved, rebuilt when the manifest changes.

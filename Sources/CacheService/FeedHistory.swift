@@ -87,12 +87,20 @@ extension CacheService {
     /// hold and name as next: its URL, where its items are, how it pages,
     /// which members are read. A refresh under another digest asks every
     /// page without validators (`FeedsState`).
-    static func settingsDigest(_ feed: Feed, _ c: FeedConfiguration) -> Hash128 {
+    static func settingsDigest(_ feed: Feed, _ c: FeedConfiguration, credentials: String) -> Hash128 {
         let shape = feed == .posts ? c.postsShape : c.imagesShape
         var parts = [feed == .posts ? "posts" : "manifest", (feed == .posts ? c.postsURL : c.imagesURL) ?? "-",
-                     shape.items?.description ?? "-", shape.next?.description ?? "-", shape.item?.description ?? "-", "\(shape.paging)"]
-        parts += feed == .posts ? [c.fields.postID.description] : [c.fields.imageURL.description, c.fields.imageDescription.description]
+                     shape.items?.description ?? "-", shape.next?.description ?? "-", shape.item?.description ?? "-", shape.paging.canonical]
+        parts += feed == .posts ? [c.fields.postID.description, c.postsKeep.name] : [c.fields.imageURL.description, c.fields.imageDescription.description]
+        parts.append(credentials)
         return Hash128(of: Array(parts.joined(separator: "\n").utf8))
+    }
+
+    /// The digest of `feed`'s settings now: the configuration's, and the
+    /// names (never the values) of the headers configured for the feeds'
+    /// origins, which change what an origin answers.
+    func settingsDigest(_ feed: Feed, _ c: FeedConfiguration) -> Hash128 {
+        Self.settingsDigest(feed, c, credentials: http.credentials.description)
     }
 
     /// True when `feed`'s stored pages were walked under other settings than
@@ -121,28 +129,33 @@ extension CacheService {
     /// a new warning, none, or (a 304) the one before standing; writes
     /// `feeds.state` when that changed. A standing warning is logged at every refresh.
     func noteWarning(_ feed: Feed, _ warning: WalkWarning, settings digest: Hash128) {
-        let (standing, changed): (String?, FeedsState?) = warnings.withLock { w in
-            let before = w.state
-            var entry = w.state.entries[feed] ?? FeedsState.Entry(settings: digest)
-            entry.settings = digest
-            switch warning {
-            case .none: entry.warning = nil
-            case .more: entry.warning = warning.text(feed: feed == .posts ? "posts" : "images")
-            case .asBefore: break
+        // One writer at a time, so the file never goes back to an older state.
+        feedsStateWrites.withLock { _ in
+            let (standing, changed): (String?, FeedsState?) = warnings.withLock { w in
+                let before = w.state
+                var entry = w.state.entries[feed] ?? FeedsState.Entry(settings: digest)
+                entry.settings = digest
+                switch warning {
+                case .none: entry.warning = nil
+                case .more: entry.warning = warning.text(feed: feed == .posts ? "posts" : "images").map(FeedsState.clean)
+                case .asBefore: break
+                }
+                w.state.entries[feed] = entry
+                return (entry.warning, w.state == before ? nil : w.state)
             }
-            w.state.entries[feed] = entry
-            return (entry.warning, w.state == before ? nil : w.state)
-        }
-        if let standing { log.warning("\(standing) (the refresh kept what it read)") }
-        guard let changed else { return }
-        do throws(StoreError) { try store.writeFeedsState(changed) } catch {
-            log.warning("could not write feeds.state (\(error)): after a restart each feed's next refresh asks every page without validators")
+            if let standing { log.warning("\(standing) (the refresh kept what it read)") }
+            guard let changed else { return }
+            do throws(StoreError) { try store.writeFeedsState(changed) } catch {
+                log.warning("could not write feeds.state (\(error)): after a restart each feed's next refresh asks every page without validators")
+            }
         }
     }
 
-    /// The warning standing for `feed`, as a list (empty or one).
+    /// The warning standing for `feed`, as a list (empty or one): none when
+    /// the settings changed since it was found (they may be what it asked for).
     func currentWarnings(_ feed: Feed) -> [String] {
-        warnings.withLock { $0.state.entries[feed]?.warning }.map { [$0] } ?? []
+        let digest = settingsDigest(feed, feeds.withLock { $0 })
+        return warnings.withLock { w in w.state.entries[feed].flatMap { $0.settings == digest ? $0.warning : nil } }.map { [$0] } ?? []
     }
 
     /// Every standing warning: the posts' first, then the manifest's.

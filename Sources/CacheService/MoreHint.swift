@@ -20,7 +20,8 @@ public struct MoreHint: Sendable, Equatable {
 
     /// The warning's text: `posts page 1 has more: /data/after = "t3_x"; set posts-paging = cursor, ...`.
     func warning(feed prefix: String, page: Int) -> String {
-        "\(prefix) page \(page) has more: \(pointer) = \(value); \(advice)"
+        // A member's name is the page's to choose: cut like its value.
+        "\(prefix) page \(page) has more: \(pointer.cut(toBytes: Self.maxValueBytes)) = \(value); \(advice.cut(toBytes: 2 * Self.maxValueBytes + 200))"
     }
 
     /// The first sign of more in `root`, skipping the pointers in `followed`

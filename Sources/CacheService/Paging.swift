@@ -14,6 +14,28 @@ public enum Paging: Sendable, Equatable {
     /// A page number parameter.
     case page(PageNumberPaging)
 
+    /// The kind and its settings as one line, in a form fixed here (not
+    /// Swift's reflection, which a rename would change): `link`;
+    /// `cursor pointer:/data/after after -`, `cursor header:x-next cursor
+    /// /has_more`, `cursor last:/id starting_after /has_more`; `offset skip
+    /// limit 100 /total`; `page page 0 /nbPages` (`-` for one unset).
+    /// What `feeds.state`'s digest is made of (docs/storage-format.md).
+    public var canonical: String {
+        func p(_ x: JSONPointer?) -> String { x?.description ?? "-" }
+        switch self {
+        case .link: return "link"
+        case .cursor(let c):
+            let source = switch c.source {
+            case .pointer(let x): "pointer:\(x)"
+            case .header(let h): "header:\(h)"
+            case .lastItem(let x): "last:\(x)"
+            }
+            return "cursor \(source) \(c.parameter) \(p(c.hasMore))"
+        case .offset(let o): return "offset \(o.offsetParameter) \(o.limitParameter) \(o.pageSize.map(String.init) ?? "-") \(p(o.total))"
+        case .page(let g): return "page \(g.parameter) \(g.start) \(p(g.totalPages))"
+        }
+    }
+
     /// The setting's value: `link`, `cursor`, `offset` or `page`.
     public var name: String {
         switch self {

@@ -41,6 +41,13 @@ public struct FeedsState: Sendable, Equatable {
 
     private static func name(_ feed: Feed) -> String { feed == .posts ? "posts" : "manifest" }
 
+    /// A warning as the file keeps it: control bytes as spaces, at most
+    /// `maxWarningBytes` (cut at a character, saying how much was cut).
+    public static func clean(_ warning: String) -> String {
+        String(decoding: warning.utf8.map { $0 < 0x20 || $0 == 0x7F ? UInt8(ascii: " ") : $0 }, as: UTF8.self)
+            .cut(toBytes: maxWarningBytes)
+    }
+
     /// The file's bytes: the header, then per feed `NAME HEX` and, when it
     /// has one, `NAME-warning TEXT` (control bytes written as spaces), then
     /// `check` and the XXH3-128 of every byte before it.
@@ -49,10 +56,7 @@ public struct FeedsState: Sendable, Equatable {
         for feed in Feed.allCases {
             guard let e = entries[feed] else { continue }
             lines.append("\(Self.name(feed)) \(e.settings.hex)")
-            if let w = e.warning {
-                let clean = w.utf8.prefix(Self.maxWarningBytes).map { $0 < 0x20 || $0 == 0x7F ? UInt8(ascii: " ") : $0 }
-                lines.append("\(Self.name(feed))-warning \(String(decoding: clean, as: UTF8.self))")
-            }
+            if let w = e.warning { lines.append("\(Self.name(feed))-warning \(Self.clean(w))") }
         }
         let body = Array((lines.joined(separator: "\n") + "\n").utf8)
         return body + Array("check \(Hash128(of: body).hex)\n".utf8)

@@ -11,6 +11,9 @@ public enum LockRank: Int32, Sendable, Comparable {
     /// Service: a read-modify-write of the posts (a refresh's store, a
     /// `delete_post`), so neither writes over what the other just changed.
     case postsEdit = 8
+    /// Service: the writer of `feeds.state` (a refresh's, under `postsEdit`
+    /// for the posts), so the file never goes back to an older state.
+    case feedsState = 9
     /// Store: the writers of `posts/` (a refresh, the start-up reconciliation).
     case postFiles = 10
     /// Store: the index log and everything appended to it.

@@ -191,6 +191,7 @@ extension FeedHistoryTests {
         h.shutdownService()
         feeds.postsShape.next = .member("next")
         h = try Harness(origin: nil, feeds: feeds, storeDirectory: dir + "/store", directory: dir)
+        #expect(h.service.status().feedWarnings.isEmpty, "the warning asked for the settings now set")
         var before = try origin.requests().count
         r = try await PagedRefreshTests.prefetch(h.service).get()
         var asked = Array(try origin.requests().dropFirst(before))
@@ -235,5 +236,26 @@ extension FeedHistoryTests {
         let r = try await PagedRefreshTests.prefetch(h.service).get()
         #expect(FeedHistoryTests.ids(h.service) == ["b", "a", "c"], "page 1 held nothing new, page 2 was never read")
         #expect(r.warnings.isEmpty)
+    }
+
+    /// posts-keep is part of the settings: going back to `feed` drops the
+    /// history even while every page answers 304.
+    @Test func goingBackToKeepFeedDropsTheHistory() async throws {
+        try await FeedHistoryTests.run(.all) { origin, dir, harness in
+            var feeds = FeedConfiguration(postsURL: origin.url("/etag/w.json"), imagesURL: nil, imagesBaseURL: nil, maxObjectSize: 1 << 20,
+                                          postsShape: FeedHistoryTests.shape)
+            feeds.postsKeep = .all
+            let h = try harness(feeds)
+            defer { h.shutdownService() }
+            for n in 3...5 {
+                try PagedRefreshTests.write(origin, "w.json", FeedHistoryTests.page(n - 2...n))
+                _ = try await PagedRefreshTests.prefetch(h.service).get()
+            }
+            #expect(FeedHistoryTests.ids(h.service).count == 5)
+            feeds.postsKeep = .feed
+            h.service.apply(feeds)
+            _ = try await PagedRefreshTests.prefetch(h.service).get()
+            #expect(FeedHistoryTests.ids(h.service) == ["p5", "p4", "p3"])
+        }
     }
 }
