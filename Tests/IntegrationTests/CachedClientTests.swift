@@ -75,6 +75,13 @@ import CachedClient
         #expect(try await cached.post(id: "a/b c").title == "one")
         #expect(try await cached.post(id: 7).title == "two", "an integer request finds the string id \"7\"")
         #expect(try await cached.posts().map(\.id) == [.string("a/b c"), .string("7")], "the feed's order: an id is a string")
+        // delete_post: the id it was kept by comes back, then it is gone.
+        #expect(try await cached.deletePost(id: 7) == .string("7"))
+        #expect(try await cached.posts().map(\.id) == [.string("a/b c")])
+        do {
+            _ = try await cached.deletePost(id: 7)
+            Issue.record("a deleted post was deleted again")
+        } catch { #expect(error.code == .daemon(.notFound), "\(error)") }
     }
 
     @Test func errorsCarryTheProtocolsCodes() async throws {

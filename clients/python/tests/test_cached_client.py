@@ -57,6 +57,23 @@ def test_posts_are_the_stored_dicts_in_ascending_order(daemon, origin):
             c.post(7.0)
 
 
+def test_delete_post_removes_one_post_until_its_page_changes(daemon, origin):
+    with Client(daemon.socket) as c:
+        list(c.prefetch("posts"))
+        # The integer id is found by its spelling, as get_post finds it.
+        assert c.delete_post("7") == 7
+        assert 7 not in c.post_ids()
+        assert len(c.post_ids()) == 99
+        with pytest.raises(CachedError) as e:
+            c.delete_post(7)
+        assert e.value.code == "not_found"
+        with pytest.raises(TypeError):
+            c.delete_post(True)
+        # The feed answers 304: the page stands as stored, without post 7.
+        list(c.prefetch("posts"))
+        assert 7 not in c.post_ids()
+
+
 def test_images_read_image_data_and_open_image(daemon, origin):
     rows = manifest(origin)
     with Client(daemon.socket) as c:
