@@ -3,8 +3,9 @@ import CacheSystem
 
 /// `list_posts`'s `query`: the posts whose title holds a text, ignoring
 /// case (docs/protocol.md, `list_posts`). A post's title is its `title`
-/// member when that is a string, or `title.rendered` (WordPress); a post
-/// without either matches no query. A scan of every post's title in
+/// member when that is a string, or `title.rendered` (WordPress); without
+/// a `title`, its `name` (Lemmy), `record.text` (Bluesky) or `text` (Slack,
+/// X); a post without any matches no query. A scan of every post's title in
 /// memory (`TitleIndex`): the service runs it on a worker once the store
 /// holds more than `CacheService.inlineListLimit` posts.
 struct PostSearch: Sendable {
@@ -72,7 +73,9 @@ struct TitleIndex: Sendable {
     /// A post's title: `title` as a string, or `title.rendered`.
     static func title(_ json: [UInt8]) -> String? {
         // Stored posts were parsed when fetched; one that is not JSON has no title to match.
-        guard let post = try? JSONParser.parse(json), let title = post["title"] else { return nil }
-        return title.string ?? title["rendered"]?.string
+        guard let post = try? JSONParser.parse(json) else { return nil }
+        if let title = post["title"] { return title.string ?? title["rendered"]?.string }
+        // Feeds without a title: Lemmy's `name`, Bluesky's `record.text`, Slack's and X's `text`.
+        return post["name"]?.string ?? post["record"]?["text"]?.string ?? post["text"]?.string
     }
 }

@@ -33,6 +33,19 @@ import CacheSystem
         #expect(search("absent").total == 0)
     }
 
+    /// Posts of feeds that have no `title` (issue 32's unwrapped items): Lemmy's
+    /// `name`, Bluesky's `record.text`, Slack's and X's `text`; a `title` wins.
+    @Test func withoutATitleTheNameOrTheTextIsSearched() {
+        let posts = [
+            Self.post(1, #"{"id":1,"name":"Lemmy needle","url":"https://l.test"}"#),
+            Self.post(2, #"{"uri":"at://did/app.bsky.feed.post/1","record":{"text":"a Bluesky needle","createdAt":"2024-01-01T00:00:00Z"}}"#),
+            Self.post(3, #"{"ts":"1512085950.000216","text":"Slack needle"}"#),
+            Self.post(4, #"{"id":4,"title":"titled","name":"needle in the name only"}"#),
+        ]
+        let (total, ids) = PostSearch("NEEDLE").matches(in: TitleIndex(generation: 0, posts: posts), offset: 0, limit: nil)
+        #expect(total == 3 && ids == [.int(1), .int(2), .int(3)])
+    }
+
     @Test func offsetAndLimitPageTheMatchesAndTotalCountsThemAll() {
         #expect(search("needle", offset: 1, limit: 1).ids == [.int(3)])
         #expect(search("needle", offset: 1, limit: 1).total == 3)

@@ -68,7 +68,8 @@ function rendered(v) {
   for (const b of body.querySelectorAll("p, br, div, li, h1, h2, h3, h4, h5, h6, blockquote, pre, tr")) b.after("\n");
   return body.textContent.replace(/\n{3,}/g, "\n\n").trim();
 }
-const postTitle = (p) => str(rendered(p.title));
+// Without a title: Lemmy's name, Bluesky's record.text, Slack's and X's text (as list_posts' query reads them).
+const postTitle = (p) => str(rendered(p.title ?? p.name ?? p.record?.text ?? p.text));
 // An RSS or Atom entry (stored as a JSON Feed item) has its HTML in content_html: read as text like WordPress's.
 const postBody = (p) => str(rendered(p.body ?? p.content_text ?? p.summary ??
   (typeof p.content_html === "string" ? { rendered: p.content_html } : p.content)));
