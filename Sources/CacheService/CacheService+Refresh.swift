@@ -175,7 +175,7 @@ extension CacheService {
             newPages.append(page)
         }
         for p in problems.prefix(Self.loggedFeedProblems) { log.warning("posts feed: skipped \(p)") }
-        let history = Self.history(keep, listed: posts.count, stored: feedOrder, seen: seen)
+        let history = Self.history(keep, listed: posts.count, stored: feedOrder, storedListed: storedPages.reduce(0) { $0 + $1.count }, seen: seen)
         posts += history
         if keep == .feed { Self.forgetLonePageURL(&newPages) } else { Self.trim(&newPages, &posts, to: keep) }
         let kept = posts.count - newPages.reduce(0) { $0 + $1.count }

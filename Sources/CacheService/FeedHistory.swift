@@ -24,22 +24,45 @@ public enum PostsKeep: Sendable, Equatable {
 
 extension CacheService {
     /// The stored posts a history feed keeps after the feed's own `listed`
-    /// (whose ids are `seen`): those it no longer lists, in the order they
-    /// had (so newest first for a feed that lists newest first).
-    static func history(_ keep: PostsKeep, listed: Int, stored: [(id: PostID, json: [UInt8])], seen: Set<PostID>) -> [(id: PostID, json: [UInt8])] {
-        switch keep {
-        case .feed: return []
-        case .all: return stored.filter { !seen.contains($0.id) }
-        case .newest(let n):
-            let room = n - listed
-            guard room > 0 else { return [] }
-            var out: [(id: PostID, json: [UInt8])] = []
-            for post in stored where !seen.contains(post.id) {
-                out.append(post)
-                if out.count == room { break }
-            }
-            return out
+    /// (whose ids are `seen`): those it no longer lists, newest first by
+    /// `date_published` where they have one (`byDate`), else in the order
+    /// they had. `stored` is the feed order as stored: the `storedListed`
+    /// posts the feed listed last time, then the history kept before.
+    static func history(_ keep: PostsKeep, listed: Int, stored: [(id: PostID, json: [UInt8])], storedListed: Int,
+                        seen: Set<PostID>) -> [(id: PostID, json: [UInt8])] {
+        if keep == .feed { return [] }
+        let split = min(max(0, storedListed), stored.count)
+        let out = byDate(displaced: stored[..<split].filter { !seen.contains($0.id) }, older: stored[split...].filter { !seen.contains($0.id) })
+        if case .newest(let n) = keep { return Array(out.prefix(max(0, n - listed))) }
+        return out
+    }
+
+    /// The posts the feed stopped listing merged into the history kept
+    /// before (itself in this order already), newest first by
+    /// `date_published` (read as UTC); a post without one counts as older
+    /// than any that has one, and posts alike keep their order, the ones
+    /// just displaced first. Only the displaced posts and the history's
+    /// first ones are parsed: the merge stops where the displaced run out.
+    static func byDate(displaced: [(id: PostID, json: [UInt8])], older: [(id: PostID, json: [UInt8])]) -> [(id: PostID, json: [UInt8])] {
+        func date(_ json: [UInt8]) -> String {
+            // A stored post is JSON; one without a readable date sorts last.
+            guard let text = (try? JSONParser.parse(json))?["date_published"]?.string else { return "" }
+            return FeedDates.w3cdtf(text) ?? ""
         }
+        let first = displaced.enumerated().map { (date: date($0.element.json), index: $0.offset, post: $0.element) }
+            .sorted { $0.date != $1.date ? $0.date > $1.date : $0.index < $1.index }
+        var out: [(id: PostID, json: [UInt8])] = []
+        out.reserveCapacity(displaced.count + older.count)
+        var i = 0, j = 0
+        var olderDate: String?
+        while i < first.count, j < older.count {
+            let d = olderDate ?? date(older[j].json)
+            olderDate = d
+            if first[i].date >= d { out.append(first[i].post); i += 1 } else { out.append(older[j]); j += 1; olderDate = nil }
+        }
+        out += first[i...].map(\.post)
+        out += older[j...]
+        return out
     }
 
     /// True when a feed's own posts as stored (feed order) run oldest
