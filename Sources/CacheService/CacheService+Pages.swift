@@ -48,8 +48,8 @@ extension CacheService: PageFetching {
             return
         }
         let ignoreFirstStored = revalidation.withLock { $0.unvalidated.remove(walk.fetch.feed) != nil }
-        let limit = Int(feeds.withLock { $0.maxObjectSize })
-        FeedWalker(walk: walk, fetcher: self, pageLimit: limit, ignoreFirstStored: ignoreFirstStored).run { [self] result in
+        let (limit, timeout) = feeds.withLock { (Int($0.maxObjectSize), $0.feedTimeout) }
+        FeedWalker(walk: walk, fetcher: self, pageLimit: limit, ignoreFirstStored: ignoreFirstStored, timeout: timeout).run { [self] result in
             var large = true
             if case .success(let walked) = result { large = walked.bytes >= Memory.largeBody }
             completion(result.mapError { originFailure($0) })

@@ -50,6 +50,10 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
     var pageLimit: Int
     /// True when the first page's stored validators belong to another URL (a reload changed it).
     var ignoreFirstStored = false
+    /// The longest the whole walk may take (`feed-timeout`): no page is
+    /// asked for past it. A page under way when it passes is bounded by the
+    /// transfer's own `timeout`.
+    var timeout: Duration = FeedConfiguration.defaultFeedTimeout
 
     /// The body bytes one walk reads from all its pages together, at most:
     /// this many times `pageLimit`.
@@ -70,6 +74,8 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         var lastDigest: Int?
         /// The most items a page read so far held.
         var largest = 0
+        /// When the walk began (`Clock.monotonicNanoseconds`).
+        var started = Clock.monotonicNanoseconds()
     }
 
     /// Walks the feed from its first URL; `completion` gets the pages or the first failure.
@@ -96,6 +102,11 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
                 ? "the pages loop: page \(number - 1) links to \(url.cut(toBytes: 500)), which was already fetched"
                 : "the pages loop: page \(number - 1) leads to \(url.cut(toBytes: 500)) again (page \(earlier)'s request): the \(walk.shape.paging.name) does not move on"
             completion(.failure(failure(progress, url, why))); return
+        }
+        guard Clock.elapsed(since: progress.started) <= timeout else {
+            let seconds = NumberText.fixed(timeout.inSeconds, 1)
+            completion(.failure(failure(progress, url, "the refresh took more than feed-timeout \(seconds) s; it had read \(progress.pages.count) page\(progress.pages.count == 1 ? "" : "s") and page \(number) would be \(url.cut(toBytes: 500))")))
+            return
         }
         guard progress.pages.count < walk.shape.maxPages else {
             completion(.failure(failure(progress, url, "more than \(walk.shape.setting("max-pages")) \(walk.shape.maxPages) pages; page \(number) would be \(url.cut(toBytes: 500))")))

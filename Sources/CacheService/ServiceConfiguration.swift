@@ -69,6 +69,11 @@ public struct FeedConfiguration: Sendable, Equatable {
     public var fields: ItemFields
     /// How much history the posts keep (`posts-keep`).
     public var postsKeep: PostsKeep = .feed
+    /// The longest a whole refresh of a feed, every page, may take
+    /// (`feed-timeout`): past it the refresh fails, naming the page it reached.
+    public var feedTimeout: Duration = FeedConfiguration.defaultFeedTimeout
+    /// 15 minutes: a million posts from one origin take some 5 (docs/performance.md).
+    public static let defaultFeedTimeout = Duration.seconds(900)
     /// Seconds an image stays fresh when its response states no lifetime
     /// (`images-revalidate-after`); 0: such images are never revalidated.
     public var imagesRevalidateAfter: Int64 = FeedConfiguration.defaultRevalidateAfter

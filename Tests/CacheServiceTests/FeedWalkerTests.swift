@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 @testable import CacheService
 import CacheFetch
@@ -342,5 +343,31 @@ extension FeedWalkerReviewTests {
         guard case .failure(let f) = t.walk(origin, url: "https://r.test/new.json", shape: shape) else { Issue.record("walked"); return }
         #expect(f.description.contains(#"posts-next /data/after is "t3_a", a cursor rather than a URL: set posts-paging = cursor, posts-cursor = /data/after"#))
         #expect(origin.urls.count == 1)
+    }
+}
+
+extension FeedWalkerReviewTests {
+    /// Issue 33's dripping origin: pages that each come within the transfer
+    /// timeout, but never end. feed-timeout bounds the whole walk.
+    @Test func aWalkPastFeedTimeoutFailsNamingThePageItReached() {
+        final class Slow: PageFetching {
+            func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, [UInt8]), FetchError>) -> Void) {
+                usleep(40_000)
+                let n = (Int(QueryParameters.value("page", in: request.url) ?? "1") ?? 1)
+                let body = Array("[{\"id\":\(n)}]".utf8)
+                completion(.success((HTTPResponse(status: 200, headers: [:], bodyBytes: Int64(body.count), attempts: 1, url: request.url), body)))
+            }
+        }
+        let walk = PageWalk<DecodedPostsPage>(
+            fetch: CacheService.FeedFetch(setting: "posts-url", url: "https://d.test/p", feed: .posts),
+            shape: FeedShape(prefix: "posts", paging: .page(PageNumberPaging())), stored: [], force: false,
+            decode: { body, type throws(FeedError) in
+                let p = try FeedDecoder.postsPage(body, shape: FeedShape(prefix: "posts"), id: .member("id"), contentType: type)
+                return (p, p.facts)
+            }, validatorsToStore: { _, _ in Validators() })
+        let out = Locked<Result<WalkResult<DecodedPostsPage>, OriginFailure>?>(nil)
+        FeedWalker(walk: walk, fetcher: Slow(), pageLimit: 1 << 20, timeout: .milliseconds(100)).run { r in out.withLock { $0 = r } }
+        guard case .failure(let f)? = out.withLock({ $0 }) else { Issue.record("a walk of endless pages ended without failing"); return }
+        #expect(f.description.contains("the refresh took more than feed-timeout 0.1 s; it had read"), "\(f)")
     }
 }

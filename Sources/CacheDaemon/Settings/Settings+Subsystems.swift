@@ -22,6 +22,7 @@ extension Settings {
                                   minFreeSpace: minFreeSpace)
         c.imagesRevalidateAfter = imagesRevalidateAfter
         c.postsKeep = postsKeep
+        c.feedTimeout = feedTimeout
         return c
     }
 

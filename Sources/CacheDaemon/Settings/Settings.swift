@@ -22,6 +22,8 @@ public struct Settings: Sendable, Equatable {
     public var postsPaging = FeedPagingSettings()
     /// How much of the posts' history is kept.
     public var postsKeep = PostsKeep.feed
+    /// The longest a whole feed refresh may take.
+    public var feedTimeout = FeedConfiguration.defaultFeedTimeout
     /// The same for the image manifest.
     public var imagesItems: JSONPointer?
     public var imagesNext: JSONPointer?

@@ -58,6 +58,8 @@ extension Settings {
               \.scrubInterval, parse: { k, v throws(SettingsError) in try ValueParser.age(k, v) }, format: { String($0) }),
         .make("scrub-rate", "SIZE", .live, "bytes per second the scrub hashes at most (at least 1K)",
               \.scrubRate, parse: { k, v throws(SettingsError) in try ValueParser.size(k, v, minimum: 1 << 10, "at least 1K") }, format: { String($0) }),
+        .make("feed-timeout", "SECONDS", .live, "longest a whole refresh of a feed (every page) may take; past it the refresh fails naming the page it reached and changes nothing",
+              \.feedTimeout, parse: { k, v throws(SettingsError) in try ValueParser.duration(k, v) }, format: ValueParser.formatSeconds),
         .make("max-object-size", "SIZE", .live, "largest image or feed body accepted",
               \.maxObjectSize, parse: { k, v throws(SettingsError) in try ValueParser.size(k, v, minimum: 1, "greater than 0") }, format: { String($0) }),
         .make("images-revalidate-after", "AGE", .live, "seconds an image stays fresh when its response states no lifetime; 0 = never revalidated",
