@@ -125,7 +125,11 @@ static VipsImage *thumbnail(const unsigned char *src, size_t len, const cvs_job 
        fail_on argument on to a buffer's loader (a truncated JPEG was made
        into a half-grey thumbnail with it). */
     VipsImage *out = NULL;
-    if (vips_thumbnail_buffer((void *)src, len, &out, (int)width, "height", (int)height, "size", VIPS_SIZE_BOTH,
+    /* With neither side asked, the image keeps its own size, bounded by
+       max_dimension: a conversion (format=png, fit=cover alone) never
+       upscales. A side asked for is made, larger or smaller. */
+    VipsSize size = job->width || job->height ? VIPS_SIZE_BOTH : VIPS_SIZE_DOWN;
+    if (vips_thumbnail_buffer((void *)src, len, &out, (int)width, "height", (int)height, "size", size,
                               "crop", crop, "no_rotate", FALSE, "option_string", "fail_on=error",
                               "export_profile", has_profile ? "srgb" : NULL, NULL)) {
         fail_from_vips(r, CVS_REFUSED, "decoding failed");

@@ -187,7 +187,9 @@ public struct Request: Sendable {
         guard let v = f["variant"], !v.isNull else { return nil }
         guard case .object(let members) = v else { throw ProtocolError(.badRequest, "\"variant\" must be an object") }
         var r = VariantRequest()
+        var seen: Set<String> = []
         for (key, value) in members {
+            guard seen.insert(key).inserted else { throw ProtocolError(.badRequest, "\"variant\".\(key) is given more than once") }
             switch key {
             case "w", "h":
                 guard let i = value.integer, i >= 1, i <= 65535 else {

@@ -178,6 +178,27 @@ import CacheSystem
     }
 
     /// variant-sizes: a size it does not list is refused naming those it does.
+    /// Issue 33, point 4: a conversion (a format, a fit, an empty variant)
+    /// keeps the image's own size, never the box of variant-max-dimension;
+    /// a part asked for twice is refused, over the socket and over HTTP.
+    @Test func aConversionKeepsTheImagesSizeAndARepeatedPartIsRefused() throws {
+        let nginx = try Self.origin([("small.png", try FileSystem.read(Self.fixtures + "sample.png"))])
+        let port = try unusedLocalPort()
+        let daemon = try Self.daemon(nginx, ["--http-listen", "127.0.0.1:\(port)"])
+        for members in [[("format", JSON.string("png"))], [("fit", JSON.string("cover"))], []] {
+            let a = try daemon.call("get_image", [("row", num(16)), Self.variant(members)])
+            let v = a["image"]?["variant"]
+            #expect(v?["width"]?.int == 16 && v?["height"]?.int == 16, "sample.png is 16 x 16: \(members) gave \(a)")
+        }
+        // Asked for, a side is made larger.
+        let up = try daemon.call("get_image", [("row", num(16)), Self.variant([("w", num(64))])])
+        #expect(up["image"]?["variant"]?["width"]?.int == 64, "\(up)")
+        let twice = try daemon.call("get_image", [("row", num(16)), Self.variant([("w", num(32)), ("w", num(64))])])
+        #expect(twice["error"]?["code"]?.string == "bad_request" && twice["error"]?["message"]?.string == "\"variant\".w is given more than once", "\(twice)")
+        let http = try SimpleHTTP.get(port: port, path: "/images/16?w=32&w=64")
+        #expect(http.status == 400 && http.text.contains("w is given more than once"), "\(http.status) \(http.text)")
+    }
+
     @Test func sizesOutsideTheAllowListAreRefused() throws {
         let nginx = try Self.origin([])
         let daemon = try Self.daemon(nginx, ["--variant-sizes", "192, 96"])

@@ -11,6 +11,10 @@ extension HTTPFrontEnd {
     static func variantRequest(_ request: HTTPRequest) throws(CacheError) -> VariantRequest? {
         let w = request.query("w"), h = request.query("h"), fit = request.query("fit"), format = request.query("format")
         guard w != nil || h != nil || fit != nil || format != nil else { return nil }
+        // `w=32&w=64` asks for two things: refused, not read as the last.
+        for name in ["w", "h", "fit", "format"] where request.query.lazy.filter({ $0.name == name }).count > 1 {
+            throw .invalid("\(name) is given more than once")
+        }
         func side(_ name: String, _ text: String?) throws(CacheError) -> Int? {
             guard let text else { return nil }
             guard let v = integer(text), v >= 1, v <= 65535 else { throw .invalid("\(name) is a decimal integer from 1 to 65535") }
