@@ -1275,8 +1275,8 @@ def run_faults(bin_dir, tmp, o, quick, only):
               ("images-cursor", lambda e: run_images_cursor(bin_dir, tmp, o, e, quick)),
               ("images-has-more", lambda e: run_images_has_more(bin_dir, tmp, o, e, quick)),
               ("http-charset", lambda e: run_http_charset(bin_dir, tmp, o, e)),
-              ("sighup-paging", lambda e: run_sighup_paging(bin_dir, tmp, o, e, quick)),
-              ("restart-paging", lambda e: run_restart_paging(bin_dir, tmp, o, e, quick)),
+              ("sighup-paging", lambda e: run_paging_change(bin_dir, tmp, o, e, quick, "sighup")),
+              ("restart-paging", lambda e: run_paging_change(bin_dir, tmp, o, e, quick, "restart")),
               ("cursor-repeats", lambda e: fault_cursor_repeat(bin_dir, tmp, o, e, quick)),
               ("offset-ignored", lambda e: fault_offset_stall(bin_dir, tmp, o, e, quick)),
               ("html-answer", lambda e: fault_html(bin_dir, tmp, o, e))] + [
@@ -1709,103 +1709,74 @@ class ConfigDaemon(Daemon):
                 "--http-listen", "127.0.0.1:%d" % self.http_port, "--log-level", "info", "--retry-delay", "0.05"]
 
 
-def run_sighup_paging(bin_dir, tmp, o, entry, quick):
+def run_paging_change(bin_dir, tmp, o, entry, quick, how):
     """A daemon started on a Reddit look-alike without paging settings (a configuration file) stores page 1 and
-    warns (exit 7); the paging settings added to the file and SIGHUP: the next prefetch ingests every page,
-    exit 0, no feed_warnings, cached_feed_incomplete{feed="posts"} 0 (docs/operations.md, "Configuration")."""
+    warns (exit 7); then the paging settings are added to the file and applied by SIGHUP (`how` = "sighup") or
+    by a restart ("restart"): the next prefetch asks every page (page 1 answering 304 under the old settings
+    must not keep the walk at page 1: feeds.state's digest sends it without validators), exit 0, no
+    feed_warnings, cached_feed_incomplete{feed="posts"} 0 (docs/operations.md, "Configuration";
+    docs/storage-format.md, "The feeds' state")."""
     name = entry["name"]
     c = apis.Ctx(o.files, o.ports, o.api_data, quick)
-    wrapped, pages, first = apis.reddit_listing(c, "hup")
+    wrapped, pages, first = apis.reddit_listing(c, "hup" if how == "sighup" else "restart")
     posts = [w["data"] for w in wrapped]
     base = [("posts-url", c.api(first)), ("posts-items", "/data/children"), ("posts-item", "/data")]
-    d = ConfigDaemon(bin_dir, tmp, "sighup", base)
+    d = ConfigDaemon(bin_dir, tmp, how + "-paging", base)
     entry["settings"] = base
     if not check("%s: cached starts with --config FILE (mode 644) holding posts-url, posts-items, posts-item" % name, d.start(), d.failure):
         return
-    shape = shapes.Shape("sighup", "", [], posts, pages, [], norm_query=True)
+    shape = shapes.Shape(how, "", [], posts, pages, [], norm_query=True)
     shape.name = name
+    after = "after SIGHUP" if how == "sighup" else "after the restart"
     try:
         r = d.ctl("prefetch", "posts")
         lines = [x for x in r.stderr.splitlines() if x.startswith("cachectl: warning: ")]
-        check("%s: before SIGHUP: cachectl prefetch posts exits 7, 'posts page 1 has more: /data/after = ...'" % name,
+        check("%s: before: cachectl prefetch posts exits 7, 'posts page 1 has more: /data/after = ...'" % name,
               r.returncode == 7 and any("posts page 1 has more: /data/after = " in x for x in lines),
               "exit %d; %s" % (r.returncode, short(r.stderr, 300)))
-        listing_check(d, shape, posts[:c.size], "before SIGHUP: page 1 alone:")
-        mark = os.path.getsize(d.stderr_path)
+        listing_check(d, shape, posts[:c.size], "before: page 1 alone:")
         d.write_config(base + apis.REDDIT_PAGING)
-        d.p.send_signal(signal.SIGHUP)
-        reloaded = wait_for(lambda: "posts-paging" in d.stderr_since(mark) and "SIGHUP" in d.stderr_since(mark), 10, 0.05)
-        said = [x for x in d.stderr_since(mark).splitlines() if "SIGHUP" in x or "posts-" in x]
-        check("%s: SIGHUP after adding posts-paging, posts-cursor, posts-cursor-param to the file: the log names the changes" % name,
-              reloaded and d.p.poll() is None and all(any(k in x for x in said) for k in ("posts-paging", "posts-cursor", "posts-cursor-param")),
-              short(" | ".join(said), 500) or "nothing logged in 10 s")
+        if how == "sighup":
+            mark = os.path.getsize(d.stderr_path)
+            d.p.send_signal(signal.SIGHUP)
+            reloaded = wait_for(lambda: "posts-paging" in d.stderr_since(mark) and "SIGHUP" in d.stderr_since(mark), 10, 0.05)
+            said = [x for x in d.stderr_since(mark).splitlines() if "SIGHUP" in x or "posts-" in x]
+            check("%s: SIGHUP after adding posts-paging, posts-cursor, posts-cursor-param to the file: the log names the changes" % name,
+                  reloaded and d.p.poll() is None and all(any(k in x for x in said) for k in ("posts-paging", "posts-cursor", "posts-cursor-param")),
+                  short(" | ".join(said), 500) or "nothing logged in 10 s")
+        else:
+            d.stop()
+            if not check("%s: cached starts again with the paging settings added to the file" % name, d.start(), d.failure):
+                return
         m = o.logs.mark()
         code, answer, err = d.prefetch("posts")
         o.logs.settle()
         reqs = [e for e in o.logs.since(m) if e["host"] == "P"]
         entry["outcome"] = prefetch_summary(code, answer, err)
         entry["requests"] = reqs
-        check("%s: after SIGHUP: the prefetch exits 0 with no warnings" % name,
+        check("%s: %s: the prefetch exits 0 with no warnings" % (name, after),
               code == 0 and answer and answer.get("ok") and not answer.get("warnings"),
               "%s; warnings %s" % (entry["outcome"], canon((answer or {}).get("warnings"))))
-        check("%s: after SIGHUP: every page asked once, in order (%d)" % (name, len(pages)),
+        check("%s: %s: every page asked once, in order (%d)" % (name, after, len(pages)),
               [shape.norm(e["uri"]) for e in reqs] == [shape.norm(u) for u in pages],
               "; ".join(describe(e) for e in reqs) or "no request")
-        listing_check(d, shape, posts, "after SIGHUP: every page ingested:")
-        every_post_check(d, shape, posts, "after SIGHUP:")
+        listing_check(d, shape, posts, "%s: every page ingested:" % after)
+        every_post_check(d, shape, posts, "%s:" % after)
         r = d.ctl("--json", "status")
         try:
             status = json.loads(r.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             status = {}
-        check("%s: after SIGHUP: cachectl --json status has feed_warnings empty" % name,
+        check("%s: %s: cachectl --json status has feed_warnings empty" % (name, after),
               status.get("feed_warnings") == [], "feed_warnings %s" % canon(status.get("feed_warnings", "(absent)")))
         try:
             st, body = d.http("/metrics")
             text = body.decode("utf-8", "replace")
         except (OSError, http.client.HTTPException) as e:
             st, text = 0, str(e)
-        check("%s: after SIGHUP: /metrics has cached_feed_incomplete{feed=\"posts\"} 0" % name,
+        check("%s: %s: /metrics has cached_feed_incomplete{feed=\"posts\"} 0" % (name, after),
               st == 200 and 'cached_feed_incomplete{feed="posts"} 0' in text.splitlines(),
               "status %d; %s" % (st, " | ".join(x for x in text.splitlines() if x.startswith("cached_feed_incomplete")) or "no such line"))
-    finally:
-        d.stop()
-
-
-def run_restart_paging(bin_dir, tmp, o, entry, quick):
-    """As sighup-paging, but the daemon is restarted on the file with the paging settings instead of SIGHUP: the
-    first prefetch ingests every page (a page 1 answering 304 must not keep the walk at page 1: the warning is
-    held in memory only, so that would be a silent first page)."""
-    name = entry["name"]
-    c = apis.Ctx(o.files, o.ports, o.api_data, quick)
-    wrapped, pages, first = apis.reddit_listing(c, "restart")
-    posts = [w["data"] for w in wrapped]
-    base = [("posts-url", c.api(first)), ("posts-items", "/data/children"), ("posts-item", "/data")]
-    d = ConfigDaemon(bin_dir, tmp, "restart-paging", base)
-    entry["settings"] = base
-    if not check("%s: cached starts with --config FILE holding posts-url, posts-items, posts-item" % name, d.start(), d.failure):
-        return
-    shape = shapes.Shape("restart", "", [], posts, pages, [], norm_query=True)
-    shape.name = name
-    try:
-        r = d.ctl("prefetch", "posts")
-        check("%s: cachectl prefetch posts exits 7 (page 1 has more)" % name, r.returncode == 7,
-              "exit %d; %s" % (r.returncode, short(r.stderr, 200)))
-        d.write_config(base + apis.REDDIT_PAGING)
-        d.stop()
-        if not check("%s: cached starts again with the paging settings added to the file" % name, d.start(), d.failure):
-            return
-        m = o.logs.mark()
-        code, answer, err = d.prefetch("posts")
-        o.logs.settle()
-        reqs = [e for e in o.logs.since(m) if e["host"] == "P"]
-        entry["outcome"] = prefetch_summary(code, answer, err)
-        entry["requests"] = reqs
-        total = d.call({"op": "status"}).get("posts")
-        check("%s: after the restart the prefetch exits 0 having asked every page (%d) and stored every post (%d)" % (
-                  name, len(pages), len(posts)),
-              code == 0 and [shape.norm(e["uri"]) for e in reqs] == [shape.norm(u) for u in pages] and total == len(posts),
-              "%s; %s; %s posts stored" % (entry["outcome"], "; ".join(describe(e) for e in reqs) or "no request", total))
     finally:
         d.stop()
 

@@ -267,4 +267,33 @@ extension FeedHistoryTests {
             #expect(FeedHistoryTests.ids(h.service) == ["p5", "p4", "p3"])
         }
     }
+
+    /// A store without feeds.state (one from before it, or one whose file
+    /// was damaged: taken as absent) has pages walked under settings not
+    /// recorded: the first refresh asks them without validators, once.
+    @Test func aStoreWithoutFeedsStateAsksItsPagesAgainOnce() async throws {
+        let origin = try await ServiceOrigin.start()
+        defer { origin.stop() }
+        let dir = try makeTempDirectory("settings")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try PagedRefreshTests.write(origin, "u.json", #"{"items":[{"id":"a"}],"next":null}"#)
+        let feeds = FeedConfiguration(postsURL: origin.url("/etag/u.json"), imagesURL: nil, imagesBaseURL: nil, maxObjectSize: 1 << 20,
+                                      postsShape: FeedShape(prefix: "posts", items: .member("items"), next: .member("next")))
+        var h = try Harness(origin: nil, feeds: feeds, storeDirectory: dir + "/store", directory: dir)
+        _ = try await PagedRefreshTests.prefetch(h.service).get()
+        h.shutdownService()
+        for damage in ["gone", "edited"] {
+            if damage == "gone" { try FileManager.default.removeItem(atPath: dir + "/store/feeds.state") }
+            else { try Data("cached feeds state 1\nposts 00\n".utf8).write(to: URL(fileURLWithPath: dir + "/store/feeds.state")) }
+            h = try Harness(origin: nil, feeds: feeds, storeDirectory: dir + "/store", directory: dir)
+            var before = try origin.requests().count
+            _ = try await PagedRefreshTests.prefetch(h.service).get()
+            #expect(try origin.requests().dropFirst(before).map(\.status) == [200], "\(damage): asked without validators")
+            before = try origin.requests().count
+            _ = try await PagedRefreshTests.prefetch(h.service).get()
+            #expect(try origin.requests().dropFirst(before).map(\.status) == [304], "\(damage): once")
+            #expect(FeedHistoryTests.ids(h.service) == ["a"])
+            h.shutdownService()
+        }
+    }
 }
