@@ -113,21 +113,22 @@ def write_variant_origin(www, count):
 
 
 class Daemon:
-    def __init__(self, bin_dir, tmp, name, origin, extra=(), nofile=None, manifest="manifest.json"):
+    def __init__(self, bin_dir, tmp, name, origin, extra=(), nofile=None, manifest="manifest.json", posts="posts.json", store=None):
         self.dir = os.path.join(tmp, name)
-        os.makedirs(self.dir)
+        os.makedirs(self.dir, exist_ok=True)
         self.sock = self.dir + "/sock"
         self.port = free_port()
         self.log = self.dir + "/log"
         self.cachectl = os.path.join(bin_dir, "cachectl")
-        args = [os.path.join(bin_dir, "cached"), "--store", self.dir + "/store", "--socket", self.sock,
-                "--http-listen", "127.0.0.1:%d" % self.port, "--posts-url", origin + "/posts.json",
+        self.store = store or self.dir + "/store"
+        args = [os.path.join(bin_dir, "cached"), "--store", self.store, "--socket", self.sock,
+                "--http-listen", "127.0.0.1:%d" % self.port, "--posts-url", origin + "/" + posts,
                 "--images-url", origin + "/" + manifest, "--log-level", "notice", "--concurrency", "16"] + list(extra)
 
         def limit():
             if nofile:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-        self.p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.log, "wb"), preexec_fn=limit)
+        self.p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.log, "ab"), preexec_fn=limit)
         if not wait_for(lambda: self.ctl("ping").returncode == 0, 60):
             raise SystemExit("cached did not start: " + open(self.log).read()[-2000:])
 
@@ -370,6 +371,103 @@ def soak_accept(bin_dir, tmp, origin, a):
         d.stop()
 
 
+def write_tiny_feed(www, pages, page_size):
+    """Issue 33's hostile feed: `pages` JSON Feed pages linked by next_url,
+    each filled up to `page_size` bytes with posts of nothing but an id
+    (`{"id":N}`, about 10 bytes each). Returns how many posts they hold."""
+    os.makedirs(www + "/tiny")
+    n = 1
+    for k in range(1, pages + 1):
+        head = '{"version":"https://jsonfeed.org/version/1.1","title":"tiny",%s"items":[' % (
+            '"next_url":"p%d.json",' % (k + 1) if k < pages else "")
+        parts, size = [], len(head) + 2
+        while True:
+            item = '{"id":%d}' % n
+            if size + len(item) + 1 > page_size:
+                break
+            parts.append(item)
+            size += len(item) + 1
+            n += 1
+        with open("%s/tiny/p%d.json" % (www, k), "w") as f:
+            f.write(head + ",".join(parts) + "]}")
+    return n - 1
+
+
+def soak_tiny(bin_dir, tmp, origin, a):
+    """Issue 33, point 1: a feed of millions of tiny posts. Before, 16 pages
+    of `{"id":N}` under max-object-size 2M made 1,973,776 posts, a peak of
+    1,073 MB resident and 1,973,776 files. A refresh past posts-max-items is
+    refused while its page is parsed, writes nothing and gives its memory
+    back; under the bound, memory per post stays near what a post needs."""
+    total = write_tiny_feed(tmp + "/www", a.tiny_pages, a.tiny_page_size)
+    page = str(a.tiny_page_size)
+    limit = a.tiny_limit or total * 2 // 3
+    d = Daemon(bin_dir, tmp, "tiny", origin, ["--max-object-size", page] + (["--posts-max-items", str(limit)] if a.tiny_limit == 0 else []),
+               posts="tiny/p1.json")
+    try:
+        time.sleep(1)
+        base = rss_mib(d.p.pid)
+        peak = Peak(d.p.pid)
+        peak.start()
+        r = d.ctl("--timeout", "0", "prefetch", "posts", timeout=3600)
+        time.sleep(2.5)
+        after = rss_mib(d.p.pid)
+        files = len(os.listdir(d.store + "/posts"))
+        check("a feed of %d tiny posts past posts-max-items %d is refused naming it" % (total, limit),
+              r.returncode == 6 and "more than posts-max-items %d items" % limit in r.stderr, (r.stdout + r.stderr).strip()[-300:])
+        check("the refused refresh wrote no post file", files == 0, "%d files" % files)
+        # What stays is malloc's per-thread arenas, reused by the next walk (before: 192 MB after a walk failed at page 10).
+        check("the refused refresh gave its memory back", after <= base + 64, "%.0f MiB before, %.0f MiB after" % (base, after))
+        r = d.ctl("--timeout", "0", "prefetch", "posts", timeout=3600)
+        time.sleep(2.5)
+        peak.running = False
+        again = rss_mib(d.p.pid)
+        check("a second refused refresh takes no more", r.returncode == 6 and again <= after + 8, "%.0f MiB, then %.0f MiB" % (after, again))
+        print("figures: %d posts refused: rss %.0f -> peak %.0f -> %.0f MiB, %.0f MiB after a second" % (total, base, peak.peak, after, again))
+    finally:
+        d.stop()
+    # The same feed under a bound it fits in: every post stored, memory per post measured.
+    d = Daemon(bin_dir, tmp, "tiny-stored", origin, ["--max-object-size", page, "--posts-max-items", str(total)], posts="tiny/p1.json")
+    try:
+        time.sleep(1)
+        base = rss_mib(d.p.pid)
+        peak = Peak(d.p.pid)
+        peak.start()
+        t0 = time.time()
+        r = d.ctl("--timeout", "0", "prefetch", "posts", timeout=3600)
+        took = time.time() - t0
+        time.sleep(2.5)
+        peak.running = False
+        after = rss_mib(d.p.pid)
+        files = len(os.listdir(d.store + "/posts"))
+        check("%d tiny posts stored under posts-max-items %d" % (total, total),
+              r.returncode == 0 and r.stdout.startswith("posts:  %d fetched" % total) and files == total,
+              "%d files; %s" % (files, (r.stdout + r.stderr).strip()[-300:]))
+        per_post = (after - base) * 1048576 / total
+        per_peak = (peak.peak - base) * 1048576 / total
+        # Malloc's arenas and the threads' first work take a few MiB whatever the posts: 16 MiB are allowed beside them.
+        check("resident memory: at most %d bytes a stored post (and 16 MiB)" % a.tiny_per_post,
+              after - base <= 16 + total * a.tiny_per_post / 1048576, "%.0f bytes a post" % per_post)
+        check("the refresh's peak: at most %d bytes a post (and 16 MiB)" % a.tiny_peak_per_post,
+              peak.peak - base <= 16 + total * a.tiny_peak_per_post / 1048576, "%.0f bytes a post" % per_peak)
+        print("figures: %d posts stored in %.0f s: rss %.0f -> peak %.0f -> %.0f MiB (%.0f B a post, %.0f at peak)" % (
+            total, took, base, peak.peak, after, per_post, per_peak))
+    finally:
+        d.stop()
+    d = Daemon(bin_dir, tmp, "tiny-stored", origin, ["--max-object-size", page, "--posts-max-items", str(total)], posts="tiny/p1.json",
+               store=d.store)
+    try:
+        time.sleep(2)
+        restarted = rss_mib(d.p.pid)
+        per_post = (restarted - base) * 1048576 / total
+        check("after a restart: at most %d bytes a post (and 16 MiB)" % a.tiny_per_post, restarted - base <= 16 + total * a.tiny_per_post / 1048576,
+              "%.0f MiB, %.0f bytes a post" % (restarted, per_post))
+        print("figures: restarted with %d posts: rss %.0f MiB" % (total, restarted))
+    finally:
+        d.stop()
+        shutil.rmtree(d.store, ignore_errors=True)
+
+
 def soak_silent(bin_dir, tmp, origin, a):
     d = Daemon(bin_dir, tmp, "silent", origin, ["--http-max-connections", "64"])
     try:
@@ -488,7 +586,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--total", default="64M", help="max-queued-bytes-total ('' for a daemon without it)")
     ap.add_argument("--variants", type=int, default=1000, help="rows whose variants are made, over HTTP")
-    ap.add_argument("--only", choices=["prefetch", "descriptors", "accept", "silent", "variants"], help="run one part")
+    ap.add_argument("--tiny-pages", type=int, default=3, help="pages of the tiny-posts feed")
+    ap.add_argument("--tiny-page-size", type=int, default=256 << 10, help="bytes of each (its max-object-size)")
+    ap.add_argument("--tiny-limit", type=int, default=0, help="posts-max-items of the refused refresh: 0 sets two thirds of the posts; else it is the daemon's default, left unset")
+    ap.add_argument("--tiny-per-post", type=int, default=256, help="resident bytes a stored post may cost at most")
+    ap.add_argument("--tiny-peak-per-post", type=int, default=512, help="peak bytes a post may cost during its refresh")
+    ap.add_argument("--only", choices=["prefetch", "descriptors", "accept", "silent", "variants", "tiny"], help="run one part")
     a = ap.parse_args()
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -511,7 +614,7 @@ def main():
         if not wait_for(lambda: subprocess.run(["curl", "-sf", origin + "/manifest.json", "-o", "/dev/null"]).returncode == 0, 10):
             raise SystemExit("nginx did not start")
         for name, part in (("prefetch", soak_prefetch), ("descriptors", soak_descriptors), ("accept", soak_accept), ("silent", soak_silent),
-                           ("variants", soak_variants)):
+                           ("variants", soak_variants), ("tiny", soak_tiny)):
             if a.only in (None, name):
                 part(a.bin_dir, tmp, origin, a)
     finally:

@@ -75,9 +75,13 @@ public indirect enum JSON: Equatable, Sendable {
 public struct JSONError: Error, CustomStringConvertible, Sendable, Equatable {
     public var offset: Int
     public var reason: String
-    public init(offset: Int, reason: String) {
+    /// Set when the captured array held more elements than the parse
+    /// allowed (`parseDocument`'s `maxElements`): that bound.
+    public var elementLimit: Int?
+    public init(offset: Int, reason: String, elementLimit: Int? = nil) {
         self.offset = offset
         self.reason = reason
+        self.elementLimit = elementLimit
     }
     public var description: String { "invalid JSON at byte \(offset): \(reason)" }
 }
@@ -90,6 +94,8 @@ public struct JSONParser {
     private let bytes: UnsafeRawBufferPointer
     private var pos = 0
     private let maxDepth: Int
+    /// The most elements the captured array may hold (`parseDocument`).
+    private var maxElements = Int.max
 
     private init(_ bytes: UnsafeRawBufferPointer, maxDepth: Int) {
         self.bytes = bytes
@@ -137,10 +143,13 @@ public struct JSONParser {
     /// callers can keep an element's exact text; `ranges` is nil when the
     /// pointer names nothing or something other than an array (the document
     /// says what). A repeated member is followed as `JSON.subscript` reads
-    /// it: the last one.
+    /// it: the last one. An array at `path` of more than `maxElements`
+    /// elements stops the parse there (a feed's items are bounded before
+    /// they are all built): the error's `elementLimit` is set.
     public static func parseDocument(_ bytes: some Collection<UInt8>, capturingArrayAt path: [String],
-                                     maxDepth: Int = defaultMaxDepth) throws(JSONError) -> (document: JSON, ranges: [Range<Int>]?) {
+                                     maxDepth: Int = defaultMaxDepth, maxElements: Int = .max) throws(JSONError) -> (document: JSON, ranges: [Range<Int>]?) {
         try withParser(bytes, maxDepth: maxDepth) { (p) throws(JSONError) -> (document: JSON, ranges: [Range<Int>]?) in
+            p.maxElements = maxElements
             var ranges: [Range<Int>]?
             p.skipWhitespace()
             let v = try p.valueOnPath(depth: 0, path: path[...], captured: &ranges)
@@ -317,6 +326,9 @@ public struct JSONParser {
                 skipWhitespace()
             }
             let start = pos
+            if path.isEmpty, !isObject, items.count == maxElements {
+                throw JSONError(offset: pos, reason: "the array holds more than \(maxElements) elements", elementLimit: maxElements)
+            }
             let onPath = !path.isEmpty && (isObject ? key == path.first! : JSONPointer.index(path.first!) == items.count)
             let v = onPath ? try valueOnPath(depth: depth + 1, path: path.dropFirst(), captured: &captured) : try value(depth: depth + 1)
             if isObject { pairs.append((key, v)) } else { items.append(v) }

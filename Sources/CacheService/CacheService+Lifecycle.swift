@@ -27,6 +27,8 @@ extension CacheService {
         storeConfiguration.onSetAside = { setAside.report($0) }
         let store: Store
         do { store = try Store(storeConfiguration) } catch { throw .store(error, doing: "cannot open the store") }
+        // The replay's temporaries (records, the growing tables' old storage) go back to the system.
+        Memory.returnFreePages()
         logRecovery(store, log)
         let verification = store.readVerification
         log.notice("verify-reads: \(verification.mode.rawValue) (\(verification.reason))")
@@ -67,7 +69,8 @@ extension CacheService {
     /// Starts what need not delay readiness: post files that differ from
     /// the log are rewritten, objects whose files went missing are dropped,
     /// use times reach the log once a minute (so eviction order survives
-    /// restarts), and the scrub's thread starts (`startScrub`).
+    /// restarts) and the heap is trimmed after large work (`trimWanted`),
+    /// and the scrub's thread starts (`startScrub`).
     public func start() {
         pool.submit { [self] in
             let fixed = store.reconcilePostFiles()
@@ -76,11 +79,14 @@ extension CacheService {
                 let dropped = try store.dropMissingObjects()
                 if dropped > 0 { log.warning("\(dropped) objects named in the index had no file or the wrong size; their rows will be fetched again on demand") }
             } catch { log.warning("could not check object files: \(error)") }
+            // Both passes built tables of every post's and object's name.
+            Memory.returnFreePages()
         }
         startThread("cached-access", does: "use times reach the log only at shutdown") { [self] in
             var last = Clock.monotonicNanoseconds()
             while !stopping.withLock({ $0 }) {
                 sleep(1)
+                if trimWanted.withLock({ w in defer { w = false }; return w }) { Memory.returnFreePages() }
                 if Clock.elapsed(since: last) >= Self.accessLogInterval {
                     logAccessTimes()
                     last = Clock.monotonicNanoseconds()

@@ -27,9 +27,9 @@ struct PageWalk<Decoded: Sendable>: Sendable {
     /// store's one page, URL "", stands for the first).
     var stored: [FeedPage]
     var force: Bool
-    /// Decodes a full page (its body and `Content-Type`); returns it and
-    /// what paging reads from it.
-    var decode: @Sendable ([UInt8], String?) throws(FeedError) -> (Decoded, PageFacts)
+    /// Decodes a full page (its body, `Content-Type` and the items the
+    /// walk has room for: more throw); returns it and what paging reads from it.
+    var decode: @Sendable ([UInt8], String?, Int) throws(FeedError) -> (Decoded, PageFacts)
     /// The validators to store for a page, from those sent and the answer.
     var validatorsToStore: @Sendable (Validators, HTTPResponse) -> Validators
     /// When set, the walk ends after the first page this accepts (a history
@@ -49,17 +49,32 @@ extension CacheService: PageFetching {
         }
         let ignoreFirstStored = revalidation.withLock { $0.unvalidated.remove(walk.fetch.feed) != nil }
         let (limit, timeout) = feeds.withLock { (Int($0.maxObjectSize), $0.feedTimeout) }
+        var walk = walk
+        let decode = walk.decode
+        walk.decode = { body, type, room throws(FeedError) in
+            let decoded = try decode(body, type, room)
+            // A large page's parse tree (hundreds of bytes an item) is freed on
+            // whichever worker decoded it, in that thread's malloc arena: unless
+            // it goes back now, each page's stays resident beside the next one's.
+            if body.count >= Self.trimmedPage { Memory.returnFreePages() }
+            return decoded
+        }
         FeedWalker(walk: walk, fetcher: self, pageLimit: limit, ignoreFirstStored: ignoreFirstStored, timeout: timeout).run { [self] result in
             var large = true
             if case .success(let walked) = result { large = walked.bytes >= Memory.largeBody }
             completion(result.mapError { originFailure($0) })
             // A large walk's memory (its bodies, the parser's, what was decoded
             // and stored) goes back to the system once everything here has let
-            // go of it: on the next task, not this one, which still holds it.
-            // A failed walk's too.
-            if large { pool.submit { Memory.returnFreePages() } }
+            // go of it: within a second, on the access-time thread, not on a
+            // worker now (this task's closures still hold the pages, and a
+            // trim on the other worker could run before they are freed). A
+            // failed walk's too.
+            if large { trimWanted.withLock { $0 = true } }
         }
     }
+
+    /// Pages at least this large give their parse's memory back once decoded.
+    static let trimmedPage = 1 << 20
 
     /// One page into memory, its completion on a worker.
     func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, [UInt8]), FetchError>) -> Void) {

@@ -67,9 +67,11 @@ extension CacheService {
             ? { @Sendable [self] page in !(changed && page.page.url == firstURL) && holdsNothingNew(page) } : nil
         if config.feedsSharePages {
             let manifestBase = store.manifestPages
-            var walk = PageWalk<SharedPage>(fetch: fetch, shape: shape, stored: stored, force: force, decode: { body, type throws(FeedError) in
-                let p = try FeedDecoder.postsPage(body, shape: shape, id: config.fields.postID, contentType: type)
-                let m = Result { () throws(FeedError) in try FeedDecoder.manifestPage(body, shape: config.imagesShape, fields: config.fields, contentType: type) }
+            var walk = PageWalk<SharedPage>(fetch: fetch, shape: shape, stored: stored, force: force, decode: { body, type, room throws(FeedError) in
+                let p = try FeedDecoder.postsPage(body, shape: shape, id: config.fields.postID, contentType: type, room: room)
+                let m = Result { () throws(FeedError) in
+                    try FeedDecoder.manifestPage(body, shape: config.imagesShape, fields: config.fields, contentType: type, room: room)
+                }
                 return (SharedPage(posts: p, manifest: m), p.facts)
             }, validatorsToStore: validators)
             if let nothingNew { walk.stopAfter = { nothingNew($0.map(\.posts)) } }
@@ -86,8 +88,8 @@ extension CacheService {
                 })
             }
         } else {
-            var walk = PageWalk<DecodedPostsPage>(fetch: fetch, shape: shape, stored: stored, force: force, decode: { body, type throws(FeedError) in
-                let p = try FeedDecoder.postsPage(body, shape: shape, id: config.fields.postID, contentType: type)
+            var walk = PageWalk<DecodedPostsPage>(fetch: fetch, shape: shape, stored: stored, force: force, decode: { body, type, room throws(FeedError) in
+                let p = try FeedDecoder.postsPage(body, shape: shape, id: config.fields.postID, contentType: type, room: room)
                 return (p, p.facts)
             }, validatorsToStore: validators)
             walk.stopAfter = nothingNew
@@ -144,9 +146,12 @@ extension CacheService {
             let kept = feedOrder.count - min(feedOrder.count, storedPages.reduce(0) { $0 + $1.count })
             return .success(PostsSummary(unchanged: feedOrder.count, kept: kept, warnings: currentWarnings(.posts)))
         }
+        // Sized once: a million posts' tables grown by doubling take up to twice the room.
+        let listed = pages.reduce(0) { n, p in if case .fresh(_, let d) = p { n + d.posts.count } else { n + p.page.count } }
         var posts: [(id: PostID, json: [UInt8])] = []
+        posts.reserveCapacity(listed + (keep == .feed ? 0 : feedOrder.count))
         var newPages: [FeedPage] = []
-        var seen = Set<PostID>()
+        var seen = Set<PostID>(minimumCapacity: listed)
         var invalid = 0
         var problems: [String] = []
         for (n, result) in pages.enumerated() {
@@ -180,7 +185,8 @@ extension CacheService {
         if keep == .feed { Self.forgetLonePageURL(&newPages) } else { Self.trim(&newPages, &posts, to: keep) }
         let kept = posts.count - newPages.reduce(0) { $0 + $1.count }
         let change: PostsChange
-        do throws(StoreError) { change = try store.replacePosts(posts, pages: newPages, history: kept) }
+        let headroom = feeds.withLock { $0.postsMinFreeSpace }
+        do throws(StoreError) { change = try store.replacePosts(posts, pages: newPages, history: kept, headroom: headroom) }
         catch { return .failure(.store(error, doing: "could not store posts")) }
         noteWarning(.posts, walked.warning, settings: digest)
         let summary = PostsSummary(fetched: change.fetched, unchanged: change.unchanged, removed: change.removed, invalid: invalid,
@@ -219,8 +225,8 @@ extension CacheService {
         let force = force || settingsChanged(.manifest, digest)
         let fetch = FeedFetch(setting: "images-url", url: config.imagesURL, feed: .manifest)
         let shape = config.imagesShape
-        let walk = PageWalk<DecodedManifestPage>(fetch: fetch, shape: shape, stored: store.manifestPages, force: force, decode: { body, type throws(FeedError) in
-            let m = try FeedDecoder.manifestPage(body, shape: shape, fields: config.fields, contentType: type)
+        let walk = PageWalk<DecodedManifestPage>(fetch: fetch, shape: shape, stored: store.manifestPages, force: force, decode: { body, type, room throws(FeedError) in
+            let m = try FeedDecoder.manifestPage(body, shape: shape, fields: config.fields, contentType: type, room: room)
             return (m, m.facts)
         }, validatorsToStore: { [self] sent, response in validatorsToStore(.manifest, setting: fetch.setting, sent: sent, response: response) })
         fetchPages(walk) { [self] result in finish(result.flatMap { storeManifest($0.pages, warning: $0.warning, settings: digest) }) }

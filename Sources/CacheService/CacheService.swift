@@ -54,6 +54,10 @@ public final class CacheService: Sendable {
     let eventObserver = Locked<Handler<ServiceEvent>?>(nil)
     /// Set when `shutdown` begins: the access-time thread stops.
     let stopping = Locked(false)
+    /// Set when large work (a feed walk) freed its memory: the access-time
+    /// thread gives the heap's free pages back within a second. Not at once:
+    /// the worker that finished may still hold the walk's pages.
+    let trimWanted = Locked(false)
     /// The scrub thread's settings, stop flag and progress (CacheService+Scrub.swift).
     let scrubber: Scrubber
     /// The variant helpers; nil when `cached-variant` was not found.

@@ -15,6 +15,9 @@ public struct FeedShape: Sendable, Equatable {
     public var next: JSONPointer?
     /// Pages followed at most (`posts-max-pages`); one more fails the refresh.
     public var maxPages: Int
+    /// Items one refresh reads at most, from all its pages together
+    /// (`posts-max-items`); more fail the refresh before they are decoded.
+    public var maxItems: Int
     /// How the next page is named (`posts-paging` and its settings).
     public var paging: Paging
     /// The object inside each item that is the post or row (`posts-item`:
@@ -25,9 +28,14 @@ public struct FeedShape: Sendable, Equatable {
     /// refresh should ever walk, near enough that a runaway feed stops soon.
     public static let defaultMaxPages = 1000
 
+    /// 1,000,000 items: a million-post feed fits; a hostile feed of tiny
+    /// items (16 pages of `{"id":N}` made two million posts) stops there.
+    public static let defaultMaxItems = 1_000_000
+
     public init(prefix: String, items: JSONPointer? = nil, next: JSONPointer? = nil, maxPages: Int = FeedShape.defaultMaxPages,
-                paging: Paging = .link, item: JSONPointer? = nil) {
+                paging: Paging = .link, item: JSONPointer? = nil, maxItems: Int = FeedShape.defaultMaxItems) {
         self.prefix = prefix
+        self.maxItems = maxItems
         self.items = items
         self.next = next
         self.maxPages = maxPages

@@ -74,6 +74,8 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         var lastDigest: Int?
         /// The most items a page read so far held.
         var largest = 0
+        /// The items of every page so far (a 304 page's as stored).
+        var items = 0
         /// When the walk began (`Clock.monotonicNanoseconds`).
         var started = Clock.monotonicNanoseconds()
     }
@@ -140,6 +142,11 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         }
         progress.lastDigest = facts?.digest
         progress.largest = max(progress.largest, facts?.items ?? 0)
+        progress.items += facts?.items ?? page.page.count
+        if progress.items > walk.shape.maxItems {
+            // A 304 page's stored items (a fresh page never passes: its decoding refuses it).
+            throw failure(before, url, FeedDecoder.tooManyItems(walk.shape, room: walk.shape.maxItems - before.items).description, response)
+        }
         progress.fetched[url] = number
         progress.pages.append(page)
         // The page's URL is kept twice (the loop check, the page's record): it
@@ -178,7 +185,7 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         var decoded: (Decoded, PageFacts)
         let step: NextStep
         do throws(FeedError) {
-            decoded = try walk.decode(body, response.headers["content-type"])
+            decoded = try walk.decode(body, response.headers["content-type"], walk.shape.maxItems - progress.items)
             decoded.1.largestBefore = progress.largest
             step = try walk.shape.paging.next(after: decoded.1, url: url, linkHeader: response.headers["link"].flatMap(LinkHeader.next),
                                               headers: response.headers, shape: walk.shape)

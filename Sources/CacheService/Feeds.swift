@@ -65,13 +65,19 @@ public enum FeedDecoder {
     /// Finds the items of one page: an RSS or Atom document's entries as
     /// JSON Feed items, else the array at `posts-items`, else the document
     /// when it is an array, else a JSON Feed's `items`. An HTML page is refused.
-    static func document(_ body: [UInt8], shape: FeedShape, contentType: String? = nil) throws(FeedError) -> Document {
+    /// A page of more than `room` items (what `max-items` leaves the walk)
+    /// is refused as soon as the parse passes it.
+    static func document(_ body: [UInt8], shape: FeedShape, contentType: String? = nil, room: Int = .max) throws(FeedError) -> Document {
         if let refusal = FeedContent.htmlRefusal(body, contentType: contentType) { throw FeedError(refusal) }
-        if XMLFeedReader.looksLikeXML(body) { return try xmlDocument(body, shape: shape, contentType: contentType) }
+        if XMLFeedReader.looksLikeXML(body) {
+            let doc = try xmlDocument(body, shape: shape, contentType: contentType)
+            if doc.items.count > room { throw tooManyItems(shape, room: room) }
+            return doc
+        }
         let parsed: (document: JSON, ranges: [Range<Int>]?)
         let path = shape.items?.tokens ?? (firstByte(body) == UInt8(ascii: "{") ? ["items"] : [])
-        do throws(JSONError) { parsed = try JSONParser.parseDocument(body, capturingArrayAt: path) }
-        catch { throw FeedError("\(error)") }
+        do throws(JSONError) { parsed = try JSONParser.parseDocument(body, capturingArrayAt: path, maxElements: max(room, 0)) }
+        catch { throw error.elementLimit != nil ? tooManyItems(shape, room: room) : FeedError("\(error)") }
         let root = parsed.document
         let isJSONFeed = root["version"]?.string?.hasPrefix(jsonFeedVersionPrefix) ?? false
         guard let ranges = parsed.ranges, let values = JSONPointer.resolve(path, in: root)?.array else {
@@ -103,6 +109,13 @@ public enum FeedDecoder {
         for item in page.items { hasher.combine(item.encoded) }
         facts.digest = hasher.finalize()
         return Document(items: page.items.map { Item(value: $0, range: nil) }, facts: facts)
+    }
+
+    /// The refusal of a page with more items than the walk has room for.
+    static func tooManyItems(_ shape: FeedShape, room: Int) -> FeedError {
+        let setting = shape.setting("max-items")
+        return FeedError("the feed holds more than \(setting) \(shape.maxItems) items: this page has more than the \(max(room, 0)) left to it; "
+            + "raise \(setting) to store them all (nothing was stored)")
     }
 
     /// The JSON text of an item as it is stored: the element's own text
@@ -145,8 +158,9 @@ public enum FeedDecoder {
 
     /// Decodes one page of a posts feed. A page whose items are not where
     /// the shape says throws; bad elements are skipped and counted.
-    public static func postsPage(_ body: [UInt8], shape: FeedShape, id: JSONPointer, contentType: String? = nil) throws(FeedError) -> DecodedPostsPage {
-        let doc = try document(body, shape: shape, contentType: contentType)
+    public static func postsPage(_ body: [UInt8], shape: FeedShape, id: JSONPointer, contentType: String? = nil,
+                                 room: Int = .max) throws(FeedError) -> DecodedPostsPage {
+        let doc = try document(body, shape: shape, contentType: contentType, room: room)
         var out = DecodedPostsPage(posts: [], invalid: 0, problems: [], facts: doc.facts)
         out.posts.reserveCapacity(doc.items.count)
         for (index, element) in doc.items.enumerated() {
@@ -182,8 +196,9 @@ public enum FeedDecoder {
 
     /// Decodes one page of an image manifest: its items' positions are rows.
     /// An item without a string URL keeps its row but cannot be fetched.
-    public static func manifestPage(_ body: [UInt8], shape: FeedShape, fields: ItemFields, contentType: String? = nil) throws(FeedError) -> DecodedManifestPage {
-        let doc = try document(body, shape: shape, contentType: contentType)
+    public static func manifestPage(_ body: [UInt8], shape: FeedShape, fields: ItemFields, contentType: String? = nil,
+                                    room: Int = .max) throws(FeedError) -> DecodedManifestPage {
+        let doc = try document(body, shape: shape, contentType: contentType, room: room)
         let entries = doc.items.map { item in
             ManifestEntry(url: item.value.flatMap { fields.imageURL.resolve(in: $0)?.string } ?? "",
                           description: item.value.flatMap { fields.imageDescription.resolve(in: $0)?.string })

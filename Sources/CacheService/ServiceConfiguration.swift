@@ -61,6 +61,10 @@ public struct FeedConfiguration: Sendable, Equatable {
     /// Bytes kept free on the store's file system for the posts and the log
     /// (`min-free-space`): below it image downloads are refused; 0 = off.
     public var minFreeSpace: Int64
+    /// Free space a posts refresh leaves on the store's file system at least
+    /// (`posts-min-free-space`): one that would leave less is refused, the
+    /// posts kept as they were; 0 = off.
+    public var postsMinFreeSpace: Int64 = 0
     /// Where the posts are in each page and how pages follow (`posts-items`, ...).
     public var postsShape: FeedShape
     /// The same for the manifest (`images-items`, ...).
@@ -97,6 +101,7 @@ public struct FeedConfiguration: Sendable, Equatable {
     /// followed the same way (each page is then fetched once per prefetch).
     var feedsSharePages: Bool {
         guard let p = postsURL, p == imagesURL else { return false }
-        return postsShape.next == imagesShape.next && postsShape.maxPages == imagesShape.maxPages && postsShape.paging == imagesShape.paging
+        return postsShape.next == imagesShape.next && postsShape.maxPages == imagesShape.maxPages && postsShape.maxItems == imagesShape.maxItems
+            && postsShape.paging == imagesShape.paging
     }
 }

@@ -19,9 +19,9 @@ struct PostsPlan {
     var change = PostsChange()
     /// Post files to write durably before the transaction: file name, bytes.
     var writes: [(name: String, bytes: [UInt8])] = []
-    /// What each file of `writes` held before, by name (nil: no file), for
-    /// putting it back when the refresh fails.
-    var previous: [String: [UInt8]?] = [:]
+    /// What each file of `writes` held before, by name (absent: no file),
+    /// for putting it back when the refresh fails.
+    var previous: [String: [UInt8]] = [:]
     /// Post files to remove once the transaction is in the log.
     var removals: [String] = []
     /// Posts that get no file: their hashed name is another post's
@@ -66,8 +66,10 @@ struct PostsPlan {
         let newOwners = PostFileNames.owners(new.keys, naming: naming)
         func write(_ name: String, _ bytes: [UInt8], before: PostID?) {
             writes.append((name, bytes))
-            previous.updateValue(before.flatMap { old[$0] }, forKey: name)
+            // Only files that held something are listed: an unlisted name had none (a new feed lists none).
+            if let held = before.flatMap({ old[$0] }) { previous[name] = held }
         }
+        // Hashed names written so far: only those can come up again below.
         var written = Set<String>()
         for id in changed {
             let name = naming(id)
@@ -75,8 +77,9 @@ struct PostsPlan {
                 withoutFile.append((id, name, owner))
                 continue
             }
-            write(name, new[id]!, before: PostFileNames.isHashed(name) ? oldOwners[name] : id)
-            written.insert(name)
+            let hashed = PostFileNames.isHashed(name)
+            write(name, new[id]!, before: hashed ? oldOwners[name] : id)
+            if hashed { written.insert(name) }
         }
         for (name, owner) in newOwners where oldOwners[name] != owner && !written.contains(name) {
             write(name, new[owner]!, before: oldOwners[name])

@@ -13,8 +13,11 @@ extension Store {
     /// changed posts, tombstones, the order when the replay would not derive
     /// it, the pages when they changed. Writes nothing when nothing changed
     /// and the feed is known. Throws `invalidFeed` for an id or pages that
-    /// break those rules, before anything is written.
-    public func replacePosts(_ posts: [(id: PostID, json: [UInt8])], pages unchecked: [FeedPage], history: Int = 0) throws(StoreError) -> PostsChange {
+    /// break those rules, and `postsBelowHeadroom` when the files to write
+    /// would leave the file system less than `headroom` free
+    /// (`posts-min-free-space`; 0: unchecked), before anything is written.
+    public func replacePosts(_ posts: [(id: PostID, json: [UInt8])], pages unchecked: [FeedPage], history: Int = 0,
+                             headroom: Int64 = 0) throws(StoreError) -> PostsChange {
         try Self.check(posts.lazy.map(\.id), items: posts.count - history, pages: unchecked, feed: "posts")
         let pages = unchecked.map(\.sanitized)
         // The post files are written under `postFiles`, not the writer lock:
@@ -29,6 +32,7 @@ extension Store {
             }
             let plan = PostsPlan(from: stored, to: posts, pages: pages)
             guard !plan.records.isEmpty else { return plan.change }
+            try checkPostsHeadroom(headroom, files: plan.writes)
             for (id, name, owner) in plan.withoutFile { warnWithoutFile(id, name, owner) }
             var written: [String] = []
             do throws(SystemError) {
@@ -98,11 +102,11 @@ extension Store {
     /// (removing those that did not exist). What cannot be put back is
     /// reported (`onWarning`): the refresh's own error is the one thrown,
     /// and the next start's reconciliation makes the files match the log.
-    func restorePostFiles(_ names: [String], _ previous: [String: [UInt8]?]) {
+    func restorePostFiles(_ names: [String], _ previous: [String: [UInt8]]) {
         var failures = PostFileFailures()
         for name in names {
             failures.attempt { () throws(SystemError) in
-                if let old = previous[name] ?? nil {
+                if let old = previous[name] {
                     try files.writeDurably(old, to: postPath(name), tempDirectory: tempDirectory)
                 } else {
                     try files.unlink(postPath(name))

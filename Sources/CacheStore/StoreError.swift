@@ -49,6 +49,11 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     /// stored: the download is refused (or stopped, or not committed) so that
     /// the posts and the log keep room. `free` is what was found, `minimum` the setting.
     case belowHeadroom(free: Int64, minimum: Int64, needed: Int64)
+    /// A posts refresh would write `needed` bytes (`files` post files, each
+    /// rounded up to the file system's block, and their log records) and
+    /// leave the store's file system less than `posts-min-free-space`
+    /// (`minimum`) of the `free` it has: refused before anything is written.
+    case postsBelowHeadroom(free: Int64, minimum: Int64, needed: Int64, files: Int)
 
     /// The error for a failure to open the index log: its refusal of a
     /// newer log becomes `.writtenByNewerVersion` (what was found), a failed
@@ -97,6 +102,10 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
                 ? "store has \(formatSize(free)) free, and this image of \(formatSize(needed)) would leave less than min-free-space \(formatSize(minimum))"
                 : "store has \(formatSize(free)) free, under min-free-space \(formatSize(minimum))"
             return found + ": image downloads are refused until space is freed (gc, max-size, or a larger disk)"
+        case let .postsBelowHeadroom(free, minimum, needed, files):
+            return "the posts refresh would write \(formatSize(needed)) (\(files) post file\(files == 1 ? "" : "s") and their log records) "
+                + "and leave less than posts-min-free-space \(formatSize(minimum)) of the store's \(formatSize(free)) free; "
+                + "the posts stay as they were (free space, lower posts-max-items, or a larger disk)"
         }
     }
 }

@@ -108,6 +108,9 @@ struct StoreState {
     /// with one pass over the rows: removing many objects (eviction, gc, a
     /// sweep at start) stays linear in the rows.
     mutating func apply(transaction records: [LogRecord]) {
+        // A refresh of a million posts grows the table once, not twenty times.
+        let added = records.reduce(0) { n, r in if case .post = r { n + 1 } else { n } }
+        if added > 1024 { posts.reserveCapacity(posts.count + added) }
         var removed: Set<Hash128> = []
         for r in records {
             if case let .objectRemoved(hash) = r { removed.insert(hash); continue }
@@ -180,7 +183,9 @@ struct StoreState {
     /// Derives `feedIDs` and `listIDs` from the posts and the recorded order.
     mutating func orderPosts() {
         feedIDs = Self.feedOrder(recorded: recordedOrder, posts: posts)
-        listIDs = feedIDs.contains(where: \.isString) ? feedIDs : feedIDs.sorted(by: PostOrder.precedes)
+        // A feed already in id order shares its storage with the list.
+        let inOrder = zip(feedIDs, feedIDs.dropFirst()).allSatisfy { PostOrder.precedes($0, $1) }
+        listIDs = feedIDs.contains(where: \.isString) || inOrder ? feedIDs : feedIDs.sorted(by: PostOrder.precedes)
     }
 
     /// The feed order of `posts` given the recorded order: the recorded ids

@@ -50,4 +50,21 @@ import CacheProtocol
         #expect(try JSONParser.parseDocument(dup, capturingArrayAt: ["d"]).ranges?.count == 3)
         #expect(throws: JSONError.self) { try JSONParser.parseDocument(Array(#"{"d":[1]"#.utf8), capturingArrayAt: ["d"]) }
     }
+
+    /// A feed's items are bounded while they are parsed (issue 33): the
+    /// parse stops at the first element past `maxElements`, saying so.
+    @Test func anArrayPastMaxElementsStopsTheParseThere() throws {
+        let bytes = Array(#"{"items":[{"id":1},{"id":2},{"id":3}],"other":[1,2,3,4]}"#.utf8)
+        #expect(try JSONParser.parseDocument(bytes, capturingArrayAt: ["items"], maxElements: 3).ranges?.count == 3)
+        do {
+            _ = try JSONParser.parseDocument(bytes, capturingArrayAt: ["items"], maxElements: 2)
+            Issue.record("parsed past the bound")
+        } catch {
+            #expect(error.elementLimit == 2 && error.offset == 28, "\(error)")
+            #expect(error.description == "invalid JSON at byte 28: the array holds more than 2 elements")
+        }
+        // Only the captured array is bounded: other arrays are not.
+        #expect(try JSONParser.parseDocument(bytes, capturingArrayAt: ["other"], maxElements: 4).ranges?.count == 4)
+        #expect(try JSONParser.parseDocument(Array("[]".utf8), capturingArrayAt: [], maxElements: 0).ranges == [])
+    }
 }

@@ -51,8 +51,8 @@ import CacheSystem
         -> Result<WalkResult<DecodedPostsPage>, OriginFailure> {
         let walk = PageWalk<DecodedPostsPage>(
             fetch: CacheService.FeedFetch(setting: "posts-url", url: url, feed: .posts), shape: shape, stored: stored, force: false,
-            decode: { body, type throws(FeedError) in
-                let p = try FeedDecoder.postsPage(body, shape: shape, id: id, contentType: type)
+            decode: { body, type, room throws(FeedError) in
+                let p = try FeedDecoder.postsPage(body, shape: shape, id: id, contentType: type, room: room)
                 return (p, p.facts)
             }, validatorsToStore: { _, r in Validators(etag: r.headers["etag"], lastModified: nil) })
         let out = Locked<Result<WalkResult<DecodedPostsPage>, OriginFailure>?>(nil)
@@ -190,6 +190,36 @@ import CacheSystem
         for n in 1...10 { pages["https://p.test/x?page=\(n)"] = .init(body: "[{\"id\":\(n)}]") }
         guard case .failure(let f) = walk(Pages(pages), url: "https://p.test/x", shape: shape) else { Issue.record("walked"); return }
         #expect(f.description.contains("more than posts-max-pages 3 pages; page 4 would be https://p.test/x?page=4"))
+    }
+
+    /// Issue 33: sixteen pages of `{"id":N}` made two million posts. The
+    /// items of all pages together are bounded, and a page past the bound
+    /// is refused while it is parsed, before its posts are built.
+    @Test func moreItemsThanTheLimitFailNamingTheSetting() {
+        let shape = FeedShape(prefix: "posts", paging: .page(PageNumberPaging()), maxItems: 5)
+        var pages: [String: Pages.Page] = [:]
+        for n in 1...3 { pages["https://p.test/x?page=\(n)"] = .init(body: "[{\"id\":\(2 * n)},{\"id\":\(2 * n + 1)}]") }
+        pages["https://p.test/x?page=4"] = .init(body: "[]")
+        let origin = Pages(pages)
+        guard case .failure(let f) = walk(origin, url: "https://p.test/x", shape: shape) else { Issue.record("walked"); return }
+        #expect(f.description.contains("page 3 https://p.test/x?page=3: the feed holds more than posts-max-items 5 items: this page has more than the 1 left to it; raise posts-max-items"), "\(f)")
+        #expect(origin.urls.count == 3)
+        // Exactly at the bound is fine.
+        var exact = shape
+        exact.maxItems = 6
+        guard case .success(let w) = walk(Pages(pages), url: "https://p.test/x", shape: exact) else { Issue.record("failed at the bound"); return }
+        #expect(w.pages.count == 4)
+    }
+
+    @Test func aPageAnswered304CountsItsStoredItemsAgainstTheLimit() {
+        let base = "https://b.test/feed"
+        let shape = FeedShape(prefix: "posts", items: pointer("/feed"), paging: .cursor(CursorPaging(source: .pointer(pointer("/cursor")))), maxItems: 4)
+        let origin = Pages([base: .init(body: #"{"feed":[{"id":1}],"cursor":"c2"}"#, headers: ["etag": "\"p1\""]),
+                            base + "?cursor=c2": .init(body: #"{"feed":[{"id":2}]}"#)])
+        // Stored under a larger bound: the 304 page stands for 4 posts.
+        let stored = [FeedPage(url: base, validators: Validators(etag: "\"p1\""), next: base + "?cursor=c2", count: 4)]
+        guard case .failure(let f) = walk(origin, url: base, shape: shape, stored: stored) else { Issue.record("walked"); return }
+        #expect(f.description.contains("page 2 \(base)?cursor=c2: the feed holds more than posts-max-items 4 items: this page has more than the 0 left to it"), "\(f)")
     }
 
     @Test func aPageAnswered304KeepsTheNextRequestItMadeBefore() {
@@ -361,7 +391,7 @@ extension FeedWalkerReviewTests {
         let walk = PageWalk<DecodedPostsPage>(
             fetch: CacheService.FeedFetch(setting: "posts-url", url: "https://d.test/p", feed: .posts),
             shape: FeedShape(prefix: "posts", paging: .page(PageNumberPaging())), stored: [], force: false,
-            decode: { body, type throws(FeedError) in
+            decode: { body, type, room throws(FeedError) in
                 let p = try FeedDecoder.postsPage(body, shape: FeedShape(prefix: "posts"), id: .member("id"), contentType: type)
                 return (p, p.facts)
             }, validatorsToStore: { _, _ in Validators() })

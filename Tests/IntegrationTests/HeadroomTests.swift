@@ -98,4 +98,41 @@ import CacheSystem
         #expect(daemon.log.contains(Self.message), "the refusals are logged")
         #expect(daemon.stop() == 0)
     }
+
+    /// Issue 33: posts ignored every disk rule, and two million tiny posts
+    /// wrote 7.7 GB of files. A refresh whose files (each at least one
+    /// block) would leave less than `posts-min-free-space` is refused
+    /// before anything is written; the posts stay as they were, and a
+    /// refresh that only removes posts is never refused.
+    @Test func aPostsRefreshThatWouldLeaveTooLittleFreeIsRefusedKeepingThePosts() throws {
+        let origin = try Origin()
+        let scratch = Scratch()
+        let disk = try SmallDisk(scratch, size: "2m")
+        let store = disk.path + "/store"
+        let daemon = try Daemon(origin: origin, arguments: ["--store", store, "--min-free-space", "0", "--posts-min-free-space", "1M"], scratch: scratch)
+        func posts(_ ids: ClosedRange<Int>) throws {
+            try origin.write("posts.json", bytes: JSON.array(ids.map { .object([("id", num($0)), ("title", .string("post \($0)"))]) }).encoded)
+        }
+        try posts(1...40)
+        var r = try cachectl(["prefetch", "posts"], socket: daemon.socket)
+        #expect(r.status == 0 && r.stdout.hasPrefix("posts:  40 fetched"), "\(r.stdout)\(r.stderr)")
+
+        // 300 more posts take 300 blocks of 4 KiB: about 1.2 MiB of the 2 MiB disk.
+        try posts(1...340)
+        r = try cachectl(["prefetch", "posts"], socket: daemon.socket)
+        #expect(r.status == 1, "\(r.stdout)\(r.stderr)")
+        #expect(r.stderr.contains("(300 post files and their log records) and leave less than posts-min-free-space 1 MiB of the store's"), "\(r.stderr)")
+        #expect(r.stderr.contains("the posts stay as they were"), "\(r.stderr)")
+        #expect(try daemon.call("list_posts")["total"]?.int == 40)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store + "/posts").count == 40, "no file was written")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store + "/tmp").isEmpty)
+        #expect(Self.free(disk.path) > 1 << 20)
+
+        // Fewer posts write no file: never refused, whatever the space.
+        try posts(1...10)
+        r = try cachectl(["prefetch", "posts"], socket: daemon.socket)
+        #expect(r.status == 0 && r.stdout.hasPrefix("posts:  0 fetched, 10 unchanged, 30 removed"), "\(r.stdout)\(r.stderr)")
+        #expect(try daemon.call("verify")["corrupt"] == .array([]))
+        #expect(daemon.stop() == 0)
+    }
 }

@@ -14,15 +14,17 @@ extension Settings {
         let same = postsURL != nil && postsURL == imagesURL
         var c = FeedConfiguration(postsURL: postsURL, imagesURL: imagesURL, imagesBaseURL: imagesBaseURL, maxObjectSize: maxObjectSize,
                                   postsShape: FeedShape(prefix: "posts", items: postsItems, next: postsNext, maxPages: postsMaxPages,
-                                                        paging: postsPaging, item: self.postsPaging.item),
+                                                        paging: postsPaging, item: self.postsPaging.item, maxItems: postsMaxItems),
                                   imagesShape: FeedShape(prefix: "images", items: imagesItems ?? (same ? postsItems : nil),
                                                          next: imagesNext ?? (same ? postsNext : nil), maxPages: imagesMaxPages ?? (same ? postsMaxPages : FeedShape.defaultMaxPages),
-                                                         paging: imagesPaging, item: imagesSettings.item),
+                                                         paging: imagesPaging, item: imagesSettings.item,
+                                                         maxItems: imagesMaxItems ?? (same ? postsMaxItems : FeedShape.defaultMaxItems)),
                                   fields: ItemFields(postID: postsID, imageURL: imagesURLField, imageDescription: imagesDescriptionField),
                                   minFreeSpace: minFreeSpace)
         c.imagesRevalidateAfter = imagesRevalidateAfter
         c.postsKeep = postsKeep
         c.feedTimeout = feedTimeout
+        c.postsMinFreeSpace = postsMinFreeSpace ?? minFreeSpace / 4
         return c
     }
 

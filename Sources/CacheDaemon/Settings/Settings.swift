@@ -18,6 +18,8 @@ public struct Settings: Sendable, Equatable {
     /// The next page's URL in a page of posts (nil: a JSON Feed's next_url, else Link headers only).
     public var postsNext: JSONPointer?
     public var postsMaxPages = 1000
+    /// Posts one refresh reads at most, from all its pages.
+    public var postsMaxItems = FeedShape.defaultMaxItems
     /// How the posts' pages follow each other, and the post inside each item.
     public var postsPaging = FeedPagingSettings()
     /// How much of the posts' history is kept.
@@ -29,6 +31,8 @@ public struct Settings: Sendable, Equatable {
     public var imagesNext: JSONPointer?
     /// Nil: `postsMaxPages` when both feeds are one URL, else 1000.
     public var imagesMaxPages: Int?
+    /// Nil: `postsMaxItems` when both feeds are one URL, else 1,000,000.
+    public var imagesMaxItems: Int?
     /// The same for the manifest (unset values: the posts' when both are one URL).
     public var imagesPaging = FeedPagingSettings()
     /// Each manifest item's image URL and description.
@@ -52,6 +56,10 @@ public struct Settings: Sendable, Equatable {
     /// largest feed body `max-object-size` accepts by default, which is about
     /// what one refresh of the posts writes.
     public var minFreeSpace: Int64 = 64 << 20
+    /// Free space a posts refresh must leave (the posts may use what
+    /// `minFreeSpace` keeps from the images, not the last of it). Nil: a
+    /// quarter of `minFreeSpace` (16M at its default).
+    public var postsMinFreeSpace: Int64?
     /// The largest variant width or height, and the bound of a side a request leaves free.
     public var variantMaxDimension = 2048
     /// The widths and heights a variant may be asked for; empty: any up to the bound.

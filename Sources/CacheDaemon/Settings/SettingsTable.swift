@@ -25,6 +25,8 @@ extension Settings {
               \.postsNext, parse: { k, v throws(SettingsError) in try ValueParser.pointer(k, v, emptyIsNone: true) }, format: pointer),
         .make("posts-max-pages", "N", .live, "pages of posts followed at most, 1 to 100000; one more fails the refresh",
               \.postsMaxPages, parse: { k, v throws(SettingsError) in try ValueParser.whole(k, v, 1...100_000) }, format: { String($0) }),
+        .make("posts-max-items", "N", .live, "posts one refresh reads at most from all its pages, 1 to 100000000; more fail the refresh, which stores nothing",
+              \.postsMaxItems, parse: { k, v throws(SettingsError) in try ValueParser.whole(k, v, 1...100_000_000) }, format: { String($0) }),
         .make("posts-keep", "feed|all|N", .live, "which posts stay: feed (what the feed lists now), all (every post seen, until deleted) or the newest N",
               \.postsKeep, parse: { k, v throws(SettingsError) in try ValueParser.keep(k, v) }, format: { $0.name }),
     ]
@@ -37,6 +39,9 @@ extension Settings {
               \.imagesNext, parse: { k, v throws(SettingsError) in try ValueParser.pointer(k, v, emptyIsNone: true) }, format: pointer),
         .make("images-max-pages", "N", .live, "manifest pages followed at most, 1 to 100000 (default: posts-max-pages when images-url is posts-url, else 1000)",
               \.imagesMaxPages, parse: { k, v throws(SettingsError) in v.isEmpty ? nil : try ValueParser.whole(k, v, 1...100_000) },
+              format: { $0.map(String.init) ?? "-" }),
+        .make("images-max-items", "N", .live, "manifest rows one refresh reads at most, 1 to 100000000 (default: posts-max-items when images-url is posts-url, else 1000000)",
+              \.imagesMaxItems, parse: { k, v throws(SettingsError) in v.isEmpty ? nil : try ValueParser.whole(k, v, 1...100_000_000) },
               format: { $0.map(String.init) ?? "-" }),
     ]
 
@@ -66,6 +71,9 @@ extension Settings {
               \.imagesRevalidateAfter, parse: { k, v throws(SettingsError) in try ValueParser.age(k, v) }, format: { String($0) }),
         .make("min-free-space", "SIZE", .live, "free space kept on the store's file system for the posts and the log; below it image downloads are refused; 0 = off",
               \.minFreeSpace, parse: { k, v throws(SettingsError) in try ValueParser.size(k, v) }, format: { String($0) }),
+        .make("posts-min-free-space", "SIZE", .live, "free space a posts refresh leaves on the store's file system; one that would leave less (its files at whole blocks) is refused and the posts stay as they were (default: a quarter of min-free-space); 0 = off",
+              \.postsMinFreeSpace, parse: { k, v throws(SettingsError) in v.isEmpty ? nil : try ValueParser.size(k, v) },
+              format: { $0.map(String.init) ?? "-" }),
         .make("variant-max-dimension", "N", .live, "largest width or height of an image variant, 16 to 16384",
               \.variantMaxDimension, parse: { k, v throws(SettingsError) in try ValueParser.whole(k, v, 16...16384) }, format: { String($0) }),
         .make("variant-sizes", "N,N,...", .live, "the widths and heights a variant may be asked for, comma-separated; empty = any up to variant-max-dimension",
