@@ -111,7 +111,7 @@ let package = Package(
         .testTarget(name: "CacheSystemTests", dependencies: ["CacheSystem", "CLinux"], swiftSettings: strict),
         .testTarget(name: "CacheFetchTests", dependencies: ["CacheFetch", "CacheSystem", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "CacheServiceTests",
-                    dependencies: ["CacheService", "CacheStore", "CacheProtocol", "CacheFetch", "CacheSystem", "TestSupport"],
+                    dependencies: ["CacheService", "CacheStore", "CacheProtocol", "CacheFetch", "CacheSystem", "CacheVariant", "TestSupport"],
                     swiftSettings: strict),
         .testTarget(name: "CacheDaemonTests", dependencies: ["CacheDaemon", "CacheProtocol", "CacheFetch", "CacheStore", "CacheHTTP", "CacheSystem"],
                     swiftSettings: strict),

@@ -33,6 +33,7 @@ public enum MetricsText {
             ("variants_made", "variants_made", "Image variants made by a helper and stored."),
             ("variant_hits", "variant_hits", "Image variants served from the store."),
             ("variant_failures", "variant_failures", "Image variant requests that failed (image refused, helper failed)."),
+            ("variant_jobs", "variant_jobs", "Image variant jobs given to the helpers (each a decode of its original)."),
         ]
         for (name, key, help) in counters { metric(name + "_total", "counter", help, s["counters"]?[key]) }
         if let mode = s["verify_reads"]?.string {

@@ -82,78 +82,6 @@ extension CacheService {
         }
     }
 
-    /// Makes the variant `spec` of `source` once, however many ask at the
-    /// same time: read verified, made by a helper, stored durably. One
-    /// that could not be made is answered from memory for a while
-    /// (`VariantRefusals`).
-    func makeVariant(_ source: ObjectRef, _ spec: VariantSpec, _ settings: VariantSettings,
-                     then: @escaping @Sendable (Result<VariantRef, CacheError>) -> Void) {
-        let key = VariantKey(source: source.hash, spec: spec)
-        guard variantFlight.join(key, then) else { counters.withLock { $0.coalesced += 1 }; return }
-        let finish: @Sendable (Result<VariantRef, CacheError>) -> Void = { [self] result in
-            if case .failure = result { counters.withLock { $0.variantFailures += 1 } }
-            variantFlight.finish(key, result)
-        }
-        // Made by a flight that ended between this caller's look and its join.
-        if let v = store.variant(of: source.hash, spec), settings.admits(v), store.objectFileLooksRight(v.object) {
-            finish(.success(v))
-            return
-        }
-        if let refused = variantRefusals.withLock({ $0.refusal(key, now: Clock.monotonicNanoseconds()) }) {
-            finish(.failure(refused))
-            return
-        }
-        guard let helpers = variantHelpers else {
-            finish(.failure(.unavailable("variants need the \(VariantHelpers.programName) program, which was not found "
-                                         + "(docs/operations.md, \"Image variants\")")))
-            return
-        }
-        guard let job = variantJob(source, spec, settings, finish) else { return }
-        helpers.submit(job) { [self] made in
-            switch made {
-            case .failure(let f):
-                if case .source(let e) = f { objectReadFailed(path: store.objectPath(source.hash), file: nil, e) }
-                let error = Self.cacheError(f)
-                if f.remembered {
-                    log.warning("variant \(spec) of \(source.hash): \(error)")
-                    variantRefusals.withLock { $0.note(key, error, refused: f.isRefusal, now: Clock.monotonicNanoseconds()) }
-                }
-                finish(.failure(error))
-            case .success(let m):
-                pool.submit { [self] in
-                    do throws(StoreError) {
-                        let v = try store.commitVariant(m.bytes, of: source.hash, spec, width: m.width, height: m.height,
-                                                        maxSize: job.maxResult)
-                        counters.withLock { $0.variantsMade += 1 }
-                        finish(.success(v))
-                    } catch {
-                        finish(.failure(.store(error, doing: "storing the variant")))
-                    }
-                }
-            }
-        }
-    }
-
-    /// The job for a variant of `source`: its original opened verified,
-    /// the result bounded by what the box can hold. Nil (and `finish`
-    /// called) when it cannot be made now.
-    private func variantJob(_ source: ObjectRef, _ spec: VariantSpec, _ settings: VariantSettings,
-                            _ finish: @Sendable (Result<VariantRef, CacheError>) -> Void) -> VariantJob? {
-        let (maxSize, headroom) = feeds.withLock { ($0.maxObjectSize, $0.minFreeSpace) }
-        do throws(StoreError) { try store.checkHeadroom(headroom) } catch {
-            finish(.failure(.store(error, doing: "no variant made")))
-            return nil
-        }
-        do throws(StoreError) {
-            let (fd, size) = try store.openVerified(source.hash)
-            return VariantJob(spec: spec, source: fd, sourceSize: size, maxDimension: settings.maxDimension,
-                              maxPixels: settings.maxPixels, maxResult: min(maxSize, settings.largestResult(spec)))
-        } catch {
-            finish(.failure(.store(error, doing: "reading the original")))
-            return nil
-        }
-    }
-
     /// The object a cached entry names, as the index has it now.
     private func sourceObject(_ entry: ImageEntry) -> ObjectRef? {
         entry.object.flatMap { store.objectRef($0.hash) }
@@ -163,17 +91,6 @@ extension CacheService {
         var e = entry
         e.variant = VariantInfo(object: objectInfo(v.object), width: v.width, height: v.height)
         return e
-    }
-
-    /// A helper's failure as the service's: a refused image is the
-    /// origin's bytes (`upstream`), a helper that failed is the daemon's.
-    static func cacheError(_ f: VariantFailure) -> CacheError {
-        switch f {
-        case .refused: .origin(OriginFailure(subject: "", url: "", attempts: 0, reason: f.description))
-        case .busy(let m): .busy(m)
-        case .helperFailed, .notMade, .unavailable, .stopped: .unavailable(f.description)
-        case .source(let e): .store(.io(e), doing: "reading the original")
-        }
     }
 
     /// Applies reloaded variant settings; what was refused under the old

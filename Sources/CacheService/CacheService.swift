@@ -66,8 +66,10 @@ public final class CacheService: Sendable {
     let variantSettings: Locked<VariantSettings>
     /// Variants being made, one per original and spec (CacheService+Variants.swift).
     let variantFlight = SingleFlight<VariantKey, Result<VariantRef, CacheError>>()
-    /// Variants that could not be made, not tried again for a while (VariantRefusals.swift).
+    /// Variants that could not be made, and originals that failed, not tried again for a while (VariantRefusals.swift).
     let variantRefusals = Locked(VariantRefusals())
+    /// Originals with a variant's job at the helpers, and the variants of them waiting for it (VariantTrials.swift).
+    let variantTrials = Locked(VariantTrials())
 
     /// A service over an open store (`open` opens one from a configuration).
     init(store: Store, http: HTTPClient, pool: WorkerPool, log: Logger, configuration: ServiceConfiguration) {

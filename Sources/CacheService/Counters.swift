@@ -23,4 +23,7 @@ public struct CounterValues: Sendable, Equatable {
     public var variantHits = 0
     /// Variant requests that failed: the image refused, a helper failed, none could start.
     public var variantFailures = 0
+    /// Variant jobs given to the helpers: each a decode of its original
+    /// (unless the daemon stops first). A failure answered from memory gives none.
+    public var variantJobs = 0
 }

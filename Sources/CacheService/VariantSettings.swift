@@ -2,7 +2,8 @@ import CacheStore
 import CacheSystem
 
 /// What a client may ask of variants (`variant-max-dimension`,
-/// `variant-sizes`, `max-image-pixels`): a reload changes them.
+/// `variant-sizes`, `max-image-pixels`), and how long a failure is
+/// remembered (`variant-retry-after`): a reload changes them.
 public struct VariantSettings: Sendable, Equatable {
     /// The largest width or height asked for, and the bound of a side a
     /// request leaves free.
@@ -11,6 +12,10 @@ public struct VariantSettings: Sendable, Equatable {
     public var sizes: [Int] = []
     /// An original of more pixels (its first frame) is refused by its header.
     public var maxPixels: Int64 = 100_000_000
+    /// An original a helper failed on is tried again after this long,
+    /// doubled with each failure of it again (`variant-retry-after`;
+    /// VariantRefusals.swift).
+    public var retryAfter = Duration.seconds(60)
 
     public init() {}
 

@@ -46,9 +46,12 @@ public struct VariantPoolStats: Sendable, Equatable {
 
 /// A bounded pool of `cached-variant` helpers: each runs on a thread of its
 /// own (`cached-variant-N`), started with the first job, which feeds it jobs
-/// one at a time. A helper that fails (crashes, hangs past `jobTimeout`,
-/// breaks the protocol) fails that job only and is replaced for the next.
-/// Workers never wait here: completions run on the pool's threads.
+/// one at a time, in the order queued. A helper that fails (crashes, hangs
+/// past `jobTimeout`, breaks the protocol) fails that job only and is
+/// replaced for the next. Suspect jobs (of an original that failed before)
+/// take at most `maxSuspect` helpers at once: one helper stays for the
+/// others, which pass a suspect job held back. Workers never wait here:
+/// completions run on the pool's threads.
 public final class VariantHelpers: Sendable {
     private struct Queued: Sendable {
         var job: VariantJob
@@ -59,6 +62,20 @@ public final class VariantHelpers: Sendable {
         var threads = 0
         var stopping = false
         var stats = VariantPoolStats()
+        /// Suspect jobs (`VariantJob.suspect`) on a helper now.
+        var suspectRunning = 0
+
+        /// Takes the first queued job a helper may run now: any job of an
+        /// original with no failure on record; a suspect one only while
+        /// fewer than `maxSuspect` run, so that the helpers left stay free
+        /// for the rest.
+        mutating func takeNext(maxSuspect: Int) -> Queued? {
+            let mayRunSuspect = suspectRunning < maxSuspect
+            guard let i = queue.firstIndex(where: { !$0.job.suspect || mayRunSuspect }) else { return nil }
+            let next = queue.remove(at: i)
+            if next.job.suspect { suspectRunning += 1 }
+            return next
+        }
     }
     private let state = Monitor(State())
     private let configuration: Locked<VariantPoolConfiguration>
@@ -114,6 +131,10 @@ public final class VariantHelpers: Sendable {
 
     public var stats: VariantPoolStats { state.update { $0.stats } }
 
+    /// Helpers suspect jobs may take at once: all but one (one at least,
+    /// so with a single helper nothing is kept).
+    static func maxSuspect(helpers: Int) -> Int { max(1, helpers - 1) }
+
     /// Refuses new jobs, fails the waiting ones, and has each thread stop
     /// its helper once its job (if any) ends.
     public func stop() {
@@ -132,9 +153,10 @@ public final class VariantHelpers: Sendable {
     /// when it has none and replacing it after a failure.
     private func drive() {
         var helper: HelperProcess?
+        let maxSuspect = Self.maxSuspect(helpers: configuration.withLock { $0.helpers })
         while let next = state.wait({ s -> Queued?? in
             if s.stopping { return .some(nil) }
-            return s.queue.isEmpty ? nil : .some(s.queue.removeFirst())
+            return s.takeNext(maxSuspect: maxSuspect).map { .some($0) }
         }) {
             let c = configuration.withLock { $0 }
             if let h = helper, h.hasEnded {
@@ -153,6 +175,8 @@ public final class VariantHelpers: Sendable {
             }
             let result = run(next.job, on: &helper, c)
             next.job.source.close()
+            // A suspect job held back may go now.
+            if next.job.suspect { state.update { $0.suspectRunning -= 1 } }
             next.completion(result)
         }
         if let helper { _ = helper.stop(killing: false) }

@@ -12,6 +12,10 @@ public struct VariantJob: Sendable {
     public var maxPixels: Int64
     /// The largest variant taken from the helper (`max-object-size`).
     public var maxResult: Int64
+    /// Of an original that failed before (its failure on record): such jobs
+    /// never take the last helper, which stays for originals that did not
+    /// (`VariantHelpers`).
+    public var suspect = false
 
     public init(spec: VariantSpec, source: FileDescriptor, sourceSize: Int64, maxDimension: Int, maxPixels: Int64, maxResult: Int64) {
         self.spec = spec
@@ -80,6 +84,18 @@ extension VariantFailure {
     public var isRefusal: Bool {
         if case .refused = self { return true }
         return false
+    }
+
+    /// Whether the failure is the original's, whatever variant of it is
+    /// asked: it was refused (its header, its decode), or the helper failed
+    /// on it (crashed, killed at a limit, past `variant-timeout`). Not when
+    /// the helper could not make this variant (its encoder failed, it came
+    /// out larger than the daemon takes, memory ran out inside libvips).
+    public var isTheOriginals: Bool {
+        switch self {
+        case .refused, .helperFailed: true
+        case .notMade, .source, .unavailable, .busy, .stopped: false
+        }
     }
 
     /// Whether the service remembers this failure for a while instead of

@@ -137,7 +137,8 @@ public struct Status: Codable, Sendable, Equatable {
     public var logRecords: Int
     /// `hits`, `misses`, `downloads`, `download_bytes`, `coalesced`, `errors`,
     /// `requests`, `connections`, `upstream_errors`, `quarantined`,
-    /// `read_errors`, `evictions`, `variants_made`, `variant_hits`, `variant_failures`.
+    /// `read_errors`, `evictions`, `variants_made`, `variant_hits`, `variant_failures`,
+    /// `variant_jobs`.
     public var counters: [String: Int64]
     /// Image variants stored (nil from a daemon without variants).
     public var variants: Int?

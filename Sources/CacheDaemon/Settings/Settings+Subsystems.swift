@@ -44,6 +44,7 @@ extension Settings {
         v.maxDimension = variantMaxDimension
         v.sizes = variantSizes
         v.maxPixels = maxImagePixels
+        v.retryAfter = variantRetryAfter
         return v
     }
 

@@ -75,6 +75,8 @@ public struct Settings: Sendable, Equatable {
     public var variantMemory: Int64 = 2 << 30
     /// Longest a variant may take to make, once a helper has it.
     public var variantTimeout = Duration.seconds(60)
+    /// How long a failure of an original's helper is remembered, doubled with each failure again.
+    public var variantRetryAfter = Duration.seconds(60)
     /// Parallel downloads, retries, timeouts, redirects, TLS trust and proxy.
     public var fetch = FetchPolicy()
     /// `fetch-header`, in order; sent only to the origins of the feed URLs.

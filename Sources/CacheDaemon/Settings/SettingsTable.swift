@@ -89,6 +89,8 @@ extension Settings {
               \.variantMemory, parse: { k, v throws(SettingsError) in try ValueParser.size(k, v, minimum: 512 << 20, "at least 512M") }, format: { String($0) }),
         .make("variant-timeout", "SECONDS", .live, "a variant not made in this long fails and its helper is replaced",
               \.variantTimeout, parse: { k, v throws(SettingsError) in try ValueParser.duration(k, v) }, format: ValueParser.formatSeconds),
+        .make("variant-retry-after", "SECONDS", .live, "an original a helper failed on (crashed, killed, too slow) fails every variant at once for this long, doubled with each failure again up to 32 times; 0 = tried again at once",
+              \.variantRetryAfter, parse: { k, v throws(SettingsError) in try ValueParser.duration(k, v, allowZero: true) }, format: ValueParser.formatSeconds),
         .make("concurrency", "N", .restart, "parallel downloads, 1 to 256",
               \.fetch.concurrency, parse: { k, v throws(SettingsError) in try ValueParser.whole(k, v, 1...256) }, format: { String($0) }),
         .make("prefetch-on-start", "[BOOL]", .restart, "run a full prefetch right after start",

@@ -223,6 +223,7 @@ enum AnswerEncoding {
         co.field("variants_made", c.variantsMade)
         co.field("variant_hits", c.variantHits)
         co.field("variant_failures", c.variantFailures)
+        co.field("variant_jobs", c.variantJobs)
         return co
     }
 }
