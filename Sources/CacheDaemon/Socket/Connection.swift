@@ -21,8 +21,9 @@ final class Connection {
     /// sizes and `descriptorCost` per descriptor to pass.
     var queuedBytes = 0
     /// The bytes of the byte chunks in `ready` and in `slots` (counted as
-    /// they enter the connection, wherever they wait): memory, counted in
-    /// `totals` and against `max-queued-bytes`.
+    /// they enter the connection, wherever they wait, until a chunk is sent
+    /// whole and let go of): memory, counted in `totals` and against
+    /// `max-queued-bytes`.
     var heldBytes = 0 { didSet { totals.bytes += heldBytes - oldValue; totals.check() } }
     /// Descriptors held in `ready` and `slots` (files to send, descriptors
     /// to pass), counted in `totals`.
