@@ -125,9 +125,10 @@ demo: release
 
 # The daemon at scale with HTTP on (scripts/soak.py): make test runs a short
 # one (10,000 rows, 50 /events subscribers, 200 pipelining connections, one
-# round, variants of 1,000 rows); this runs a long one on the release build, RSS and descriptors
+# round, 200 connections not reading listings of 21 MB under 32M of
+# max-queued-bytes-total, variants of 1,000 rows); this runs a long one on the release build, RSS and descriptors
 # checked before and after each part.
-SOAK_ARGS ?= --rows 20000 --posts 20000 --subscribers 1001 --pipeliners 600 --rounds 3 --variants 10000 \
+SOAK_ARGS ?= --rows 20000 --posts 20000 --subscribers 1001 --pipeliners 600 --rounds 3 --variants 10000 --listers 600 --listing-total 256M \
 	--tiny-pages 16 --tiny-page-size 2097152 --tiny-limit 1000000
 soak: release
 	$(call install_missing,$(SOAK_PACKAGES))

@@ -120,6 +120,34 @@ extension JSONWriter {
     }
 }
 
+extension JSONWriter {
+    /// The bytes `string(s)` writes, quotes and escapes included, counted
+    /// without writing them (a listing's size before it is built).
+    public static func length(of s: String) -> Int {
+        var n = 2
+        for b in s.utf8 {
+            switch b {
+            case 0x22, 0x5C, 0x0A, 0x0D, 0x09: n += 2
+            case 0..<0x20: n += 6
+            default: n += 1
+            }
+        }
+        return n
+    }
+
+    /// The bytes `postID(id)` writes.
+    public static func length(of id: PostID) -> Int {
+        switch id {
+        case .int(let v):
+            var n = v < 0 ? 2 : 1
+            var rest = v.magnitude / 10
+            while rest > 0 { n += 1; rest /= 10 }
+            return n
+        case .string(let s): return length(of: s)
+        }
+    }
+}
+
 extension PostID {
     /// The id as JSON text, for messages: `5` or `"a/b"`.
     public var json: String {

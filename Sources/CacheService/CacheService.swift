@@ -92,6 +92,12 @@ public final class CacheService: Sendable {
         counters.withLock { $0.requests += count; $0.errors += errors }
     }
 
+    /// Runs `job` on a worker (a front-end's work too large for its own
+    /// thread: a granted listing's answer).
+    public func onWorker(_ job: @escaping WorkerPool.Job) {
+        pool.submit(job)
+    }
+
     /// Counts a connection opened (`true`) or closed.
     public func noteConnection(opened: Bool) {
         counters.withLock { $0.connections += opened ? 1 : -1 }

@@ -655,6 +655,49 @@ private func pingLine(length: Int) -> [UInt8] {
         #expect(calls.count == n)
     }
 
+    /// Issue 33, point 6: twelve clients that never read each ask a listing
+    /// of 2 MiB, sized on a worker, under 8 MiB of `max-queued-bytes-total`:
+    /// the loop grants each its 2 MiB before it is made, so four are made
+    /// and the rest are refused `busy` (a listing was counted at
+    /// `max-queued-bytes`, 64 KiB here, until it came: all twelve were made).
+    @Test func listingsAreGrantedTheirSizeBeforeTheyAreMadeWithinTheTotal() throws {
+        let calls = Calls()
+        var limits = LoopHarness.limits(maxQueuedBytes: 64 << 10)
+        limits.maxQueuedBytesTotal = 8 << 20
+        let h = try LoopHarness(limits: limits) { request, reply in
+            calls.record(request, keep: request.command.isListing ? reply : nil)
+            return request.command.isListing ? .later : .now(answer(request.tag))
+        }
+        defer { h.stop() }
+        let clients = try (0..<12).map { i in
+            let c = try h.connect()
+            try c.send(#"{"op":"list_posts","tag":\#(i)}"# + "\n")
+            return c
+        }
+        try #require(calls.wait(for: 12))
+        let made = Monitor(0)
+        let size = 2 << 20
+        for reply in calls.takePending() {
+            let tag = reply.tag
+            reply.finish(SizedAnswer(bytes: size, make: {
+                made.update { $0 += 1 }
+                return [answer(tag, pad: size - 64)]
+            }, refuse: { Response.error(ProtocolError($0), tag: tag) }))
+        }
+        // Round trips on another connection (it holds nothing, so it is read
+        // at the bound): the loop has taken every sized listing.
+        let other = try h.connect()
+        for t in 100..<103 { #expect(try other.ping(tag: t).tagNumber == Int64(t)) }
+        #expect(made.wait { $0 } == 4, "listings made for clients that read nothing")
+        var busy = 0, listed = 0
+        for (i, c) in clients.enumerated() {
+            let j = try c.readJSON()
+            #expect(j.tagNumber == Int64(i))
+            if j.errorCode == "busy" { busy += 1 } else if j["pad"]?.string?.count ?? 0 > size / 2 { listed += 1 }
+        }
+        #expect(listed == 4 && busy == 8, "\(listed) listed, \(busy) busy")
+    }
+
     @Test func atMostMaxPipelineLateRequestsAreTaken() throws {
         let calls = Calls()
         let n = 600

@@ -3,6 +3,19 @@ import Testing
 import CacheSystem
 
 @Suite struct JSONParserTests {
+    @Test func writtenLengthsAreCountedWithoutWriting() {
+        for text in ["", "plain", "é and 日本", "\"quoted\" \\ back", "\n\r\t", "\u{0}\u{1}\u{1f}\u{7f}", String(repeating: "\u{2}", count: 100)] {
+            var w = JSONWriter()
+            w.string(text)
+            #expect(JSONWriter.length(of: text) == w.bytes.count, "\(Array(text.utf8))")
+        }
+        for id: PostID in [.int(0), .int(9), .int(10), .int(-1), .int(-10), .int(123_456_789), .int(.max), .int(.min), .string("a\"b")] {
+            var w = JSONWriter()
+            w.postID(id)
+            #expect(JSONWriter.length(of: id) == w.bytes.count, "\(id)")
+        }
+    }
+
     @Test func parsesEveryKindOfValue() throws {
         let v = try JSONParser.parse(Array(#" {"a": [1, -2.5e3, true, false, null], "b": "x\"\u00e9\ud83d\ude00", "c": {}} "#.utf8))
         #expect(v["a"] == .array([.number("1"), .number("-2.5e3"), .bool(true), .bool(false), .null]))

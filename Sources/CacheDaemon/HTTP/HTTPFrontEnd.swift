@@ -90,22 +90,11 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
             query = try searchQuery(request)
             withIDs = try flag(request, "with_ids")
         } catch { return .now(failure(error, request)) }
-        let encode: @Sendable (PostsPage) -> [UInt8] = { [responses] p in
-            let items = withIDs ? zip(p.ids, p.posts).map { Self.postWithID($0, $1) } : p.posts
-            return responses.body(.ok, request, type: HTTPResponses.json, Self.array(items)) { $0.field("X-Total-Count", p.total) }
+        let make: @Sendable (PostsPage) -> [[UInt8]] = { [self] p in listingChunks(request, total: p.total, Self.postsBody(p, withIDs: withIDs)) }
+        let sized = sized(request, bodySize: { Self.postsBodySize($0, withIDs: withIDs) }, make)
+        return Answering.listing(reply, respond(request) { Array(make($0).joined()) }, sized: sized) {
+            service.posts(offset: page.offset, limit: page.limit, query: query, then: $0)
         }
-        return Answering.answer(reply, respond(request, encode)) { service.posts(offset: page.offset, limit: page.limit, query: query, then: $0) }
-    }
-
-    /// `{"id":<id>,"post":<stored JSON>}`: `get_post`'s answer without `ok`.
-    static func postWithID(_ id: PostID, _ json: [UInt8]) -> [UInt8] {
-        var w = JSONWriter(capacity: json.count + 40)
-        w.raw(Array(#"{"id":"#.utf8))
-        w.postID(id)
-        w.raw(Array(#","post":"#.utf8))
-        w.raw(json)
-        w.raw([UInt8(ascii: "}")])
-        return w.bytes
     }
 
     private func post(_ text: String, _ request: HTTPRequest) -> Answer {
@@ -123,12 +112,10 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
     private func images(_ request: HTTPRequest, _ reply: Reply) -> Answer {
         let page: (offset: Int, limit: Int?)
         do throws(CacheError) { page = try paging(request) } catch { return .now(failure(error, request)) }
-        let encode: @Sendable (ImagesPage) -> [UInt8] = { [responses, showPaths] p in
-            responses.body(.ok, request, type: HTTPResponses.json, Self.array(p.images.map { AnswerEncoding.imageJSON($0, withPath: showPaths) })) {
-                $0.field("X-Total-Count", p.total)
-            }
+        let make: @Sendable (ImagesPage) -> [[UInt8]] = { [self] p in listingChunks(request, total: p.total, Self.imagesBody(p, withPaths: showPaths)) }
+        return Answering.listing(reply, respond(request) { Array(make($0).joined()) }, sized: sized(request, bodySize: Self.imagesBodySize, make)) {
+            service.images(offset: page.offset, limit: page.limit, then: $0)
         }
-        return Answering.answer(reply, respond(request, encode)) { service.images(offset: page.offset, limit: page.limit, then: $0) }
     }
 
     /// `/images/{row}`: the row's image (downloaded first on a miss unless `?fetch=0`).
@@ -254,18 +241,6 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
     static func integer(_ text: String) -> Int64? {
         guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy(ASCII.isDigit) else { return nil }
         return Int64(text)
-    }
-
-    /// A JSON array of already-encoded values.
-    static func array(_ items: [[UInt8]]) -> [UInt8] {
-        var out: [UInt8] = [UInt8(ascii: "[")]
-        out.reserveCapacity(items.reduce(2) { $0 + $1.count + 1 })
-        for (i, item) in items.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(contentsOf: item)
-        }
-        out.append(UInt8(ascii: "]"))
-        return out
     }
 
     /// A result as an answer: `encode`'s body for a success, the error's status and body for a failure.

@@ -51,6 +51,7 @@ final class Daemon {
             return 1
         }
         loop.handler = { request, reply in dispatcher.handle(request, reply) }
+        loop.submit = { [service] job in service.onWorker(job) }
         let http = sockets.http.isEmpty ? nil
             : HTTPFrontEnd(service: service, allowAdmin: settings.httpAllowAdmin,
                            hosts: HTTPHostPolicy(allowedHosts: settings.httpAllowedHosts, trustForwarded: settings.httpTrustForwarded),

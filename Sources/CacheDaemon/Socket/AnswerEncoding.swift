@@ -25,11 +25,18 @@ enum AnswerEncoding {
         Response.ok(tag: tag) { $0.field("image", object: imageObject(entry)) }
     }
 
+    /// Each row is written into the answer as it is made (the answer and
+    /// one row in memory, not every row twice).
     static func images(_ page: ImagesPage, tag: [UInt8]?) -> [UInt8] {
-        Response.ok(tag: tag, capacity: page.images.count * 200 + 64) { o in
+        Response.ok(tag: tag, capacity: imagesSize(page, tag: tag)) { o in
             o.field("total", page.total)
             o.key("images")
-            o.rawArray(page.images.map { imageObject($0).finished() })
+            o.appendRaw("[".utf8)
+            for (i, e) in page.images.enumerated() {
+                if i > 0 { o.appendRaw(",".utf8) }
+                o.appendRaw(imageObject(e).finished())
+            }
+            o.appendRaw("]".utf8)
         }
     }
 

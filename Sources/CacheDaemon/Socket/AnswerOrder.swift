@@ -75,7 +75,6 @@ extension Connection {
         }
         descriptors += d.chunks.descriptorCount
         heldBytes += d.byteCount
-        if d.slot == unsizedAnswer { reservedBytes = 0 }  // its real bytes count from here
         guard index == 0 else {
             slots[index].chunks.append(contentsOf: d.chunks)
             if d.done { slots[index].done = true }

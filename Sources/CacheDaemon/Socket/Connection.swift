@@ -21,18 +21,15 @@ final class Connection {
     /// sizes and `descriptorCost` per descriptor to pass.
     var queuedBytes = 0
     /// The bytes of the byte chunks in `ready` and in `slots` (counted as
-    /// they enter the connection, wherever they wait): memory, counted in
-    /// `totals` and against `max-queued-bytes`.
+    /// they enter the connection, wherever they wait, until a chunk is sent
+    /// whole and let go of): memory, counted in `totals` and against
+    /// `max-queued-bytes`.
     var heldBytes = 0 { didSet { totals.bytes += heldBytes - oldValue; totals.check() } }
     /// Descriptors held in `ready` and `slots` (files to send, descriptors
     /// to pass), counted in `totals`.
     var descriptors = 0 { didSet { totals.descriptors += descriptors - oldValue; totals.check() } }
-    /// What the totals count for a listing being built on a worker (its
-    /// size is known only once it is built): `max-queued-bytes` from the
-    /// request until the first part of its answer arrives.
-    var reservedBytes = 0 { didSet { totals.bytes += reservedBytes - oldValue; totals.check() } }
     /// True while anything is queued or awaited for this connection.
-    var holdsAnswers: Bool { heldBytes > 0 || descriptors > 0 || reservedBytes > 0 || !slots.isEmpty }
+    var holdsAnswers: Bool { heldBytes > 0 || descriptors > 0 || !slots.isEmpty }
     /// What all connections hold together (EventLoop+Limits.swift).
     let totals: OutputTotals
     /// Answers not yet complete, in request order; the first one's parts go straight to `ready`.
@@ -121,7 +118,6 @@ final class Connection {
         slots = []
         heldBytes = 0
         descriptors = 0
-        reservedBytes = 0
         queuedBytes = 0
     }
 }

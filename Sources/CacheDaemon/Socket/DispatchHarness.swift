@@ -95,6 +95,8 @@ public final class DispatchHarness: Sendable {
             while !done {
                 for d in mailbox.drain().deliveries {
                     guard d.slot == reply.slot else { for c in d.chunks { c.release() }; continue }
+                    // A sized listing is granted at once (there is no loop and no bound here).
+                    if let sized = d.sized { chunks += sized.make().map { .bytes($0) }; done = true; continue }
                     chunks += d.chunks
                     done = done || d.done
                 }

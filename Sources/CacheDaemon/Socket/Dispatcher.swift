@@ -24,7 +24,8 @@ final class Dispatcher: Sendable {
         case .getPost(let id):
             return respond(tag) { Response.ok(tag: tag, id: $0.id, name: "post", rawJSON: $0.json) }(service.post(id: id))
         case let .listPosts(offset, limit, query):
-            return Answering.answer(reply, respond(tag) { AnswerEncoding.posts($0, tag: tag) }) {
+            let encode: @Sendable (PostsPage) -> [UInt8] = { AnswerEncoding.posts($0, tag: tag) }
+            return Answering.listing(reply, respond(tag, encode), sized: sized(tag, encode) { AnswerEncoding.postsSize($0, tag: tag) }) {
                 service.posts(offset: offset, limit: limit, query: query, then: $0)
             }
         case let .getImage(row, fetch, variant):
@@ -32,7 +33,8 @@ final class Dispatcher: Sendable {
             if let variant { return Answering.answer(reply, encode) { service.imageVariant(row: row, variant, then: $0) } }
             return Answering.answer(reply, encode) { service.image(row: row, fetch: fetch, then: $0) }
         case let .listImages(offset, limit):
-            return Answering.answer(reply, respond(tag) { AnswerEncoding.images($0, tag: tag) }) {
+            let encode: @Sendable (ImagesPage) -> [UInt8] = { AnswerEncoding.images($0, tag: tag) }
+            return Answering.listing(reply, respond(tag, encode), sized: sized(tag, encode) { AnswerEncoding.imagesSize($0, tag: tag) }) {
                 service.images(offset: offset, limit: limit, then: $0)
             }
         case .read(let hex):
@@ -64,6 +66,15 @@ final class Dispatcher: Sendable {
             } }) {
                 service.deletePost(id: id, then: $0)
             }
+        }
+    }
+
+    /// A listing's page as a `SizedAnswer`: `size` bytes at most, written by
+    /// `encode`, refused with a `busy` line.
+    private func sized<V: Sendable>(_ tag: [UInt8]?, _ encode: @escaping @Sendable (V) -> [UInt8],
+                                    _ size: @escaping @Sendable (V) -> Int) -> @Sendable (V) -> SizedAnswer {
+        { page in
+            SizedAnswer(bytes: size(page), make: { [encode(page)] }, refuse: { Response.error(ProtocolError($0), tag: tag) })
         }
     }
 

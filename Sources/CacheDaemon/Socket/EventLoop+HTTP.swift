@@ -52,10 +52,9 @@ extension EventLoop {
                     // Reading waits for it: an answer's size is known only
                     // once it is made (a listing, an event stream), so one
                     // connection holds at most one that is being made.
+                    // (A listing's bytes are counted once a worker sized
+                    // it: EventLoop+Listings.swift.)
                     c.unsizedAnswer = slot
-                    // Only a listing's size is unknown until it is made; an
-                    // object, a download or an event stream reserves nothing.
-                    if Self.isListing(request) { c.reservedBytes = limits.maxQueuedBytes }
                 }
                 if !http.keepsAlive(request) { c.closeAfterFlush = true }
             }

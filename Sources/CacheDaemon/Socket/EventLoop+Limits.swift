@@ -6,18 +6,19 @@ import CacheProtocol
 import CacheSystem
 
 /// What every connection's queued answers hold together: the bytes of
-/// answers in memory (and those reserved for listings being built) and the
-/// descriptors waiting to be sent or passed. Owned by the loop thread; each
+/// answers in memory (and those granted to listings being built, at their
+/// size: EventLoop+Listings.swift) and the descriptors waiting to be sent
+/// or passed. Owned by the loop thread; each
 /// `Connection` adds and removes its own.
 ///
 /// At a bound (`full`) the connections that hold answers stop being read
-/// and a listing (whose size is known only once it is built) is refused
-/// `busy`, while a connection holding nothing may still send any other
+/// and a listing is refused `busy` (when it is asked, and when its size is
+/// known, before it is built), while a connection holding nothing may still send any other
 /// request: a new client, a client's liveness `ping` on a second
 /// connection, is answered. `full` ends at three quarters of the bound, so
 /// reading does not flap on and off around it.
 final class OutputTotals {
-    /// Bytes of `.bytes` chunks queued on all connections, and reserved.
+    /// Bytes of `.bytes` chunks queued on all connections, and granted to listings being built.
     var bytes = 0
     /// Descriptors (files to send, descriptors to pass) held for all connections.
     var descriptors = 0
@@ -40,6 +41,12 @@ final class OutputTotals {
             full = false
             resumeDue = true
         }
+    }
+
+    /// Counts `bytes` more (less, when negative) granted to listings being built.
+    func grant(_ bytes: Int) {
+        self.bytes += bytes
+        check()
     }
 
     /// At most three quarters of each bound: where reading resumes and shedding stops.

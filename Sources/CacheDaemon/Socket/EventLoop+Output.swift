@@ -26,8 +26,11 @@ extension EventLoop {
                 c.lastActivity = Clock.monotonicNanoseconds()
                 c.readyOffset += Int64(sent)
                 c.queuedBytes -= sent
-                c.heldBytes -= sent
                 if Int(c.readyOffset) == b.count {
+                    // Held until it is let go of whole: a chunk partly sent
+                    // is all in memory still (a listing of 20 MB with its
+                    // first 2 MB in a TCP send buffer counted 18 MB).
+                    c.heldBytes -= b.count
                     if b.count >= Memory.largeBody { freedBytes += b.count }
                     c.ready.removeFirst()
                     c.readyOffset = 0
@@ -98,9 +101,9 @@ extension EventLoop {
                 c.ready.removeFirst()
                 c.lastActivity = Clock.monotonicNanoseconds()
                 c.queuedBytes -= Connection.descriptorCost + sent
-                c.heldBytes -= sent
                 c.readyOffset = Int64(sent)
-                if sent == line.count { c.ready.removeFirst(); c.readyOffset = 0 }
+                // The rest of the line, if any, is let go of by the bytes case.
+                if sent == line.count { c.ready.removeFirst(); c.readyOffset = 0; c.heldBytes -= line.count }
             }
         }
         process(c)

@@ -39,6 +39,9 @@ final class EventLoop {
     var freedBytes = 0
     /// Droppable deliveries the mailbox dropped (progress, `/events`).
     var droppedEvents = 0
+    /// The bytes granted to each listing being built, until its answer
+    /// comes (counted in `totals`: EventLoop+Listings.swift).
+    var granted: [SlotKey: Int] = [:]
     /// The thread running `run`: connections, limits and the scratch buffer
     /// are its alone (checked in debug builds).
     private var owner: pthread_t?
@@ -53,6 +56,9 @@ final class EventLoop {
     var http: HTTPHandling?
     /// Called for SIGHUP.
     var onReload: () -> Void = {}
+    /// Runs a granted listing's work on a worker (the service's pool);
+    /// inline, on the loop, unless set.
+    var submit: (@escaping @Sendable () -> Void) -> Void = { $0() }
     /// Called about once a second from the loop (the watchdog's heartbeat:
     /// it proves the loop itself still turns).
     var onTick: () -> Void = {}
@@ -301,8 +307,8 @@ final class EventLoop {
     }
 
     /// Reading stops while the pipeline or the output is full, and while a
-    /// listing built on a worker is pending: its size is known only once it
-    /// is built, so a client cannot have many of them (each possibly
+    /// listing built on a worker is pending: its size is known only once its
+    /// page is, so a client cannot have many of them (each possibly
     /// hundreds of MB) held for it at once, past `maxQueuedBytes`.
     func isPaused(_ c: Connection) -> Bool {
         c.slots.count >= limits.maxPipeline || c.queuedBytes >= limits.maxQueuedBytes || c.heldBytes >= limits.maxQueuedBytes
@@ -342,22 +348,26 @@ final class EventLoop {
                         continue
                     }
                     let reply = Reply(mailbox: mailbox, connection: c.id, slot: slot, tag: request.tag)
-                    if c.answer(handler(request, reply), slot: slot), request.command.isListing {
-                        c.unsizedAnswer = slot
-                        c.reservedBytes = limits.maxQueuedBytes
-                    }
+                    if c.answer(handler(request, reply), slot: slot), request.command.isListing { c.unsizedAnswer = slot }
                 }
             }
         }
     }
 
-    private func deliver(_ d: Delivery) {
+    private func deliver(_ delivery: Delivery) {
         assertOnLoopThread()
+        var d = delivery
+        if let sized = d.sized {
+            guard let refusal = grant(d, sized) else { return }  // granted: its answer comes later
+            d = refusal
+        }
         guard let c = connections[d.connection] else {
             for chunk in d.chunks { chunk.release() }  // the client left
+            settleGrant(d)
             return
         }
         c.deliver(d, maxQueuedBytes: limits.maxQueuedBytes)
+        settleGrant(d)
         if d.done && c.unsizedAnswer == d.slot { c.unsizedAnswer = nil }
         process(c)  // reading may have paused on a full pipeline or a pending listing
         queueFlush(c)

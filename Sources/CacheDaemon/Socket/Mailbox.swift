@@ -32,6 +32,9 @@ struct Delivery: Sendable {
     /// has `maxQueuedBytes` waiting (each event carries the totals so far,
     /// so a later one replaces what a dropped one said).
     var droppable = false
+    /// A listing sized on a worker, waiting for the loop to grant its bytes
+    /// (`EventLoop.grant`); `chunks` is empty then.
+    var sized: SizedAnswer? = nil
 }
 
 /// Where worker and fetch threads post deliveries; wakes the loop through an eventfd.
