@@ -79,6 +79,8 @@ public enum CachectlMain {
 /// The parsed command line.
 struct Invocation {
     var socket: String
+    /// True when `--socket` named it: then its directory may be another user's.
+    var socketNamed = false
     var json = false
     var command: [String] = []
     var output: String?
@@ -161,6 +163,7 @@ struct Invocation {
             }
             socketOption = option
             inv.socket = path
+            inv.socketNamed = option == "--socket"
         }
         while i < args.count {
             let a = args[i]

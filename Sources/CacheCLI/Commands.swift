@@ -51,7 +51,8 @@ struct Commands {
     /// daemon on a second connection and gives up only if that goes unanswered.
     private func connect(mayTakeLong: Bool = false) -> BlockingClient {
         let timeout = ClientTimeout.seconds(invocation.timeout, mayTakeLong: mayTakeLong)
-        return BlockingClient(socketPath: invocation.socket, timeout: timeout, quick: !mayTakeLong)
+        // A socket the user did not name with --socket is refused in a directory another user owns.
+        return BlockingClient(socketPath: invocation.socket, timeout: timeout, quick: !mayTakeLong, requiringOwner: !invocation.socketNamed)
     }
 
     /// Sends one request; an error answer becomes a CLIError with the matching exit status.

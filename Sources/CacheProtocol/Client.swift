@@ -33,10 +33,14 @@ public final class Client {
     ///     user could write (see `SocketDirectory.problem`), with
     ///     `ClientError.untrustedDirectory`: cachectl sets it, so that nobody
     ///     else can put their own socket in the daemon's place.
-    public init(socketPath: String, timeout: ClientTimeout = .none, checkingDirectory: Bool = false) throws(ClientError) {
+    ///   - requiringOwner: with `checkingDirectory`, also refuse a socket
+    ///     reached through a directory another user owns (not root, not the
+    ///     caller): cachectl sets it unless `--socket` names the path.
+    public init(socketPath: String, timeout: ClientTimeout = .none, checkingDirectory: Bool = false,
+                requiringOwner: Bool = false) throws(ClientError) {
         self.socketPath = socketPath
         self.timeout = timeout
-        if checkingDirectory, let reason = SocketDirectory.problem(socket: socketPath) {
+        if checkingDirectory, let reason = SocketDirectory.problem(socket: socketPath, requiringOwner: requiringOwner) {
             throw .untrustedDirectory(socket: socketPath, reason: reason)
         }
         fd = try Self.connect(socketPath, timeout: timeout.limit)
@@ -280,11 +284,15 @@ public enum SocketDirectory {
     ///   `/tmp/cached-<uid>`, which anyone could have created first) must be
     ///   a real directory owned by the caller that neither group nor others
     ///   can write.
-    /// - Any other directory may belong to another user (a system daemon
-    ///   under `DynamicUser=` owns `/run/cached`), but must not be writable by
+    /// - Any other directory may belong to another user (a daemon of a user
+    ///   the caller trusts, named by `--socket`), but must not be writable by
     ///   group or others, unless it is root's and sticky (`/tmp`): there
-    ///   nobody can replace a socket they do not own.
-    public static func problem(socket path: String, privateDirectory: String = DefaultPaths.privateTempDirectory) -> String? {
+    ///   nobody can replace a socket they do not own. With `requiringOwner`
+    ///   (a path the user did not name), none may belong to a user other
+    ///   than root and the caller either: that user could replace the
+    ///   socket (the daemon's own rule for its directories).
+    public static func problem(socket path: String, privateDirectory: String = DefaultPaths.privateTempDirectory,
+                               requiringOwner: Bool = false) -> String? {
         var dir = FileSystem.directoryName(of: path)
         while dir.count > 1 && dir.hasSuffix("/") { dir.removeLast() }
         var st = stat()
@@ -297,10 +305,20 @@ public enum SocketDirectory {
         // move the socket's directory aside and put their own in its place.
         var current = dir
         while true {
-            if let p = writableByOthers(current) { return current == dir ? p : "a directory above the socket: " + p }
+            if let p = writableByOthers(current) ?? (requiringOwner ? ownedByOthers(current) : nil) {
+                return current == dir ? p : "a directory above the socket: " + p
+            }
             if current == "/" || current == "." || current.isEmpty { return nil }
             current = FileSystem.directoryName(of: current)
         }
+    }
+
+    /// What is wrong with `dir` belonging to a user other than root and the caller, or nil.
+    private static func ownedByOthers(_ dir: String) -> String? {
+        var st = stat()
+        guard stat(dir, &st) == 0, st.st_mode & S_IFMT == S_IFDIR, st.st_uid != 0, st.st_uid != geteuid() else { return nil }
+        return "\(dir) is owned by \(userName(st.st_uid)), not by root or you, who could replace the socket in it "
+            + "(if you trust that user, name the socket with --socket \(dir)/...)"
     }
 
     /// What is wrong with `dir` being writable by group or others (not

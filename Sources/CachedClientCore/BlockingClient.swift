@@ -14,10 +14,10 @@ package final class BlockingClient: Sendable {
     /// answer must come within the timeout, however it trickles.
     private let quick: Bool
 
-    package init(socketPath: String, timeout: ClientTimeout, quick: Bool, checkingDirectory: Bool = true) {
+    package init(socketPath: String, timeout: ClientTimeout, quick: Bool, checkingDirectory: Bool = true, requiringOwner: Bool = false) {
         self.socketPath = socketPath
         self.quick = quick
-        pipeline = Pipeline(socketPath: socketPath, timeout: timeout, checkingDirectory: checkingDirectory)
+        pipeline = Pipeline(socketPath: socketPath, timeout: timeout, checkingDirectory: checkingDirectory, requiringOwner: requiringOwner)
     }
 
     /// The answer as it came, an error answer included.

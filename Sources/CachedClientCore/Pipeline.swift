@@ -96,15 +96,18 @@ package final class Pipeline: Sendable {
     let socketPath: String
     let timeout: ClientTimeout
     let checkingDirectory: Bool
+    /// With `checkingDirectory`: directories other users own are refused too.
+    let requiringOwner: Bool
     /// Held while a request is written (and a connection made): requests
     /// leave whole and in the order of the queue.
     private let sending = Locked((), rank: .clientWriter)
     private let state = Locked<Link?>(nil)
 
-    package init(socketPath: String, timeout: ClientTimeout, checkingDirectory: Bool) {
+    package init(socketPath: String, timeout: ClientTimeout, checkingDirectory: Bool, requiringOwner: Bool = false) {
         self.socketPath = socketPath
         self.timeout = timeout
         self.checkingDirectory = checkingDirectory
+        self.requiringOwner = requiringOwner
     }
 
     /// Sends `line` and calls `waiter.finish` when its answer is read: by
@@ -159,7 +162,7 @@ package final class Pipeline: Sendable {
         }
         let client: Client
         do throws(ClientError) {
-            client = try Client(socketPath: socketPath, timeout: timeout, checkingDirectory: checkingDirectory)
+            client = try Client(socketPath: socketPath, timeout: timeout, checkingDirectory: checkingDirectory, requiringOwner: requiringOwner)
         } catch { throw CachedError(error) }
         let link = Link(client)
         state.withLock { $0 = link }

@@ -200,13 +200,35 @@ import CacheSystem
         #expect(sticky.status == 1 && sticky.stderr.contains("mode 1777) can be written by every user"), "\(sticky.stderr)")
         #expect(server.accepted == 0)
 
-        // Another user's directory that only they can write is fine (a
-        // system daemon under DynamicUser= owns /run/cached).
+        // Another user's directory that only they can write (issue 33): that
+        // user could still replace the socket, so it is refused unless
+        // --socket names it (the caller trusts that user's daemon).
         #expect(chmod(dir, 0o755) == 0)
+        let unnamed = try runCachectl(["get", "post", "1"], environment: ["CACHED_SOCKET": server.path])
+        #expect(unnamed.status == 1 && unnamed.stdout.isEmpty, "\(unnamed.stderr)")
+        #expect(unnamed.stderr == "cachectl: refusing to connect to cached at \(server.path): \(dir) is owned by nobody (uid 65534), not by root or you, "
+                + "who could replace the socket in it (if you trust that user, name the socket with --socket \(dir)/...)\n", "\(unnamed.stderr)")
+        #expect(server.accepted == 0)
         let owned = try runCachectl(["--socket", server.path, "get", "post", "1"])
         #expect(owned.status == 0, "\(owned.stderr)")
         #expect(owned.stdout.hasPrefix("Post 1 by user 666"), "\(owned.stdout)")
         #expect(server.accepted == 1)
+    }
+
+    /// The units give no service `/run/cached` (issue 33): under
+    /// `DynamicUser=`, `RuntimeDirectory=cached` would make it the user of
+    /// whichever service started first, able to replace another instance's
+    /// socket. The socket units make it, as root's.
+    @Test func noUnitTakesTheSharedRuntimeDirectory() throws {
+        let units = try FileManager.default.contentsOfDirectory(atPath: Paths.packageRoot + "/systemd")
+        for unit in units {
+            let text = try String(contentsOfFile: Paths.packageRoot + "/systemd/" + unit, encoding: .utf8)
+            let lines = text.split(separator: "\n").filter { !$0.hasPrefix("#") }
+            #expect(!lines.contains { $0.hasPrefix("RuntimeDirectory") }, "\(unit) takes a runtime directory")
+            for listen in lines where listen.hasPrefix("ListenStream=/") {
+                #expect(listen.hasPrefix("ListenStream=/run/cached/") && listen.split(separator: "/").count == 4, "\(unit): \(listen)")
+            }
+        }
     }
 
     /// The per-user default `/tmp/cached-<uid>` (no XDG_RUNTIME_DIR) must be
