@@ -52,13 +52,14 @@ public enum FetchError: Error, Sendable, CustomStringConvertible, Equatable {
 
     public var description: String {
         switch self {
-        case let .unsupportedScheme(url): return "refusing to fetch \(url): only http and https URLs are fetched"
+        // A URL is quoted cut (an origin may send megabytes of one).
+        case let .unsupportedScheme(url): return "refusing to fetch \(url.cut(toBytes: 1024)): only http and https URLs are fetched"
         case let .transfer(url, message, attempts):
-            return "\(url): \(message)" + (attempts > 1 ? " (after \(attempts) attempts)" : "")
+            return "\(url.cut(toBytes: 1024)): \(message)" + (attempts > 1 ? " (after \(attempts) attempts)" : "")
         case .status(let url, _, _, _):
-            return "\(url): \(reason)"
-        case let .rejected(url, reason): return "\(url): \(reason)"
-        case let .cancelled(url): return "\(url): cancelled, the daemon is stopping"
+            return "\(url.cut(toBytes: 1024)): \(reason)"
+        case let .rejected(url, reason): return "\(url.cut(toBytes: 1024)): \(reason)"
+        case let .cancelled(url): return "\(url.cut(toBytes: 1024)): cancelled, the daemon is stopping"
         }
     }
 

@@ -38,7 +38,7 @@ public enum CacheError: Error, Sendable, CustomStringConvertible {
         case .origin(let f): return f.description
         case .notConfigured(let setting):
             return "\(setting) is not configured (set \(SettingName.flag(setting)) or \(SettingName.environment(setting)))"
-        case let .store(e, doing): return doing.isEmpty ? "\(e)" : "\(doing): \(e)"
+        case let .store(e, doing): return doing.isEmpty ? "\(e)" : "\(doing.cut(toBytes: OriginFailure.quotedSubject)): \(e)"
         case .notFound(let what): return what
         case .notCached(let row): return "row \(row) is not cached"
         case .invalid(let why), .busy(let why), .unavailable(let why): return why
@@ -60,7 +60,7 @@ public enum CacheError: Error, Sendable, CustomStringConvertible {
     /// The failure in a few words for a per-row list, without the row's URL.
     public var reason: String {
         switch self {
-        case .origin(let f): return f.reason
+        case .origin(let f): return f.reason.cut(toBytes: OriginFailure.quotedReason)
         case .store(let e, _): return "\(e)"
         case .partialPrefetch(_, let failure): return failure.reason
         default: return description
@@ -102,5 +102,16 @@ public struct OriginFailure: Error, Sendable, CustomStringConvertible {
         }
     }
 
-    public var description: String { subject.isEmpty ? reason : "\(subject): \(reason)" }
+    /// Subject and reason, each cut to a bound (`quotedSubject`,
+    /// `quotedReason`) with a marker saying how much was cut: both may
+    /// quote what an origin sent (an 8 MiB next URL made an 8 MiB error,
+    /// status answer and log line).
+    public var description: String {
+        subject.isEmpty ? reason.cut(toBytes: Self.quotedReason) : "\(subject.cut(toBytes: Self.quotedSubject)): \(reason.cut(toBytes: Self.quotedReason))"
+    }
+
+    /// Bytes of a failure's subject (it holds a URL) kept in messages.
+    public static let quotedSubject = 1024
+    /// Bytes of a failure's reason kept in messages.
+    public static let quotedReason = 2048
 }

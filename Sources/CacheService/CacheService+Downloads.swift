@@ -39,7 +39,7 @@ extension CacheService {
         // Under min-free-space nothing is asked of the origin: the room left is the posts' and the log's.
         do throws(StoreError) { try store.checkHeadroom(headroom) } catch {
             let refused = CacheError.store(error, doing: "")
-            log.warning("image \(url) not downloaded: \(error)")
+            log.warning("image \(url.cut(toBytes: 1024)) not downloaded: \(error)")
             pool.submit { [self] in imageFlight.finish(url, .failure(refused)) }
             return
         }
@@ -78,7 +78,7 @@ extension CacheService {
         case .success: rowFailures.withLock { $0.succeeded(url) }
         case .failure(let e):
             if case .origin = e { counters.withLock { $0.upstreamErrors += 1 } }
-            log.warning("image \(url) failed: \(e.reason)")
+            log.warning("image \(url.cut(toBytes: 1024)) failed: \(e.reason)")
             if e.reason == FetchError.cancelled(url: url).reason { return }  // the daemon is stopping: not the row's failure
             // The store's failures (a full disk, min-free-space) are not the
             // row's: no last_error, no backoff; the next prefetch tries again.

@@ -102,7 +102,7 @@ extension CacheService {
     func unfetchable(_ index: Int, _ url: String) -> CacheError {
         url.isEmpty
             ? .origin(OriginFailure(subject: "", url: url, attempts: 0, reason: "row \(index) has no url in the manifest"))
-            : .origin(OriginFailure(subject: "row \(index)", url: url, attempts: 0, reason: "refusing to fetch \(url): only http and https URLs are fetched"))
+            : .origin(OriginFailure(subject: "row \(index)", url: url, attempts: 0, reason: "refusing to fetch \(url.cut(toBytes: 1024)): only http and https URLs are fetched"))
     }
 
     func objectInfo(_ ref: ObjectRef) -> ObjectInfo {
