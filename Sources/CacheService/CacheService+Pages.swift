@@ -56,7 +56,12 @@ extension CacheService: PageFetching {
             // A large page's parse tree (hundreds of bytes an item) is freed on
             // whichever worker decoded it, in that thread's malloc arena: unless
             // it goes back now, each page's stays resident beside the next one's.
-            if body.count >= Self.trimmedPage { Memory.returnFreePages() }
+            // At most once a second: the trim holds malloc's lock while it walks the heap.
+            if body.count >= Self.trimmedPage, Self.lastPageTrim.withLock({ last in
+                guard Clock.elapsed(since: last) >= .seconds(1) else { return false }
+                last = Clock.monotonicNanoseconds()
+                return true
+            }) { Memory.returnFreePages() }
             return decoded
         }
         FeedWalker(walk: walk, fetcher: self, pageLimit: limit, ignoreFirstStored: ignoreFirstStored, timeout: timeout).run { [self] result in
@@ -75,6 +80,8 @@ extension CacheService: PageFetching {
 
     /// Pages at least this large give their parse's memory back once decoded.
     static let trimmedPage = 1 << 20
+    /// When a page last gave its memory back (`Clock.monotonicNanoseconds`).
+    private static let lastPageTrim = Locked<UInt64>(0)
 
     /// One page into memory, its completion on a worker.
     func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, [UInt8]), FetchError>) -> Void) {
