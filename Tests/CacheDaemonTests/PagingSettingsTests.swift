@@ -69,4 +69,19 @@ import CacheService
         let mixed = try settings(["--posts-url", "https://r.test/a", "--images-url", "https://r.test/a", "--images-paging", "link"] + paging)
         #expect(mixed.feedConfiguration.imagesShape.paging == .link)
     }
+
+    /// Issue 33's bounds: images-max-items follows posts-max-items when both
+    /// feeds are one URL, and posts-min-free-space is a quarter of
+    /// min-free-space unless set.
+    @Test func theItemBoundAndThePostsHeadroomTakeTheirDefaults() throws {
+        let same = try settings(["--posts-url", "https://r.test/a", "--images-url", "https://r.test/a", "--posts-max-items", "5000"])
+        #expect(same.feedConfiguration.postsShape.maxItems == 5000 && same.feedConfiguration.imagesShape.maxItems == 5000)
+        let own = try settings(["--posts-url", "https://r.test/a", "--images-url", "https://r.test/b", "--posts-max-items", "5000"])
+        #expect(own.feedConfiguration.imagesShape.maxItems == 1_000_000)
+        let set = try settings(["--posts-url", "https://r.test/a", "--images-url", "https://r.test/a", "--images-max-items", "7"])
+        #expect(set.feedConfiguration.imagesShape.maxItems == 7)
+        #expect(try settings(["--min-free-space", "64M"]).feedConfiguration.postsMinFreeSpace == 16 << 20)
+        #expect(try settings(["--min-free-space", "0"]).feedConfiguration.postsMinFreeSpace == 0)
+        #expect(try settings(["--posts-min-free-space", "1M"]).feedConfiguration.postsMinFreeSpace == 1 << 20)
+    }
 }
