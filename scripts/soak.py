@@ -450,14 +450,14 @@ def write_tiny_feed(www, pages, page_size):
 
 def soak_tiny(bin_dir, tmp, origin, a):
     """Issue 33, point 1: a feed of millions of tiny posts. Before, 16 pages
-    of `{"id":N}` under max-object-size 2M made 1,973,776 posts, a peak of
+    of `{"id":N}` under feed-max-size 2M made 1,973,776 posts, a peak of
     1,073 MB resident and 1,973,776 files. A refresh past posts-max-items is
     refused while its page is parsed, writes nothing and gives its memory
     back; under the bound, memory per post stays near what a post needs."""
     total = write_tiny_feed(tmp + "/www", a.tiny_pages, a.tiny_page_size)
     page = str(a.tiny_page_size)
     limit = a.tiny_limit or total * 2 // 3
-    d = Daemon(bin_dir, tmp, "tiny", origin, ["--max-object-size", page] + (["--posts-max-items", str(limit)] if a.tiny_limit == 0 else []),
+    d = Daemon(bin_dir, tmp, "tiny", origin, ["--feed-max-size", page] + (["--posts-max-items", str(limit)] if a.tiny_limit == 0 else []),
                posts="tiny/p1.json")
     try:
         time.sleep(1)
@@ -482,7 +482,7 @@ def soak_tiny(bin_dir, tmp, origin, a):
     finally:
         d.stop()
     # The same feed under a bound it fits in: every post stored, memory per post measured.
-    d = Daemon(bin_dir, tmp, "tiny-stored", origin, ["--max-object-size", page, "--posts-max-items", str(total)], posts="tiny/p1.json")
+    d = Daemon(bin_dir, tmp, "tiny-stored", origin, ["--feed-max-size", page, "--posts-max-items", str(total)], posts="tiny/p1.json")
     try:
         time.sleep(1)
         base = rss_mib(d.p.pid)
@@ -509,7 +509,7 @@ def soak_tiny(bin_dir, tmp, origin, a):
             total, took, base, peak.peak, after, per_post, per_peak))
     finally:
         d.stop()
-    d = Daemon(bin_dir, tmp, "tiny-stored", origin, ["--max-object-size", page, "--posts-max-items", str(total)], posts="tiny/p1.json",
+    d = Daemon(bin_dir, tmp, "tiny-stored", origin, ["--feed-max-size", page, "--posts-max-items", str(total)], posts="tiny/p1.json",
                store=d.store)
     try:
         time.sleep(2)
@@ -642,7 +642,7 @@ def main():
     ap.add_argument("--total", default="64M", help="max-queued-bytes-total ('' for a daemon without it)")
     ap.add_argument("--variants", type=int, default=1000, help="rows whose variants are made, over HTTP")
     ap.add_argument("--tiny-pages", type=int, default=3, help="pages of the tiny-posts feed")
-    ap.add_argument("--tiny-page-size", type=int, default=256 << 10, help="bytes of each (its max-object-size)")
+    ap.add_argument("--tiny-page-size", type=int, default=256 << 10, help="bytes of each (its feed-max-size)")
     ap.add_argument("--tiny-limit", type=int, default=0, help="posts-max-items of the refused refresh: 0 sets two thirds of the posts; else it is the daemon's default, left unset")
     ap.add_argument("--tiny-per-post", type=int, default=256, help="resident bytes a stored post may cost at most")
     ap.add_argument("--tiny-peak-per-post", type=int, default=512, help="peak bytes a post may cost during its refresh")

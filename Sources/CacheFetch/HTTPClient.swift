@@ -281,7 +281,7 @@ public final class HTTPClient: Sendable {
             return .done(.failure(.status(url: url, code: bad, attempts: t.attempts, credentials: use)))
         }
         if code == CURLE_FILESIZE_EXCEEDED, let limit = t.request.maxBodySize {
-            return .done(.failure(.rejected(url: url, reason: "larger than max-object-size \(formatSize(limit))")))
+            return .done(.failure(.rejected(url: url, reason: "larger than \(t.request.maxBodySetting) \(formatSize(limit))")))
         }
         guard code == CURLE_OK else {
             let detail = String(cString: t.errorBuffer)

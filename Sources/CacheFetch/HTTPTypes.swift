@@ -5,13 +5,17 @@ public struct FetchRequest: Sendable {
     public var url: String
     /// Extra request headers, `Name: value` each (for example conditional ones).
     public var headers: [String]
-    /// The largest body accepted (max-object-size); a larger announced length
-    /// is refused before the body is read. Nil: no limit here.
+    /// The largest body accepted (`max-object-size` for an image,
+    /// `feed-max-size` for a feed document); a larger announced length is
+    /// refused before the body is read. Nil: no limit here.
     public var maxBodySize: Int64?
-    public init(url: String, headers: [String] = [], maxBodySize: Int64? = nil) {
+    /// The setting `maxBodySize` comes from, named when a body passes it.
+    public var maxBodySetting: String
+    public init(url: String, headers: [String] = [], maxBodySize: Int64? = nil, maxBodySetting: String = "max-object-size") {
         self.url = url
         self.headers = headers
         self.maxBodySize = maxBodySize
+        self.maxBodySetting = maxBodySetting
     }
 }
 
@@ -98,15 +102,20 @@ public final class MemorySink: BodySink {
     // after it; the lock (never contended) orders the two.
     private let received = Locked<[UInt8]>([])
     public let limit: Int
+    /// The setting `limit` comes from, named when a body passes it.
+    public let setting: String
 
-    public init(limit: Int) { self.limit = limit }
+    public init(limit: Int, setting: String = "max-object-size") {
+        self.limit = limit
+        self.setting = setting
+    }
 
     /// The body received so far.
     public var bytes: [UInt8] { received.withLock { $0 } }
 
     public func receive(_ chunk: UnsafeRawBufferPointer) throws {
         try received.withLock { (b) throws(BodyTooLarge) in
-            guard b.count + chunk.count <= limit else { throw BodyTooLarge(limit: limit) }
+            guard b.count + chunk.count <= limit else { throw BodyTooLarge(limit: limit, setting: setting) }
             b.append(contentsOf: chunk)
         }
     }
@@ -117,7 +126,9 @@ public final class MemorySink: BodySink {
 /// A body grew past its sink's limit.
 public struct BodyTooLarge: Error, CustomStringConvertible {
     public var limit: Int
-    public var description: String { "larger than max-object-size \(formatSize(Int64(limit)))" }
+    /// The setting the limit comes from (`max-object-size`, `feed-max-size`).
+    public var setting = "max-object-size"
+    public var description: String { "larger than \(setting) \(formatSize(Int64(limit)))" }
 }
 
 /// Retry, timeout and redirect settings; each default is what the daemon uses.

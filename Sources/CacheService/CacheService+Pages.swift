@@ -48,7 +48,7 @@ extension CacheService: PageFetching {
             return
         }
         let ignoreFirstStored = revalidation.withLock { $0.unvalidated.remove(walk.fetch.feed) != nil }
-        let (limit, timeout) = feeds.withLock { (Int($0.maxObjectSize), $0.feedTimeout) }
+        let (limit, timeout) = feeds.withLock { (Int($0.feedMaxSize), $0.feedTimeout) }
         var walk = walk
         let decode = walk.decode
         walk.decode = { body, type, room throws(FeedError) in
@@ -85,7 +85,7 @@ extension CacheService: PageFetching {
 
     /// One page into memory, its completion on a worker.
     func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, [UInt8]), FetchError>) -> Void) {
-        let sink = MemorySink(limit: Int(request.maxBodySize ?? Int64(Int.max)))
+        let sink = MemorySink(limit: Int(request.maxBodySize ?? Int64(Int.max)), setting: request.maxBodySetting)
         http.fetch(request, into: sink) { [self] result in
             pool.submit { completion(result.map { ($0, sink.bytes) }) }
         }

@@ -46,7 +46,7 @@ enum WalkWarning: Sendable, Equatable {
 struct FeedWalker<Decoded: Sendable>: Sendable {
     var walk: PageWalk<Decoded>
     var fetcher: any PageFetching
-    /// The body bytes one page may have (`max-object-size`).
+    /// The body bytes one page may have (`feed-max-size`).
     var pageLimit: Int
     /// True when the first page's stored validators belong to another URL (a reload changed it).
     var ignoreFirstStored = false
@@ -117,7 +117,7 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         let stored = walk.stored.first { $0.url == url }
             ?? (progress.pages.isEmpty && !ignoreFirstStored ? walk.stored.first { $0.url.isEmpty } : nil)
         let sent = walk.force ? Validators() : (stored?.validators.sanitized ?? Validators())
-        let request = FetchRequest(url: url, headers: CacheService.conditionalHeaders(sent) + [FeedContent.accept], maxBodySize: Int64(pageLimit))
+        let request = FetchRequest(url: url, headers: CacheService.conditionalHeaders(sent) + [FeedContent.accept], maxBodySize: Int64(pageLimit), maxBodySetting: "feed-max-size")
         fetcher.fetchPage(request) { result in
             switch result {
             case .failure(let e): completion(.failure(OriginFailure(subject: "\(subject(progress)) \(url.cut(toBytes: 500))", e)))
@@ -162,7 +162,7 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         let (product, overflow) = pageLimit.multipliedReportingOverflow(by: Self.maxFeedBodies)
         let bound = overflow ? Int.max : product
         guard progress.bytes <= bound else {
-            throw failure(before, url, "the pages so far hold \(formatSize(Int64(progress.bytes))) of feed documents, more than \(Self.maxFeedBodies) times max-object-size (\(formatSize(Int64(bound)))) in all")
+            throw failure(before, url, "the pages so far hold \(formatSize(Int64(progress.bytes))) of feed documents, more than \(Self.maxFeedBodies) times feed-max-size (\(formatSize(Int64(bound)))) in all")
         }
         step(next, progress, completion)
     }

@@ -56,8 +56,13 @@ public struct FeedConfiguration: Sendable, Equatable {
     public var imagesURL: String?
     /// Base for relative image URLs; nil: the directory of `imagesURL`.
     public var imagesBaseURL: String?
-    /// Largest image or feed body accepted.
+    /// Largest image body accepted (`max-object-size`).
     public var maxObjectSize: Int64
+    /// Largest feed document accepted, each page of the posts or the
+    /// manifest (`feed-max-size`).
+    public var feedMaxSize: Int64 = FeedConfiguration.defaultFeedMaxSize
+    /// 1 GiB: a bare array of a million posts of a few hundred bytes fits.
+    public static let defaultFeedMaxSize: Int64 = 1 << 30
     /// Bytes kept free on the store's file system for the posts and the log
     /// (`min-free-space`): below it image downloads are refused; 0 = off.
     public var minFreeSpace: Int64

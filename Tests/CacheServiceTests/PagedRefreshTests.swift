@@ -74,15 +74,16 @@ import TestSupport
         #expect(s.store.rows(offset: 0, limit: 9).page.map(\.url) == ["new.png"], "the walk that began first stored nothing older")
     }
 
-    /// The bound on all pages together saturates: a max-object-size near
+    /// The bound on all pages together saturates: a feed-max-size near
     /// Int.max walks pages instead of trapping.
     @Test func aHugeMaxObjectSizeDoesNotOverflowTheBoundOnAllPages() async throws {
         let origin = try await ServiceOrigin.start()
         defer { origin.stop() }
         let dir = try makeTempDirectory("paged")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let feeds = FeedConfiguration(postsURL: origin.url("/etag/p1.json"), imagesURL: nil, imagesBaseURL: nil, maxObjectSize: 1 << 60,
+        var feeds = FeedConfiguration(postsURL: origin.url("/etag/p1.json"), imagesURL: nil, imagesBaseURL: nil, maxObjectSize: 1 << 20,
                                       postsShape: Self.shape)
+        feeds.feedMaxSize = 1 << 60
         try Self.write(origin, "p1.json", #"{"data":[{"id":"c"}],"next":"p2.json"}"#)
         try Self.write(origin, "p2.json", #"{"data":[{"id":"a"}],"next":null}"#)
         let h = try Harness(origin: nil, feeds: feeds, storeDirectory: dir + "/store", directory: dir)

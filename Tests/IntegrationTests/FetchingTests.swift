@@ -170,14 +170,28 @@ import CacheSystem
 
     @Test func maxObjectSizeRefusesLargerBodies() throws {
         let origin = try Origin()
-        // The manifest (about 1.3 KiB) fits; three images (3.2 to 10.3 KiB) and the posts feed do not.
+        // Three images (3.2 to 10.3 KiB) do not fit; the posts feed (larger) does: feeds have feed-max-size.
         let daemon = try Daemon(origin: origin, arguments: ["--max-object-size", "3K"])
         let r = try daemon.call("prefetch", [("what", .string("images"))])
         let failures = r["failures"]?.array ?? []
         #expect(failures.map { $0["row"]?.int } == [2, 8, 13], "\(failures)")
         #expect(failures.allSatisfy { $0["error"]?.string?.contains("larger than max-object-size 3 KiB") == true }, "\(failures)")
         let posts = try daemon.call("prefetch", [("what", .string("posts"))])
-        #expect(posts["error"]?["message"]?.string?.contains("larger than max-object-size 3 KiB") == true, "\(posts)")
+        let fetched = posts["posts"]?["fetched"]?.int ?? 0
+        #expect(fetched > 0, "a feed over max-object-size but under feed-max-size is read: \(posts)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: daemon.store + "/tmp").isEmpty)
+    }
+
+    @Test func feedMaxSizeRefusesLargerFeedDocumentsAndNamesItself() throws {
+        let origin = try Origin()
+        // The manifest (about 1.3 KiB) fits, the posts feed does not; images keep max-object-size's default.
+        let daemon = try Daemon(origin: origin, arguments: ["--feed-max-size", "3K"])
+        let posts = try daemon.call("prefetch", [("what", .string("posts"))])
+        #expect(posts["error"]?["message"]?.string?.contains("larger than feed-max-size 3 KiB") == true, "\(posts)")
+        let images = try daemon.call("prefetch", [("what", .string("images"))])
+        let imageFailures = images["failures"]?.array ?? []
+        #expect(imageFailures.isEmpty, "\(images)")
+        #expect(try daemon.call("status")["posts"]?.int == 0)
         #expect(try FileManager.default.contentsOfDirectory(atPath: daemon.store + "/tmp").isEmpty)
     }
 

@@ -24,6 +24,7 @@ extension Settings {
         c.imagesRevalidateAfter = imagesRevalidateAfter
         c.postsKeep = postsKeep
         c.feedTimeout = feedTimeout
+        c.feedMaxSize = feedMaxSize
         c.postsMinFreeSpace = postsMinFreeSpace ?? minFreeSpace / 4
         return c
     }

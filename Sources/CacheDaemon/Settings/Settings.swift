@@ -49,6 +49,8 @@ public struct Settings: Sendable, Equatable {
     /// Bytes per second the scrub hashes at most.
     public var scrubRate = ScrubSettings.defaultRate
     public var maxObjectSize: Int64 = 64 << 20
+    /// Largest feed document accepted, each page of either feed.
+    public var feedMaxSize: Int64 = FeedConfiguration.defaultFeedMaxSize
     /// Seconds an image stays fresh when its response states no lifetime; 0 = never revalidated.
     public var imagesRevalidateAfter: Int64 = 86400
     /// Free space kept on the store's file system for the posts and the log:
