@@ -45,8 +45,6 @@ public final class CacheService: Sendable {
     let warnings = Locked(FeedWarnings())
     /// The manifest's URLs resolved, rebuilt when the manifest changes.
     let manifestViews = Locked<ManifestView?>(nil)
-    /// Every post's title lowercased, for `list_posts`'s `query`; rebuilt when the posts change.
-    let titles = Locked(TitleIndex())
     /// The running prefetches, by arguments: who waits for each and hears its progress (CacheService+Prefetch.swift).
     let prefetchFlight = UpdatingFlight<String, Progress, Result<PrefetchReport, CacheError>>()
     /// Closures behind a lock are kept in a `Handler` (Handler.swift says why).
@@ -200,16 +198,8 @@ public final class CacheService: Sendable {
             let (total, page) = store.posts(offset: offset, limit: limit ?? Int.max)
             return PostsPage(total: total, ids: page.map(\.id), posts: page.map(\.json))
         }
-        let generation = store.postsGeneration
-        var index = titles.withLock { $0 }
-        if index.generation != generation {
-            index = TitleIndex(generation: generation, posts: store.posts(offset: 0, limit: Int.max).page)
-            titles.withLock { $0 = index }
-        }
-        let (total, ids) = PostSearch(query).matches(in: index, offset: offset, limit: limit)
-        // A post removed since the index was read is left out of the page.
-        let page = ids.compactMap { id in store.post(id: id).map { (id, $0) } }
-        return PostsPage(total: total, ids: page.map(\.0), posts: page.map(\.1))
+        let (total, page) = store.searchPosts(PostSearch(query).needle, offset: offset, limit: limit ?? Int.max)
+        return PostsPage(total: total, ids: page.map(\.id), posts: page.map(\.json))
     }
 
     // MARK: Reload

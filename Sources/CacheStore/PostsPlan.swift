@@ -7,7 +7,7 @@ import CacheSystem
 struct PostsPlan {
     /// The stored posts feed, as the plan starts from it.
     struct Stored {
-        var posts: [PostID: [UInt8]]
+        var posts: PostTable
         var recordedOrder: [PostID]
         var pages: StoredPages?
         /// Its pages held a value dropped on replay: they are logged again.
@@ -19,9 +19,9 @@ struct PostsPlan {
     var change = PostsChange()
     /// Post files to write durably before the transaction: file name, bytes.
     var writes: [(name: String, bytes: [UInt8])] = []
-    /// What each file of `writes` held before, by name (absent: no file),
-    /// for putting it back when the refresh fails.
-    var previous: [String: [UInt8]] = [:]
+    /// The post whose bytes each file of `writes` held before, by name
+    /// (absent: no file), for putting it back when the refresh fails.
+    var previous: [String: PostID] = [:]
     /// Post files to remove once the transaction is in the log.
     var removals: [String] = []
     /// Posts that get no file: their hashed name is another post's
@@ -41,7 +41,7 @@ struct PostsPlan {
         var changed: [PostID] = []
         for id in order {
             let json = new[id]!
-            if stored.posts[id] == json { change.unchanged += 1; continue }
+            if stored.posts.holds(id, json) { change.unchanged += 1; continue }
             changed.append(id)
             records.append(.post(id: id, json: json))
             change.fetched += 1
@@ -50,7 +50,7 @@ struct PostsPlan {
         records += removed.map { .postRemoved(id: $0) }
         change.removed = removed.count
         // The order is logged only when the replay would not derive it.
-        if StoreState.feedOrder(recorded: stored.recordedOrder, posts: new) != order {
+        if StoreState.feedOrder(recorded: stored.recordedOrder, count: new.count, ids: new.keys, isPost: { new[$0] != nil }) != order {
             records += PostOrderRecords.records(for: order)
         }
         if stored.damaged || stored.pages != StoredPages(pages) { records += StoreState.pageRecords(.posts, pages) }
@@ -60,14 +60,14 @@ struct PostsPlan {
     /// The files: each changed post's, unless its hashed name belongs to
     /// another post; a hashed name whose owner changed gets its new owner's
     /// bytes; a removed post's file goes unless its name has a new owner.
-    private mutating func planFiles(_ old: [PostID: [UInt8]], _ new: [PostID: [UInt8]], changed: [PostID], removed: [PostID],
+    private mutating func planFiles(_ old: PostTable, _ new: [PostID: [UInt8]], changed: [PostID], removed: [PostID],
                                     _ naming: (PostID) -> String) {
         let oldOwners = PostFileNames.owners(old.keys, naming: naming)
         let newOwners = PostFileNames.owners(new.keys, naming: naming)
         func write(_ name: String, _ bytes: [UInt8], before: PostID?) {
             writes.append((name, bytes))
             // Only files that held something are listed: an unlisted name had none (a new feed lists none).
-            if let held = before.flatMap({ old[$0] }) { previous[name] = held }
+            if let held = before, old.slot(of: held) != nil { previous[name] = held }
         }
         // Hashed names written so far: only those can come up again below.
         var written = Set<String>()

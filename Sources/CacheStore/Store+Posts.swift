@@ -26,11 +26,15 @@ extension Store {
         // lock. Posts change nowhere else, so the snapshot below stays current.
         return try postFiles.withLock { (_) throws(StoreError) -> PostsChange in
             try checkWritable()
-            let stored = state.withLock { s in
-                PostsPlan.Stored(posts: s.posts, recordedOrder: s.recordedOrder, pages: s.pages[.posts],
-                                 damaged: s.damagedValidators.contains(.posts))
-            }
-            let plan = PostsPlan(from: stored, to: posts, pages: pages)
+            // The snapshot goes before the transaction changes the posts: kept, it
+            // would make that change copy the table (copies share storage until one changes).
+            let (plan, generation) = { () -> (PostsPlan, Int) in
+                let (stored, generation) = state.withLock { s in
+                    (PostsPlan.Stored(posts: s.posts, recordedOrder: s.recordedOrder, pages: s.pages[.posts],
+                                      damaged: s.damagedValidators.contains(.posts)), s.postsGeneration)
+                }
+                return (PostsPlan(from: stored, to: posts, pages: pages), generation)
+            }()
             guard !plan.records.isEmpty else { return plan.change }
             try checkPostsHeadroom(headroom, files: plan.writes)
             for (id, name, owner) in plan.withoutFile { warnWithoutFile(id, name, owner) }
@@ -53,7 +57,7 @@ extension Store {
                     try compactIfNeeded(&w)
                 }
             } catch {
-                if state.withLock({ $0.posts == stored.posts }) { restorePostFiles(written, plan.previous) }
+                if state.withLock({ $0.postsGeneration == generation }) { restorePostFiles(written, plan.previous) }
                 throw error
             }
             // The transaction is logged: a file left behind is only a stale
@@ -99,14 +103,15 @@ extension Store {
     }
 
     /// Puts the files named `names` back to what `previous` says they held
-    /// (removing those that did not exist). What cannot be put back is
+    /// (the bytes of that post in the index, which the refresh did not
+    /// change; removing those that did not exist). What cannot be put back is
     /// reported (`onWarning`): the refresh's own error is the one thrown,
     /// and the next start's reconciliation makes the files match the log.
-    func restorePostFiles(_ names: [String], _ previous: [String: [UInt8]]) {
+    func restorePostFiles(_ names: [String], _ previous: [String: PostID]) {
         var failures = PostFileFailures()
         for name in names {
             failures.attempt { () throws(SystemError) in
-                if let old = previous[name] {
+                if let owner = previous[name], let old = state.withLock({ $0.posts[owner] }) {
                     try files.writeDurably(old, to: postPath(name), tempDirectory: tempDirectory)
                 } else {
                     try files.unlink(postPath(name))

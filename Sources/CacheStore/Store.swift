@@ -280,6 +280,26 @@ public final class Store: Sendable {
         }
     }
 
+    /// The posts whose title holds `needle` (lowercased UTF-8; `PostTitle`
+    /// says what a title is and how case is ignored), in list order: how
+    /// many, and those from `offset`, at most `limit`. The search walks a
+    /// snapshot of the posts without the index's lock (a million titles take
+    /// some tens of milliseconds), so it holds up no other reader; a refresh
+    /// meanwhile is not in its answer.
+    public func searchPosts(_ needle: [UInt8], offset: Int, limit: Int) -> (total: Int, page: [(id: PostID, json: [UInt8])]) {
+        let (posts, slots) = state.withLock { ($0.posts, $0.listSlots) }
+        var total = 0
+        var page: [(id: PostID, json: [UInt8])] = []
+        let start = max(offset, 0)
+        let (sum, overflow) = start.addingReportingOverflow(max(limit, 0))
+        let end = overflow ? Int.max : sum
+        for slot in slots where posts.title(at: slot, holds: needle) {
+            if total >= start && total < end { page.append((posts.id(at: slot), posts.withBytes(at: slot) { Array($0) })) }
+            total += 1
+        }
+        return (total, page)
+    }
+
     /// Every post in the feed's order (for a store with no order recorded,
     /// such as a version-1 store: ascending id). Page k of `postPages`
     /// holds the `count` posts after those of the pages before it.

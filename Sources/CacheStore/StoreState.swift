@@ -2,7 +2,8 @@ import CacheSystem
 
 /// The in-memory index: what replaying the log produces.
 struct StoreState {
-    var posts: [PostID: [UInt8]] = [:]
+    /// Every post's JSON by id, in an arena (`PostTable`).
+    var posts = PostTable()
     /// The posts feed's order as the `postOrder` records left it; it may name
     /// posts that are gone and miss some (`orderPosts` derives the order).
     var recordedOrder: [PostID] = []
@@ -11,6 +12,8 @@ struct StoreState {
     /// Every post once, in list order: ascending when every id is an
     /// integer, else the feed order (`orderPosts`).
     var listIDs: [PostID] = []
+    /// The slot in `posts` of each of `listIDs`: what a search walks.
+    var listSlots: [Int32] = []
     var rows: [Row] = []
     var objects: [Hash128: ObjectRef] = [:]
     /// The chunk digests of objects larger than one chunk that have them
@@ -44,10 +47,10 @@ struct StoreState {
     mutating func apply(_ record: LogRecord) {
         switch record {
         case let .post(id, json):
-            posts[id] = json
+            posts.set(id, json)
             postsGeneration += 1
         case let .postRemoved(id):
-            posts[id] = nil
+            posts.remove(id)
             postsGeneration += 1
         case let .manifestSize(count):
             manifestGeneration += 1
@@ -109,8 +112,14 @@ struct StoreState {
     /// sweep at start) stays linear in the rows.
     mutating func apply(transaction records: [LogRecord]) {
         // A refresh of a million posts grows the table once, not twenty times.
-        let added = records.reduce(0) { n, r in if case .post = r { n + 1 } else { n } }
-        if added > 1024 { posts.reserveCapacity(posts.count + added) }
+        var added = 0
+        var bytes = 0
+        for case let .post(_, json) in records {
+            added += 1
+            bytes += json.count
+        }
+        if added > 1024 { posts.reserve(more: added, bytes: bytes) }
+        defer { posts.compactIfWasteful() }
         var removed: Set<Hash128> = []
         for r in records {
             if case let .objectRemoved(hash) = r { removed.insert(hash); continue }
@@ -186,6 +195,7 @@ struct StoreState {
         // A feed already in id order shares its storage with the list.
         let inOrder = zip(feedIDs, feedIDs.dropFirst()).allSatisfy { PostOrder.precedes($0, $1) }
         listIDs = feedIDs.contains(where: \.isString) || inOrder ? feedIDs : feedIDs.sorted(by: PostOrder.precedes)
+        listSlots = listIDs.map { posts.slot(of: $0)! }
     }
 
     /// The feed order of `posts` given the recorded order: the recorded ids
@@ -193,13 +203,19 @@ struct StoreState {
     /// no order recorded (a version-1 log) that is ascending id order. The
     /// writer decides whether a refresh needs `postOrder` records with this
     /// same function, so the replay always derives what was written.
-    static func feedOrder(recorded: [PostID], posts: [PostID: [UInt8]]) -> [PostID] {
+    static func feedOrder(recorded: [PostID], posts: PostTable) -> [PostID] {
+        feedOrder(recorded: recorded, count: posts.count, ids: posts.keys) { posts.slot(of: $0) != nil }
+    }
+
+    /// `feedOrder(recorded:posts:)` of `count` posts, `ids`, with `isPost`
+    /// saying whether an id is one of them.
+    static func feedOrder(recorded: [PostID], count: Int, ids: some Sequence<PostID>, isPost: (PostID) -> Bool) -> [PostID] {
         var out: [PostID] = []
-        out.reserveCapacity(posts.count)
+        out.reserveCapacity(count)
         var placed = Set<PostID>(minimumCapacity: recorded.count)
-        for id in recorded where posts[id] != nil && placed.insert(id).inserted { out.append(id) }
-        if out.count < posts.count {
-            out += posts.keys.filter { !placed.contains($0) }.sorted(by: PostOrder.precedes)
+        for id in recorded where isPost(id) && placed.insert(id).inserted { out.append(id) }
+        if out.count < count {
+            out += ids.filter { !placed.contains($0) }.sorted(by: PostOrder.precedes)
         }
         return out
     }
@@ -225,7 +241,7 @@ struct StoreState {
         var current: [LogRecord] = []
         func flush() { if !current.isEmpty { out.append(current); current = [] } }
         for (n, id) in feedIDs.enumerated() {
-            if let json = posts[id] { current.append(.post(id: id, json: json)) }
+            if let json = posts[id] { current.append(.post(id: id, json: json)) }  // a copy: compaction writes a chunk at a time
             if (n + 1) % chunk == 0 { flush() }
         }
         flush()

@@ -29,3 +29,11 @@ extension Store {
 
     /// Post `id`, an integer id.
 }
+
+/// A table of posts written as a dictionary, for tests.
+extension PostTable: ExpressibleByDictionaryLiteral {
+    public init(dictionaryLiteral elements: (PostID, [UInt8])...) {
+        self.init()
+        for (id, json) in elements { set(id, json) }
+    }
+}

@@ -1,0 +1,89 @@
+/// The bytes of every post, one after the other in chunks of 16 MiB (a
+/// post larger than that has a chunk of its own): no allocation per post,
+/// and no copy of the whole when it grows, as one growing array would
+/// make (twice its bytes for a moment). A replaced or removed post's bytes
+/// stay until `compact`.
+struct PostArena: Sendable {
+    /// Where one post's bytes are.
+    struct Span: Sendable, Equatable {
+        var chunk: UInt32 = 0
+        var offset: UInt32 = 0
+        var count: UInt32 = 0
+    }
+
+    /// A chunk's bytes. Its pages are resident only once written.
+    static let chunkSize = 16 << 20
+    private var chunks: [[UInt8]] = []
+    /// The bytes of the posts held.
+    private(set) var live = 0
+    /// The bytes of replaced and removed posts, until `compact`.
+    private(set) var dead = 0
+
+    /// More than half the bytes are dead, and at least a chunk of them.
+    var isWasteful: Bool { dead >= Self.chunkSize && dead > live }
+
+    /// Appends `bytes`; where they are.
+    mutating func append(_ bytes: [UInt8]) -> Span {
+        bytes.withUnsafeBytes { append($0) }
+    }
+
+    /// Appends `bytes`; where they are.
+    mutating func append(_ bytes: UnsafeRawBufferPointer) -> Span {
+        // A post is a part of a feed document: never near 4 GiB (feed-max-size is at most that).
+        precondition(bytes.count < Int(UInt32.max), "a post of 4 GiB")
+        if chunks.isEmpty || chunks[chunks.count - 1].count + bytes.count > Self.chunkSize {
+            var chunk: [UInt8] = []
+            chunk.reserveCapacity(max(Self.chunkSize, bytes.count))
+            chunks.append(chunk)
+        }
+        let c = chunks.count - 1
+        let offset = chunks[c].count
+        chunks[c].append(contentsOf: bytes)
+        live += bytes.count
+        return Span(chunk: UInt32(c), offset: UInt32(offset), count: UInt32(bytes.count))
+    }
+
+    /// The bytes at `span` are no longer a post's.
+    mutating func release(_ span: Span) {
+        live -= Int(span.count)
+        dead += Int(span.count)
+    }
+
+    /// A copy of the bytes at `span`.
+    func bytes(_ span: Span) -> [UInt8] {
+        withBytes(span) { Array($0) }
+    }
+
+    /// The bytes at `span`, lent to `body`.
+    func withBytes<R>(_ span: Span, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        chunks[Int(span.chunk)].withUnsafeBytes { all in
+            body(UnsafeRawBufferPointer(rebasing: all[Int(span.offset)..<Int(span.offset) + Int(span.count)]))
+        }
+    }
+
+    /// Makes room for `bytes` more: only the list of chunks; a chunk's
+    /// pages are resident only once written.
+    mutating func reserve(_ bytes: Int) {
+        chunks.reserveCapacity(chunks.count + bytes / Self.chunkSize + 1)
+    }
+
+    /// Moves the live bytes (those `spans` name; a span of no bytes is a
+    /// free slot's) into new chunks, updating `spans`. Each old chunk is
+    /// freed once its posts are moved, so the arena holds its live bytes
+    /// plus a chunk at most meanwhile.
+    mutating func compact(_ spans: inout [Span]) {
+        var byChunk = [[Int32]](repeating: [], count: chunks.count)
+        for (slot, span) in spans.enumerated() where span.count > 0 { byChunk[Int(span.chunk)].append(Int32(slot)) }
+        var fresh = PostArena()
+        for c in chunks.indices {
+            for slot in byChunk[c] {
+                spans[Int(slot)] = chunks[c].withUnsafeBytes { all in
+                    let s = spans[Int(slot)]
+                    return fresh.append(UnsafeRawBufferPointer(rebasing: all[Int(s.offset)..<Int(s.offset) + Int(s.count)]))
+                }
+            }
+            chunks[c] = []
+        }
+        self = fresh
+    }
+}

@@ -1,0 +1,152 @@
+import CacheSystem
+
+/// Every post's JSON, held compactly: the bytes of all posts in a few large
+/// chunks (an arena, `PostArena`), each post a slot with its id and where
+/// its bytes and its title lie, found by id through an open-addressed table
+/// of slot numbers (`SlotIndex`). A million posts of 280 bytes take about
+/// 330 MB here, against some 450 MB as one array per post in a dictionary
+/// (docs/performance.md, "A million posts"). A value: copies share storage
+/// until one is changed.
+struct PostTable: Sendable {
+    private var arena = PostArena()
+    /// Each slot's id; nil: a free slot (its number is in `free`).
+    private var ids: [PostID?] = []
+    private var spans: [PostArena.Span] = []
+    /// Each slot's title as `PostTitle.locate` found it in the post's bytes.
+    private var titles: [PostTitle.Ref] = []
+    /// The folded titles of posts whose title cannot be compared in place
+    /// (escapes, non-ASCII, far in the post): few in most feeds.
+    private var foldedTitles: [Int32: [UInt8]] = [:]
+    private var free: [Int32] = []
+    private var index = SlotIndex()
+
+    init() {}
+
+    /// The number of posts.
+    private(set) var count = 0
+
+    /// The bytes of every post together.
+    var liveBytes: Int { arena.live }
+    /// The arena's bytes of replaced and removed posts, until compaction.
+    var deadBytes: Int { arena.dead }
+
+    var isEmpty: Bool { count == 0 }
+
+    /// Every id, in no particular order.
+    var keys: some Sequence<PostID> { ids.lazy.compactMap { $0 } }
+
+    /// The slot of `id`, if it is a post.
+    func slot(of id: PostID) -> Int32? {
+        index.find(id, in: ids)
+    }
+
+    /// The id in `slot`.
+    func id(at slot: Int32) -> PostID { ids[Int(slot)]! }
+
+    /// A copy of post `id`'s bytes.
+    subscript(id: PostID) -> [UInt8]? {
+        guard let s = slot(of: id) else { return nil }
+        return arena.bytes(spans[Int(s)])
+    }
+
+    /// Post `id`'s bytes, lent to `body` without a copy.
+    func withBytes<R>(of id: PostID, _ body: (UnsafeRawBufferPointer) -> R) -> R? {
+        guard let s = slot(of: id) else { return nil }
+        return arena.withBytes(spans[Int(s)], body)
+    }
+
+    /// The bytes in `slot`, lent to `body`.
+    func withBytes<R>(at slot: Int32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        arena.withBytes(spans[Int(slot)], body)
+    }
+
+    /// Whether post `id` holds exactly `json`.
+    func holds(_ id: PostID, _ json: [UInt8]) -> Bool {
+        withBytes(of: id) { b in json.withUnsafeBytes { $0.elementsEqual(b) } } ?? false
+    }
+
+    /// Whether the title of the post in `slot` holds `needle` (lowercased
+    /// UTF-8), ignoring case; an empty needle is in every post.
+    func title(at slot: Int32, holds needle: [UInt8]) -> Bool {
+        if needle.isEmpty { return true }
+        let ref = titles[Int(slot)]
+        if ref.isFolded { return foldedTitles[slot].map { PostTitle.contains($0, needle) } ?? false }
+        if ref.length == 0 { return false }
+        return arena.withBytes(spans[Int(slot)]) { post in
+            PostTitle.containsFoldingASCII(UnsafeRawBufferPointer(rebasing: post[ref.range]), needle)
+        }
+    }
+
+    /// Makes room for `more` posts of `bytes` bytes in all, so that a large
+    /// transaction grows each part once.
+    mutating func reserve(more: Int, bytes: Int) {
+        index.reserve(count + more, ids: ids)
+        ids.reserveCapacity(count + more)
+        spans.reserveCapacity(count + more)
+        titles.reserveCapacity(count + more)
+        arena.reserve(bytes)
+    }
+
+    /// Stores `json` as post `id`, replacing what it held.
+    mutating func set(_ id: PostID, _ json: [UInt8]) {
+        let title = PostTitle.locate(in: json)
+        let span = arena.append(json)
+        if let s = slot(of: id) {
+            arena.release(spans[Int(s)])
+            spans[Int(s)] = span
+            place(title, json, at: s)
+            return
+        }
+        let s: Int32
+        if let reused = free.popLast() {
+            s = reused
+            ids[Int(s)] = id
+            spans[Int(s)] = span
+            titles[Int(s)] = .none
+        } else {
+            s = Int32(ids.count)
+            ids.append(id)
+            spans.append(span)
+            titles.append(.none)
+        }
+        place(title, json, at: s)
+        index.insert(s, hash: id.hashValue, ids: ids)
+        count += 1
+    }
+
+    /// Forgets post `id`.
+    mutating func remove(_ id: PostID) {
+        guard let s = slot(of: id) else { return }
+        index.remove(s, hash: id.hashValue, ids: ids)
+        arena.release(spans[Int(s)])
+        ids[Int(s)] = nil
+        spans[Int(s)] = PostArena.Span()
+        titles[Int(s)] = .none
+        foldedTitles[s] = nil
+        free.append(s)
+        count -= 1
+    }
+
+    /// Moves the live bytes together when more than half the arena is
+    /// bytes of replaced or removed posts (at least a chunk of them), a
+    /// chunk at a time, so the arena never holds twice its bytes.
+    mutating func compactIfWasteful() {
+        guard arena.isWasteful else { return }
+        arena.compact(&spans)
+    }
+
+    private mutating func place(_ title: PostTitle.Located, _ json: [UInt8], at s: Int32) {
+        switch title {
+        case .none: titles[Int(s)] = .none; foldedTitles[s] = nil
+        case .inPlace(let ref): titles[Int(s)] = ref; foldedTitles[s] = nil
+        case .folded(let bytes): titles[Int(s)] = .folded; foldedTitles[s] = bytes
+        }
+    }
+}
+
+extension PostTable: Equatable {
+    /// The same ids with the same bytes (a test's comparison: it reads every post).
+    static func == (a: PostTable, b: PostTable) -> Bool {
+        a.count == b.count && a.keys.allSatisfy { id in a[id].map { b.holds(id, $0) } ?? false }
+    }
+}

@@ -1,0 +1,80 @@
+import Testing
+@testable import CacheStore
+import CacheSystem
+
+/// The posts' compact table (`PostTable`: the arena, the slot index, the
+/// titles) against a dictionary doing the same, through many changes.
+@Suite struct PostTableTests {
+    /// A deterministic generator, so a failure repeats.
+    struct Generator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    @Test func setsReplacementsAndRemovalsMatchADictionary() {
+        var g = Generator(state: 7)
+        var table = PostTable()
+        var model: [PostID: [UInt8]] = [:]
+        for step in 0..<60_000 {
+            let n = Int.random(in: 0..<5_000, using: &g)
+            let id: PostID = n % 3 == 0 ? .string("post-\(n)") : .int(Int64(n))
+            if Int.random(in: 0..<4, using: &g) == 0 {
+                table.remove(id)
+                model[id] = nil
+            } else {
+                let json = Array(#"{"id":\#(n),"title":"T\#(step)","v":"\#(String(repeating: "x", count: step % 300))"}"#.utf8)
+                table.set(id, json)
+                model[id] = json
+            }
+            if step % 997 == 0 { table.compactIfWasteful() }
+        }
+        #expect(table.count == model.count)
+        #expect(Set(table.keys) == Set(model.keys))
+        for (id, json) in model { #expect(table[id] == json && table.holds(id, json), "\(id)") }
+        for n in 5_000..<5_100 { #expect(table[.int(Int64(n))] == nil && table.slot(of: .int(Int64(n))) == nil) }
+        #expect(table.liveBytes == model.values.reduce(0) { $0 + $1.count })
+    }
+
+    /// Replacing every post again and again leaves the arena at its live
+    /// bytes plus less than their size again, not at every version's.
+    @Test func replacedBytesAreGivenBackByCompaction() {
+        var table = PostTable()
+        let body = String(repeating: "y", count: 1_000)
+        for round in 0..<8 {
+            for n in 0..<20_000 { table.set(.int(Int64(n)), Array(#"{"id":\#(n),"round":\#(round),"b":"\#(body)"}"#.utf8)) }
+            table.compactIfWasteful()
+        }
+        #expect(table.count == 20_000)
+        #expect(table.deadBytes <= table.liveBytes, "\(table.deadBytes) dead bytes")
+        #expect(table[.int(19_999)]?.starts(with: Array(#"{"id":19999,"round":7"#.utf8)) == true)
+        let titles = (0..<20_000).filter { table.title(at: table.slot(of: .int(Int64($0)))!, holds: []) }
+        #expect(titles.count == 20_000)
+    }
+
+    /// A copy is a value: changing one leaves the other as it was.
+    @Test func aCopyKeepsItsPosts() {
+        var a: PostTable = [.int(1): Array(#"{"title":"One"}"#.utf8), .int(2): Array(#"{"title":"Two"}"#.utf8)]
+        let b = a
+        a.set(.int(1), Array(#"{"title":"Changed"}"#.utf8))
+        a.remove(.int(2))
+        #expect(b[.int(1)] == Array(#"{"title":"One"}"#.utf8) && b[.int(2)] != nil && b.count == 2)
+        #expect(b.title(at: b.slot(of: .int(1))!, holds: Array("one".utf8)))
+        #expect(a.title(at: a.slot(of: .int(1))!, holds: Array("changed".utf8)) && a.count == 1)
+    }
+
+    /// A post larger than a chunk has a chunk of its own.
+    @Test func aPostLargerThanAChunkIsKeptWhole() {
+        var table = PostTable()
+        let big = Array(#"{"title":"big","b":""#.utf8) + [UInt8](repeating: 0x61, count: PostArena.chunkSize + 10) + Array(#""}"#.utf8)
+        table.set(.int(1), Array(#"{"id":1}"#.utf8))
+        table.set(.int(2), big)
+        table.set(.int(3), Array(#"{"id":3}"#.utf8))
+        #expect(table[.int(2)] == big && table[.int(1)] == Array(#"{"id":1}"#.utf8) && table[.int(3)] == Array(#"{"id":3}"#.utf8))
+    }
+}
