@@ -83,6 +83,8 @@ public final class CachedClient: Sendable {
     /// Posts in list order (ascending ids when every id is an integer, else the feed's) from `offset`, at most `limit` (all by default).
     /// With a `query` (at most 256 bytes), only the posts whose title holds
     /// it, ignoring case: `offset` and `limit` page the matches.
+    /// One answer line: a page whose answer would pass 64 MiB is refused
+    /// (`.daemon(.badRequest)`); `postPages(query:pageSize:)` reads any number.
     public func posts(offset: Int = 0, limit: Int? = nil, query: String? = nil) async throws(CachedError) -> [Post] {
         let search: [(String, JSON)] = query.map { [("query", .string($0))] } ?? []
         let answer = try await call("list_posts", paging(offset, limit) + search, quick: true)
@@ -121,7 +123,9 @@ public final class CachedClient: Sendable {
         return try await read(hash: hash)
     }
 
-    /// The manifest's rows from `offset`, at most `limit` (all by default).
+    /// The manifest's rows from `offset`, at most `limit` (all by default),
+    /// in one answer line (refused past 64 MiB, as `posts` is;
+    /// `imagePages(pageSize:)` reads any number).
     public func images(offset: Int = 0, limit: Int? = nil) async throws(CachedError) -> [ImageRow] {
         try decode([ImageRow].self, try await call("list_images", paging(offset, limit))["images"])
     }

@@ -150,6 +150,7 @@ import CachedClient
             #expect(try daemon.call("delete_post", [("id", num(5))])["deleted"] == .bool(true))
         }
         #expect(deleted.status == 8, "\(deleted.stderr)")
+        #expect(try ExitStatusTests.manPageExitStatus().contains("8 get posts or get images stopped because the listing changed"))
         #expect(deleted.stderr == "cachectl: the posts changed while they were read page by page (a refresh or a delete in between): "
                 + "3000 at first, 2999 now; 999 of them were read; what was printed may miss or repeat posts: list them again\n", "\(deleted.stderr)")
         #expect(Self.firstColumn(deleted.stdout, counted: false) == Array(3...1001))

@@ -357,7 +357,9 @@ class Client:
         """Posts from ``offset``, at most ``limit``: in ascending id order
         when every id is an integer, else in the feed's order. With
         ``query`` (at most 256 bytes of UTF-8), only the posts whose title
-        holds it, ignoring case; ``offset`` and ``limit`` page the matches."""
+        holds it, ignoring case; ``offset`` and ``limit`` page the matches.
+        One answer line: a page whose answer would pass 64 MiB is refused
+        (``bad_request``); ``iter_posts`` reads any number."""
         return self._quick("list_posts", offset=offset, limit=limit, query=query)["posts"]
 
     def iter_posts(self, query: Optional[str] = None, page_size: int = PAGE_SIZE, offset: int = 0,
@@ -471,7 +473,9 @@ class Client:
         return self.read(found["hash"])
 
     def images(self, offset: int = 0, limit: Optional[int] = None) -> List[Dict[str, Any]]:
-        """The manifest's rows, each as ``image`` returns it (``hash`` None when not cached)."""
+        """The manifest's rows, each as ``image`` returns it (``hash`` None when
+        not cached), in one answer line (refused past 64 MiB; ``iter_images``
+        reads any number)."""
         return self.call("list_images", offset=offset, limit=limit)["images"]
 
     def _size(self, answer: Dict[str, Any], what: str) -> int:
