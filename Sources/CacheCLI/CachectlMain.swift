@@ -24,6 +24,10 @@ public enum ExitCode: Int32, Sendable {
     /// A prefetch finished, but a feed's last page has more pages than its
     /// settings follow: what was stored is less than the feed holds.
     case incomplete = 7
+    /// `get posts` or `get images` read page by page, and the listing
+    /// changed between two pages (a refresh or a delete in between): what
+    /// was printed may miss or repeat entries.
+    case changed = 8
 }
 
 /// Writes to the standard streams straight through their descriptors.
@@ -66,7 +70,7 @@ public enum CachectlMain {
         } catch let e as CachedError {
             // The daemon's error answers are CLIErrors by now: these are the
             // transport's (not running, timed out, closed, untrusted, malformed).
-            let code: ExitCode = e.isNotRunning ? .notRunning : .failure
+            let code: ExitCode = e.isNotRunning ? .notRunning : e.code == .changed ? .changed : .failure
             Output.error("cachectl: \(e.message)\n")
             exit(code.rawValue)
         } catch {
@@ -86,6 +90,10 @@ struct Invocation {
     var output: String?
     /// `get posts --query TEXT`: only posts whose title holds TEXT.
     var query: String?
+    /// `get posts` and `get images` `--offset N` and `--limit N`: that page
+    /// of the listing; without them, all of it.
+    var offset: Int?
+    var limit: Int?
     /// `get image ROW --width W ...`: the members of `get_image`'s `variant`.
     var variant: [(String, JSON)] = []
     var force = false
@@ -105,12 +113,14 @@ struct Invocation {
     commands:
       get post ID                      print one post (ID may be negative: get post -5)
       get posts [--query TEXT]         all posts, ascending id; with --query those whose
-                                       title holds TEXT (any case, at most 256 bytes)
+        [--offset N] [--limit N]       title holds TEXT (any case, at most 256 bytes);
+                                       with --offset and --limit, that page of them
       get image ROW [-o FILE]          an image's metadata, or its bytes into FILE (- for stdout)
         [--width W] [--height H]       a variant of it instead: fitted into W x H pixels,
         [--fit contain|cover]          or covering it (cropped), as jpeg, png, webp or avif
         [--format F]                   (default: the original's format, else webp)
-      get images                       all rows with their cache state
+      get images [--offset N] [--limit N]
+                                       all rows with their cache state (or that page)
       prefetch [all|posts|images] [--force]
                                        refresh the feeds and download missing images
       delete post ID                   remove one post from the store (one a feed kept
@@ -134,7 +144,8 @@ struct Invocation {
                       within it; the commands that may take long (get image(s),
                       prefetch, verify, gc, compact) wait as long as the
                       daemon answers a ping within it every SECONDS
-      --json          print the daemon's JSON answers instead of text
+      --json          print the daemon's JSON answers instead of text (get posts
+                      and get images: one answer line per page of 999 entries)
       --version       print cachectl's version and protocol, then exit
       --              end of options: every later word is a command word
 
@@ -142,7 +153,8 @@ struct Invocation {
     3 daemon not running or not answering (or stopping), 4 not found or not
     cached, 5 prefetch with failed images, 6 the origin failed (a feed, or the
     image of get image), 7 prefetch incomplete: a feed has more pages than its
-    settings follow (a warning names the setting to use).
+    settings follow (a warning names the setting to use), 8 the posts or rows
+    changed while get posts or get images read them page by page (list again).
     """
 
     static func parse(_ args: [String], environment: [String: String]) throws -> Invocation {
@@ -208,11 +220,19 @@ struct Invocation {
                 guard i < args.count else { throw CLIError(code: .usage, message: "--query needs the text to search titles for") }
                 inv.query = args[i]
                 i += 1
+            case "--offset", "--limit":
+                guard i < args.count else { throw CLIError(code: .usage, message: "\(a) needs a number") }
+                try inv.page(a, args[i])
+                i += 1
             default:
                 if a.hasPrefix("--query=") { inv.query = String(a.dropFirst(8)) }
                 else if a.hasPrefix("--socket=") { try nameSocket("--socket", String(a.dropFirst(9))) }
                 else if a.hasPrefix("--instance=") { try nameSocket("--instance", try instanceSocket(String(a.dropFirst(11)))) }
                 else if a.hasPrefix("--timeout=") { inv.timeout = try timeoutOption(String(a.dropFirst(10))) }
+                else if a.hasPrefix("--offset=") || a.hasPrefix("--limit=") {
+                    let parts = a.split(separator: "=", maxSplits: 1)
+                    try inv.page(String(parts[0]), parts.count > 1 ? String(parts[1]) : "")
+                }
                 else if a.hasPrefix("-") && a != "-" { throw CLIError(code: .usage, message: "unknown option \(Format.visible(a)) (see cachectl --help)") }
                 else { inv.command.append(a) }
             }
@@ -221,6 +241,9 @@ struct Invocation {
         if !inv.variant.isEmpty && !(inv.command.count == 3 && inv.command.prefix(2) == ["get", "image"]) {
             throw CLIError(code: .usage, message: "--width, --height, --fit and --format go with get image ROW")
         }
+        if inv.offset != nil || inv.limit != nil, inv.command != ["get", "posts"] && inv.command != ["get", "images"] {
+            throw CLIError(code: .usage, message: "--offset and --limit go with get posts and get images")
+        }
         if let q = inv.query {
             guard inv.command == ["get", "posts"] else { throw CLIError(code: .usage, message: "--query goes with get posts") }
             guard q.utf8.count <= Request.maxQueryBytes else {
@@ -228,6 +251,14 @@ struct Invocation {
             }
         }
         return inv
+    }
+
+    /// `--offset N` or `--limit N`: a count as the protocol takes it, 0 to 2^31-1.
+    private mutating func page(_ option: String, _ value: String) throws {
+        guard let n = Int(value), n >= 0, n <= Int(Int32.max) else {
+            throw CLIError(code: .usage, message: "\(option) takes a number from 0 to \(Int32.max), not \"\(Format.visible(value))\"")
+        }
+        if option == "--offset" { offset = n } else { limit = n }
     }
 
     /// Whether the next command word is a post ID or row number: right

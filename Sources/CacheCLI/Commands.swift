@@ -10,7 +10,7 @@ import CachedClientCore
 struct Commands {
     let invocation: Invocation
 
-    private var json: Bool { invocation.json }
+    var json: Bool { invocation.json }
 
     func run() throws {
         let words = invocation.command
@@ -49,7 +49,7 @@ struct Commands {
     /// manifest, `prefetch`, `verify`, `gc`, `compact`) is never cut while
     /// the daemon is alive: after each timeout of silence cachectl pings the
     /// daemon on a second connection and gives up only if that goes unanswered.
-    private func connect(mayTakeLong: Bool = false) -> BlockingClient {
+    func connect(mayTakeLong: Bool = false) -> BlockingClient {
         let timeout = ClientTimeout.seconds(invocation.timeout, mayTakeLong: mayTakeLong)
         // A socket the user did not name with --socket is refused in a directory another user owns.
         return BlockingClient(socketPath: invocation.socket, timeout: timeout, quick: !mayTakeLong, requiringOwner: !invocation.socketNamed)
@@ -63,8 +63,9 @@ struct Commands {
     }
 
     /// Throws an error answer's `CachedError` as a CLIError with the exit
-    /// status of its code (printed first under `--json`).
-    private func check(_ answer: JSON) throws {
+    /// status of its code (printed first under `--json`); `stoppedAfter`
+    /// says how far a listing read page by page got before it.
+    func check(_ answer: JSON, stoppedAfter progress: String? = nil) throws {
         guard let error = CachedError(answer: answer) else { return }
         if json { printJSON(answer) }
         let exit: ExitCode = switch error.code {
@@ -73,7 +74,8 @@ struct Commands {
         case .daemon(.badRequest): .usage
         default: .failure
         }
-        throw CLIError(code: exit, message: "\(Format.visible(error.message)) (\(error.code.name))")
+        let stopped = progress.map { "the listing stopped \($0): " } ?? ""
+        throw CLIError(code: exit, message: "\(stopped)\(Format.visible(error.message)) (\(error.code.name))")
     }
 
     private func simple(_ op: String, mayTakeLong: Bool = false, _ format: (JSON) -> String) throws {
@@ -91,7 +93,8 @@ struct Commands {
     }
 
     /// What `get` takes, for its usage errors.
-    static let getSubjects = "post ID | posts [--query TEXT] | image ROW [--width W] [--height H] [--fit F] [--format F] [-o FILE] | images"
+    static let getSubjects = "post ID | posts [--query TEXT] [--offset N] [--limit N] | image ROW [--width W] [--height H] [--fit F] [--format F] [-o FILE] "
+        + "| images [--offset N] [--limit N]"
 
     private func get(_ args: [String]) throws {
         guard let subject = args.first else {
@@ -104,8 +107,7 @@ struct Commands {
             let answer = try call(connect(), "get_post", [("id", try Self.postID(args[1]))])
             if json { printJSON(answer) } else { print(Format.post(answer["post"] ?? .null, id: answer["id"])) }
         case ("posts", 1):
-            let answer = try call(connect(), "list_posts", invocation.query.map { [("query", JSON.string($0))] } ?? [])
-            if json { printJSON(answer) } else { print(Format.postList(answer), terminator: "") }
+            try list(.posts)
         case ("image", 2):
             guard let row = Int(args[1]), row >= 0 else { throw CLIError(code: .usage, message: "row must be a non-negative integer, not \"\(args[1])\"") }
             // A file that cannot be written fails before anything is downloaded.
@@ -125,8 +127,7 @@ struct Commands {
                 print(Format.image(image))
             }
         case ("images", 1):
-            let answer = try call(connect(mayTakeLong: true), "list_images")
-            if json { printJSON(answer) } else { print(Format.imageList(answer), terminator: "") }
+            try list(.images)
         default:
             throw CLIError(code: .usage, message: "get expects \(Self.getSubjects), not \"\(Format.visible(args.joined(separator: " ")))\"")
         }
@@ -272,7 +273,7 @@ struct Commands {
         }
     }
 
-    private func printJSON(_ value: JSON) {
+    func printJSON(_ value: JSON) {
         print(String(decoding: value.encoded, as: UTF8.self))
     }
 }

@@ -83,15 +83,13 @@ enum Format {
         return text(p["title"])
     }
 
-    static func postList(_ answer: JSON) -> String {
-        var out = "   ID  USER  TITLE\n"
-        let ids = answer["ids"]?.array ?? []
-        for (i, p) in (answer["posts"]?.array ?? []).enumerated() {
-            let id = i < ids.count ? ids[i] : p["id"]
-            out += pad(text(id), 5) + "  " + pad(text(p["userId"]), 4) + "  " + title(p) + "\n"
-        }
-        out += "\(text(answer["total"])) posts\n"
-        return out
+    /// The head of `get posts`' table.
+    static let postsHeader = "   ID  USER  TITLE\n"
+
+    /// One post's line of `get posts`' table; `id` is the id it is kept by
+    /// (`list_posts`' `ids`), else its own `id`.
+    static func postLine(_ p: JSON, id: JSON?) -> String {
+        pad(text(id ?? p["id"]), 5) + "  " + pad(text(p["userId"]), 4) + "  " + title(p) + "\n"
     }
 
     static func image(_ i: JSON) -> String {
@@ -120,24 +118,29 @@ enum Format {
         return "\(max(0, Int64(Double(time(nil)) - t))) s"
     }
 
-    static func imageList(_ answer: JSON) -> String {
-        let rows = answer["images"]?.array ?? []
-        // As wide as the longest type (image/vnd.microsoft.icon is 24), at least 10.
-        let typeWidth = rows.reduce(10) { max($0, text($1["type"]).count) }
-        func left(_ s: String) -> String { s + String(repeating: " ", count: max(0, typeWidth - s.count)) }
-        var out = "  ROW  STATE          SIZE  " + left("TYPE") + "  URL\n"
-        var cached = 0
-        for i in rows {
-            let isCached = !(i["hash"]?.isNull ?? true)
-            let error = i["last_error"].flatMap { $0.isNull ? nil : $0 }
-            if isCached { cached += 1 }
-            out += pad(text(i["row"]), 5) + "  " + (isCached ? "cached    " : error != nil ? "failed    " : "missing   ") +
-                pad(isCached ? size(i["size"]?.integer ?? 0) : "-", 9) + "  " +
-                left(isCached ? text(i["type"]) : "-") + "  " + text(i["url"]) +
-                (error.map { "  (" + (isCached ? "last check failed: " : "") + text($0["reason"]) + ")" } ?? "") + "\n"
-        }
-        out += "\(cached)/\(text(answer["total"])) rows cached\n"
-        return out
+    /// The width of `get images`' TYPE column for `rows`: their longest
+    /// type (image/vnd.microsoft.icon is 24), at least 10.
+    static func typeWidth(_ rows: [JSON], atLeast width: Int = 10) -> Int {
+        rows.reduce(width) { max($0, text($1["type"]).count) }
+    }
+
+    /// The head of `get images`' table, its TYPE column `typeWidth` wide.
+    static func imagesHeader(typeWidth: Int) -> String {
+        "  ROW  STATE          SIZE  " + left("TYPE", typeWidth) + "  URL\n"
+    }
+
+    /// Whether a row of `list_images` is cached.
+    static func isCached(_ i: JSON) -> Bool { !(i["hash"]?.isNull ?? true) }
+
+    /// One row's line of `get images`' table: its state, size, type and
+    /// URL, and why its URL last failed.
+    static func imageLine(_ i: JSON, typeWidth: Int) -> String {
+        let cached = isCached(i)
+        let error = i["last_error"].flatMap { $0.isNull ? nil : $0 }
+        return pad(text(i["row"]), 5) + "  " + (cached ? "cached    " : error != nil ? "failed    " : "missing   ") +
+            pad(cached ? size(i["size"]?.integer ?? 0) : "-", 9) + "  " +
+            left(cached ? text(i["type"]) : "-", typeWidth) + "  " + text(i["url"]) +
+            (error.map { "  (" + (cached ? "last check failed: " : "") + text($0["reason"]) + ")" } ?? "") + "\n"
     }
 
     static func prefetch(_ a: JSON) -> String {
@@ -239,5 +242,9 @@ enum Format {
 
     private static func pad(_ s: String, _ n: Int) -> String {
         s.count >= n ? s : String(repeating: " ", count: n - s.count) + s
+    }
+
+    private static func left(_ s: String, _ n: Int) -> String {
+        s + String(repeating: " ", count: max(0, n - s.count))
     }
 }

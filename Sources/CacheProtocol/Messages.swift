@@ -10,7 +10,8 @@ public let maxRequestLine = 64 * 1024
 /// (`CachedError.Code.daemon`).
 public enum ErrorCode: String, Sendable, CaseIterable {
     /// The line is not a valid request: not JSON, not an object, an unknown
-    /// op, a missing or mistyped argument.
+    /// op, a missing or mistyped argument; or a listing page whose answer
+    /// would be longer than a client reads (`ProtocolLimits.maxAnswerLine`).
     case badRequest = "bad_request"
     /// No such post, row or object.
     case notFound = "not_found"
@@ -292,9 +293,11 @@ public enum Response {
         return out
     }
 
-    /// A failure line; `fill` adds members after `error` (a partial
-    /// prefetch's summary).
+    /// A failure line; `details` adds members to the `error` object after
+    /// its `code` and `message` (a refused listing's `max_limit`), `fill`
+    /// members after `error` (a partial prefetch's summary).
     public static func error(_ e: ProtocolError, tag: [UInt8]?, capacity: Int = 128,
+                             details: (inout JSONObjectWriter) -> Void = { _ in },
                              _ fill: (inout JSONObjectWriter) -> Void = { _ in }) -> [UInt8] {
         var o = JSONObjectWriter(capacity: capacity + (tag?.count ?? 0))
         o.field("ok", false)
@@ -302,6 +305,7 @@ public enum Response {
         var inner = JSONObjectWriter()
         inner.field("code", e.code.rawValue)
         inner.field("message", e.message)
+        details(&inner)
         o.field("error", object: inner)
         fill(&o)
         return o.line()

@@ -83,6 +83,8 @@ public final class CachedClient: Sendable {
     /// Posts in list order (ascending ids when every id is an integer, else the feed's) from `offset`, at most `limit` (all by default).
     /// With a `query` (at most 256 bytes), only the posts whose title holds
     /// it, ignoring case: `offset` and `limit` page the matches.
+    /// One answer line: a page whose answer would pass 64 MiB is refused
+    /// (`.daemon(.badRequest)`); `postPages(query:pageSize:)` reads any number.
     public func posts(offset: Int = 0, limit: Int? = nil, query: String? = nil) async throws(CachedError) -> [Post] {
         let search: [(String, JSON)] = query.map { [("query", .string($0))] } ?? []
         let answer = try await call("list_posts", paging(offset, limit) + search, quick: true)
@@ -121,7 +123,9 @@ public final class CachedClient: Sendable {
         return try await read(hash: hash)
     }
 
-    /// The manifest's rows from `offset`, at most `limit` (all by default).
+    /// The manifest's rows from `offset`, at most `limit` (all by default),
+    /// in one answer line (refused past 64 MiB, as `posts` is;
+    /// `imagePages(pageSize:)` reads any number).
     public func images(offset: Int = 0, limit: Int? = nil) async throws(CachedError) -> [ImageRow] {
         try decode([ImageRow].self, try await call("list_images", paging(offset, limit))["images"])
     }
@@ -208,6 +212,12 @@ public final class CachedClient: Sendable {
         return try Self.checked(answer).get()
     }
 
+    /// One request's answer line as it came, an error answer included (a
+    /// listing's walk reads a refusal's `max_limit`).
+    package func answer(_ op: String, _ fields: [(String, JSON)], quick: Bool) async throws(CachedError) -> JSON {
+        try await send(Request.line(op: op, fields), .line, quick: quick).json
+    }
+
     private func send(_ line: [UInt8], _ shape: AnswerShape, quick: Bool = false,
                       onEvent: @escaping @Sendable (JSON) -> Void = { _ in }) async throws(CachedError) -> WireAnswer {
         let box = Locked<Waiter?>(nil)
@@ -237,7 +247,7 @@ public final class CachedClient: Sendable {
         return .success(answer.json)
     }
 
-    private func decode<T: Decodable>(_ type: T.Type, _ json: JSON?) throws(CachedError) -> T {
+    func decode<T: Decodable>(_ type: T.Type, _ json: JSON?) throws(CachedError) -> T {
         guard let json else { throw CachedError(.malformed, "an answer without the \(T.self) asked for") }
         do { return try JSONTreeDecoder.decode(type, from: json) } catch {
             throw CachedError(.malformed, "cannot read \(T.self) from \(String(decoding: json.encoded.prefix(200), as: UTF8.self)): \(error)")
@@ -247,7 +257,7 @@ public final class CachedClient: Sendable {
     /// A post as the answer gives it, its `id` the one the daemon keeps it
     /// by (`key`: the answer's `id` or `ids`); the object's own `id` member,
     /// when it differs (another `posts-id`), is kept in `extra["id"]`.
-    private func post(_ json: JSON?, key: JSON?) throws(CachedError) -> Post {
+    func post(_ json: JSON?, key: JSON?) throws(CachedError) -> Post {
         guard let key, case .object(var members)? = json else { return try decode(Post.self, json) }
         let own = members.last { $0.0 == "id" }?.1
         members.removeAll { $0.0 == "id" }

@@ -19,6 +19,11 @@ public struct CachedError: Error, Sendable, Equatable, CustomStringConvertible {
         case malformed
         /// The task waiting for the answer was cancelled.
         case cancelled
+        /// A listing read page by page (`postPages`, `imagePages`, cachectl's
+        /// `get posts` and `get images`) changed between two of its pages (a
+        /// refresh or a delete in between): what was read may miss or
+        /// repeat entries. Reading it again gives the listing as it is now.
+        case changed
 
         /// The code's name: the protocol's as it is sent (`not_found`), or
         /// the client's own (`timedOut`).
@@ -29,6 +34,7 @@ public struct CachedError: Error, Sendable, Equatable, CustomStringConvertible {
             case .timedOut: "timedOut"
             case .malformed: "malformed"
             case .cancelled: "cancelled"
+            case .changed: "changed"
             }
         }
 

@@ -30,9 +30,10 @@ __version__ = "0.1.0"
 #: The codes of the daemon's error answers (docs/protocol.md, "Errors").
 DAEMON_ERROR_CODES = ("bad_request", "not_found", "not_cached", "upstream", "too_large", "busy", "internal")
 #: The client's own codes, never taken from the daemon: ``unavailable`` (no
-#: daemon, or the connection broke) and ``malformed`` (an answer this client
-#: cannot read).
-CLIENT_ERROR_CODES = ("unavailable", "malformed")
+#: daemon, or the connection broke), ``malformed`` (an answer this client
+#: cannot read) and ``changed`` (a listing read page by page, ``iter_posts``
+#: or ``iter_images``, changed between two of its pages).
+CLIENT_ERROR_CODES = ("unavailable", "malformed", "changed")
 #: Every ``CachedError.code``.
 ERROR_CODES = DAEMON_ERROR_CODES + CLIENT_ERROR_CODES
 
@@ -40,8 +41,14 @@ ERROR_CODES = DAEMON_ERROR_CODES + CLIENT_ERROR_CODES
 #: libraries"; the Swift client's ``ProtocolLimits``): past them an answer is
 #: ``malformed``, so a misbehaving daemon cannot make it allocate without bound.
 #: The longest answer line, without its newline: a feed at the default
-#: ``max-object-size`` (64 MiB) listed whole, plus a tag as long as a request line.
+#: ``max-object-size`` (64 MiB) listed whole, plus a tag as long as a request
+#: line. The daemon refuses a listing page whose answer would be longer
+#: (``bad_request`` with ``error.max_limit``, the entries that fit).
 MAX_ANSWER_LINE = (64 << 20) + 65536
+#: The new entries of a page of ``iter_posts`` and ``iter_images`` unless told
+#: otherwise: with the one each request after the first repeats, 1,000 a
+#: request, the most the daemon answers at once from memory (as cachectl).
+PAGE_SIZE = 999
 #: The largest ``read`` payload taken into memory; ``open_image`` has no limit.
 MAX_READ_BYTES = 1 << 30
 #: The most descriptors held before their answers are read (one per ``open``;
@@ -350,8 +357,94 @@ class Client:
         """Posts from ``offset``, at most ``limit``: in ascending id order
         when every id is an integer, else in the feed's order. With
         ``query`` (at most 256 bytes of UTF-8), only the posts whose title
-        holds it, ignoring case; ``offset`` and ``limit`` page the matches."""
+        holds it, ignoring case; ``offset`` and ``limit`` page the matches.
+        One answer line: a page whose answer would pass 64 MiB is refused
+        (``bad_request``); ``iter_posts`` reads any number."""
         return self._quick("list_posts", offset=offset, limit=limit, query=query)["posts"]
+
+    def iter_posts(self, query: Optional[str] = None, page_size: int = PAGE_SIZE, offset: int = 0,
+                   limit: Optional[int] = None) -> Iterator[Dict[str, Any]]:
+        """Every post (or, with ``query``, every match; from ``offset``, at
+        most ``limit``), in ``posts()``'s order, read ``page_size`` at a time
+        as the iteration goes: a store of any size in the memory of one page.
+
+        Raises ``CachedError`` as the calls do, and with code ``changed``
+        when the posts changed between two pages (a refresh, a delete): the
+        total is not the first page's, or a page does not begin where the
+        last ended (each request after the first starts one post early, at
+        the last one yielded, to check). A page refused as longer than an
+        answer line (posts of megabytes) is asked again with the ``limit``
+        the daemon says fits."""
+        return self._walk("list_posts", "posts", page_size, offset, limit, query=query)
+
+    def iter_images(self, page_size: int = PAGE_SIZE, offset: int = 0, limit: Optional[int] = None) -> Iterator[Dict[str, Any]]:
+        """Every row of the manifest (from ``offset``, at most ``limit``), as
+        ``images()`` gives them, read ``page_size`` at a time: ``iter_posts``'
+        paging and checks (a row is told apart by its ``url`` and ``description``)."""
+        return self._walk("list_images", "images", page_size, offset, limit)
+
+    def _walk(self, op: str, member: str, page_size: int, offset: int, limit: Optional[int],
+              query: Optional[str] = None) -> Iterator[Dict[str, Any]]:
+        """The walk of ``iter_posts`` and ``iter_images`` (Swift's ``ListingWalk``)."""
+        noun = "posts" if member == "posts" else "rows"
+        page_size, start = max(1, page_size), max(0, offset)
+        count = None if limit is None else max(0, limit)
+        read, total, last, shrunk, overlapping = 0, None, None, None, True
+
+        def key(entry: Any, entry_id: Any) -> Any:
+            if member == "posts":
+                return entry_id if entry_id is not None else (entry.get("id") if isinstance(entry, dict) else None)
+            return (entry.get("url"), entry.get("description")) if isinstance(entry, dict) else None
+
+        def changed(how: str) -> CachedError:
+            return CachedError("changed", f"the {noun} changed while they were read page by page (a refresh or a delete in "
+                                          f"between): {how}; {read} of them were read")
+
+        while True:
+            end = None if total is None else (total if count is None else min(total, start + count))
+            position = start + read
+            if end is not None and position >= end:
+                return
+            left = end - position if end is not None else (count - read if count is not None else page_size)
+            request_offset, request_limit, overlaps = position, min(page_size, left), False
+            if read > 0 and overlapping:
+                request_offset, request_limit, overlaps = position - 1, request_limit + 1, True
+            if shrunk is not None:
+                request_limit = min(request_limit, shrunk)
+            fields = {"offset": request_offset, "limit": request_limit, "query": query}
+            self._send(op, **fields)
+            answer = self._line(None if self.timeout is None or op != "list_posts" else time.monotonic() + self.timeout)
+            error = answer.get("error") if answer.get("ok") is False else None
+            fit = error.get("max_limit") if isinstance(error, dict) and error.get("code") == "bad_request" else None
+            if isinstance(fit, int) and not isinstance(fit, bool) and 0 <= fit < request_limit:
+                if overlaps and fit < 2:
+                    overlapping, shrunk = False, 1  # only the repeated one fits: the next one alone, unchecked
+                    continue
+                if fit >= 1:
+                    shrunk = fit
+                    continue
+            answer = self._checked(answer)
+            entries, ids, got = answer.get(member), answer.get("ids") if member == "posts" else None, answer.get("total")
+            if not isinstance(entries, list) or not isinstance(got, int) or isinstance(got, bool) or got < 0 \
+                    or (ids is not None and (not isinstance(ids, list) or len(ids) != len(entries))) or len(entries) > request_limit:
+                raise self._malformed(f"a {op} answer of another shape: {json.dumps(answer)[:200]}")
+            if total is not None and got != total:
+                raise changed(f"{total} at first, {got} now")
+            total = got
+            skip = 0
+            if overlaps:
+                if not entries or key(entries[0], ids[0] if ids else None) != last:
+                    raise changed(f"the last of the {noun} read is no longer at position {request_offset}")
+                skip = 1
+            fresh, fresh_ids = entries[skip:], ids[skip:] if ids else None
+            end = total if count is None else min(total, start + count)
+            if not fresh and position < end:
+                raise changed(f"the listing ended at position {position}, before {end}")
+            read += len(fresh)
+            if fresh:
+                last = key(fresh[-1], fresh_ids[-1] if fresh_ids else None)
+            shrunk, overlapping = None, True
+            yield from fresh
 
     def image(self, row: int, fetch: bool = True) -> Dict[str, Any]:
         """Row ``row`` (``row``, ``url``, ``description``, ``hash``, ``size``,
@@ -380,7 +473,9 @@ class Client:
         return self.read(found["hash"])
 
     def images(self, offset: int = 0, limit: Optional[int] = None) -> List[Dict[str, Any]]:
-        """The manifest's rows, each as ``image`` returns it (``hash`` None when not cached)."""
+        """The manifest's rows, each as ``image`` returns it (``hash`` None when
+        not cached), in one answer line (refused past 64 MiB; ``iter_images``
+        reads any number)."""
         return self.call("list_images", offset=offset, limit=limit)["images"]
 
     def _size(self, answer: Dict[str, Any], what: str) -> int:

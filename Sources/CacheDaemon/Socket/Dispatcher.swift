@@ -25,7 +25,9 @@ final class Dispatcher: Sendable {
             return respond(tag) { Response.ok(tag: tag, id: $0.id, name: "post", rawJSON: $0.json) }(service.post(id: id))
         case let .listPosts(offset, limit, query):
             let encode: @Sendable (PostsPage) -> [UInt8] = { AnswerEncoding.posts($0, tag: tag) }
-            return Answering.listing(reply, respond(tag, encode), sized: sized(tag, encode) { AnswerEncoding.postsSize($0, tag: tag) }) {
+            let refusal: @Sendable (PostsPage) -> [UInt8]? = { AnswerEncoding.postsRefusal($0, offset: offset, tag: tag) }
+            return Answering.listing(reply, respond(tag, encode, unless: refusal),
+                                     sized: sized(tag, encode, unless: refusal) { AnswerEncoding.postsSize($0, tag: tag) }) {
                 service.posts(offset: offset, limit: limit, query: query, then: $0)
             }
         case let .getImage(row, fetch, variant):
@@ -34,7 +36,9 @@ final class Dispatcher: Sendable {
             return Answering.answer(reply, encode) { service.image(row: row, fetch: fetch, then: $0) }
         case let .listImages(offset, limit):
             let encode: @Sendable (ImagesPage) -> [UInt8] = { AnswerEncoding.images($0, tag: tag) }
-            return Answering.listing(reply, respond(tag, encode), sized: sized(tag, encode) { AnswerEncoding.imagesSize($0, tag: tag) }) {
+            let refusal: @Sendable (ImagesPage) -> [UInt8]? = { AnswerEncoding.imagesRefusal($0, offset: offset, tag: tag) }
+            return Answering.listing(reply, respond(tag, encode, unless: refusal),
+                                     sized: sized(tag, encode, unless: refusal) { AnswerEncoding.imagesSize($0, tag: tag) }) {
                 service.images(offset: offset, limit: limit, then: $0)
             }
         case .read(let hex):
@@ -70,17 +74,36 @@ final class Dispatcher: Sendable {
     }
 
     /// A listing's page as a `SizedAnswer`: `size` bytes at most, written by
-    /// `encode`, refused with a `busy` line.
+    /// `encode`, refused with a `busy` line; or, when `unless` refuses the
+    /// page (its answer would not fit on a client's line), that refusal,
+    /// counted as an error answer, and nothing of the page is written.
     private func sized<V: Sendable>(_ tag: [UInt8]?, _ encode: @escaping @Sendable (V) -> [UInt8],
+                                    unless refusal: @escaping @Sendable (V) -> [UInt8]?,
                                     _ size: @escaping @Sendable (V) -> Int) -> @Sendable (V) -> SizedAnswer {
-        { page in
-            SizedAnswer(bytes: size(page), make: { [encode(page)] }, refuse: { Response.error(ProtocolError($0), tag: tag) })
+        { [self] page in
+            let busy: @Sendable (LimitReached) -> [UInt8] = { Response.error(ProtocolError($0), tag: tag) }
+            if let line = refusal(page) {
+                service.noteRequests(0, errors: 1)
+                return SizedAnswer(bytes: line.count, make: { [line] }, refuse: busy)
+            }
+            return SizedAnswer(bytes: size(page), make: { [encode(page)] }, refuse: busy)
         }
     }
 
     /// A result as an answer line: `encode` of a success, an error line for a failure.
     private func respond<V>(_ tag: [UInt8]?, _ encode: @escaping @Sendable (V) -> [UInt8]) -> @Sendable (Result<V, CacheError>) -> Answer {
         respond(tag) { (v: V) -> Answer in .now(encode(v)) }
+    }
+
+    /// `respond` for a listing answered at once: the refusal of `unless`
+    /// (counted as an error answer) instead of `encode` when it refuses the page.
+    private func respond<V>(_ tag: [UInt8]?, _ encode: @escaping @Sendable (V) -> [UInt8],
+                            unless refusal: @escaping @Sendable (V) -> [UInt8]?) -> @Sendable (Result<V, CacheError>) -> Answer {
+        respond(tag) { [self] (v: V) -> Answer in
+            guard let line = refusal(v) else { return .now(encode(v)) }
+            service.noteRequests(0, errors: 1)
+            return .now(line)
+        }
     }
 
     /// A result as an answer: `answer` of a success, an error line for a failure.
