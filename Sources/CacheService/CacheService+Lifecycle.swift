@@ -30,6 +30,8 @@ extension CacheService {
         // The replay's temporaries (records, the growing tables' old storage) go back to the system.
         Memory.returnFreePages()
         logRecovery(store, log)
+        let t = store.openTimes
+        log.info("store opened: the log replayed in \(Self.milliseconds(t.replay)) ms, the posts ordered in \(Self.milliseconds(t.order)) ms")
         let verification = store.readVerification
         log.notice("verify-reads: \(verification.mode.rawValue) (\(verification.reason))")
         if let p = configuration.variantPool {
@@ -55,6 +57,9 @@ extension CacheService {
 
     /// The store directory, resolved (links and relative spellings followed once).
     public var storeDirectory: String { store.directory }
+
+    /// A span in whole milliseconds, for the log.
+    static func milliseconds(_ d: Duration) -> UInt64 { d.wholeNanoseconds / 1_000_000 }
 
     /// What recovery did when the store was opened.
     private static func logRecovery(_ store: Store, _ log: Logger) {

@@ -64,6 +64,16 @@ public final class Store: Sendable {
     public var tempDirectory: String { directory + "/tmp" }
     var quarantineDirectory: String { directory + "/quarantine" }
 
+    /// How long the opening took: the log's replay (reading, checking and
+    /// applying every record) and the posts' order derived after it.
+    public struct OpenTimes: Sendable {
+        public var replay: Duration
+        public var order: Duration
+    }
+
+    /// How long this store's opening took (logged at start).
+    public let openTimes: OpenTimes
+
     /// Opens the store: takes the lock, refuses a directory that holds files
     /// but no store (`StoreError.notAStore`), replays the log (cutting a
     /// damaged tail aside), creates the layout, empties `tmp/` of temp files.
@@ -89,6 +99,7 @@ public final class Store: Sendable {
         ignored = IgnoredEntries(report: configuration.onIgnoredEntry)
 
         var replayed = StoreState()
+        let replayStart = Clock.monotonicNanoseconds()
         let log: IndexLog
         do throws(IndexLogError) {
             // The log first: a log written by a newer cached is refused
@@ -109,7 +120,9 @@ public final class Store: Sendable {
             guard let r = log.recovery else { throw .io(error) }
             throw .io(SystemError(error.call, error.subject + " (index.log had been cut first: \(r.problem); the cut bytes are in \(r.savedTo))", errno: error.errno))
         }
+        let ordering = Clock.monotonicNanoseconds()
         replayed.orderPosts()
+        openTimes = OpenTimes(replay: Clock.elapsed(since: replayStart) - Clock.elapsed(since: ordering), order: Clock.elapsed(since: ordering))
         readVerification = ReadVerification.resolve(configuration.verifyReads, directory: files.descriptor,
                                                     realPath: directory + "/objects")
         recovery = log.recovery
