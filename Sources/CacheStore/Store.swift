@@ -110,6 +110,9 @@ public final class Store: Sendable {
             throw .io(SystemError(error.call, error.subject + " (index.log had been cut first: \(r.problem); the cut bytes are in \(r.savedTo))", errno: error.errno))
         }
         replayed.orderPosts()
+        // Before anything is written to the log or to posts/.
+        postFilesCheck = Store.takePostsState(files, directory: directory, warn: configuration.onWarning)
+        postFilesMatch = Locked(postFilesCheck == nil)
         readVerification = ReadVerification.resolve(configuration.verifyReads, directory: files.descriptor,
                                                     realPath: directory + "/objects")
         recovery = log.recovery
@@ -219,8 +222,12 @@ public final class Store: Sendable {
 
     /// Releases the log and the locks. A second call does nothing (closing
     /// a descriptor number twice could close another file that reused it).
-    public func close() {
+    /// `clean`: the daemon stopped with nothing left running on the store,
+    /// and records so in `posts.state` when every post file matches the log
+    /// (`recordCleanStop`), so that the next start need not check them.
+    public func close(clean: Bool = false) {
         guard closed.withLock({ c -> Bool in defer { c = true }; return !c }) else { return }
+        if clean { recordCleanStop() }
         writer.withLock { $0.log.close() }
         lockFD.close()
         directoryFD.close()
@@ -411,6 +418,16 @@ public final class Store: Sendable {
                        variants: s.variants.count)
         }
     }
+
+    /// Raised by `stopPasses` (shutdown): long passes return early.
+    let stop = StopFlag()
+    /// Why the start's reconciliation of `posts/` must run, found at open
+    /// (`takePostsState`); nil when `posts/` is as a clean stop left it.
+    public let postFilesCheck: String?
+    /// True while every post file is known to match the log: from an open
+    /// after a clean stop, or a reconciliation that ended with nothing
+    /// failed, until a post file fails to be written, put back or removed.
+    let postFilesMatch: Locked<Bool>
 
     /// Why writes stopped, readable without the writer lock.
     let stopReason = Locked<String?>(nil)
