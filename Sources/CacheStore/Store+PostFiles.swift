@@ -61,13 +61,16 @@ extension Store {
     /// write or unlink) is not counted but reported (`onWarning`, one line),
     /// and tried again at the next start.
     ///
-    /// `posts/` is listed once; each file is opened by its name in the open
-    /// directory (`openEntry`, no path walked) and compared with the log's
-    /// bytes as it is read, in one buffer for the whole pass. The stop flag
-    /// (`stopPasses`) is looked at before each file: a pass cut short has
-    /// fixed what it reached, and the rest is left to the next start's pass,
-    /// since only a pass that ends with every file matching lets a clean stop
-    /// be recorded (`postFilesMatch`).
+    /// `posts/` is listed once. The files of posts are then compared with
+    /// the log's bytes by `postReadLanes` threads (a start after a reboot
+    /// reads them from the disk, where one read at a time waits on each),
+    /// each file opened by its name in the open directory (`openEntry`, no
+    /// path walked) and compared as it is read, into one buffer per thread;
+    /// those that differ are written again afterwards, one by one. The stop
+    /// flag (`stopPasses`) is looked at before each file: a pass cut short
+    /// has fixed what it reached, and the rest is left to the next start's
+    /// pass, since only a pass that ends with every file matching lets a
+    /// clean stop be recorded (`postFilesMatch`).
     @discardableResult
     public func reconcilePostFiles(reason: String? = nil) -> PostFilesReport {
         postFiles.withLock { _ in
@@ -91,13 +94,14 @@ extension Store {
                 directory = try files.open(postsDirectory, O_RDONLY | O_DIRECTORY)
             }
             defer { directory?.close() }
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.postReadPiece, alignment: 64)
-            defer { buffer.deallocate() }
             func write(_ name: String, _ json: [UInt8]) -> Bool {
                 failures.attempt { () throws(SystemError) in
                     try files.writeDurably(json, to: postPath(name), tempDirectory: tempDirectory, syncDirectory: false)
                 }
             }
+            // The listing sorted out: foreign entries noted, files of no post removed, the rest to compare.
+            var present: [(name: String, json: [UInt8])] = []
+            present.reserveCapacity(min(entries.count, expected.count))
             for entry in entries {
                 if stop.isRaised { report.stopped = true; break }
                 // Taken out whatever it is: a post's name held by a link or a directory is not replaced either.
@@ -110,9 +114,16 @@ extension Store {
                     if failures.attempt({ () throws(SystemError) in try files.unlink(postPath(entry.name)) }) { report.fixed += 1 }
                     continue
                 }
-                report.checked += 1
-                // A file that cannot be read is one to write again, as one that differs.
-                if !Self.file(entry.name, in: directory, holds: json, buffer), write(entry.name, json) { report.fixed += 1 }
+                present.append((entry.name, json))
+            }
+            entries = []
+            let compared = report.stopped ? (differing: [], compared: 0, stopped: true) : compare(present, in: directory)
+            report.checked += compared.compared
+            report.stopped = report.stopped || compared.stopped
+            // A file that cannot be read is one to write again, as one that differs.
+            for i in compared.differing where !report.stopped {
+                if stop.isRaised { report.stopped = true; break }
+                if write(present[i].name, present[i].json) { report.fixed += 1 }
             }
             for (name, json) in expected where !report.stopped {
                 if stop.isRaised { report.stopped = true; break }
@@ -124,6 +135,41 @@ extension Store {
             if !report.stopped && failures.count == 0 { postFilesMatch.withLock { $0 = true } }
             return report
         }
+    }
+
+    /// Threads comparing post files at once: reads from a cold page cache
+    /// overlap. Measured at 1,000,000 posts (release build, ext4 on a
+    /// virtio disk, 2 cores), the files' pages evicted: one thread 66.6 s,
+    /// four 28.9 s, eight 20.7 s; all in the page cache: 12.8, 5.7 and 4.5 s.
+    static let postReadLanes = 8
+
+    /// Compares each of `files` (names in `directory`, and the bytes each
+    /// must hold) on `postReadLanes` threads, looking at the stop flag
+    /// before each: the indices of those that differ (or cannot be read),
+    /// in order, how many were compared, and whether the flag cut it short.
+    private func compare(_ files: [(name: String, json: [UInt8])], in directory: FileDescriptor?) -> (differing: [Int], compared: Int, stopped: Bool) {
+        let lanes = max(1, min(Self.postReadLanes, files.count))
+        let outcome = Locked<(differing: [Int], compared: Int, stopped: Bool)>(([], 0, false))
+        let stop = self.stop
+        Threads.parallel(count: lanes, threads: lanes) { lane in
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.postReadPiece, alignment: 64)
+            defer { buffer.deallocate() }
+            var differing: [Int] = []
+            var compared = 0, stopped = false
+            for i in stride(from: lane, to: files.count, by: lanes) {
+                if stop.isRaised { stopped = true; break }
+                if !Self.file(files[i].name, in: directory, holds: files[i].json, buffer) { differing.append(i) }
+                compared += 1
+            }
+            outcome.withLock { o in
+                o.differing += differing
+                o.compared += compared
+                o.stopped = o.stopped || stopped
+            }
+        }
+        var result = outcome.withLock { $0 }
+        result.differing.sort()
+        return result
     }
 
     /// Post files are read this much at a time: most posts fit whole.
