@@ -39,6 +39,15 @@ extension Store {
                 try writePostFiles(plan.writes, &written)
                 if !written.isEmpty { try files.syncDirectory(postsDirectory) }
             } catch {
+                if error.errno == ECANCELED, stop.isRaised {
+                    // Stopping: not put back now (as many writes again). Nothing
+                    // was logged, and with no clean stop recorded the next
+                    // start's reconciliation puts the files back.
+                    if !written.isEmpty { postFilesMatch.withLock { $0 = false } }
+                    throw .stopped("a posts refresh stopped after writing \(NumberText.grouped(written.count)) of "
+                                   + "\(NumberText.grouped(plan.writes.count)) post files; nothing was logged, the posts stay as they were, "
+                                   + "and the next start puts those files back")
+                }
                 // The log still describes the old posts: put their files back.
                 restorePostFiles(written, plan.previous)
                 throw .io(error)
@@ -82,10 +91,16 @@ extension Store {
     /// rename; the caller fsyncs the directory), noting each name renamed
     /// into place in `written`, also when one fails: then the others stop,
     /// and the first failure is thrown once every writer has returned.
+    /// Once the stop flag is raised (`stopPasses`), no further file is
+    /// begun, and `ECANCELED` is thrown.
     func writePostFiles(_ files: [(name: String, bytes: [UInt8])], _ written: inout [String]) throws(SystemError) {
         let outcome = Locked<(done: [Bool], failure: SystemError?)>((Array(repeating: false, count: files.count), nil))
         Threads.parallel(count: files.count, threads: Store.postFileWriters) { [self] i in
             guard outcome.withLock({ $0.failure == nil }) else { return }
+            if stop.isRaised {
+                outcome.withLock { if $0.failure == nil { $0.failure = SystemError("write", postsDirectory, errno: ECANCELED) } }
+                return
+            }
             do throws(SystemError) {
                 try self.files.writeDurably(files[i].bytes, to: postPath(files[i].name), tempDirectory: tempDirectory, syncDirectory: false)
                 outcome.withLock { $0.done[i] = true }

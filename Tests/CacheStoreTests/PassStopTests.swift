@@ -68,6 +68,31 @@ import CacheSystem
         #expect(try FileSystem.status(dir.path + "/posts/2.json") == nil)
     }
 
+    /// A posts refresh begins no post file once the flag is raised: nothing
+    /// is logged, the posts stay as they were, and a refresh that wrote some
+    /// records no clean stop, so the next start puts the files back.
+    @Test func aRefreshStoppedWritesNothingMoreAndLogsNothing() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        _ = try store.replacePosts(Self.posts(1...3), validators: Validators())
+        let records = store.stats().logRecords
+        store.stopPasses()
+        do {
+            _ = try store.replacePosts(Self.posts(1...4, title: "new"), validators: Validators())
+            Issue.record("the refresh was stored after the stop")
+        } catch {
+            #expect("\(error)" == "the daemon is stopping: a posts refresh stopped after writing 0 of 4 post files; nothing was logged, "
+                    + "the posts stay as they were, and the next start puts those files back")
+        }
+        #expect(store.stats().logRecords == records)
+        for (id, json) in Self.posts(1...3) {
+            #expect(store.post(id: .int(id)) == json)
+            #expect(try FileSystem.read(dir.path + "/posts/\(id).json") == json)
+        }
+        #expect(try FileSystem.status(dir.path + "/posts/4.json") == nil)
+    }
+
     /// Compaction looks at the flag before it begins and while it writes:
     /// the rename is its commit point, so the log stays whole and as it was,
     /// and no temp file is left. A write that would have compacted still
@@ -88,7 +113,7 @@ import CacheSystem
             #expect("\(error)".hasPrefix("the daemon is stopping: compaction of index.log ("), "\(error)")
         }
         // Past the slack, this write would compact: it is logged, and the log is not rewritten.
-        _ = try store.replacePosts(Self.posts(1...5, title: "last"), validators: Validators())
+        try store.replaceManifest([("a.png", nil)], validators: Validators())
         let after = try FileSystem.read(dir.path + "/index.log")
         #expect(Array(after.prefix(before.count)) == before && after.count > before.count, "appended to, never rewritten")
         #expect(try FileSystem.status(dir.path + "/index.log")?.inode == inode)
@@ -96,9 +121,10 @@ import CacheSystem
         store.close()
         store = try Store(StoreConfiguration(directory: dir.path))
         defer { store.close() }
-        #expect(store.post(id: .int(3)) == Array("{\"id\":3,\"title\":\"last\"}".utf8))
-        let (b, a) = try store.compact()
-        #expect(a < b, "compacted once the daemon runs again")
+        #expect(store.post(id: .int(3)) == Array("{\"id\":3,\"title\":\"r2\"}".utf8))
+        #expect(store.row(0)?.url == "a.png")
+        _ = try store.compact()
+        #expect(store.post(id: .int(3)) == Array("{\"id\":3,\"title\":\"r2\"}".utf8), "compacted once the daemon runs again")
     }
 
     /// The log's rewrite stopped part way (before the first transaction, or
