@@ -181,6 +181,30 @@ import CacheSystem
         for fan in fans.prefix(2) { #expect(try FileSystem.read(dir.path + "/objects/\(fan)/notes.txt") == Array("mine".utf8)) }
     }
 
+    /// Eviction forgets its victims in the log with the commit, then
+    /// removes their files: stopped, the commit stands, the files stay for gc.
+    @Test func aStoppedEvictionLeavesItsFilesToTheNextGc() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        var configuration = StoreConfiguration(directory: dir.path)
+        configuration.maxBytes = Int64(Self.png.count + 1)
+        let notices = Locked<[String]>([])
+        configuration.onNotice = { line in notices.withLock { $0.append(line) } }
+        var store = try Store(configuration)
+        try store.replaceManifest([("a.png", nil), ("b.png", nil)], validators: Validators())
+        let a = try store.commitObject(try Self.object(store, Self.png + [1]), rows: [(0, "a.png")])
+        store.stopPasses()
+        let b = try store.commitObject(try Self.object(store, Self.png + [2]), rows: [(1, "b.png")])
+        #expect(store.row(1)?.object == b && store.row(0)?.object == nil, "the commit stands and evicted the other")
+        #expect(try FileSystem.status(store.objectPath(a.hash)) != nil, "its file is left")
+        #expect(notices.withLock { $0 } == ["eviction stopped after removing the files of 0 of 1 evicted objects; the next gc removes the rest"])
+        store.close()
+        store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        #expect(store.row(1)?.object == b && store.row(0)?.object == nil)
+        #expect(try store.collectGarbage().removed == 1)
+        #expect(try FileSystem.status(store.objectPath(a.hash)) == nil)
+    }
+
     @Test func theSweepOfObjectFilesAndAStoppableHashStop() throws {
         let dir = TempDir(); defer { dir.cleanup() }
         let store = try Store(StoreConfiguration(directory: dir.path))
