@@ -22,6 +22,7 @@ extension CacheService {
         }
         storeConfiguration.onIgnoredEntry = { [log] line in log.warning(line) }
         storeConfiguration.onWarning = { [log] line in log.warning(line) }
+        storeConfiguration.onNotice = { [log] line in log.notice(line) }
         // The service does not exist yet: the store reports to it through this.
         let setAside = SetAsideRelay()
         storeConfiguration.onSetAside = { setAside.report($0) }
@@ -72,18 +73,17 @@ extension CacheService {
     }
 
     /// Starts what need not delay readiness: post files that differ from
-    /// the log are rewritten, objects whose files went missing are dropped,
-    /// use times reach the log once a minute (so eviction order survives
-    /// restarts) and the heap is trimmed after large work (`trimWanted`),
-    /// and the scrub's thread starts (`startScrub`).
+    /// the log are rewritten (unless the store stopped cleanly with none
+    /// differing: `Store.postFilesCheck`), objects whose files went missing
+    /// are dropped, use times reach the log once a minute (so eviction
+    /// order survives restarts) and the heap is trimmed after large work
+    /// (`trimWanted`), and the scrub's thread starts (`startScrub`). Both
+    /// start-up passes stop early at shutdown (`Store.stopPasses`), saying
+    /// how far they got, and run again at the next start.
     public func start() {
         pool.submit { [self] in
-            let fixed = store.reconcilePostFiles()
-            if fixed > 0 { log.notice("rewrote \(fixed) post files to match the index") }
-            do {
-                let dropped = try store.dropMissingObjects()
-                if dropped > 0 { log.warning("\(dropped) objects named in the index had no file or the wrong size; their rows will be fetched again on demand") }
-            } catch { log.warning("could not check object files: \(error)") }
+            reconcilePostFiles()
+            checkObjectFiles()
             // Both passes built tables of every post's and object's name.
             Memory.returnFreePages()
         }
@@ -99,6 +99,43 @@ extension CacheService {
             }
         }
         startScrub()
+    }
+
+    /// The start's reconciliation of `posts/`, logged: skipped after a
+    /// clean stop, else why it runs, and how it ended (or how far it got).
+    private func reconcilePostFiles() {
+        if let why = store.postFilesCheck, !store.isStopping {
+            log.info("post files: checking every post file against the index: \(why)")
+        }
+        let began = Clock.monotonicNanoseconds()
+        let r = store.reconcilePostFilesAtStart()
+        let n = NumberText.grouped
+        if r.stopped {
+            log.notice("post files: reconciliation stopped at \(n(r.checked)) of \(n(r.total)) (\(n(r.fixed)) rewritten); it restarts at the next start")
+        } else if r.reason == nil {
+            log.info("post files: not checked; the daemon stopped cleanly last time, and index.log and posts/ are as it left them")
+        } else {
+            let took = NumberText.fixed(Clock.elapsed(since: began).inSeconds, 1)
+            if r.fixed > 0 {
+                log.notice("post files: rewrote \(n(r.fixed)) post files to match the index (\(n(r.checked)) checked in \(took) s)")
+            } else {
+                log.info("post files: all \(n(r.checked)) match the index (checked in \(took) s)")
+            }
+        }
+    }
+
+    /// The start's sweep of object files, logged.
+    private func checkObjectFiles() {
+        do throws(StoreError) {
+            let r = try store.dropMissingObjects()
+            if r.dropped > 0 {
+                log.warning("\(r.dropped) objects named in the index had no file or the wrong size; their rows will be fetched again on demand")
+            }
+            if r.stopped {
+                log.notice("objects: the check of object files stopped at \(NumberText.grouped(r.checked)) of \(NumberText.grouped(r.total)); "
+                           + "it runs again at the next start")
+            }
+        } catch { log.warning("could not check object files: \(error)") }
     }
 
     /// Starts a thread of the service's own; one that cannot start is
@@ -117,18 +154,24 @@ extension CacheService {
         do { try store.logAccessTimes() } catch { log.warning("could not log access times: \(error)") }
     }
 
-    /// Stops the scrub (its position saved), cancels transfers (their temp
-    /// files are discarded), lets the workers finish what is queued (commits
-    /// in progress complete or roll back), and only then logs the use times
-    /// and closes the store. Anything abandoned in tmp/ is removed at the next start.
+    /// Asks every long pass to stop (`Store.stopPasses`: the start's
+    /// passes, compaction, gc, `verify`, the scrub's hash), stops the scrub
+    /// (its position saved), cancels transfers (their temp files are
+    /// discarded), lets the workers finish what is queued (commits in
+    /// progress complete or roll back; a pass they run returns early), and
+    /// only then logs the use times and closes the store, recording a clean
+    /// stop when the workers all ended (`Store.close(clean:)`). Anything
+    /// abandoned in tmp/ is removed at the next start.
     public func shutdown() {
         stopping.withLock { $0 = true }
+        store.stopPasses()
         stopScrub()
         variantHelpers?.stop()
         http.shutdown(timeout: Self.transferCancelTimeout)
-        if !pool.stop(timeout: Self.workerDrainTimeout) { log.warning("workers still busy at exit; their work is abandoned") }
+        let drained = pool.stop(timeout: Self.workerDrainTimeout)
+        if !drained { log.warning("workers still busy at exit; their work is abandoned") }
         logAccessTimes()
-        store.close()
+        store.close(clean: drained)
     }
 
     /// systemd's default stop timeout is 90 s; 5 s for transfers and 10 s

@@ -18,12 +18,17 @@ extension CacheService {
             var urls = Set<String>()
             var digested: [(hash: Hash128, chunks: ChunkDigests)] = []
             let view = manifestView()
-            for hash in objects {
+            var checked = 0
+            objects: for hash in objects {
+                // Shutdown: the rest is left for a verify after the restart.
+                if store.isStopping { break }
                 do throws(StoreError) {
                     if let chunks = try verifyObject(hash) { digested.append((hash, chunks)) }
                     if digested.count == Self.chunkDigestBatch { recordChunkDigests(&digested) }
                 } catch {
                     switch error {
+                    case .stopped:
+                        break objects
                     case .corruptObject, .unreadableObject:
                         setAside.append(hash)
                     case .missingObject(_, let rows):
@@ -34,10 +39,14 @@ extension CacheService {
                         log.warning("verify: \(error)")
                     }
                 }
+                checked += 1
             }
             recordChunkDigests(&digested)
+            if checked < objects.count {
+                log.notice("verify: stopped at \(NumberText.grouped(checked)) of \(NumberText.grouped(objects.count)) objects; run it again after the restart")
+            }
             counters.withLock { $0.quarantined += missing.count }
-            let report = VerifyReport(checked: objects.count, corrupt: (setAside + missing).map(\.hex), repaired: 0)
+            let report = VerifyReport(checked: checked, corrupt: (setAside + missing).map(\.hex), repaired: 0)
             repair(setAside, missing: urls, report, completion)
         }
     }
@@ -50,7 +59,7 @@ extension CacheService {
     /// that pass, or nil.
     private func verifyObject(_ hash: Hash128) throws(StoreError) -> ChunkDigests? {
         guard store.lacksChunkDigests(hash) else {
-            let (fd, _) = try store.openVerified(hash, rehash: true, touching: false)
+            let (fd, _) = try store.openVerified(hash, rehash: true, touching: false, stoppable: true)
             fd.close()
             return nil
         }
@@ -104,7 +113,10 @@ extension CacheService {
                 let (removed, freed) = try store.collectGarbage()
                 log.info("gc removed \(removed) files, \(freed) bytes")
                 completion(.success(GarbageReport(removed: removed, freedBytes: freed)))
-            } catch { completion(.failure(.store(error, doing: "gc failed"))) }
+            } catch {
+                noteStopped(error)
+                completion(.failure(.store(error, doing: "gc failed")))
+            }
         }
     }
 
@@ -116,7 +128,15 @@ extension CacheService {
                 let (removed, freed) = try store.collectGarbage()
                 log.info("compacted the log from \(before) to \(after) records; gc removed \(removed) files, \(freed) bytes")
                 completion(.success(CompactionReport(recordsBefore: before, recordsAfter: after)))
-            } catch { completion(.failure(.store(error, doing: "compact failed"))) }
+            } catch {
+                noteStopped(error)
+                completion(.failure(.store(error, doing: "compact failed")))
+            }
         }
+    }
+
+    /// Logs a pass that shutdown cut short (`StoreError.stopped`): what and how far.
+    private func noteStopped(_ error: StoreError) {
+        if case .stopped(let what) = error { log.notice(what) }
     }
 }

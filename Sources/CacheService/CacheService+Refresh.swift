@@ -186,8 +186,10 @@ extension CacheService {
         let kept = posts.count - newPages.reduce(0) { $0 + $1.count }
         let change: PostsChange
         let headroom = feeds.withLock { $0.postsMinFreeSpace }
-        do throws(StoreError) { change = try store.replacePosts(posts, pages: newPages, history: kept, headroom: headroom) }
-        catch { return .failure(.store(error, doing: "could not store posts")) }
+        do throws(StoreError) { change = try store.replacePosts(posts, pages: newPages, history: kept, headroom: headroom) } catch {
+            if case .stopped(let what) = error { log.notice(what) }
+            return .failure(.store(error, doing: "could not store posts"))
+        }
         noteWarning(.posts, walked.warning, settings: digest)
         let summary = PostsSummary(fetched: change.fetched, unchanged: change.unchanged, removed: change.removed, invalid: invalid,
                                    kept: kept, warnings: currentWarnings(.posts))

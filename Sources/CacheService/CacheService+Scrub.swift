@@ -116,6 +116,7 @@ extension CacheService {
             let (settings, _, stopping) = scrubber.snapshot
             guard !stopping, !settings.isOff else {
                 saveScrubState()
+                if stopping { notePassStopped() }
                 return !stopping
             }
             pacer.change(rate: settings.rate)
@@ -124,17 +125,22 @@ extension CacheService {
                 saveScrubState()
                 saved = Clock.monotonicNanoseconds()
             }
-            if !paced { return false }
+            if !paced {
+                notePassStopped()
+                return false
+            }
         }
         finishPass()
         return true
     }
 
     /// Checks one object, counts what was found, and waits as the rate says;
-    /// false once stopping.
+    /// false once stopping. A check cut short by shutdown is not counted,
+    /// so the position stays before that object and the next start checks it.
     private func scrubOne(_ ref: ObjectRef, _ pacer: inout ScrubPacer) -> Bool {
         let start = Clock.monotonicNanoseconds()
         let finding = scrubCheck(ref.hash)
+        if finding == .stopped { return false }
         scrubber.progress.withLock { $0.record(ref, finding) }
         return pace(&pacer, ref.size, startedAt: start)
     }
@@ -156,10 +162,12 @@ extension CacheService {
 
     /// Hashes one object whatever `verify-reads` says, leaving its use time
     /// alone, and handles what is found as a read would (`scrubFinding`).
+    /// The hash stops within one piece once shutdown raises the store's
+    /// stop flag (`stopped`).
     func scrubCheck(_ hash: Hash128) -> ScrubFinding {
         guard store.objectRef(hash) != nil else { return .skipped }
         do throws(StoreError) {
-            let (fd, _) = try store.openVerified(hash, rehash: true, touching: false)
+            let (fd, _) = try store.openVerified(hash, rehash: true, touching: false, stoppable: true)
             fd.close()
             return .clean
         } catch {
@@ -183,6 +191,8 @@ extension CacheService {
         case .missingObject:
             log.warning("scrub: \(error): its file is gone; its rows are downloaded again when next asked for")
             return .missing
+        case .stopped:
+            return .stopped
         default:
             log.warning("scrub: object \(hash) not checked: \(error)")
             return .skipped
@@ -213,6 +223,13 @@ extension CacheService {
         } else {
             log.warning(what + ": \(t.corrupt) corrupt, \(t.unreadable) unreadable, \(t.missing) missing (each logged above)")
         }
+    }
+
+    /// Logs a pass stopped by shutdown: how far it got (its position was saved).
+    private func notePassStopped() {
+        let (checked, total) = scrubber.progress.withLock { ($0.state.current?.totals.objects ?? 0, $0.passObjects) }
+        log.notice("scrub: pass stopped at \(NumberText.grouped(checked)) of \(NumberText.grouped(total)) objects, its position saved; "
+                   + "it resumes there at the next start")
     }
 
     /// Sets what the pass covers in all (`status`'s progress) and logs its start.

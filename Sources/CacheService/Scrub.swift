@@ -147,19 +147,21 @@ enum ScrubFinding: Sendable, Equatable {
     /// Not checked: it left the index, or the check failed for a reason
     /// not its file's (logged).
     case skipped
+    /// Not checked: shutdown cut its hash short; it is checked again after the restart.
+    case stopped
 }
 
 extension ScrubTotals {
     /// Counts `finding` for an object of `size` bytes.
     mutating func count(_ finding: ScrubFinding, size: Int64) {
-        guard finding != .skipped else { return }
+        guard finding != .skipped, finding != .stopped else { return }
         objects += 1
         bytes += size
         switch finding {
         case .corrupt: corrupt += 1
         case .unreadable: unreadable += 1
         case .missing: missing += 1
-        case .clean, .skipped: break
+        case .clean, .skipped, .stopped: break
         }
     }
 }

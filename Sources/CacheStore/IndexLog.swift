@@ -274,18 +274,23 @@ struct IndexLog: Sendable {
     /// renamed over the log, directory fsynced. A crash leaves the old log or
     /// the new one. The header names the oldest version that holds every
     /// record, and `atLeast` at least (a move up before a newer record).
+    /// With `stop` (compaction), the flag is looked at before each
+    /// transaction is encoded and as the file is written (`writeDurably`):
+    /// once it is raised, `ECANCELED` is thrown before the rename, the
+    /// commit point, so the log stays as it was and no temp file is left.
     mutating func rewrite(_ transactions: [[LogRecord]], atLeast minimum: UInt8 = RecordCodec.firstFormatVersion,
-                          tempDirectory: String) throws(SystemError) {
+                          tempDirectory: String, stop: StopFlag? = nil) throws(SystemError) {
         var newVersion = minimum
         for t in transactions { for r in t { newVersion = max(newVersion, r.formatVersion) } }
         var bytes = RecordCodec.header(version: newVersion)
         var count = 0
         for t in transactions {
+            if stop?.isRaised == true { throw SystemError("write", "\(path) (its rewrite)", errno: ECANCELED) }
             for r in t { RecordCodec.encode(r, into: &bytes) }
             RecordCodec.encode(.commit, into: &bytes)
             count += t.count + 1
         }
-        try files.writeDurably(bytes, to: path, tempDirectory: tempDirectory, mode: 0o600)
+        try files.writeDurably(bytes, to: path, tempDirectory: tempDirectory, mode: 0o600, stop: stop)
         let newFD = try files.open(path, O_RDWR | O_APPEND)
         fd.close()
         fd = newFD

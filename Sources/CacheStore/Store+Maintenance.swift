@@ -39,7 +39,13 @@ extension Store {
             s.evictions += victims.count
         }
         forgetCached(Set(victims))
-        for h in victims {
+        for (n, h) in victims.enumerated() {
+            // The objects are forgotten in the log already: a file left is garbage.
+            if stop.isRaised {
+                configuration.onNotice?("eviction stopped after removing the files of \(NumberText.grouped(n)) of "
+                                        + "\(NumberText.grouped(victims.count)) evicted objects; the next gc removes the rest")
+                break
+            }
             do throws(SystemError) { _ = try unlinkObjectFile(h) } catch {
                 configuration.onWarning?("could not remove the file of evicted object \(h) (\(error)); gc removes it")
             }
@@ -73,9 +79,14 @@ extension Store {
         try writer.withLock { (w) throws(StoreError) -> (Int, Int64) in try collectGarbageLocked(&w) }
     }
 
+    /// The stop flag (`stopPasses`) is looked at before gc begins and
+    /// before each file: objects no row references are forgotten in the log
+    /// first, in one transaction, so a gc cut short leaves only files of
+    /// objects the index no longer names, which the next gc removes.
     func collectGarbageLocked(_ w: inout WriterState) throws(StoreError) -> (Int, Int64) {
         // Memory that no longer matches the log on disk decides nothing.
         try checkWritable(&w)
+        if stop.isRaised { throw .stopped("gc did not start; run it again after the restart") }
         let pending = pendingObjects.withLock { Set($0.keys) }
         let (referenced, known) = state.withLock { s in (s.referencedObjects, Set(s.objects.keys)) }
         let keep = referenced.union(pending)
@@ -85,23 +96,43 @@ extension Store {
             state.withLock { $0.removeObjects(unreferenced) }
             forgetCached(unreferenced)
         }
-        do throws(SystemError) { return try removeUnreferencedObjectFiles(keep: keep) } catch { throw .io(error) }
+        let removal: ObjectFileRemoval
+        do throws(SystemError) { removal = try removeUnreferencedObjectFiles(keep: keep) } catch { throw .io(error) }
+        if let (done, of) = removal.stoppedAt {
+            throw .stopped("gc stopped after removing \(NumberText.grouped(removal.removed)) files (\(formatSize(removal.freed))) "
+                           + "in \(done) of \(of) fan-out directories; the next gc removes the rest")
+        }
+        return (removal.removed, removal.freed)
+    }
+
+    /// What `removeUnreferencedObjectFiles` did: the files removed and
+    /// their bytes, and, when the stop flag cut it short, how many of the
+    /// fan-out directories it had gone through.
+    struct ObjectFileRemoval {
+        var removed = 0
+        var freed: Int64 = 0
+        var stoppedAt: (done: Int, of: Int)?
     }
 
     /// Deletes the regular files in `objects/` named as objects (a fan-out
     /// directory of 2 hex digits, a file of the other 30) whose hash is not
     /// in `keep`; every other entry is left alone and noted (`ignored`).
-    private func removeUnreferencedObjectFiles(keep: Set<Hash128>) throws(SystemError) -> (Int, Int64) {
-        var removed = 0
-        var freed: Int64 = 0
-        for fan in try files.list(objectsDirectory) {
+    private func removeUnreferencedObjectFiles(keep: Set<Hash128>) throws(SystemError) -> ObjectFileRemoval {
+        var out = ObjectFileRemoval()
+        let fans = try files.list(objectsDirectory)
+        for (n, fan) in fans.enumerated() {
             let dir = "\(objectsDirectory)/\(fan.name)"
             guard fan.kind == .directory, StoreNames.isFanOut(fan.name) else {
                 ignored.note(dir, fan.kind)
                 continue
             }
             var changed = false
+            defer { if changed { try? files.syncDirectory(dir) } }
             for entry in try files.list(dir) {
+                if stop.isRaised {
+                    out.stoppedAt = (n, fans.count)
+                    return out
+                }
                 let path = "\(dir)/\(entry.name)"
                 guard let h = StoreNames.objectHash(fanOut: fan.name, name: entry.name), entry.kind == .regular else {
                     ignored.note(path, entry.kind)
@@ -111,13 +142,16 @@ extension Store {
                 guard let st = try files.status(path) else { continue }
                 // A commit that began after `keep` was read may be placing this file.
                 guard try unlinkObjectFile(h) else { continue }
-                freed += st.size
-                removed += 1
+                out.freed += st.size
+                out.removed += 1
                 changed = true
             }
-            if changed { try files.syncDirectory(dir) }
+            if changed {
+                changed = false
+                try files.syncDirectory(dir)
+            }
         }
-        return (removed, freed)
+        return out
     }
 
     /// Rewrites the log with only the records that rebuild the current state.
@@ -127,12 +161,21 @@ extension Store {
         }
     }
 
+    /// The stop flag (`stopPasses`) is looked at before it begins and
+    /// while the new log is encoded and written (`IndexLog.rewrite`): the
+    /// rename over `index.log` is the commit point, so a compaction cut
+    /// short leaves the old log, valid and whole, and no temp file.
     func compactLocked(_ w: inout WriterState) throws(StoreError) -> (Int, Int) {
         // A log replaced under us must not be overwritten by a rewrite either.
         try checkWritable(&w)
         let before = w.log.recordCount
+        let what = "compaction of index.log (\(NumberText.grouped(before)) records)"
+        if stop.isRaised { throw .stopped("\(what) did not start; it runs when it is next due") }
         let (transactions, order) = state.withLock { ($0.liveTransactions(), $0.rewrittenOrder) }
-        do throws(SystemError) { try w.log.rewrite(transactions, tempDirectory: tempDirectory) } catch { throw .io(error) }
+        do throws(SystemError) { try w.log.rewrite(transactions, tempDirectory: tempDirectory, stop: stop) } catch {
+            guard error.errno == ECANCELED, stop.isRaised else { throw .io(error) }
+            throw .stopped("\(what) stopped before its rewrite replaced the log; index.log is as it was, and compaction runs again when it is next due")
+        }
         // Memory now describes the new log: its recorded order is what was written.
         state.withLock { $0.recordedOrder = order }
         w.compactedLength = w.log.length

@@ -203,13 +203,22 @@ extension Store {
 
     /// Drops every object whose file is missing or has the wrong size (one
     /// `lstat` each; the rows stay known and are fetched again on demand).
-    /// Run at start, in the background. Returns how many were dropped.
+    /// Run at start, in the background. The stop flag (`stopPasses`) is
+    /// looked at before each file: the objects found missing until then are
+    /// still dropped, and the rest are looked at by the next start's sweep
+    /// (or by the first request for each).
     @discardableResult
-    public func dropMissingObjects() throws(StoreError) -> Int {
+    public func dropMissingObjects() throws(StoreError) -> ObjectFilesReport {
         let refs = state.withLock { Array($0.objects.values) }
-        let missing = refs.filter { !objectFileLooksRight($0) }.map(\.hash)
-        guard !missing.isEmpty else { return 0 }
-        return try writer.withLock { (w) throws(StoreError) -> Int in
+        var report = ObjectFilesReport(total: refs.count)
+        var missing: [Hash128] = []
+        for ref in refs {
+            if stop.isRaised { report.stopped = true; break }
+            report.checked += 1
+            if !objectFileLooksRight(ref) { missing.append(ref.hash) }
+        }
+        guard !missing.isEmpty else { return report }
+        report.dropped = try writer.withLock { (w) throws(StoreError) -> Int in
             let pending = pendingObjects.withLock { Set($0.keys) }
             let gone = missing.filter { h in !pending.contains(h) && state.withLock { $0.objects[h] != nil } }
                 .filter { h in state.withLock { $0.objects[h] }.map { !objectFileLooksRight($0) } ?? false }
@@ -219,6 +228,7 @@ extension Store {
             forgetCached(Set(gone))
             return gone.count
         }
+        return report
     }
 
     /// Every known object, for `verify`.

@@ -3,8 +3,8 @@ import Glibc
 #endif
 import CacheSystem
 
-/// The posts feed's writes: a refresh (post files, then one transaction)
-/// and the reconciliation of `posts/` with the log at start.
+/// The posts feed's writes: a refresh (post files, then one transaction).
+/// The reconciliation of `posts/` with the log is `Store+PostFiles`.
 extension Store {
     /// Makes the stored posts equal to `posts` (id and exact JSON bytes, in
     /// feed order, already deduplicated) and the feed's pages to `pages`
@@ -43,6 +43,15 @@ extension Store {
                 try writePostFiles(plan.writes, &written)
                 if !written.isEmpty { try files.syncDirectory(postsDirectory) }
             } catch {
+                if error.errno == ECANCELED, stop.isRaised {
+                    // Stopping: not put back now (as many writes again). Nothing
+                    // was logged, and with no clean stop recorded the next
+                    // start's reconciliation puts the files back.
+                    if !written.isEmpty { postFilesMatch.withLock { $0 = false } }
+                    throw .stopped("a posts refresh stopped after writing \(NumberText.grouped(written.count)) of "
+                                   + "\(NumberText.grouped(plan.writes.count)) post files; nothing was logged, the posts stay as they were, "
+                                   + "and the next start puts those files back")
+                }
                 // The log still describes the old posts: put their files back.
                 restorePostFiles(written, plan.previous)
                 throw .io(error)
@@ -86,10 +95,16 @@ extension Store {
     /// rename; the caller fsyncs the directory), noting each name renamed
     /// into place in `written`, also when one fails: then the others stop,
     /// and the first failure is thrown once every writer has returned.
+    /// Once the stop flag is raised (`stopPasses`), no further file is
+    /// begun, and `ECANCELED` is thrown.
     func writePostFiles(_ files: [(name: String, bytes: [UInt8])], _ written: inout [String]) throws(SystemError) {
         let outcome = Locked<(done: [Bool], failure: SystemError?)>((Array(repeating: false, count: files.count), nil))
         Threads.parallel(count: files.count, threads: Store.postFileWriters) { [self] i in
             guard outcome.withLock({ $0.failure == nil }) else { return }
+            if stop.isRaised {
+                outcome.withLock { if $0.failure == nil { $0.failure = SystemError("write", postsDirectory, errno: ECANCELED) } }
+                return
+            }
             do throws(SystemError) {
                 try self.files.writeDurably(files[i].bytes, to: postPath(files[i].name), tempDirectory: tempDirectory, syncDirectory: false)
                 outcome.withLock { $0.done[i] = true }
@@ -143,6 +158,8 @@ extension Store {
     /// `what`, how many times and the first error, and what `then` follows.
     func warn(_ failures: PostFileFailures, _ what: String, then: String) {
         guard let first = failures.first else { return }
+        // Some file may differ from the log now: no clean stop is recorded until a pass fixes it.
+        postFilesMatch.withLock { $0 = false }
         let times = failures.count == 1 ? "" : " (\(failures.count) calls failed, the first shown)"
         configuration.onWarning?("could not \(what) in \(postsDirectory)\(times): \(first); \(then)")
     }
@@ -157,64 +174,5 @@ extension Store {
         configuration.onWarning?("post \(StoreNames.printable(id.description)) has no file in \(postsDirectory): "
             + "its file name \(name) is that of post \(StoreNames.printable(owner.description)) (the ids' hashes collide); "
             + "it is served from the log as any post")
-    }
-
-    /// Brings `posts/` in line with the index: rewrites files whose bytes
-    /// differ (a crash between writing a file and its log record), writes
-    /// missing ones and removes files of posts the index does not hold.
-    /// Only regular files with one of the store's names
-    /// (`PostFileNames.isStoreName`) are the store's: anything else is left
-    /// alone and noted (`ignored`). Returns how many were fixed; a file that
-    /// could not be (a failed write or unlink) is not counted but reported
-    /// (`onWarning`, one line), and tried again at the next start.
-    @discardableResult
-    public func reconcilePostFiles() -> Int {
-        postFiles.withLock { _ in
-            let posts = state.withLock { $0.posts }
-            let hashedOwners = PostFileNames.owners(posts.keys)
-            var expected: [String: PostID] = Dictionary(minimumCapacity: posts.count)
-            for id in posts.keys {
-                let name = PostFileNames.name(of: id)
-                if let owner = hashedOwners[name], owner != id { warnWithoutFile(id, name, owner); continue }
-                expected[name] = id
-            }
-            var fixed = 0
-            var failures = PostFileFailures()
-            var seen = Set<String>()
-            var entries: [ConfinedDirectory.Entry] = []
-            // Unlisted, every post's file is written again below: slower, not wrong.
-            failures.attempt { () throws(SystemError) in entries = try files.list(postsDirectory) }
-            for entry in entries {
-                let path = postPath(entry.name)
-                let id = expected[entry.name]
-                guard entry.kind == .regular, id != nil || PostFileNames.isStoreName(entry.name) else {
-                    ignored.note(path, entry.kind)
-                    if id != nil { seen.insert(entry.name) }  // not replaced either
-                    continue
-                }
-                guard let id, let json = posts[id] else {
-                    if failures.attempt({ () throws(SystemError) in try files.unlink(path) }) { fixed += 1 }
-                    continue
-                }
-                seen.insert(entry.name)
-                // A file that cannot be read is one to write again, as one that differs.
-                if (try? files.read(path)) != json,
-                   failures.attempt({ () throws(SystemError) in
-                       try files.writeDurably(json, to: path, tempDirectory: tempDirectory, syncDirectory: false)
-                   }) {
-                    fixed += 1
-                }
-            }
-            for (name, id) in expected where !seen.contains(name) {
-                if failures.attempt({ () throws(SystemError) in
-                    try files.writeDurably(posts[id]!, to: postPath(name), tempDirectory: tempDirectory, syncDirectory: false)
-                }) {
-                    fixed += 1
-                }
-            }
-            if fixed > 0 { failures.attempt { () throws(SystemError) in try files.syncDirectory(postsDirectory) } }
-            warn(failures, "make every post file match the index", then: "what failed is tried again at the next start")
-            return fixed
-        }
     }
 }

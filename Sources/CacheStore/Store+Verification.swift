@@ -20,8 +20,12 @@ extension Store {
     /// pages are all in the page cache is not hashed again; `rehash` hashes
     /// it whatever the mode (`verify`, the scrub). With `touching` false the
     /// object's use time is left as it was (the scrub: its reads are no use,
-    /// and must not reorder eviction).
-    public func openVerified(_ hash: Hash128, rehash: Bool = false, touching: Bool = true) throws(StoreError) -> (FileDescriptor, Int64) {
+    /// and must not reorder eviction). With `stoppable` (the scrub,
+    /// `verify`), the hash looks at the stop flag (`stopPasses`) before each
+    /// piece it reads and, once it is raised, ends with `stopped`: the
+    /// object is neither judged nor trusted.
+    public func openVerified(_ hash: Hash128, rehash: Bool = false, touching: Bool = true,
+                             stoppable: Bool = false) throws(StoreError) -> (FileDescriptor, Int64) {
         let fd = try openObjectFile(hash)
         let identity: FileIdentity
         do throws(SystemError) { identity = try fd.identity() } catch {
@@ -32,15 +36,18 @@ extension Store {
             if touching { touch(hash) }
             return (fd, identity.size)
         }
-        let digest: Hash128
-        let size: Int64
+        let hashed: (Hash128, Int64)?
         wholeHashes.withLock { $0 += 1 }
         do throws(SystemError) {
-            (digest, size) = try Store.hashFile(fd)
+            hashed = try Store.hashFile(fd, stop: stoppable ? stop : nil)
         } catch {
             fd.close()
             // Any failure of a read of a regular file the store opened is the file's.
             throw unreadable(hash, error, file: identity)
+        }
+        guard let (digest, size) = hashed else {
+            fd.close()
+            throw .stopped("the check of object \(hash) was cut short")
         }
         guard digest == hash else {
             fd.close()
@@ -57,7 +64,7 @@ extension Store {
         // Not opened: not proven, so the caller puts the new download in its place.
         guard let fd = try? files.open(path, O_RDONLY) else { return false }
         defer { fd.close() }
-        do throws(SystemError) { return try Store.hashFile(fd).0 == hash } catch {
+        do throws(SystemError) { return try Store.hashFile(fd)?.0 == hash } catch {
             noteReplacedUnreadable(hash, error)
             return false
         }
@@ -69,13 +76,15 @@ extension Store {
     /// in the CPU's cache between the copy and the hash). Never through a memory mapping: a read error on a
     /// mapped page is a SIGBUS, or on btrfs a fault retried for ever (a
     /// worker spinning in the kernel, its request never answered), where
-    /// `pread` returns `EIO` at once.
-    static func hashFile(_ fd: FileDescriptor) throws(SystemError) -> (Hash128, Int64) {
+    /// `pread` returns `EIO` at once. Nil when `stop` was raised before a
+    /// piece was read (a stop within one piece of any object, however large).
+    static func hashFile(_ fd: FileDescriptor, stop: StopFlag? = nil) throws(SystemError) -> (Hash128, Int64)? {
         var hasher = StreamingHasher()
         var size: Int64 = 0
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: hashingPiece, alignment: 64)
         defer { buffer.deallocate() }
         while true {
+            if stop?.isRaised == true { return nil }
             let n = try fd.read(into: buffer, at: size)
             if n == 0 { break }
             hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))

@@ -76,13 +76,21 @@ extension Store {
     }
 
     func compactIfNeeded(_ w: inout WriterState) throws(StoreError) {
+        // Stopping: it is due again at the first write after the next start.
+        if stop.isRaised { return }
         let live = state.withLock { $0.posts.count + $0.rows.count * 2 + $0.objects.count + $0.chunks.count + 4 }
         // By records (many small changes) or by bytes (few large ones: a
         // string-id feed whose order changes logs its whole order each time).
         if w.log.recordCount > 2 * live + configuration.compactionSlack
             || w.log.length > 2 * w.compactedLength + configuration.compactionSlackBytes {
-            _ = try compactLocked(&w)
-            _ = try collectGarbageLocked(&w)
+            do throws(StoreError) {
+                _ = try compactLocked(&w)
+                _ = try collectGarbageLocked(&w)
+            } catch {
+                // The write it follows is logged: a stop cuts only the upkeep short.
+                guard case .stopped(let what) = error else { throw error }
+                configuration.onNotice?(what)
+            }
         }
     }
 

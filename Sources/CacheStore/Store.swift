@@ -123,6 +123,9 @@ public final class Store: Sendable {
         let ordering = Clock.monotonicNanoseconds()
         replayed.orderPosts()
         openTimes = OpenTimes(replay: Clock.elapsed(since: replayStart) - Clock.elapsed(since: ordering), order: Clock.elapsed(since: ordering))
+        // Before anything is written to the log or to posts/.
+        postFilesCheck = Store.takePostsState(files, directory: directory, warn: configuration.onWarning)
+        postFilesMatch = Locked(postFilesCheck == nil)
         readVerification = ReadVerification.resolve(configuration.verifyReads, directory: files.descriptor,
                                                     realPath: directory + "/objects")
         recovery = log.recovery
@@ -232,8 +235,12 @@ public final class Store: Sendable {
 
     /// Releases the log and the locks. A second call does nothing (closing
     /// a descriptor number twice could close another file that reused it).
-    public func close() {
+    /// `clean`: the daemon stopped with nothing left running on the store,
+    /// and records so in `posts.state` when every post file matches the log
+    /// (`recordCleanStop`), so that the next start need not check them.
+    public func close(clean: Bool = false) {
         guard closed.withLock({ c -> Bool in defer { c = true }; return !c }) else { return }
+        if clean { recordCleanStop() }
         writer.withLock { $0.log.close() }
         lockFD.close()
         directoryFD.close()
@@ -444,6 +451,16 @@ public final class Store: Sendable {
                        variants: s.variants.count)
         }
     }
+
+    /// Raised by `stopPasses` (shutdown): long passes return early.
+    let stop = StopFlag()
+    /// Why the start's reconciliation of `posts/` must run, found at open
+    /// (`takePostsState`); nil when `posts/` is as a clean stop left it.
+    public let postFilesCheck: String?
+    /// True while every post file is known to match the log: from an open
+    /// after a clean stop, or a reconciliation that ended with nothing
+    /// failed, until a post file fails to be written, put back or removed.
+    let postFilesMatch: Locked<Bool>
 
     /// Why writes stopped, readable without the writer lock.
     let stopReason = Locked<String?>(nil)

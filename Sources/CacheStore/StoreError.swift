@@ -54,6 +54,10 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     /// leave the store's file system less than `posts-min-free-space`
     /// (`minimum`) of the `free` it has: refused before anything is written.
     case postsBelowHeadroom(free: Int64, minimum: Int64, needed: Int64, files: Int)
+    /// The daemon is stopping (`Store.stopPasses`): a long pass (`what`,
+    /// with how far it got and what becomes of the rest) returned early,
+    /// leaving the store as valid as before it began.
+    case stopped(String)
 
     /// The error for a failure to open the index log: its refusal of a
     /// newer log becomes `.writtenByNewerVersion` (what was found), a failed
@@ -102,6 +106,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
                 ? "store has \(formatSize(free)) free, and this image of \(formatSize(needed)) would leave less than min-free-space \(formatSize(minimum))"
                 : "store has \(formatSize(free)) free, under min-free-space \(formatSize(minimum))"
             return found + ": image downloads are refused until space is freed (gc, max-size, or a larger disk)"
+        case .stopped(let what):
+            return "the daemon is stopping: \(what)"
         case let .postsBelowHeadroom(free, minimum, needed, files):
             return "the posts refresh would write \(formatSize(needed)) (\(files) post file\(files == 1 ? "" : "s") and their log records) "
                 + "and leave less than posts-min-free-space \(formatSize(minimum)) of the store's \(formatSize(free)) free; "

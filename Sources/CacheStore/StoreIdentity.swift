@@ -10,8 +10,9 @@ import CacheSystem
 /// later, as such). Without it, the directory is taken as a new store only
 /// when it holds nothing, or nothing but what a store being created holds
 /// before its log header is durable: `lock`, an `index.log` without the
-/// header, a set-aside `index.log.corrupt-*`, temp files, `scrub.state`
-/// (the store's own, though only an open store writes it), and the store's
+/// header, a set-aside `index.log.corrupt-*`, temp files, `scrub.state`,
+/// `feeds.state` and `posts.state` (the store's own, though only an open
+/// store writes them), and the store's
 /// empty subdirectories (`tmp/` may hold temp files); `lost+found` (the root
 /// of a file system made for the store) is ignored.
 enum StoreIdentity {
@@ -78,6 +79,7 @@ enum StoreIdentity {
         switch entry.kind {
         case .directory: StoreNames.subdirectories.contains(entry.name) || entry.name == "lost+found"
         case .regular: entry.name == StoreNames.lockFile || entry.name == StoreNames.scrubStateFile || entry.name == StoreNames.feedsStateFile
+            || entry.name == StoreNames.postsStateFile
             || StoreNames.isSetAsideLog(entry.name) || StoreNames.isTempName(entry.name)
         case .symbolicLink, .special: false
         }

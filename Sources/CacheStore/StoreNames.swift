@@ -13,6 +13,8 @@ enum StoreNames {
     static let scrubStateFile = "scrub.state"
     /// What each feed's pages were walked with, and their warning (`FeedsState`).
     static let feedsStateFile = "feeds.state"
+    /// The record of a clean stop with `posts/` matching the log (`PostsState`).
+    static let postsStateFile = "posts.state"
     /// What follows a log's name in the name of the damaged tail set aside
     /// beside it (`index.log.corrupt-<time>-<pid>`).
     static let setAsideInfix = ".corrupt-"

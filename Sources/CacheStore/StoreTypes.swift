@@ -100,6 +100,24 @@ public struct PostsChange: Sendable, Equatable {
 }
 
 /// Where and how big the store is allowed to be.
+/// What the start's sweep of object files did (`Store.dropMissingObjects`).
+public struct ObjectFilesReport: Sendable, Equatable {
+    /// Objects dropped: their file was missing or of the wrong size.
+    public var dropped = 0
+    /// Object files looked at, of `total` (the objects the index knew).
+    public var checked = 0
+    public var total = 0
+    /// True when `Store.stopPasses` cut the sweep short.
+    public var stopped = false
+
+    public init(dropped: Int = 0, checked: Int = 0, total: Int = 0, stopped: Bool = false) {
+        self.dropped = dropped
+        self.checked = checked
+        self.total = total
+        self.stopped = stopped
+    }
+}
+
 public struct StoreConfiguration: Sendable {
     /// The store directory; created if missing.
     public var directory: String
@@ -140,6 +158,11 @@ public struct StoreConfiguration: Sendable {
     /// after a failed one: one line each time, with the first error). The
     /// daemon logs it.
     public var onWarning: (@Sendable (String) -> Void)?
+    /// Called with a line saying that a long pass the store ran inside a
+    /// write (compaction, gc or eviction's removals after a commit) was cut
+    /// short by `stopPasses`: what, how far, and what becomes of the rest.
+    /// The daemon logs it as a notice.
+    public var onNotice: (@Sendable (String) -> Void)?
     /// Called once for each object file set aside (its bytes did not match
     /// its name, or it could not be read), under the store's writer lock and
     /// before the index forgets the object: it must not block or call the

@@ -33,6 +33,36 @@ public struct FileDescriptor: Sendable, Hashable {
         _ = Glibc.close(rawValue)
     }
 
+    /// Opens `name`, an entry of this directory as its listing gave it (one
+    /// component: no `/`, not `.` or `..`), read-only, never through a
+    /// symbolic link (`ELOOP`) and never waiting on a FIFO (`O_NONBLOCK`):
+    /// one `openat` per entry of a large directory, no path walked.
+    public func openEntry(_ name: String) throws(SystemError) -> FileDescriptor {
+        let display = path + "/" + name
+        guard !name.isEmpty, name != ".", name != "..", !name.utf8.contains(UInt8(ascii: "/")) else {
+            throw SystemError("open", display, errno: EINVAL)
+        }
+        let fd = try retryingOnInterrupt("open", display) { Glibc.openat(rawValue, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
+        return FileDescriptor(rawValue: fd, path: display)
+    }
+
+    /// True when the file, from its position to its end, holds exactly
+    /// `expected`: read into `buffer` (at least one byte) and compared as
+    /// it comes, one byte more than is left asked for each time, so a file
+    /// that differs early or runs longer stops the reading there.
+    public func holds(_ expected: [UInt8], buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Bool {
+        precondition(buffer.count > 0, "holds(_:buffer:) reads into an empty buffer")
+        return try expected.withBytes { (want) throws(SystemError) -> Bool in
+            var at = 0
+            while true {
+                let n = try read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<min(buffer.count, want.count - at + 1)]))
+                if n == 0 { return at == want.count }
+                guard at + n <= want.count, memcmp(buffer.baseAddress!, want.baseAddress! + at, n) == 0 else { return false }
+                at += n
+            }
+        }
+    }
+
     /// Reads up to `buffer.count` bytes; 0 means end of file.
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
         try retryingOnInterrupt("read", path) { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }
@@ -86,6 +116,12 @@ public struct FileDescriptor: Sendable, Hashable {
     /// Flushes the file's data and metadata to the device.
     public func sync() throws(SystemError) {
         _ = try retryingOnInterrupt("fsync", path) { Glibc.fsync(rawValue) }
+    }
+
+    /// Flushes the file's data (and the size that reaches it) to the
+    /// device: `fdatasync`, for a long write synced a piece at a time.
+    public func syncData() throws(SystemError) {
+        _ = try retryingOnInterrupt("fdatasync", path) { Glibc.fdatasync(rawValue) }
     }
 
     public func truncate(to size: Int64) throws(SystemError) {

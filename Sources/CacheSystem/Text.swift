@@ -79,6 +79,18 @@ public enum NumberText {
         }
     }
 
+    /// `value` with its digits in groups of three (`412,000`, `-1,000,000`):
+    /// counts in log lines that a reader compares at a glance.
+    public static func grouped(_ value: Int) -> String {
+        let digits = String(value.magnitude)
+        var out = value < 0 ? "-" : ""
+        for (i, c) in digits.enumerated() {
+            if i > 0 && (digits.count - i) % 3 == 0 { out.append(",") }
+            out.append(c)
+        }
+        return out
+    }
+
     /// `value` padded with zeros to `width` digits.
     public static func padded(_ value: Int, _ width: Int) -> String {
         let s = String(value)

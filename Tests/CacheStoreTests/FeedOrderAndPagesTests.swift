@@ -159,7 +159,7 @@ import CacheSystem
         #expect(store.postsInFeedOrder().map(\.id) == ids)
         #expect(store.posts(offset: 49_998, limit: 5).page.map(\.json) == posts.suffix(2).map(\.json))
         #expect(store.postPages == pages)
-        #expect(store.reconcilePostFiles() == 0)
+        #expect(store.reconcilePostFiles().fixed == 0)
     }
 
     /// Damage in the new records is cut as any damage: the committed prefix stays.

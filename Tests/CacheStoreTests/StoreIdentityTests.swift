@@ -54,6 +54,7 @@ import TestSupport
         ["lock": "123\n", "index.log": ""],
         ["lock": "123\n", "index.log": "CACHE"],
         ["lock": "123\n", "scrub.state": "cached scrub state 1\n"],
+        ["lock": "123\n", "feeds.state": "cached feeds state 1\n", "posts.state": "cached posts state 1\n"],
         ["lock": "", "index.log": "", "posts/": "", "objects/": "", "tmp/1-2-3.tmp": "half", "quarantine/": ""],
         ["index.log": "", "tmp/": "", "100-7-99.tmp": "a cut tail being saved", "index.log.corrupt-1-2": "cut bytes"],
     ] as [[String: String]])

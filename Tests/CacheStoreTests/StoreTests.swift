@@ -89,7 +89,7 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         try dir.writeDurably(Array("{\"id\":1,\"title\":\"uncommitted\"}".utf8), to: "posts/1.json")
         try dir.writeDurably(Array("{}".utf8), to: "posts/9.json")
         try FileSystem.unlink(dir.path + "/posts/2.json")
-        #expect(store.reconcilePostFiles() == 3)
+        #expect(store.reconcilePostFiles().fixed == 3)
         #expect(try FileSystem.read(dir.path + "/posts/1.json") == store.post(id: 1))
         #expect(try FileSystem.read(dir.path + "/posts/2.json") == store.post(id: 2))
         #expect(try FileSystem.status(dir.path + "/posts/9.json") == nil)
@@ -110,7 +110,7 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         try FileSystem.unlink(dir.path + "/posts/2.json")
         // No temp directory: every write fails (ENOENT); the unlink of 9.json does not.
         #expect(rmdir(dir.path + "/tmp") == 0)
-        #expect(store.reconcilePostFiles() == 1)
+        #expect(store.reconcilePostFiles().fixed == 1)
         let lines = warnings.withLock { $0 }
         #expect(lines.count == 1, "\(lines)")
         #expect(lines.first?.hasPrefix("could not make every post file match the index in \(dir.path)/posts (2 calls failed, the first shown): open(") == true, "\(lines)")
@@ -118,7 +118,7 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         #expect(try FileSystem.status(dir.path + "/posts/9.json") == nil)
         #expect(try FileSystem.read(dir.path + "/posts/1.json") == Array("{}".utf8))
         #expect(mkdir(dir.path + "/tmp", 0o700) == 0)
-        #expect(store.reconcilePostFiles() == 2)
+        #expect(store.reconcilePostFiles().fixed == 2)
         #expect(try FileSystem.read(dir.path + "/posts/1.json") == store.post(id: 1))
         #expect(try FileSystem.read(dir.path + "/posts/2.json") == store.post(id: 2))
         #expect(warnings.withLock { $0.count } == 1)
@@ -381,7 +381,7 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         var refs: [ObjectRef] = []
         for i in 0..<3 { refs.append(try store.commitObject(try write(png + [UInt8(i)], to: store), rows: [(i, "\(i).png")])) }
         try FileSystem.unlink(store.objectPath(refs[1].hash))
-        #expect(try store.dropMissingObjects() == 1)
+        #expect(try store.dropMissingObjects().dropped == 1)
         #expect(store.row(1)?.object == nil)
         #expect(store.row(0)?.object == refs[0] && store.row(2)?.object == refs[2])
     }

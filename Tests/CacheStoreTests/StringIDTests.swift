@@ -47,10 +47,10 @@ import CacheSystem
         store = try Store(StoreConfiguration(directory: dir.path))
         defer { store.close() }
         for id in Self.ids { #expect(store.post(id: id) == Self.json(id)) }
-        #expect(store.reconcilePostFiles() == 4)
+        #expect(store.reconcilePostFiles().fixed == 4)
         #expect(try FileSystem.list(dir.path + "/posts").sorted() == names.sorted())
         for (id, name) in zip(Self.ids, names) { #expect(try FileSystem.read(dir.path + "/posts/" + name) == Self.json(id)) }
-        #expect(store.reconcilePostFiles() == 0)
+        #expect(store.reconcilePostFiles().fixed == 0)
     }
 
     @Test func theNamesAreTheDocumentedOnes() {
@@ -115,8 +115,8 @@ import CacheSystem
         let foreign = ["s_abc%2f.json", "h_XYZ.json", "s_%61.json", "s_A.json", "h_" + String(repeating: "AB", count: 16) + ".json"]
         for name in foreign { try dir.writeDurably(Array("mine".utf8), to: "posts/" + name) }
         try dir.writeDurably(Array("old".utf8), to: "posts/s_old.json")
-        #expect(store.reconcilePostFiles() == 1)
-        #expect(store.reconcilePostFiles() == 0)
+        #expect(store.reconcilePostFiles().fixed == 1)
+        #expect(store.reconcilePostFiles().fixed == 0)
         #expect(try FileSystem.list(dir.path + "/posts").sorted() == (foreign + ["s_abc%2F.json"]).sorted())
         for name in foreign { #expect(try FileSystem.read(dir.path + "/posts/" + name) == Array("mine".utf8)) }
         let lines = reports.withLock { $0 }

@@ -40,7 +40,7 @@ import CacheSystem
         #expect(store.postPages == [FeedPage(url: "", validators: Self.v1Posts, next: nil, count: 3)])
         #expect(store.manifestPages == [FeedPage(url: "", validators: Self.v1Manifest, next: nil, count: 2)])
         #expect(store.logFormatVersion == 1)
-        #expect(store.reconcilePostFiles() == 3)
+        #expect(store.reconcilePostFiles().fixed == 3)
         #expect(try FileSystem.list(dir.path + "/posts").sorted() == ["1.json", "2.json", "3.json"])
         store.close()
         #expect(try Self.log(dir) == bytes, "a read-only session writes nothing to the log")

@@ -239,4 +239,35 @@ import CacheSystem
         #expect(SystemError("write", "/x", errno: EDQUOT).isNoSpace)
         #expect(!SystemError("write", "/x", errno: EIO).isNoSpace)
     }
+
+    /// The reconciliation's read: an entry opened in its directory, its
+    /// bytes compared as they come, whatever the buffer's size.
+    @Test func holdsIsTrueForExactlyTheExpectedBytes() throws {
+        let dir = TempDirectory()
+        _ = dir.write("a.json", "{\"id\":1}")
+        _ = dir.write("empty", "")
+        let directory = try FileDescriptor.openDirectory(dir.path)
+        defer { directory.close() }
+        for size in [1, 3, 64] {
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 8)
+            defer { buffer.deallocate() }
+            func holds(_ name: String, _ text: String) throws -> Bool {
+                let fd = try directory.openEntry(name)
+                defer { fd.close() }
+                return try fd.holds(Array(text.utf8), buffer: buffer)
+            }
+            #expect(try holds("a.json", "{\"id\":1}"), "buffer of \(size)")
+            #expect(try !holds("a.json", "{\"id\":2}"))
+            #expect(try !holds("a.json", "{\"id\":1"), "the file is longer")
+            #expect(try !holds("a.json", "{\"id\":1} "), "the file is shorter")
+            #expect(try !holds("a.json", ""))
+            #expect(try holds("empty", ""))
+            #expect(try !holds("empty", "x"))
+        }
+        for name in ["", ".", "..", "x/a.json"] {
+            #expect(throws: SystemError.self, "\(name)") { try directory.openEntry(name) }
+        }
+        #expect(symlink(dir.path + "/a.json", dir.path + "/link") == 0)
+        #expect((#expect(throws: SystemError.self) { try directory.openEntry("link") })?.errno == ELOOP)
+    }
 }

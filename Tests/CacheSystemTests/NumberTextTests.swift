@@ -43,4 +43,14 @@ import CacheSystem
         #expect(NumberText.fixed(-0.0, 3) == "0.000")
         #expect(NumberText.fixed(-0.06, 1) == "-0.1")
     }
+
+    @Test func groupedPutsACommaBetweenEveryThreeDigits() {
+        #expect(NumberText.grouped(0) == "0")
+        #expect(NumberText.grouped(999) == "999")
+        #expect(NumberText.grouped(1000) == "1,000")
+        #expect(NumberText.grouped(412_000) == "412,000")
+        #expect(NumberText.grouped(1_000_000) == "1,000,000")
+        #expect(NumberText.grouped(-12_345) == "-12,345")
+        #expect(NumberText.grouped(Int.min) == "-9,223,372,036,854,775,808")
+    }
 }

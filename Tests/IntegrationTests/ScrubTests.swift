@@ -146,8 +146,11 @@ import CacheProtocol
         #expect(daemon.stop() == 0)
         #expect(Date().timeIntervalSince(begun) < 5, "the stop waited for no pacing")
         #expect(!daemon.log.contains("still hashing an object at exit"), "\(daemon.log)")
+        #expect(!daemon.log.contains("workers still busy"), "\(daemon.log)")
         let saved = try #require(Self.savedPass(daemon.store), "the position was saved at the stop")
         #expect(saved.objects >= checked && saved.objects < 15)
+        #expect(daemon.log.contains("scrub: pass stopped at \(saved.objects) of 15 objects, its position saved; it resumes there at the next start"),
+                "the stop is logged with how far it got: \(daemon.log)")
     }
 
     /// A damaged scrub.state is no error: a warning, and a new pass at once
