@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A forward scan of JSON that the daemon parsed before (a stored post):
 /// it finds an object's members and skips values without building
 /// anything, and says nothing (nil) of bytes that are not JSON. A repeated
@@ -33,15 +37,18 @@ struct JSONScan {
         return j
     }
 
-    /// The end (past the closing quote) of the string at `i`.
+    /// The end (past the closing quote) of the string at `i`: the next
+    /// quote found by `memchr` that an even run of backslashes precedes.
     private func stringEnd(_ i: Int) -> Int? {
+        guard let base = bytes.baseAddress else { return nil }
         var j = i + 1
         while j < bytes.count {
-            switch bytes[j] {
-            case UInt8(ascii: "\\"): j += 2
-            case UInt8(ascii: "\""): return j + 1
-            default: j += 1
-            }
+            guard let hit = memchr(base + j, 0x22, bytes.count - j) else { return nil }
+            let q = base.distance(to: UnsafeRawPointer(hit))
+            var slashes = 0
+            while q - 1 - slashes > i, bytes[q - 1 - slashes] == UInt8(ascii: "\\") { slashes += 1 }
+            if slashes % 2 == 0 { return q + 1 }
+            j = q + 1
         }
         return nil
     }

@@ -37,7 +37,15 @@ struct PostTable: Sendable {
 
     /// The slot of `id`, if it is a post.
     func slot(of id: PostID) -> Int32? {
-        index.find(id, in: ids)
+        index.find(id, hash: id.hashValue, in: ids)
+    }
+
+    /// The slot of each of `list` (every one a post): found by id, unless
+    /// the list is the slots' own order (a store replayed from a compacted
+    /// log), which one pass over the ids tells.
+    func slots(of list: [PostID]) -> [Int32] {
+        if list.count == ids.count, free.isEmpty, zip(list, ids).allSatisfy({ $0 == $1 }) { return (0..<Int32(list.count)).map { $0 } }
+        return list.map { slot(of: $0)! }
     }
 
     /// The id in `slot`.
@@ -80,7 +88,7 @@ struct PostTable: Sendable {
     /// Makes room for `more` posts of `bytes` bytes in all, so that a large
     /// transaction grows each part once.
     mutating func reserve(more: Int, bytes: Int) {
-        index.reserve(count + more, ids: ids)
+        index.reserve(count + more)
         ids.reserveCapacity(count + more)
         spans.reserveCapacity(count + more)
         titles.reserveCapacity(count + more)
@@ -91,7 +99,8 @@ struct PostTable: Sendable {
     mutating func set(_ id: PostID, _ json: [UInt8]) {
         let title = PostTitle.locate(in: json)
         let span = arena.append(json)
-        if let s = slot(of: id) {
+        let hash = id.hashValue
+        if let s = index.find(id, hash: hash, in: ids) {
             arena.release(spans[Int(s)])
             spans[Int(s)] = span
             place(title, json, at: s)
@@ -110,14 +119,14 @@ struct PostTable: Sendable {
             titles.append(.none)
         }
         place(title, json, at: s)
-        index.insert(s, hash: id.hashValue, ids: ids)
+        index.insert(s, hash: hash)
         count += 1
     }
 
     /// Forgets post `id`.
     mutating func remove(_ id: PostID) {
         guard let s = slot(of: id) else { return }
-        index.remove(s, hash: id.hashValue, ids: ids)
+        index.remove(s, hash: id.hashValue)
         arena.release(spans[Int(s)])
         ids[Int(s)] = nil
         spans[Int(s)] = PostArena.Span()

@@ -195,7 +195,7 @@ struct StoreState {
         // A feed already in id order shares its storage with the list.
         let inOrder = zip(feedIDs, feedIDs.dropFirst()).allSatisfy { PostOrder.precedes($0, $1) }
         listIDs = feedIDs.contains(where: \.isString) || inOrder ? feedIDs : feedIDs.sorted(by: PostOrder.precedes)
-        listSlots = listIDs.map { posts.slot(of: $0)! }
+        listSlots = posts.slots(of: listIDs)
     }
 
     /// The feed order of `posts` given the recorded order: the recorded ids
@@ -215,7 +215,10 @@ struct StoreState {
         var placed = Set<PostID>(minimumCapacity: recorded.count)
         for id in recorded where isPost(id) && placed.insert(id).inserted { out.append(id) }
         if out.count < count {
-            out += ids.filter { !placed.contains($0) }.sorted(by: PostOrder.precedes)
+            var rest = placed.isEmpty ? Array(ids) : ids.filter { !placed.contains($0) }
+            // Posts replayed from a log are mostly in order already: checked in one pass, not sorted again.
+            if !zip(rest, rest.dropFirst()).allSatisfy({ PostOrder.precedes($0, $1) }) { rest.sort(by: PostOrder.precedes) }
+            out += rest
         }
         return out
     }

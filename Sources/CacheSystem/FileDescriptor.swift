@@ -101,11 +101,34 @@ public struct FileDescriptor: Sendable, Hashable {
         try bytes.withBytes { (raw) throws(SystemError) in try writeAll(raw) }
     }
 
-    /// Reads the whole file from its current position.
+    /// Reads the whole file from its current position. A regular file is
+    /// read straight into a buffer of its size (a 300 MB log is not copied
+    /// again each time a growing array doubles); one that grows meanwhile,
+    /// or anything else, in pieces.
     public func readToEnd(limit: Int = Int.max) throws(SystemError) -> [UInt8] {
         var data: [UInt8] = []
+        if let status = try? status(), status.isRegular, status.size > 0 {
+            data.reserveCapacity(min(Int(status.size), limit) + 1)
+        }
         var chunk = [UInt8](repeating: 0, count: 65536)
         while data.count < limit {
+            // Into the reserved room while there is some: no copy through `chunk`.
+            let room = min(data.capacity - data.count, limit - data.count)
+            if room >= 4096 {
+                let before = data.count
+                var failure: SystemError?
+                data.append(contentsOf: repeatElement(0, count: room))
+                let n = data.withUnsafeMutableBytes { all -> Int in
+                    do throws(SystemError) { return try read(into: UnsafeMutableRawBufferPointer(rebasing: all[before..<before + room])) } catch {
+                        failure = error
+                        return 0
+                    }
+                }
+                data.removeLast(room - n)
+                if let failure { throw failure }
+                if n == 0 { break }
+                continue
+            }
             let n = try chunk.withMutableBytes { (raw) throws(SystemError) in try read(into: raw) }
             if n == 0 { break }
             data.append(contentsOf: chunk[0..<min(n, limit - data.count)])
