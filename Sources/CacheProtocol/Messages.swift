@@ -296,9 +296,11 @@ public enum Response {
     /// A failure line; `details` adds members to the `error` object after
     /// its `code` and `message` (a refused listing's `max_limit`), `fill`
     /// members after `error` (a partial prefetch's summary).
+    /// `fill` comes before `details` so that a trailing closure is `fill`
+    /// (a trailing closure binds to the first closure parameter).
     public static func error(_ e: ProtocolError, tag: [UInt8]?, capacity: Int = 128,
-                             details: (inout JSONObjectWriter) -> Void = { _ in },
-                             _ fill: (inout JSONObjectWriter) -> Void = { _ in }) -> [UInt8] {
+                             _ fill: (inout JSONObjectWriter) -> Void = { _ in },
+                             details: (inout JSONObjectWriter) -> Void = { _ in }) -> [UInt8] {
         var o = JSONObjectWriter(capacity: capacity + (tag?.count ?? 0))
         o.field("ok", false)
         if let tag { o.field("tag", rawJSON: tag) }

@@ -99,7 +99,7 @@ enum AnswerEncoding {
     /// was done, as a success gives it, the failed feed's member null
     /// (docs/protocol.md, "prefetch").
     static func prefetchFailure(_ r: PrefetchReport, _ e: ProtocolError, tag: [UInt8]?) -> [UInt8] {
-        Response.error(e, tag: tag, capacity: 256) { prefetchMembers(r, &$0) }
+        Response.error(e, tag: tag, capacity: 256, { prefetchMembers(r, &$0) })
     }
 
     /// A JSON string.
