@@ -113,6 +113,10 @@ public final class MemorySink: BodySink {
     /// The body received so far.
     public var bytes: [UInt8] { received.withLock { $0 } }
 
+    /// The body received, moved out: the sink holds nothing after this, so
+    /// the body is freed as soon as its taker lets go of it.
+    public func take() -> [UInt8] { received.withLock { b in defer { b = [] }; return b } }
+
     public func receive(_ chunk: UnsafeRawBufferPointer) throws {
         try received.withLock { (b) throws(BodyTooLarge) in
             guard b.count + chunk.count <= limit else { throw BodyTooLarge(limit: limit, setting: setting) }

@@ -65,17 +65,25 @@ extension CacheService: PageFetching {
             return decoded
         }
         FeedWalker(walk: walk, fetcher: self, pageLimit: limit, ignoreFirstStored: ignoreFirstStored, timeout: timeout).run { [self] result in
-            var large = true
-            if case .success(let walked) = result { large = walked.bytes >= Memory.largeBody }
-            completion(result.mapError { originFailure($0) })
-            // A large walk's memory (its bodies, the parser's, what was decoded
-            // and stored) goes back to the system once everything here has let
-            // go of it: within a second, on the access-time thread, not on a
-            // worker now (this task's closures still hold the pages, and a
-            // trim on the other worker could run before they are freed). A
-            // failed walk's too.
-            if large { trimWanted.withLock { $0 = true } }
+            // The walk ends inside the last page's handling, whose body (up to
+            // feed-max-size) is still held there: what follows (the store, a
+            // million post files) runs as a job of its own once that is let go.
+            pool.submit { [self] in finishWalk(result, completion) }
         }
+    }
+
+    /// Hands a walk's result on and asks for the heap to be trimmed after a large one.
+    private func finishWalk<D>(_ result: Result<WalkResult<D>, OriginFailure>, _ completion: @escaping @Sendable (Result<WalkResult<D>, CacheError>) -> Void) {
+        var large = true
+        if case .success(let walked) = result { large = walked.bytes >= Memory.largeBody }
+        completion(result.mapError { originFailure($0) })
+        // A large walk's memory (its bodies, the parser's, what was decoded
+        // and stored) goes back to the system once everything here has let
+        // go of it: within a second, on the access-time thread, not on a
+        // worker now (this task's closures still hold the pages, and a
+        // trim on the other worker could run before they are freed). A
+        // failed walk's too.
+        if large { trimWanted.withLock { $0 = true } }
     }
 
     /// Pages at least this large give their parse's memory back once decoded.
@@ -87,7 +95,7 @@ extension CacheService: PageFetching {
     func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, [UInt8]), FetchError>) -> Void) {
         let sink = MemorySink(limit: Int(request.maxBodySize ?? Int64(Int.max)), setting: request.maxBodySetting)
         http.fetch(request, into: sink) { [self] result in
-            pool.submit { completion(result.map { ($0, sink.bytes) }) }
+            pool.submit { completion(result.map { ($0, sink.take()) }) }
         }
     }
 

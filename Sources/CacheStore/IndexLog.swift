@@ -251,11 +251,22 @@ struct IndexLog: Sendable {
         if let newer = records.first(where: { $0.formatVersion > version }) {
             throw SystemError("append", "a format-version-\(newer.formatVersion) record (\(RecordCodec.name(ofType: newer.typeByte))) to \(path), which is version \(version)", errno: EINVAL)
         }
+        // Written a piece at a time: a transaction of a million posts (300 MB)
+        // never has its whole encoding in memory beside the posts themselves.
         var bytes: [UInt8] = []
-        for r in records { RecordCodec.encode(r, into: &bytes) }
-        RecordCodec.encode(.commit, into: &bytes)
+        var written = 0
         do throws(SystemError) {
+            for r in records {
+                RecordCodec.encode(r, into: &bytes)
+                if bytes.count >= Self.appendPiece {
+                    try fd.writeAll(bytes)
+                    written += bytes.count
+                    bytes.removeAll(keepingCapacity: true)
+                }
+            }
+            RecordCodec.encode(.commit, into: &bytes)
             try fd.writeAll(bytes)
+            written += bytes.count
             try fd.sync()
         } catch {
             do throws(SystemError) {
@@ -266,9 +277,12 @@ struct IndexLog: Sendable {
             }
             throw error
         }
-        length += Int64(bytes.count)
+        length += Int64(written)
         recordCount += records.count + 1
     }
+
+    /// A transaction's encoding is written once it holds this much.
+    static let appendPiece = 4 << 20
 
     /// Replaces the log with `transactions`: written to a temp file, fsynced,
     /// renamed over the log, directory fsynced. A crash leaves the old log or
