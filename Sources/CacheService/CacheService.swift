@@ -195,11 +195,11 @@ public final class CacheService: Sendable {
     /// (always now).
     public func posts(offset: Int, limit: Int?, query: String? = nil) -> PostsPage {
         guard let query else {
-            let (total, page) = store.posts(offset: offset, limit: limit ?? Int.max)
-            return PostsPage(total: total, ids: page.map(\.id), posts: page.map(\.json))
+            let p = store.postsPage(offset: offset, limit: limit ?? Int.max)
+            return PostsPage(total: p.total, ids: p.ids, posts: p.bodies)
         }
-        let (total, page) = store.searchPosts(PostSearch(query).needle, offset: offset, limit: limit ?? Int.max)
-        return PostsPage(total: total, ids: page.map(\.id), posts: page.map(\.json))
+        let p = store.searchPostsPage(PostSearch(query).needle, offset: offset, limit: limit ?? Int.max)
+        return PostsPage(total: p.total, ids: p.ids, posts: p.bodies)
     }
 
     // MARK: Reload

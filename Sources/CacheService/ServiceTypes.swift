@@ -1,4 +1,5 @@
 import CacheSystem
+import CacheStore
 
 /// An operation's answer: here now (a hit, an error found at once), or
 /// later. With `.later` the operation calls its completion exactly once, on
@@ -12,11 +13,24 @@ public enum Outcome<Value: Sendable>: Sendable {
 public typealias Completion<Value: Sendable> = @Sendable (Result<Value, CacheError>) -> Void
 
 /// A page of posts in list order (docs/protocol.md, `list_posts`), each
-/// the exact JSON stored, with the id it is kept by.
+/// the exact JSON stored, with the id it is kept by. The posts' bytes are
+/// lent from the store (`PostBodies`), not copied: a listing waiting to be
+/// written holds some 12 bytes a post.
 public struct PostsPage: Sendable {
     public var total: Int
     public var ids: [PostID]
-    public var posts: [[UInt8]]
+    public var posts: PostBodies
+
+    public init(total: Int, ids: [PostID], posts: PostBodies) {
+        self.total = total
+        self.ids = ids
+        self.posts = posts
+    }
+
+    /// A page whose posts are given as arrays.
+    public init(total: Int, ids: [PostID], posts: [[UInt8]]) {
+        self.init(total: total, ids: ids, posts: PostBodies(posts))
+    }
 }
 
 /// One post: the id it is kept by (`posts-id`) and its exact JSON.

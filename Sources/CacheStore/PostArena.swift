@@ -61,6 +61,11 @@ struct PostArena: Sendable {
         }
     }
 
+    /// The bytes at `spans`, lent as a page: the chunks shared, not copied.
+    func bodies(_ spans: [Span]) -> PostBodies {
+        PostBodies(chunks: chunks, spans: spans)
+    }
+
     /// Makes room for `bytes` more: only the list of chunks; a chunk's
     /// pages are resident only once written.
     mutating func reserve(_ bytes: Int) {

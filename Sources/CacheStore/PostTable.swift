@@ -68,6 +68,11 @@ struct PostTable: Sendable {
         arena.withBytes(spans[Int(slot)], body)
     }
 
+    /// The bytes of the posts in `slots`, in that order, lent as a page.
+    func bodies(at slots: some Sequence<Int32>) -> PostBodies {
+        arena.bodies(slots.map { spans[Int($0)] })
+    }
+
     /// Whether post `id` holds exactly `json`.
     func holds(_ id: PostID, _ json: [UInt8]) -> Bool {
         withBytes(of: id) { b in json.withUnsafeBytes { $0.elementsEqual(b) } } ?? false

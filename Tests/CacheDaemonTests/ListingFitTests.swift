@@ -72,7 +72,7 @@ extension JSON {
         #expect(answer["error"]?["max_limit"]?.intValue == 64, "\(answer)")
         var fits = page
         fits.ids.removeLast()
-        fits.posts.removeLast()
+        fits.posts = fits.posts.prefix(64)
         #expect(AnswerEncoding.postsRefusal(fits, offset: 0, tag: nil) == nil)
     }
 }

@@ -102,7 +102,7 @@ import CacheSystem
         }
         let found = s.posts(offset: 0, limit: nil, query: "QUI")
         #expect(found.total == expected.count && found.total > 3, "\(found.total) of \(expected.count)")
-        #expect(found.ids == expected.map(\.0) && found.posts == expected.map(\.1), "in list order, the stored bytes")
+        #expect(found.ids == expected.map(\.0) && Array(found.posts) == expected.map(\.1), "in list order, the stored bytes")
         let page = s.posts(offset: 2, limit: 2, query: "qui")
         #expect(page.total == expected.count && page.ids == expected[2..<4].map(\.0))
         #expect(s.posts(offset: 1, limit: 0, query: "qui").total == expected.count && s.posts(offset: expected.count, limit: nil, query: "qui").ids.isEmpty)

@@ -37,15 +37,15 @@ extension HTTPFrontEnd {
     static func postsBody(_ p: PostsPage, withIDs: Bool) -> [UInt8] {
         var out: [UInt8] = [UInt8(ascii: "[")]
         out.reserveCapacity(postsBodySize(p, withIDs: withIDs))
-        for (i, json) in p.posts.enumerated() {
+        for i in p.posts.indices {
             if i > 0 { out.append(UInt8(ascii: ",")) }
-            guard withIDs else { out.append(contentsOf: json); continue }
+            guard withIDs else { p.posts.withBytes(at: i) { out.append(contentsOf: $0) }; continue }
             var w = JSONWriter(capacity: 32)
             w.raw(#"{"id":"#)
             w.postID(p.ids[i])
             w.raw(#","post":"#)
             out.append(contentsOf: w.bytes)
-            out.append(contentsOf: json)
+            p.posts.withBytes(at: i) { out.append(contentsOf: $0) }
             out.append(UInt8(ascii: "}"))
         }
         out.append(UInt8(ascii: "]"))
@@ -55,7 +55,7 @@ extension HTTPFrontEnd {
     /// The bytes of `postsBody(p, withIDs:)`.
     static func postsBodySize(_ p: PostsPage, withIDs: Bool) -> Int {
         var n = 2 + max(0, p.posts.count - 1)
-        for json in p.posts { n += json.count }
+        n += p.posts.totalBytes
         if withIDs { for id in p.ids { n += JSONWriter.length(of: id) + 15 } }
         return n
     }

@@ -23,9 +23,9 @@ extension AnswerEncoding {
         // The answer with no post: its members, its tag and its total as written.
         var none = page
         none.ids = []
-        none.posts = []
+        none.posts = .none
         let bare = posts(none, tag: tag).count - 1
-        let entries = zip(page.ids, page.posts).lazy.map { JSONWriter.length(of: $0) + $1.count }
+        let entries = page.ids.indices.lazy.map { JSONWriter.length(of: page.ids[$0]) + page.posts.byteCount(at: $0) }
         return refusal(entries, bare: bare, separators: 2, offset: offset, limit: limit, noun: "posts", tag: tag)
     }
 

@@ -12,7 +12,7 @@ extension AnswerEncoding {
     static func postsSize(_ page: PostsPage, tag: [UInt8]?) -> Int {
         var n = answerAllowance + (tag?.count ?? 0)
         for id in page.ids { n += JSONWriter.length(of: id) + 1 }
-        for json in page.posts { n += json.count + 1 }
+        n += page.posts.totalBytes + page.posts.count
         return n
     }
 

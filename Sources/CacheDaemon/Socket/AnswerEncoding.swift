@@ -12,12 +12,17 @@ enum AnswerEncoding {
     }
 
     static func posts(_ page: PostsPage, tag: [UInt8]?) -> [UInt8] {
-        Response.ok(tag: tag, capacity: page.posts.reduce(64) { $0 + $1.count + 12 }) { o in
+        Response.ok(tag: tag, capacity: 64 + page.posts.totalBytes + 12 * page.posts.count) { o in
             o.field("total", page.total)
             o.key("ids")
             o.rawArray(page.ids.map { id in var w = JSONWriter(capacity: 24); w.postID(id); return w.bytes })
             o.key("posts")
-            o.rawArray(page.posts)
+            o.appendRaw("[".utf8)
+            for i in page.posts.indices {
+                if i > 0 { o.appendRaw(",".utf8) }
+                page.posts.withBytes(at: i) { o.appendRaw($0) }
+            }
+            o.appendRaw("]".utf8)
         }
     }
 
