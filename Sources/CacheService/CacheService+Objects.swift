@@ -15,10 +15,17 @@ extension CacheService {
     /// and, if the bytes match the hash asked for, served.
     public func object(hash: Hash128, prefix: @escaping @Sendable (Int64) -> [UInt8],
                        then completion: @escaping Completion<ObjectBody>) -> Outcome<ObjectBody> {
+        // Under `on-change` a trusted object is sent from its file with
+        // `sendfile` (the kernel hands the page cache's pages to the socket:
+        // no copy here), unless it is small enough to be kept in memory.
+        let sent = store.readVerification.mode == .onChange && (store.objectRef(hash)?.size ?? 0) > Store.keptObjectSize
+        if sent, let (fd, size) = store.openTrustedIfCached(hash) {
+            return .now(.success(.file(prefix: prefix(size), fd, size: size)))
+        }
         if let bytes = store.readVerifiedIfCached(hash, upTo: Self.inlineObjectLimit, header: { prefix(Int64($0)) }) {
             return .now(.success(.inline(bytes)))
         }
-        if let (fd, size) = store.openTrustedIfCached(hash) {
+        if !sent, let (fd, size) = store.openTrustedIfCached(hash) {
             return .now(.success(.file(prefix: prefix(size), fd, size: size)))
         }
         pool.submit { [self] in
