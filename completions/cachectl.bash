@@ -35,7 +35,7 @@ _cachectl() {
             COMPREPLY=($(compgen -W "get prefetch status verify gc compact ping metrics --socket --instance --timeout --json --help --version" -- "$cur")) ;;
         get)
             if [[ -z $sub ]]; then
-                COMPREPLY=($(compgen -W "post posts image images" -- "$cur"))
+                COMPREPLY=($(compgen -W "post posts image images objects" -- "$cur"))
             elif [[ $sub == image ]]; then
                 COMPREPLY=($(compgen -W "-o --width --height --fit --format" -- "$cur"))
             elif [[ $sub == posts ]]; then

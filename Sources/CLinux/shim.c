@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include <malloc.h>
 #include "CLinux.h"
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
@@ -146,8 +147,9 @@ int clinux_tune_malloc(int trim_threshold, int mmap_threshold) {
     return mallopt(M_TRIM_THRESHOLD, trim_threshold) == 1 && mallopt(M_MMAP_THRESHOLD, mmap_threshold) == 1 ? 0 : -1;
 }
 
-long clinux_send_with_fd(int sock, const void *buf, unsigned long len, int fd) {
-    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
+long clinux_send_with_fds(int sock, const void *buf, unsigned long len, const int *fds, int nfds) {
+    if (nfds < 1 || nfds > CLINUX_MAX_PASSED_FDS) { errno = EINVAL; return -1; }
+    union { char buf[CMSG_SPACE(sizeof(int) * CLINUX_MAX_PASSED_FDS)]; struct cmsghdr align; } control;
     memset(&control, 0, sizeof control);
     struct iovec iov = { (void *)buf, len };
     struct msghdr msg;
@@ -155,18 +157,18 @@ long clinux_send_with_fd(int sock, const void *buf, unsigned long len, int fd) {
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control.buf;
-    msg.msg_controllen = sizeof control.buf;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+    memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
     return sendmsg(sock, &msg, MSG_NOSIGNAL);
 }
 
 long clinux_recv_with_fds(int sock, void *buf, unsigned long len, int *fds, int max_fds, int *nfds, int *truncated) {
-    union { char buf[CMSG_SPACE(sizeof(int) * 16)]; struct cmsghdr align; } control;
-    if (max_fds > 16) max_fds = 16;
+    union { char buf[CMSG_SPACE(sizeof(int) * CLINUX_MAX_PASSED_FDS)]; struct cmsghdr align; } control;
+    if (max_fds > CLINUX_MAX_PASSED_FDS) max_fds = CLINUX_MAX_PASSED_FDS;
     *nfds = 0;
     *truncated = 0;
     struct iovec iov = { buf, len };

@@ -121,6 +121,9 @@ struct Invocation {
         [--format F]                   (default: the original's format, else webp)
       get images [--offset N] [--limit N]
                                        all rows with their cache state (or that page)
+      get objects HASH... [-o DIR]     objects by hash, 64 to a request: each one's hash
+                                       and size, or its bytes into DIR/HASH (- : all on
+                                       stdout, in order); one that fails is named on stderr
       prefetch [all|posts|images] [--force]
                                        refresh the feeds and download missing images
       delete post ID                   remove one post from the store (one a feed kept

@@ -94,7 +94,7 @@ struct Commands {
 
     /// What `get` takes, for its usage errors.
     static let getSubjects = "post ID | posts [--query TEXT] [--offset N] [--limit N] | image ROW [--width W] [--height H] [--fit F] [--format F] [-o FILE] "
-        + "| images [--offset N] [--limit N]"
+        + "| images [--offset N] [--limit N] | objects HASH... [-o DIR]"
 
     private func get(_ args: [String]) throws {
         guard let subject = args.first else {
@@ -128,6 +128,8 @@ struct Commands {
             }
         case ("images", 1):
             try list(.images)
+        case ("objects", _):
+            try getObjects(Array(args.dropFirst()))
         default:
             throw CLIError(code: .usage, message: "get expects \(Self.getSubjects), not \"\(Format.visible(args.joined(separator: " ")))\"")
         }
@@ -180,7 +182,7 @@ struct Commands {
     /// `path`, fsynced and renamed over it when complete: a reader never sees
     /// half an image. The temp file is removed on every failure, and its name
     /// never appears in a message.
-    private func write(to path: String, _ image: JSON, size: Int64, _ fill: (FileDescriptor) throws -> Void) throws {
+    func write(to path: String, _ image: JSON, size: Int64, _ fill: (FileDescriptor) throws -> Void) throws {
         if path == "-" { return try fill(FileDescriptor(rawValue: 1, path: "stdout")) }
         let dir = FileSystem.directoryName(of: path)
         let temp = "\(dir)/.\(TempName.next(".cachectl"))"
@@ -203,8 +205,8 @@ struct Commands {
             }
             throw error
         }
-        if isatty(2) != 0 && !json {
-            Output.error("wrote \(size) bytes (\(image["type"]?.string ?? "?")) to \(path)\n")
+        if isatty(2) != 0 && !json, let type = image["type"]?.string {
+            Output.error("wrote \(size) bytes (\(type)) to \(path)\n")
         }
     }
 

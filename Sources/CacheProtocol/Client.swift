@@ -17,9 +17,10 @@ public final class Client {
     public var deadline: Deadline?
     /// Descriptors received (SCM_RIGHTS) and not yet matched to an `open`
     /// answer, in the order they came: the daemon passes one with the first
-    /// byte of each successful `open` line, so the oldest belongs to the
-    /// next such line read.
-    private var descriptors: [FileDescriptor] = []
+    /// byte of each successful `open` line (and those of the objects opened
+    /// with the first byte of an `open` of many), so the oldest belong to
+    /// the next such line read.
+    var descriptors: [FileDescriptor] = []
     /// What each receive reads into, allocated once (a fresh zeroed 64 KiB
     /// per receive cost a memset per answer line).
     private var chunk = [UInt8](repeating: 0, count: 65536)
@@ -125,7 +126,11 @@ public final class Client {
             }
             let got: UnixSocket.Received
             do {
-                got = try chunk.withMutableBytes { (raw) throws(SystemError) in try UnixSocket.receive(fd, into: raw, maxDescriptors: 8) }
+                // Room for the most one message passes (an `open` of many):
+                // descriptors that do not fit are closed by the kernel.
+                got = try chunk.withMutableBytes { (raw) throws(SystemError) in
+                    try UnixSocket.receive(fd, into: raw, maxDescriptors: UnixSocket.maxPassedDescriptors)
+                }
             } catch {
                 if error.errno == ECONNRESET { throw .closed(socket: socketPath) }
                 throw .io(error)

@@ -62,6 +62,10 @@ public enum Command: Sendable, Equatable {
     case read(hash: Hash128)
     /// The object's file as a descriptor passed with the answer line (SCM_RIGHTS).
     case open(hash: Hash128)
+    /// `open` with `hashes`: each object's outcome on one answer line, the
+    /// descriptors of those opened passed with it, in order (1 to
+    /// `Request.maxOpenObjects` hashes, repeats allowed).
+    case openMany(hashes: [Hash128])
     case prefetch(what: PrefetchTarget, force: Bool, progress: Bool)
     case verify
     case gc
@@ -134,7 +138,9 @@ public struct Request: Sendable {
         case "list_images":
             return .listImages(offset: try count(f, "offset") ?? 0, limit: try count(f, "limit"))
         case "read": return .read(hash: try hash(f))
-        case "open": return .open(hash: try hash(f))
+        case "open":
+            if let many = try hashes(f) { return .openMany(hashes: many) }
+            return .open(hash: try hash(f))
         case "prefetch":
             var what = PrefetchTarget.all
             if let w = f["what"], !w.isNull {
@@ -161,6 +167,34 @@ public struct Request: Sendable {
             throw ProtocolError(.badRequest, "\"hash\" must be 32 lowercase hex digits")
         }
         return hash
+    }
+
+    /// The most objects one `open` names in `hashes` (docs/protocol.md,
+    /// "Limits"): their descriptors count 64 KiB each against
+    /// `max-queued-bytes`, so a batch is at most the default's 4 MiB, and
+    /// one `sendmsg` passes them all (the kernel's bound is 253).
+    public static let maxOpenObjects = 64
+
+    /// `open`'s `hashes`: 1 to `maxOpenObjects` hashes, each 32 lowercase
+    /// hex digits; nil when absent or null (then `hash` names one object).
+    /// Given with `hash`, it is refused: which of the two was meant is unknown.
+    private static func hashes(_ f: [String: JSON]) throws(ProtocolError) -> [Hash128]? {
+        guard let v = f["hashes"], !v.isNull else { return nil }
+        if let h = f["hash"], !h.isNull { throw ProtocolError(.badRequest, "give \"hash\" (one object) or \"hashes\" (many), not both") }
+        guard let list = v.array else { throw ProtocolError(.badRequest, "\"hashes\" must be an array of hashes") }
+        guard !list.isEmpty else { throw ProtocolError(.badRequest, "\"hashes\" is empty: name 1 to \(maxOpenObjects) objects") }
+        guard list.count <= maxOpenObjects else {
+            throw ProtocolError(.badRequest, "\"hashes\" names \(list.count) objects; one request opens at most \(maxOpenObjects)")
+        }
+        var out: [Hash128] = []
+        out.reserveCapacity(list.count)
+        for (i, item) in list.enumerated() {
+            guard let s = item.string, let hash = Hash128(hex: s) else {
+                throw ProtocolError(.badRequest, "\"hashes\"[\(i)] must be 32 lowercase hex digits")
+            }
+            out.append(hash)
+        }
+        return out
     }
 
     /// The `id` of `get_post`: an integer, or a non-empty string of at most 1 KiB.

@@ -15,10 +15,17 @@ extension CacheService {
     /// and, if the bytes match the hash asked for, served.
     public func object(hash: Hash128, prefix: @escaping @Sendable (Int64) -> [UInt8],
                        then completion: @escaping Completion<ObjectBody>) -> Outcome<ObjectBody> {
+        // Under `on-change` a trusted object is sent from its file with
+        // `sendfile` (the kernel hands the page cache's pages to the socket:
+        // no copy here), unless it is small enough to be kept in memory.
+        let sent = store.readVerification.mode == .onChange && (store.objectRef(hash)?.size ?? 0) > Store.keptObjectSize
+        if sent, let (fd, size) = store.openTrustedIfCached(hash) {
+            return .now(.success(.file(prefix: prefix(size), fd, size: size)))
+        }
         if let bytes = store.readVerifiedIfCached(hash, upTo: Self.inlineObjectLimit, header: { prefix(Int64($0)) }) {
             return .now(.success(.inline(bytes)))
         }
-        if let (fd, size) = store.openTrustedIfCached(hash) {
+        if !sent, let (fd, size) = store.openTrustedIfCached(hash) {
             return .now(.success(.file(prefix: prefix(size), fd, size: size)))
         }
         pool.submit { [self] in
@@ -40,6 +47,22 @@ extension CacheService {
         }
         pool.submit { [self] in verifiedFile(hash, retry: true, completion) }
         return .later
+    }
+
+    /// `open` of many objects at once: each opened and verified as
+    /// `openObject` does (those trusted or in the page cache now, the rest
+    /// on workers, side by side), the outcomes in the order of `hashes`
+    /// (one per hash, a hash named twice opened twice). Always a success:
+    /// each object's failure is its own, and the batch is complete when the
+    /// last object's is. The caller owns every descriptor.
+    public func openObjects(hashes: [Hash128], then completion: @escaping Completion<[Result<VerifiedFile, CacheError>]>)
+        -> Outcome<[Result<VerifiedFile, CacheError>]> {
+        let batch = OpenBatch(count: hashes.count, completion)
+        for (i, hash) in hashes.enumerated() {
+            if case .now(let result) = openObject(hash: hash, then: { batch.set(i, $0) }) { batch.set(i, result) }
+        }
+        guard let all = batch.startedAll() else { return .later }
+        return .now(.success(all))
     }
 
     /// What the index knows of the object named by `hash`: its size and
@@ -203,5 +226,38 @@ extension CacheService {
         guard case .failure(.notFound) = now else { return .now(now) }
         let joined = repairFlight.joinIfRunning(hash) { [self] _ in completion(objectInfo(hash: hash)) }
         return joined ? .later : .now(now)
+    }
+}
+
+/// The outcomes of one `openObjects`, gathered from the calling thread and
+/// the workers: complete once every object has one and the caller has
+/// started them all (it holds one count until then, so a worker that
+/// finishes first cannot complete the batch under it).
+private final class OpenBatch: Sendable {
+    private let state: Locked<(results: [Result<VerifiedFile, CacheError>?], left: Int)>
+    private let completion: Completion<[Result<VerifiedFile, CacheError>]>
+
+    init(count: Int, _ completion: @escaping Completion<[Result<VerifiedFile, CacheError>]>) {
+        state = Locked((Array(repeating: nil, count: count), count + 1))
+        self.completion = completion
+    }
+
+    /// Object `index`'s outcome; the last one completes the batch.
+    func set(_ index: Int, _ result: Result<VerifiedFile, CacheError>) {
+        if let all = state.withLock({ s -> [Result<VerifiedFile, CacheError>]? in
+            s.results[index] = result
+            return Self.finished(&s)
+        }) { completion(.success(all)) }
+    }
+
+    /// The caller has started every object: the outcomes when all are in
+    /// (the batch is answered now and `completion` is never called), else nil.
+    func startedAll() -> [Result<VerifiedFile, CacheError>]? {
+        state.withLock { Self.finished(&$0) }
+    }
+
+    private static func finished(_ s: inout (results: [Result<VerifiedFile, CacheError>?], left: Int)) -> [Result<VerifiedFile, CacheError>]? {
+        s.left -= 1
+        return s.left == 0 ? s.results.map { $0! } : nil
     }
 }

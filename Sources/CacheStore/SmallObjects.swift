@@ -9,6 +9,11 @@ import CacheSystem
 /// memory: under a microsecond for the sizes kept here); under `on-change`
 /// they are not. An object forgotten by the index is dropped from here too
 /// (`Store.forgetCached`).
+extension Store {
+    /// The largest object whose bytes are kept in memory once read (`SmallObjects`).
+    public static var keptObjectSize: Int64 { Int64(SmallObjects.maxObjectSize) }
+}
+
 struct SmallObjects: Sendable {
     /// Objects of at most 64 KiB are kept.
     static let maxObjectSize = 64 * 1024

@@ -102,17 +102,25 @@ public enum UnixSocket {
         try retryingOnInterrupt("recv", fd.path, nilOn: EAGAIN) { recv(fd.rawValue, buffer.baseAddress, buffer.count, 0) }
     }
 
-    /// Sends `bytes` with `descriptor` attached (SCM_RIGHTS): the receiver
-    /// gets its own descriptor for the same open file with the first byte
-    /// sent. Returns the bytes sent (the descriptor went with them), 0 when
-    /// the socket would block (nothing went, the descriptor neither).
-    /// `ETOOMANYREFS` means the sender has too many descriptors in flight
-    /// (more than its RLIMIT_NOFILE sent and not yet received).
-    public static func send(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer, passing descriptor: FileDescriptor) throws(SystemError) -> Int {
-        try retryingOnInterrupt("sendmsg", fd.path, nilOn: EAGAIN) {
-            clinux_send_with_fd(fd.rawValue, bytes.baseAddress, UInt(bytes.count), descriptor.rawValue)
-        } ?? 0
+    /// Sends `bytes` with `descriptors` attached (SCM_RIGHTS, 1 to
+    /// `maxPassedDescriptors`): the receiver gets its own descriptor for
+    /// each open file, all of them with the first byte sent. Returns the
+    /// bytes sent (the descriptors went with them), 0 when the socket would
+    /// block (nothing went, the descriptors neither). `ETOOMANYREFS` means
+    /// the sender has too many descriptors in flight (more than its
+    /// RLIMIT_NOFILE sent and not yet received).
+    public static func send(_ fd: FileDescriptor, _ bytes: UnsafeRawBufferPointer, passing descriptors: [FileDescriptor]) throws(SystemError) -> Int {
+        let raw = descriptors.map(\.rawValue)
+        return try raw.withUnsafeBufferPointer { fds throws(SystemError) in
+            try retryingOnInterrupt("sendmsg", fd.path, nilOn: EAGAIN) {
+                clinux_send_with_fds(fd.rawValue, bytes.baseAddress, UInt(bytes.count), fds.baseAddress, Int32(fds.count))
+            } ?? 0
+        }
     }
+
+    /// The most descriptors one message passes or one receive takes (a
+    /// batch `open`'s, docs/protocol.md "Limits").
+    public static let maxPassedDescriptors = Int(CLINUX_MAX_PASSED_FDS)
 
     /// What one `receive(_:into:descriptors:)` got.
     public struct Received: Sendable {
@@ -126,15 +134,17 @@ public enum UnixSocket {
     }
 
     /// Receives into `buffer` with `recvmsg`, taking up to `maxDescriptors`
-    /// descriptors passed with the bytes (close-on-exec).
+    /// (at most `maxPassedDescriptors`) descriptors passed with the bytes
+    /// (close-on-exec). One receive takes the descriptors of at most one
+    /// message: the kernel ends it after the bytes they came with.
     public static func receive(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer,
                                maxDescriptors: Int) throws(SystemError) -> Received {
-        var raw = [Int32](repeating: -1, count: 16)
+        var raw = [Int32](repeating: -1, count: maxPassedDescriptors)
         var count: Int32 = 0
         var truncated: Int32 = 0
         let n = try raw.withUnsafeMutableBufferPointer { fds throws(SystemError) in
             try retryingOnInterrupt("recvmsg", fd.path, nilOn: EAGAIN) {
-                clinux_recv_with_fds(fd.rawValue, buffer.baseAddress, UInt(buffer.count), fds.baseAddress, Int32(min(maxDescriptors, 16)), &count, &truncated)
+                clinux_recv_with_fds(fd.rawValue, buffer.baseAddress, UInt(buffer.count), fds.baseAddress, Int32(min(maxDescriptors, maxPassedDescriptors)), &count, &truncated)
             }
         }
         return Received(count: n, descriptors: raw[0..<Int(count)].map { FileDescriptor(rawValue: $0, path: "descriptor from \(fd.path)") },

@@ -154,6 +154,34 @@ public final class CachedClient: Sendable {
         return ImageFile(descriptor: fd.rawValue, size: size, row: entry)
     }
 
+    /// The objects named by `hashes` as read-only descriptors the daemon
+    /// verified (`open` of many objects: one request per
+    /// `Request.maxOpenObjects` hashes), one outcome per hash in the order
+    /// given: the file, or that object's own error (`.daemon(.notFound)`,
+    /// `.daemon(.internal)`), never dropped. Close every file. A failure of
+    /// the whole call (a malformed hash: `.daemon(.badRequest)`; the
+    /// connection) is thrown, and nothing stays open.
+    public func openObjects(hashes: [String]) async throws(CachedError) -> [Result<ObjectFile, CachedError>] {
+        var out: [Result<ObjectFile, CachedError>] = []
+        out.reserveCapacity(hashes.count)
+        do throws(CachedError) {
+            for batch in OpenBatches.split(hashes) {
+                let line = Request.line(op: "open", [("hashes", .array(batch.map { .string($0) }))])
+                let objects = try OpenBatches.objects(of: try await send(line, .descriptors(hashes: batch)))
+                for (hash, object) in zip(batch, objects) {
+                    switch object {
+                    case let .file(fd, size): out.append(.success(ObjectFile(descriptor: fd.rawValue, size: size, hash: hash)))
+                    case let .failed(code, message): out.append(.failure(OpenBatches.error(code: code, message: message)))
+                    }
+                }
+            }
+        } catch {
+            for case .success(let file) in out { file.close() }
+            throw error
+        }
+        return out
+    }
+
     /// Refreshes the feeds in `scope` and downloads every image not cached
     /// (every image with `force`): progress events as they come, then the
     /// summary, last. Ending the iteration early stops listening, not the

@@ -299,6 +299,21 @@ public struct VerifyReport: Codable, Sendable, Equatable {
 /// A cached image opened read-only by the daemon, verified through this
 /// very descriptor (`open`, docs/protocol.md). Read it from offset 0
 /// (`pread`, `read`, `mmap`); the caller closes it (`close()`).
+/// An object opened by `CachedClient.openObjects(hashes:)`: a read-only
+/// descriptor of its file, which the daemon verified, at offset 0.
+public struct ObjectFile: Sendable {
+    /// The open file descriptor.
+    public let descriptor: Int32
+    public let size: Int64
+    /// The hash that named it.
+    public let hash: String
+
+    /// Closes the descriptor.
+    public func close() {
+        _ = closeDescriptor(descriptor)
+    }
+}
+
 public struct ImageFile: Sendable {
     /// The open file descriptor.
     public let descriptor: Int32

@@ -33,6 +33,25 @@ package final class BlockingClient: Sendable {
         return open
     }
 
+    /// `open` of `hashes`, in requests of at most `Request.maxOpenObjects`
+    /// (one after the other): each object's outcome, in the order given.
+    /// A request the daemon refuses whole (a malformed hash: `bad_request`)
+    /// throws, after closing what the requests before it opened.
+    package func open(hashes: [String]) throws(CachedError) -> [Client.OpenedObject] {
+        var out: [Client.OpenedObject] = []
+        out.reserveCapacity(hashes.count)
+        do throws(CachedError) {
+            for batch in OpenBatches.split(hashes) {
+                let answer = try call(Request.line(op: "open", [("hashes", .array(batch.map { .string($0) }))]), .descriptors(hashes: batch))
+                out += try OpenBatches.objects(of: answer)
+            }
+        } catch {
+            for o in out { o.close() }
+            throw error
+        }
+        return out
+    }
+
     /// `read` of `hash`: the header line, and the bytes with an ok one.
     package func read(hash: String) throws(CachedError) -> (JSON, [UInt8]) {
         switch try call(Request.line(op: "read", [("hash", .string(hash))]), .bytes) {

@@ -15,6 +15,9 @@ package enum AnswerShape: Sendable {
     case bytes
     /// An `open` line and, when it is ok, the descriptor passed with it.
     case descriptor
+    /// The line of an `open` of `hashes` and the descriptors of the objects
+    /// it opened.
+    case descriptors(hashes: [String])
     /// Progress event lines (passed to the waiter as they come), then the answer line.
     case events
 }
@@ -24,17 +27,23 @@ package enum WireAnswer: Sendable {
     case line(JSON)
     case bytes(JSON, [UInt8])
     case descriptor(Client.OpenAnswer)
+    case descriptors(Client.OpenManyAnswer)
 
     package var json: JSON {
         switch self {
         case .line(let j), .bytes(let j, _): j
         case .descriptor(let open): open.answer
+        case .descriptors(let open): open.answer
         }
     }
 
-    /// Closes a descriptor nobody will take.
+    /// Closes the descriptors nobody will take.
     package func discard() {
-        if case .descriptor(.file(let fd, _, _)) = self { fd.close() }
+        switch self {
+        case .descriptor(.file(let fd, _, _)): fd.close()
+        case .descriptors(let open): open.close()
+        default: break
+        }
     }
 }
 
@@ -239,6 +248,10 @@ package final class Pipeline: Sendable {
             let open = try client.readOpenAnswer()
             _ = try Self.checked(open.answer)
             return .descriptor(open)
+        case .descriptors(let hashes):
+            let open = try client.readOpenManyAnswer(hashes: hashes)
+            _ = try Self.checked(open.answer)
+            return .descriptors(open)
         case .bytes:
             let header = try Self.checked(client.readJSON())
             guard header["ok"]?.bool == true else { return .line(header) }

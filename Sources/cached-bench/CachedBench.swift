@@ -10,7 +10,7 @@ struct CachedBench {
     static let usage = """
     usage: cached-bench replay RECORDS [--daemon PATH/TO/cached] [--keep]
            cached-bench load --socket PATH [--connections C] [--requests N] [--pipeline P] [--ids MAX] [--op get_post|ping] [--redis]
-           cached-bench read-all --socket PATH [--rounds R] [--mode read|open|files] [--window W]
+           cached-bench read-all --socket PATH [--rounds R] [--mode read|open|files] [--window W] [--batch N]
     """
 
     static func main() {
@@ -39,7 +39,13 @@ struct CachedBench {
                 let window = max(1, Int(option("--window") ?? "16") ?? 16)
                 switch option("--mode") ?? "read" {
                 case "read": try ReadAllBenchmark.run(socket: socket, rounds: rounds, window: window)
-                case "open": try ReadAllBenchmark.runOpen(socket: socket, rounds: rounds, window: window)
+                case "open":
+                    // --batch N: `open` of N objects a request, W requests in flight.
+                    if let batch = option("--batch").flatMap({ Int($0) }), batch > 0 {
+                        try ReadAllBenchmark.runOpenBatches(socket: socket, rounds: rounds, batch: batch, window: window)
+                    } else {
+                        try ReadAllBenchmark.runOpen(socket: socket, rounds: rounds, window: window)
+                    }
                 case "files": try ReadAllBenchmark.runFiles(socket: socket, rounds: rounds)
                 default: fail(usage)
                 }

@@ -54,6 +54,12 @@ MAX_READ_BYTES = 1 << 30
 #: The most descriptors held before their answers are read (one per ``open``;
 #: a connection has at most 256 requests unanswered).
 MAX_PENDING_DESCRIPTORS = 256
+#: The most objects one ``open`` names in ``hashes`` (docs/protocol.md,
+#: "Limits"); ``open_objects`` asks for more in several requests.
+MAX_OPEN_OBJECTS = 64
+#: The most descriptors one message passes, and so one receive takes (an
+#: ``open`` of many objects): more would be closed by the kernel unseen.
+MAX_PASSED_DESCRIPTORS = 64
 
 
 class CachedError(Exception):
@@ -230,7 +236,7 @@ class Client:
             wait = left if wait is None else min(wait, left)
         sock.settimeout(wait)
         try:
-            data, fds, _, _ = socket.recv_fds(sock, 65536, 8)
+            data, fds, flags, _ = socket.recv_fds(sock, 65536, MAX_PASSED_DESCRIPTORS)
         except socket.timeout:
             raise self._fail(f"gave no answer within {self.timeout} s") from None
         except OSError as e:
@@ -240,6 +246,9 @@ class Client:
         self._fds.extend(fds)
         if len(self._fds) > MAX_PENDING_DESCRIPTORS:
             raise self._malformed(f"more than {MAX_PENDING_DESCRIPTORS} descriptors passed ahead of their open answers")
+        if flags & socket.MSG_CTRUNC:
+            raise self._malformed("descriptors passed with an answer were dropped (too many in one message, "
+                                  "or this process is at its open-file limit)")
         if not data:
             raise self._fail("was closed before the answer")
         self._buffer += data
@@ -524,6 +533,72 @@ class Client:
             os.close(fd)
             raise self._malformed(f"the descriptor passed with an open answer is {problem}")
         return io.open(fd, "rb", closefd=True)
+
+    def open_objects(self, hashes: List[str]) -> List[Union[BinaryIO, CachedError]]:
+        """The objects named by ``hashes`` as read-only binary files the daemon
+        verified (``open`` of many objects, ``MAX_OPEN_OBJECTS`` hashes a
+        request): one item per hash, in the order given, either the file
+        (close it) or that object's own ``CachedError`` (``not_found``,
+        ``internal``), returned, not raised, so none is dropped silently.
+        A request refused whole (a malformed hash: ``bad_request``) raises,
+        and nothing stays open."""
+        out: List[Union[BinaryIO, CachedError]] = []
+        try:
+            for start in range(0, len(hashes), MAX_OPEN_OBJECTS):
+                out.extend(self._open_batch(list(hashes[start:start + MAX_OPEN_OBJECTS])))
+        except BaseException:
+            for item in out:
+                if not isinstance(item, CachedError):
+                    item.close()
+            raise
+        return out
+
+    def _open_batch(self, hashes: List[str]) -> List[Union[BinaryIO, CachedError]]:
+        """One ``open`` with ``hashes``: the answer must name each hash in
+        order with a ``size`` or an ``error`` code; each object opened takes
+        the oldest descriptor received, a regular file of its size."""
+        for fd in self._fds:  # none belong to an answer still to come
+            os.close(fd)
+        self._fds = []
+        self._send("open", hashes=hashes)
+        answer = self._checked(self._line())
+        shown = json.dumps(answer)[:200]
+        entries = answer.get("objects")
+        if not isinstance(entries, list) or len(entries) != len(hashes):
+            raise self._malformed(f"an open answer for {len(hashes)} objects without one entry per object: {shown}")
+        sizes: List[Optional[int]] = []
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict) or entry.get("hash") != hashes[i]:
+                raise self._malformed(f"entry {i} of an open answer does not name {hashes[i]}, the hash asked for there: {shown}")
+            error = entry.get("error")
+            if "size" in entry:
+                sizes.append(self._size(entry, f"entry {i} of an open"))
+            elif isinstance(error, dict) and isinstance(error.get("code"), str):
+                sizes.append(None)
+            else:
+                raise self._malformed(f"entry {i} of an open answer has neither a size nor an error code: {shown}")
+        opened = sum(1 for s in sizes if s is not None)
+        if answer.get("opened", opened) != opened:
+            raise self._malformed(f"an open answer that says {answer.get('opened')} objects were opened and lists {opened}: {shown}")
+        if len(self._fds) < opened:
+            raise self._malformed(f"an open answer for {opened} objects came with {len(self._fds)} descriptors: {shown}")
+        passed, self._fds = self._fds[:opened], self._fds[opened:]
+        for fd, size in zip(passed, (s for s in sizes if s is not None)):
+            problem = self._passed_file_problem(fd, size)
+            if problem:
+                for d in passed:
+                    os.close(d)
+                raise self._malformed(f"a descriptor passed with an open answer is {problem}")
+        files = iter(passed)
+        out: List[Union[BinaryIO, CachedError]] = []
+        for entry, size in zip(entries, sizes):
+            if size is None:
+                code = entry["error"]["code"]
+                out.append(CachedError(code if code in DAEMON_ERROR_CODES else "internal",
+                                       str(entry["error"].get("message", "the daemon gave no reason"))))
+            else:
+                out.append(io.open(next(files), "rb", closefd=True))
+        return out
 
     @staticmethod
     def _passed_file_problem(fd: int, size: int) -> Optional[str]:

@@ -76,13 +76,20 @@ int clinux_tune_malloc(int trim_threshold, int mmap_threshold);
 /* malloc_trim(0): free heap pages go back to the kernel. */
 int clinux_release_free_memory(void);
 
-/** sendmsg(sock, buf, len, MSG_NOSIGNAL) with descriptor `fd` attached as
-    SCM_RIGHTS ancillary data (CMSG_* are macros Swift cannot call). The
-    descriptor travels with the first byte sent; -1 with errno. */
-long clinux_send_with_fd(int sock, const void *buf, unsigned long len, int fd);
+/** The most descriptors one clinux_send_with_fds passes and one
+    clinux_recv_with_fds takes: a batch `open`'s (docs/protocol.md, "Limits";
+    the kernel's own bound per message, SCM_MAX_FD, is 253). */
+#define CLINUX_MAX_PASSED_FDS 64
+
+/** sendmsg(sock, buf, len, MSG_NOSIGNAL) with the `nfds` descriptors of
+    `fds` (1 to CLINUX_MAX_PASSED_FDS) attached as SCM_RIGHTS ancillary data
+    (CMSG_* are macros Swift cannot call). They travel together with the
+    first byte sent; -1 with errno (EINVAL for a count out of range). */
+long clinux_send_with_fds(int sock, const void *buf, unsigned long len, const int *fds, int nfds);
 
 /** recvmsg(sock, buf, len) with MSG_CMSG_CLOEXEC, taking up to `max_fds`
-    descriptors passed as SCM_RIGHTS into `fds` and their count into `*nfds`.
+    (at most CLINUX_MAX_PASSED_FDS) descriptors passed as SCM_RIGHTS into
+    `fds` and their count into `*nfds`.
     `*truncated` is set when the kernel dropped ancillary data that did not
     fit (MSG_CTRUNC; it closes what it dropped). Returns the bytes received,
     0 at end of stream, -1 with errno. */

@@ -95,6 +95,35 @@ enum AnswerEncoding {
         Response.ok(tag: tag) { $0.field("size", size) }
     }
 
+    /// The answer line of `open` with `hashes`: `opened`, the descriptors
+    /// that travel with it, then each object's outcome in the order asked,
+    /// `{"hash","size"}` or `{"hash","error":{"code","message"}}`
+    /// (docs/protocol.md, "open of many objects").
+    static func opened(_ outcomes: [(hash: Hash128, result: Result<Int64, ProtocolError>)], tag: [UInt8]?) -> [UInt8] {
+        let opened = outcomes.reduce(0) { n, o in if case .success = o.result { n + 1 } else { n } }
+        return Response.ok(tag: tag, capacity: 32 + outcomes.count * 64) { o in
+            o.field("opened", opened)
+            o.key("objects")
+            var first = true
+            for (hash, result) in outcomes {
+                var entry = JSONObjectWriter(capacity: 64)
+                entry.field("hash", hash.hex)
+                switch result {
+                case .success(let size): entry.field("size", size)
+                case .failure(let e):
+                    var inner = JSONObjectWriter()
+                    inner.field("code", e.code.rawValue)
+                    inner.field("message", e.message)
+                    entry.field("error", object: inner)
+                }
+                o.appendRaw(first ? "[".utf8 : ",".utf8)
+                o.appendRaw(entry.finished())
+                first = false
+            }
+            o.appendRaw("]".utf8)
+        }
+    }
+
     static func prefetch(_ r: PrefetchReport, tag: [UInt8]?) -> [UInt8] {
         Response.ok(tag: tag, capacity: 256) { prefetchMembers(r, &$0) }
     }

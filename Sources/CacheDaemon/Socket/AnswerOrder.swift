@@ -11,15 +11,16 @@ extension Connection {
         else { slots.append((Connection.immediateSlot, [.bytes(bytes)], true)) }
     }
 
-    /// Queues a complete answer line that carries `descriptor` with its first byte.
-    func answerNow(_ bytes: [UInt8], passing descriptor: FileDescriptor) {
-        descriptors += 1
+    /// Queues a complete answer line that carries `passed` (at least one
+    /// descriptor) with its first byte.
+    func answerNow(_ bytes: [UInt8], passing passed: [FileDescriptor]) {
+        descriptors += passed.count
         heldBytes += bytes.count
         if slots.isEmpty {
-            enqueue(.descriptor(descriptor))
+            enqueue(.descriptors(passed))
             enqueue(.bytes(bytes))
         } else {
-            slots.append((Connection.immediateSlot, [.descriptor(descriptor), .bytes(bytes)], true))
+            slots.append((Connection.immediateSlot, [.descriptors(passed), .bytes(bytes)], true))
         }
     }
 
@@ -46,8 +47,8 @@ extension Connection {
         case let .nowFile(head, fd, offset, length):
             answerNow(head)
             appendFile(fd, offset: offset, size: length)
-        case let .nowPassing(line, fd):
-            if framing == .jsonLines { answerNow(line, passing: fd) } else { fd.close(); answerNow(line) }
+        case let .nowPassing(line, fds):
+            if framing == .jsonLines { answerNow(line, passing: fds) } else { for fd in fds { fd.close() }; answerNow(line) }
         case .later:
             awaitAnswer(slot)
             return true

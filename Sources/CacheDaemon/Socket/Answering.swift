@@ -32,7 +32,7 @@ extension Reply {
         switch answer {
         case .now(let bytes): finish(bytes)
         case let .nowFile(head, fd, offset, length): finish(header: head, file: fd, offset: offset, size: length)
-        case let .nowPassing(line, fd): finish(line, passing: fd)
+        case let .nowPassing(line, fds): finish(line, passing: fds)
         case .later: break
         }
     }

@@ -45,8 +45,9 @@ final class Connection {
     /// Set while the connection waits in the loop's flush queue.
     var flushQueued = false
     /// The slot of an answer whose size is known only once it is made
-    /// (a listing built on a worker; on an HTTP connection, any answer that
-    /// comes later): reading the connection waits for it.
+    /// (a listing built on a worker, the descriptors of an `open` of many
+    /// objects; on an HTTP connection, any answer that comes later):
+    /// reading the connection waits for it.
     var unsizedAnswer: UInt64?
     /// When bytes last moved either way (monotonic ns), for the idle timeout.
     var lastActivity = Clock.monotonicNanoseconds()
@@ -91,10 +92,10 @@ final class Connection {
         case .file(let fd, let offset, let size):
             queuedBytes += Int(size)
             ready.append(.file(fd, offset: offset, size: size))
-        case .descriptor(let fd):
-            // Never coalesced: the bytes after it start a chunk of their own.
-            queuedBytes += Connection.descriptorCost
-            ready.append(.descriptor(fd))
+        case .descriptors(let fds):
+            // Never coalesced: the bytes after them start a chunk of their own.
+            queuedBytes += Connection.descriptorCost * fds.count
+            ready.append(.descriptors(fds))
         }
     }
 
@@ -163,11 +164,8 @@ final class HTTPConnectionInput {
 }
 
 extension Sequence<OutputChunk> {
-    /// How many of the chunks hold a descriptor.
+    /// How many descriptors the chunks hold.
     var descriptorCount: Int {
-        reduce(0) { n, chunk in
-            if case .bytes = chunk { return n }
-            return n + 1
-        }
+        reduce(0) { n, chunk in n + chunk.descriptorCount }
     }
 }

@@ -40,7 +40,7 @@ public final class DispatchHarness: Sendable {
         switch dispatcher.handle(request, reply) {
         case .now(let bytes): return bytes
         case .nowFile(let header, let fd, _, _): fd.close(); return header
-        case .nowPassing(let line, let fd): fd.close(); return line
+        case .nowPassing(let line, let fds): for fd in fds { fd.close() }; return line
         case .later: return nil
         }
     }
@@ -53,7 +53,7 @@ public final class DispatchHarness: Sendable {
         switch http.handle(request, reply) {
         case .now(let bytes): return (bytes, false)
         case .nowFile(let head, let fd, _, _): fd.close(); return (head, true)
-        case .nowPassing(let bytes, let fd): fd.close(); return (bytes, false)
+        case .nowPassing(let bytes, let fds): for fd in fds { fd.close() }; return (bytes, false)
         case .later: return nil
         }
     }
@@ -87,7 +87,7 @@ public final class DispatchHarness: Sendable {
         switch answer {
         case .now(let bytes): return (bytes, 0)
         case let .nowFile(head, fd, offset, length): chunks = [.bytes(head), .file(fd, offset: offset, size: length)]
-        case let .nowPassing(line, fd): chunks = [.descriptor(fd), .bytes(line)]
+        case let .nowPassing(line, fds): chunks = [.descriptors(fds), .bytes(line)]
         case .later:
             chunks = []
             let deadline = Clock.instant(after: timeout)
@@ -127,9 +127,9 @@ public final class DispatchHarness: Sendable {
                 }
                 bytes += buffer.prefix(read)
                 fd.close()
-            case .descriptor(let fd):
-                passed += 1
-                fd.close()
+            case .descriptors(let fds):
+                passed += fds.count
+                for fd in fds { fd.close() }
             }
         }
         return (bytes, passed)

@@ -45,8 +45,12 @@ final class Dispatcher: Sendable {
             return Answering.answer(reply, read(tag)) { service.object(hash: hex, prefix: { AnswerEncoding.objectHeader(size: $0, tag: tag) }, then: $0) }
         case .open(let hex):
             return Answering.answer(reply, respond(tag) { (file: VerifiedFile) in
-                .nowPassing(AnswerEncoding.opened(size: file.size, tag: tag), file.descriptor)
+                .nowPassing(AnswerEncoding.opened(size: file.size, tag: tag), [file.descriptor])
             }) { service.openObject(hash: hex, then: $0) }
+        case .openMany(let hashes):
+            return Answering.answer(reply, respond(tag) { [self] (results: [Result<VerifiedFile, CacheError>]) in
+                openedMany(hashes, results, tag)
+            }) { service.openObjects(hashes: hashes, then: $0) }
         case let .prefetch(what, force, progress):
             return Answering.later(reply, respond(tag) { AnswerEncoding.prefetch($0, tag: tag) }) {
                 service.prefetch(what, force: force, progress: { p in
@@ -124,6 +128,28 @@ final class Dispatcher: Sendable {
             case let .file(prefix, fd, size): return .nowFile(prefix, fd, length: size)
             }
         }
+    }
+
+    /// The answer to `open` with `hashes`: one line, the descriptors of the
+    /// objects opened passed with it in order (none: a line alone). Each
+    /// object that failed counts as an error answer.
+    private func openedMany(_ hashes: [Hash128], _ results: [Result<VerifiedFile, CacheError>], _ tag: [UInt8]?) -> Answer {
+        var descriptors: [FileDescriptor] = []
+        var outcomes: [(hash: Hash128, result: Result<Int64, ProtocolError>)] = []
+        outcomes.reserveCapacity(hashes.count)
+        for (hash, result) in zip(hashes, results) {
+            switch result {
+            case .success(let file):
+                descriptors.append(file.descriptor)
+                outcomes.append((hash, .success(file.size)))
+            case .failure(let e):
+                outcomes.append((hash, .failure(ProtocolError(e))))
+            }
+        }
+        let failed = hashes.count - descriptors.count
+        if failed > 0 { service.noteRequests(0, errors: failed) }
+        let line = AnswerEncoding.opened(outcomes, tag: tag)
+        return descriptors.isEmpty ? .now(line) : .nowPassing(line, descriptors)
     }
 
     /// An error line, counted as an error answer (a prefetch that failed in

@@ -180,4 +180,16 @@ extension Command {
         default: false
         }
     }
+
+    /// An answer that, while it is made on a worker, may hold more than
+    /// the per-connection bounds allow for one request: a listing (its
+    /// bytes) or an `open` of many objects (up to 64 descriptors). Reading
+    /// the connection waits until it comes, so a client has at most one
+    /// such answer being made at a time.
+    var holdsReadingWhileMade: Bool {
+        switch self {
+        case .listPosts, .listImages, .openMany: true
+        default: false
+        }
+    }
 }

@@ -72,35 +72,35 @@ extension EventLoop {
                     c.ready.removeFirst()
                     c.readyOffset = 0
                 }
-            case .descriptor(let fd):
-                // The descriptor goes with the first byte of the line after
-                // it (queued together, never coalesced into earlier bytes);
-                // once anything was sent it is gone, and the rest of the line
-                // is an ordinary bytes chunk.
+            case .descriptors(let fds):
+                // The descriptors go with the first byte of the line after
+                // them (queued together, never coalesced into earlier bytes);
+                // once anything was sent they are gone, and the rest of the
+                // line is an ordinary bytes chunk.
                 // (Never alone: both are queued in one call; dropped if so.)
                 guard c.ready.count > 1, case .bytes(let line) = c.ready[1] else {
-                    fd.close()
-                    c.descriptors -= 1
+                    for fd in fds { fd.close() }
+                    c.descriptors -= fds.count
                     c.ready.removeFirst()
-                    c.queuedBytes -= Connection.descriptorCost
+                    c.queuedBytes -= Connection.descriptorCost * fds.count
                     continue
                 }
                 let sent: Int
                 do {
-                    sent = try line.withBytes { (raw) throws(SystemError) in try UnixSocket.send(c.fd, raw, passing: fd) }
+                    sent = try line.withBytes { (raw) throws(SystemError) in try UnixSocket.send(c.fd, raw, passing: fds) }
                 } catch {
                     // The client went away, or ETOOMANYREFS: this user has more
                     // descriptors in flight than its RLIMIT_NOFILE (docs/protocol.md, "Limits").
-                    if error.errno == ETOOMANYREFS { log.warning("connection \(c.id): cannot pass a descriptor: \(error); closing it") }
+                    if error.errno == ETOOMANYREFS { log.warning("connection \(c.id): cannot pass \(fds.count == 1 ? "a descriptor" : "\(fds.count) descriptors"): \(error); closing it") }
                     close(c)
                     return
                 }
                 if sent == 0 { updateInterest(c); return }
-                fd.close()
-                c.descriptors -= 1
+                for fd in fds { fd.close() }
+                c.descriptors -= fds.count
                 c.ready.removeFirst()
                 c.lastActivity = Clock.monotonicNanoseconds()
-                c.queuedBytes -= Connection.descriptorCost + sent
+                c.queuedBytes -= Connection.descriptorCost * fds.count + sent
                 c.readyOffset = Int64(sent)
                 // The rest of the line, if any, is let go of by the bytes case.
                 if sent == line.count { c.ready.removeFirst(); c.readyOffset = 0; c.heldBytes -= line.count }

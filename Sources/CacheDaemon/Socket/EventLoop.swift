@@ -348,7 +348,7 @@ final class EventLoop {
                         continue
                     }
                     let reply = Reply(mailbox: mailbox, connection: c.id, slot: slot, tag: request.tag)
-                    if c.answer(handler(request, reply), slot: slot), request.command.isListing { c.unsizedAnswer = slot }
+                    if c.answer(handler(request, reply), slot: slot), request.command.holdsReadingWhileMade { c.unsizedAnswer = slot }
                 }
             }
         }

@@ -10,14 +10,25 @@ enum OutputChunk: Sendable {
     case bytes([UInt8])
     /// `size` bytes of an open file from `offset`, sent with `sendfile`; the loop closes it.
     case file(FileDescriptor, offset: Int64 = 0, size: Int64)
-    /// A descriptor passed to the client (SCM_RIGHTS) with the first byte of
-    /// the `.bytes` chunk that follows it; the loop closes its own copy.
-    case descriptor(FileDescriptor)
+    /// Descriptors (1 to `UnixSocket.maxPassedDescriptors`) passed to the
+    /// client (SCM_RIGHTS) together with the first byte of the `.bytes`
+    /// chunk that follows; the loop closes its own copies.
+    case descriptors([FileDescriptor])
 
     func release() {
         switch self {
         case .bytes: break
-        case .file(let fd, _, _), .descriptor(let fd): fd.close()
+        case .file(let fd, _, _): fd.close()
+        case .descriptors(let fds): for fd in fds { fd.close() }
+        }
+    }
+
+    /// The descriptors this chunk holds (a file to send is one).
+    var descriptorCount: Int {
+        switch self {
+        case .bytes: 0
+        case .file: 1
+        case .descriptors(let fds): fds.count
         }
     }
 }
@@ -165,9 +176,10 @@ struct Reply: Sendable {
         finish(head)
     }
 
-    /// The final line, with `descriptor` passed to the client along with its first byte.
-    func finish(_ line: [UInt8], passing descriptor: FileDescriptor) {
-        mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.descriptor(descriptor), .bytes(line)], done: true))
+    /// The final line, with `descriptors` (at least one) passed to the
+    /// client along with its first byte.
+    func finish(_ line: [UInt8], passing descriptors: [FileDescriptor]) {
+        mailbox.post(Delivery(connection: connection, slot: slot, chunks: [.descriptors(descriptors), .bytes(line)], done: true))
     }
 }
 
@@ -177,8 +189,9 @@ enum Answer {
     case now([UInt8])
     /// A header and `length` bytes of a file from `offset`, now.
     case nowFile([UInt8], FileDescriptor, offset: Int64 = 0, length: Int64)
-    /// The whole answer line, now, with a descriptor passed along with it.
-    case nowPassing([UInt8], FileDescriptor)
+    /// The whole answer line, now, with descriptors (at least one) passed
+    /// along with it.
+    case nowPassing([UInt8], [FileDescriptor])
     /// The handler keeps the `Reply` and answers later.
     case later
 }
