@@ -126,10 +126,13 @@ demo: release
 # The daemon at scale with HTTP on (scripts/soak.py): make test runs a short
 # one (10,000 rows, 50 /events subscribers, 200 pipelining connections, one
 # round, 200 connections not reading listings of 21 MB under 32M of
-# max-queued-bytes-total, variants of 1,000 rows); this runs a long one on the release build, RSS and descriptors
+# max-queued-bytes-total, variants of 1,000 rows, a feed of 100,000 posts
+# listed, searched and stopped: scripts/soak_posts.py); this runs a long one
+# on the release build (the feed of SCALE_POSTS posts), RSS and descriptors
 # checked before and after each part.
+SCALE_POSTS ?= 1000000
 SOAK_ARGS ?= --rows 20000 --posts 20000 --subscribers 1001 --pipeliners 600 --rounds 3 --variants 10000 --listers 600 --listing-total 256M \
-	--tiny-pages 16 --tiny-page-size 2097152 --tiny-limit 1000000
+	--tiny-pages 16 --tiny-page-size 2097152 --tiny-limit 1000000 --scale-posts $(SCALE_POSTS)
 soak: release
 	$(call install_missing,$(SOAK_PACKAGES))
 	$(PYTHON) scripts/soak.py "$$($(SWIFT) build -c release $(BUILD_FLAGS) --show-bin-path)" $(SOAK_ARGS)

@@ -22,7 +22,7 @@ import tempfile
 import time
 
 from benchhttp import check_same_answers, export_answers, http_get, nginx_workers, wrk_script, wrk_side  # noqa: E402 (beside this script)
-from benchlib import free_port, interleave, load_script, nginx_conf, sh, stop, wait_for  # noqa: E402
+from benchlib import free_port, interleave, load_script, nginx_conf, sh, stop, wait_for, write_posts  # noqa: E402
 import benchfs  # noqa: E402
 import benchvariants  # noqa: E402
 
@@ -526,21 +526,6 @@ http { access_log off; sendfile on; keepalive_requests 100000; %(extra)s
             self.procs.stop_all()
             self.btrfs.remove()
             shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-WORDS = ("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et dolore magna "
-         "aliqua enim ad minim veniam quis nostrud exercitation ullamco laboris nisi aliquip ex ea commodo").split()
-
-
-def write_posts(path, n):
-    """A feed of n posts shaped like jsonplaceholder's (about 280 bytes each)."""
-    with open(path, "w") as f:
-        f.write("[")
-        for i in range(1, n + 1):
-            title = " ".join(WORDS[(i * k) % len(WORDS)] for k in range(1, 9))
-            body = "\n".join(" ".join(WORDS[(i + k * j) % len(WORDS)] for k in range(1, 8)) for j in range(1, 5))
-            f.write(("," if i > 1 else "") + json.dumps({"userId": i // 10 + 1, "id": i, "title": title, "body": body}))
-        f.write("]")
 
 
 def resident_bytes(pid):
