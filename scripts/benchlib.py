@@ -50,7 +50,8 @@ def stop(p, timeout=10):
 
 def nginx_conf(tmp, port, www, gzip=False):
     """An nginx configuration serving `www` on 127.0.0.1:`port`, everything it writes under `tmp`;
-    with `gzip`, JSON compressed for clients that ask (as a feed's origin usually does)."""
+    with `gzip`, bodies compressed for clients that ask (as a feed's origin usually does: with
+    no mime.types here, a .json file is served as text/plain)."""
     return """
 worker_processes 1; daemon off; pid %(t)s/nginx.pid; error_log %(t)s/nginx-error.log;
 events { worker_connections 1024; }
@@ -58,7 +59,7 @@ http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;%(g
   client_body_temp_path %(t)s/ntmp; proxy_temp_path %(t)s/ntmp; fastcgi_temp_path %(t)s/ntmp;
   uwsgi_temp_path %(t)s/ntmp; scgi_temp_path %(t)s/ntmp;
   server { listen 127.0.0.1:%(p)d; root %(w)s; } }
-""" % {"t": tmp, "p": port, "w": www, "g": " gzip on; gzip_types application/json;" if gzip else ""}
+""" % {"t": tmp, "p": port, "w": www, "g": " gzip on; gzip_types text/plain application/json;" if gzip else ""}
 
 
 def quiet(args):

@@ -63,6 +63,12 @@ print(json.dumps({"seconds": time.time() - t0, "rows": n}))
 """
 
 
+def sqlite_version():
+    """The SQLite library of the Python the bench runs (its ingest runs there)."""
+    import sqlite3
+    return sqlite3.sqlite_version
+
+
 def status_kib(pid, field):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -225,8 +231,11 @@ def run(bench):
     url = "http://127.0.0.1:%d/posts.json" % port
     if not wait_for(lambda: subprocess.run(["curl", "-sf", "-o", "/dev/null", url]).returncode == 0, 10):
         raise SystemExit("nginx did not start (%s/nginx-error.log)" % root)
-    gz = subprocess.run(["curl", "-s", "--compressed", "-o", "/dev/null", "-w", "%{size_download}", url], capture_output=True, text=True).stdout
-    print("  the feed: %.0f MB, %.0f MB gzipped by nginx" % (size / 1e6, int(gz) / 1e6), flush=True)
+    gz = subprocess.run(["curl", "-s", "-H", "Accept-Encoding: gzip", "-o", "/dev/null", "-w", "%{size_download}", url],
+                        capture_output=True, text=True).stdout
+    if int(gz) >= size:
+        raise SystemExit("nginx did not gzip the feed")
+    print("  the feed: %.1f MB, %.1f MB gzipped by nginx; SQLite %s" % (size / 1e6, int(gz) / 1e6, sqlite_version()), flush=True)
     notes = []
 
     # cached: the refresh.
