@@ -27,13 +27,15 @@ then exec until `cachectl ping` answers, the resident memory then, and the
 first `cachectl get posts --query TITLE --limit 10` right after, timed as a
 whole process), medians of 3; SIGTERM during the start's pass over `posts/`
 (emptied while the daemon was down, so the pass rewrites every file),
-medians of 3. A goal missed gets a profile (perf record -F 1999 -g of the
-step repeated, or of the restart for memory, with /proc/PID/smaps_rollup),
-written below the table.
+medians of 3. A goal missed gets a profile, written below the table: perf
+record -F 1999 -g of the step repeated (a restart, SIGTERM), with
+/proc/PID/smaps_rollup; for the refresh's memory, the refresh again on a
+fresh store under perf record -e page-faults, its resident memory sampled.
 """
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import statistics
@@ -265,8 +267,11 @@ def run(bench):
     bench.row(SECTION, "the refresh's peak MiB (VmHWM), " + label, hwm, "cached's resident after it", rss, "lower",
               "at most 1.5 x the resident after it", lambda o, p: o <= 1.5 * p)
     if rss > redis_rss or hwm > 1.5 * rss:
-        notes.append(("resident after the refresh %.0f MiB, peak %.0f MiB; Redis %.0f MiB" % (rss, hwm, redis_rss),
-                      "smaps_rollup after the refresh: " + refresh_rollup))
+        refresh_miss = ("resident after the refresh %.0f MiB, peak %.0f MiB; Redis %.0f MiB" % (rss, hwm, redis_rss),
+                        "smaps_rollup after the refresh: " + refresh_rollup)
+
+    else:
+        refresh_miss = None
 
     # SQLite and the files floor.
     sqlite = []
@@ -342,6 +347,9 @@ def run(bench):
         d = Daemon(bench, store, sock, url, log)
         notes.append(("SIGTERM during the pass %.2f s" % term, perf_profile(bench, d.p.pid, "sigterm", lambda: (time.sleep(0.5), d.term()))))
     bench.procs.stop(redis)
+    if refresh_miss:
+        d.term()
+        notes.insert(0, (refresh_miss[0], refresh_miss[1] + "\n\n" + peak_profile(bench, root, url)))
     bench.notes.extend(("scale-posts, " + label + ": " + what, text) for what, text in notes)
 
 
@@ -363,9 +371,52 @@ def restart_profile(bench, d, store, sock, url, log, query):
     return "`perf record -F 1999 -g -p PID` from right after exec to the first search's answer, " + perf_report(out)
 
 
-def perf_report(data):
-    """The 40 first symbols of `perf report -i DATA --no-children --sort symbol -g none` (flat), as markdown."""
-    r = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "symbol", "-g", "none", "--stdio"],
-                       capture_output=True, text=True)
-    top = [line for line in r.stdout.splitlines() if line.strip() and not line.startswith("#")][:40]
-    return "`perf report -i X --no-children --sort symbol -g none | head -40`:\n\n```\n" + "\n".join(top) + "\n```"
+def perf_report(data, children=False):
+    """The 40 first symbols of `perf report -i DATA --no-children --sort symbol -g none` (flat; with
+    `children`, --children: each function with what it calls), Swift's names demangled
+    (`swift demangle --simplified --compact`), as markdown."""
+    r = subprocess.run(["perf", "report", "-i", data, "--children" if children else "--no-children", "--sort", "symbol", "-g", "none",
+                        "--stdio"], capture_output=True, text=True)
+    top = "\n".join([re.sub(r"(\s+-)*\s*$", "", line) for line in r.stdout.splitlines() if line.strip() and not line.startswith("#")][:40])
+    if shutil.which("swift"):
+        top = subprocess.run(["swift", "demangle", "--simplified", "--compact"], input=top, capture_output=True, text=True).stdout or top
+    return "`perf report -i X %s --sort symbol -g none | head -40`, demangled:\n\n```\n%s\n```" % (
+        "--children" if children else "--no-children", top.rstrip())
+
+
+def peak_profile(bench, root, url):
+    """The refresh again on a fresh store, under `perf record -e page-faults -g` (where the daemon first
+    touches the pages it takes), its resident memory sampled every 0.1 s: markdown."""
+    store, sock, log = os.path.join(root, "store-peak"), os.path.join(root, "peak.sock"), os.path.join(root, "peak.log")
+    d = Daemon(bench, store, sock, url, log)
+    out = os.path.join(bench.tmp, "perf-peak.data")
+    rec = subprocess.Popen(["perf", "record", "-e", "page-faults", "-c", "16", "-g", "-o", out, "-p", str(d.p.pid)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    samples, done = [], []
+
+    def sample():
+        t0 = time.time()
+        while not done:
+            samples.append((time.time() - t0, status_kib(d.p.pid, "VmRSS") / 1024))
+            time.sleep(0.1)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    r = d.ctl("--timeout", "0", "prefetch", "posts")
+    time.sleep(2)
+    done.append(True)
+    sampler.join()
+    rec.send_signal(signal.SIGINT)
+    rec.wait(120)
+    hwm = status_kib(d.p.pid, "VmHWM") / 1024
+    bench.procs.stop(d.p)
+    shutil.rmtree(store, ignore_errors=True)
+    step = max(1, len(samples) // 24)
+    timeline = ", ".join("%.0f s %.0f" % x for x in samples[::step])
+    peak_at = max(samples, key=lambda x: x[1]) if samples else (0, 0)
+    return ("The refresh again on a fresh store (%s; VmHWM %.0f MiB): resident MiB every %.1f s from the prefetch's request: %s; "
+            "the largest sample %.0f MiB at %.0f s of %.0f s.\n\n`perf record -e page-faults -c 16 -g -p PID` over it (each "
+            "sample 16 page faults: where the daemon touches new pages), %s"
+            % (r.stdout.strip().splitlines()[0] if r.stdout.strip() else r.stderr.strip(), hwm, 0.1 * step, timeline,
+               peak_at[1], peak_at[0], samples[-1][0] if samples else 0, perf_report(out) + "\n\nand with what each calls: "
+               + perf_report(out, children=True)))
