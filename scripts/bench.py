@@ -5,7 +5,7 @@ Prints one table of medians over RUNS runs (default 5) with each peer's figure
 and the ratio, and writes it with the machine's description to
 bench/results.md. Benchmarks, not tests: nothing here passes or fails.
 
-  scripts/bench.py BIN_DIR [--runs N] [--quick] [--only SECTION ...] [--ranges-base BASE_BIN_DIR]
+  scripts/bench.py BIN_DIR [--runs N] [--quick] [--only SECTION ...] [--ranges-base BASE_BIN_DIR] [--scale-posts N]
 """
 import argparse
 import json
@@ -22,8 +22,9 @@ import tempfile
 import time
 
 from benchhttp import check_same_answers, export_answers, http_get, nginx_workers, wrk_script, wrk_side  # noqa: E402 (beside this script)
-from benchlib import free_port, interleave, load_script, nginx_conf, sh, stop, wait_for  # noqa: E402
+from benchlib import free_port, interleave, load_script, nginx_conf, sh, stop, wait_for, write_posts  # noqa: E402
 import benchfs  # noqa: E402
+import benchscale  # noqa: E402
 import benchvariants  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -53,8 +54,9 @@ class Procs:
 
 
 class Bench:
-    def __init__(self, bin_dir, runs, quick, only=None, output=None, ranges_base=None):
+    def __init__(self, bin_dir, runs, quick, only=None, output=None, ranges_base=None, scale_posts=None):
         self.only = only
+        self.scale_posts = scale_posts or (1000000 if not quick else 10000)  # the scale-posts section's feed
         self.ranges_base = ranges_base
         self.output = os.path.abspath(output or os.path.join(ROOT, "bench", "results.md"))
         self.bin = bin_dir
@@ -69,6 +71,7 @@ class Bench:
         self.procs = Procs()
         self.btrfs = benchfs.Btrfs(self.tmp)  # mounted on first use (serving, http-large)
         self.rows = []  # (section, measure, cached, peer name, peer, ratio text, goal)
+        self.notes = []  # (title, text): a missed goal's profile, written below the table
 
     def cachectl(self, sock, *args):
         return subprocess.run([os.path.join(self.bin, "cachectl"), "--socket", sock] + list(args),
@@ -204,7 +207,7 @@ class Bench:
         """How the figures change with the data: posts, manifest rows, many
         small images, long logs. One daemon per size, fresh store."""
         www = self.nginx_www()
-        sizes = (1000, 100000, 1000000) if not self.quick else (1000, 10000)
+        sizes = (1000, 100000) if not self.quick else (1000, 10000)  # 1,000,000: scale-posts (scripts/benchscale.py)
         for n in sizes:
             print("== scale: %d posts" % n, flush=True)
             name = "posts-%d.json" % n
@@ -498,6 +501,8 @@ http { access_log off; sendfile on; keepalive_requests 100000; %(extra)s
                  "|---|---|---|---|---|---|---|---|"]
         for s, m, ours, pn, peer, ratio, goal, met in self.rows:
             lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (s, m, fmt(ours), pn or "-", fmt(peer) if peer else "-", ratio, goal, met))
+        for title, note in self.notes:
+            lines += ["", "## Missed: " + title, "", note]
         text = "\n".join(lines) + "\n"
         os.makedirs(os.path.dirname(self.output), exist_ok=True)
         with open(self.output, "w") as f:
@@ -509,7 +514,7 @@ http { access_log off; sendfile on; keepalive_requests 100000; %(extra)s
         """The sections in their order. `--only http` runs http-small and
         http-large; `--only http-large` that one alone."""
         return (("rate", self.request_rate), ("prefetch", self.prefetch), ("serving", lambda: benchfs.serving(self)),
-                ("cli", self.cli), ("memory", self.idle_memory), ("scale", self.scale),
+                ("cli", self.cli), ("memory", self.idle_memory), ("scale", self.scale), ("scale-posts", lambda: benchscale.run(self)),
                 ("http-small", self.http), ("http-large", lambda: benchfs.http_large_images(self)), ("ranges", self.ranges),
                 ("variants", lambda: benchvariants.run(self)))
 
@@ -526,21 +531,6 @@ http { access_log off; sendfile on; keepalive_requests 100000; %(extra)s
             self.procs.stop_all()
             self.btrfs.remove()
             shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-WORDS = ("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et dolore magna "
-         "aliqua enim ad minim veniam quis nostrud exercitation ullamco laboris nisi aliquip ex ea commodo").split()
-
-
-def write_posts(path, n):
-    """A feed of n posts shaped like jsonplaceholder's (about 280 bytes each)."""
-    with open(path, "w") as f:
-        f.write("[")
-        for i in range(1, n + 1):
-            title = " ".join(WORDS[(i * k) % len(WORDS)] for k in range(1, 9))
-            body = "\n".join(" ".join(WORDS[(i + k * j) % len(WORDS)] for k in range(1, 8)) for j in range(1, 5))
-            f.write(("," if i > 1 else "") + json.dumps({"userId": i // 10 + 1, "id": i, "title": title, "body": body}))
-        f.write("]")
 
 
 def resident_bytes(pid):
@@ -613,9 +603,10 @@ if __name__ == "__main__":
     ap.add_argument("bin")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="smaller runs, for a smoke test")
-    ap.add_argument("--only", action="append", help="run only this section (rate, prefetch, serving, cli, memory, scale, "
-                    "http, which is http-small and http-large, ranges, variants); repeatable")
+    ap.add_argument("--only", action="append", help="run only this section (rate, prefetch, serving, cli, memory, scale, which is "
+                    "scale and scale-posts, http, which is http-small and http-large, ranges, variants); repeatable")
+    ap.add_argument("--scale-posts", type=int, help="posts of the scale-posts section's feed (default 1,000,000; --quick 10,000)")
     ap.add_argument("--output", help="where the table goes (default bench/results.md)")
     ap.add_argument("--ranges-base", help="the ranges section compares with this build (BIN_DIR of another commit) instead of whole GETs")
     a = ap.parse_args()
-    Bench(a.bin, a.runs, a.quick, a.only, a.output, a.ranges_base).run()
+    Bench(a.bin, a.runs, a.quick, a.only, a.output, a.ranges_base, a.scale_posts).run()

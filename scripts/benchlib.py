@@ -1,6 +1,8 @@
 """What the bench scripts share: running a command, waiting for a condition,
-a free TCP port, stopping a process, rotated rounds, loading a sibling script."""
+a free TCP port, stopping a process, rotated rounds, loading a sibling script,
+a feed of posts."""
 import importlib.util
+import json
 import os
 import signal
 import socket
@@ -46,16 +48,18 @@ def stop(p, timeout=10):
             p.wait()
 
 
-def nginx_conf(tmp, port, www):
-    """An nginx configuration serving `www` on 127.0.0.1:`port`, everything it writes under `tmp`."""
+def nginx_conf(tmp, port, www, gzip=False):
+    """An nginx configuration serving `www` on 127.0.0.1:`port`, everything it writes under `tmp`;
+    with `gzip`, bodies compressed for clients that ask (as a feed's origin usually does: with
+    no mime.types here, a .json file is served as text/plain)."""
     return """
 worker_processes 1; daemon off; pid %(t)s/nginx.pid; error_log %(t)s/nginx-error.log;
 events { worker_connections 1024; }
-http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
+http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;%(g)s
   client_body_temp_path %(t)s/ntmp; proxy_temp_path %(t)s/ntmp; fastcgi_temp_path %(t)s/ntmp;
   uwsgi_temp_path %(t)s/ntmp; scgi_temp_path %(t)s/ntmp;
   server { listen 127.0.0.1:%(p)d; root %(w)s; } }
-""" % {"t": tmp, "p": port, "w": www}
+""" % {"t": tmp, "p": port, "w": www, "g": " gzip on; gzip_types text/plain application/json;" if gzip else ""}
 
 
 def quiet(args):
@@ -118,3 +122,28 @@ def load_script(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+WORDS = ("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et dolore magna "
+         "aliqua enim ad minim veniam quis nostrud exercitation ullamco laboris nisi aliquip ex ea commodo").split()
+
+
+def post_title(i):
+    """Post i's title: 8 of WORDS, the same for every i of the same remainder by len(WORDS) (33 titles in all)."""
+    return " ".join(WORDS[(i * k) % len(WORDS)] for k in range(1, 9))
+
+
+def post_json(i):
+    """Post i as write_posts writes it, shaped like jsonplaceholder's (about 280 bytes)."""
+    body = "\n".join(" ".join(WORDS[(i + k * j) % len(WORDS)] for k in range(1, 8)) for j in range(1, 5))
+    return json.dumps({"userId": i // 10 + 1, "id": i, "title": post_title(i), "body": body})
+
+
+def write_posts(path, n):
+    """A feed of posts 1...n as one bare JSON array, each post_json(i); its size in bytes."""
+    with open(path, "w") as f:
+        f.write("[")
+        for i in range(1, n + 1):
+            f.write(("," if i > 1 else "") + post_json(i))
+        f.write("]")
+    return os.path.getsize(path)

@@ -9,15 +9,16 @@ requests never read under a low RLIMIT_NOFILE; silent HTTP connections at
 LISTING_POSTS posts they never read, the peak within max-queued-bytes-total
 plus one listing (issue 33); image variants of VARIANTS rows over HTTP under
 a small `variant-max-size`, helpers replaced every 100 jobs all along
-(issue 26).
+(issue 26); a feed of SCALE_POSTS posts listed, searched and stopped
+(issue 34, scripts/soak_posts.py).
 
     scripts/soak.py BIN_DIR [--rows N] [--posts N] [--subscribers N] [--pipeliners N] [--rounds N] [--variants N]
-                    [--listers N] [--listing-posts N] [--listing-total SIZE] [--only PART]
+                    [--listers N] [--listing-posts N] [--listing-total SIZE] [--scale-posts N] [--only PART]
 
 `make test` runs a short one (10,000 rows, 50 subscribers, 200 pipeliners,
 one round, 200 connections not reading listings of 20,000 posts under
-max-queued-bytes-total 32M, 1,000 variants), `make soak` a long one (600
-such connections under 256M). Prints one line per check and then
+max-queued-bytes-total 32M, 1,000 variants, 100,000 posts), `make soak` a
+long one (600 such connections under 256M, 1,000,000 posts). Prints one line per check and then
 'N passed, N failed'; exits 1 if any failed.
 """
 import argparse
@@ -37,6 +38,7 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import call_socket, free_port, nginx_conf, stop, wait_for  # noqa: E402
+import soak_posts  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 RESULTS = []
@@ -650,7 +652,8 @@ def main():
     ap.add_argument("--listing-posts", type=int, default=20000, help="posts of about 1 KB in the listings part's store")
     ap.add_argument("--listing-total", default="32M", help="max-queued-bytes-total of the listings part, in M")
     ap.add_argument("--listing-seconds", type=float, default=6, help="how long the listings part's connections stay")
-    ap.add_argument("--only", choices=["prefetch", "listings", "descriptors", "accept", "silent", "variants", "tiny"], help="run one part")
+    ap.add_argument("--scale-posts", type=int, default=100000, help="posts of the posts part's feed (scripts/soak_posts.py)")
+    ap.add_argument("--only", choices=["prefetch", "listings", "descriptors", "accept", "silent", "variants", "tiny", "posts"], help="run one part")
     a = ap.parse_args()
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -673,7 +676,8 @@ def main():
         if not wait_for(lambda: subprocess.run(["curl", "-sf", origin + "/manifest.json", "-o", "/dev/null"]).returncode == 0, 10):
             raise SystemExit("nginx did not start")
         for name, part in (("prefetch", soak_prefetch), ("listings", soak_listings), ("descriptors", soak_descriptors), ("accept", soak_accept),
-                           ("silent", soak_silent), ("variants", soak_variants), ("tiny", soak_tiny)):
+                           ("silent", soak_silent), ("variants", soak_variants), ("tiny", soak_tiny),
+                           ("posts", lambda *args: soak_posts.run(sys.modules[__name__], *args))):
             if a.only in (None, name):
                 part(a.bin_dir, tmp, origin, a)
     finally:
