@@ -113,12 +113,12 @@ import CacheSystem
             #expect(r.status == 2, "\(args): \(r.stderr)")
             #expect(r.stdout.isEmpty)
             #expect(r.stderr == "cachectl: get needs what to get: post ID | posts [--query TEXT] [--offset N] [--limit N] | image ROW [--width W] [--height H] [--fit F] [--format F] [-o FILE] "
-                    + "| images [--offset N] [--limit N] (see cachectl --help)\n", "\(r.stderr)")
+                    + "| images [--offset N] [--limit N] | objects HASH... [-o DIR] (see cachectl --help)\n", "\(r.stderr)")
         }
         let r = try cachectl(["get", "everything"], socket: scratch.path + "/none.sock")
         #expect(r.status == 2)
         #expect(r.stderr == "cachectl: get expects post ID | posts [--query TEXT] [--offset N] [--limit N] | image ROW [--width W] [--height H] [--fit F] [--format F] [-o FILE] "
-                + "| images [--offset N] [--limit N], not \"everything\"\n", "\(r.stderr)")
+                + "| images [--offset N] [--limit N] | objects HASH... [-o DIR], not \"everything\"\n", "\(r.stderr)")
     }
 
     @Test func outputPathsThatCannotBeWrittenGetAPlainError() throws {
