@@ -292,26 +292,60 @@ struct IndexLog: Sendable {
     /// transaction is encoded and as the file is written (`writeDurably`):
     /// once it is raised, `ECANCELED` is thrown before the rename, the
     /// commit point, so the log stays as it was and no temp file is left.
-    mutating func rewrite(_ transactions: [[LogRecord]], atLeast minimum: UInt8 = RecordCodec.firstFormatVersion,
-                          tempDirectory: String, stop: StopFlag? = nil) throws(SystemError) {
+    ///
+    /// `transactions` hands each transaction to the function it is given,
+    /// in order; each is encoded and written as it comes, `appendPiece` at
+    /// a time, so the new log is never whole in memory (a million posts'
+    /// log is 300 MB).
+    mutating func rewrite(atLeast minimum: UInt8 = RecordCodec.firstFormatVersion, tempDirectory: String, stop: StopFlag? = nil,
+                          transactions: ((([LogRecord]) throws(SystemError) -> Void)) throws(SystemError) -> Void) throws(SystemError) {
         var newVersion = minimum
-        for t in transactions { for r in t { newVersion = max(newVersion, r.formatVersion) } }
-        var bytes = RecordCodec.header(version: newVersion)
         var count = 0
-        for t in transactions {
-            if stop?.isRaised == true { throw SystemError("write", "\(path) (its rewrite)", errno: ECANCELED) }
-            for r in t { RecordCodec.encode(r, into: &bytes) }
-            RecordCodec.encode(.commit, into: &bytes)
-            count += t.count + 1
+        var total = 0
+        try files.writeDurably(to: path, tempDirectory: tempDirectory, mode: 0o600, stop: stop) { (out, temp) throws(SystemError) in
+            var bytes = RecordCodec.header(version: minimum)
+            var unsynced = 0
+            func flush() throws(SystemError) {
+                try out.writeAll(bytes)
+                total += bytes.count
+                unsynced += bytes.count
+                bytes.removeAll(keepingCapacity: true)
+                // Synced as it goes when it may be stopped: no one sync at the end is long.
+                if stop != nil, unsynced >= ConfinedDirectory.stoppablePiece { try out.syncData(); unsynced = 0 }
+            }
+            try transactions { (t) throws(SystemError) in
+                if stop?.isRaised == true { throw SystemError("write", "\(path) (its rewrite)", errno: ECANCELED) }
+                for r in t {
+                    newVersion = max(newVersion, r.formatVersion)
+                    RecordCodec.encode(r, into: &bytes)
+                }
+                RecordCodec.encode(.commit, into: &bytes)
+                count += t.count + 1
+                if bytes.count >= Self.appendPiece { try flush() }
+            }
+            try flush()
+            // The header, written first with the least version, names the
+            // version of the newest record written.
+            if newVersion != minimum {
+                _ = try out.seek(to: 0)
+                try out.writeAll(RecordCodec.header(version: newVersion))
+            }
         }
-        try files.writeDurably(bytes, to: path, tempDirectory: tempDirectory, mode: 0o600, stop: stop)
         let newFD = try files.open(path, O_RDWR | O_APPEND)
         fd.close()
         fd = newFD
-        length = Int64(bytes.count)
+        length = Int64(total)
         version = newVersion
         try fd.seek(to: length)
         recordCount = count
+    }
+
+    /// `rewrite(atLeast:tempDirectory:stop:transactions:)` of transactions held in memory.
+    mutating func rewrite(_ transactions: [[LogRecord]], atLeast minimum: UInt8 = RecordCodec.firstFormatVersion,
+                          tempDirectory: String, stop: StopFlag? = nil) throws(SystemError) {
+        try rewrite(atLeast: minimum, tempDirectory: tempDirectory, stop: stop) { (emit) throws(SystemError) in
+            for t in transactions { try emit(t) }
+        }
     }
 
     func close() { fd.close() }

@@ -171,8 +171,12 @@ extension Store {
         let before = w.log.recordCount
         let what = "compaction of index.log (\(NumberText.grouped(before)) records)"
         if stop.isRaised { throw .stopped("\(what) did not start; it runs when it is next due") }
-        let (transactions, order) = state.withLock { ($0.liveTransactions(), $0.rewrittenOrder) }
-        do throws(SystemError) { try w.log.rewrite(transactions, tempDirectory: tempDirectory, stop: stop) } catch {
+        // A snapshot (its storage shared, not copied: the writer's lock,
+        // held, keeps the posts as they are), encoded as it is written.
+        let (snapshot, order) = state.withLock { ($0, $0.rewrittenOrder) }
+        do throws(SystemError) {
+            try w.log.rewrite(tempDirectory: tempDirectory, stop: stop) { (emit) throws(SystemError) in try snapshot.forEachLiveTransaction(emit) }
+        } catch {
             guard error.errno == ECANCELED, stop.isRaised else { throw .io(error) }
             throw .stopped("\(what) stopped before its rewrite replaced the log; index.log is as it was, and compaction runs again when it is next due")
         }

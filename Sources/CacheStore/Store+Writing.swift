@@ -65,8 +65,10 @@ extension Store {
     /// older cached can still open the store (docs/storage-format.md,
     /// "Format evolution").
     func upgradeLog(to version: UInt8, _ w: inout WriterState) throws(StoreError) {
-        let (transactions, order) = state.withLock { ($0.liveTransactions(), $0.rewrittenOrder) }
-        do throws(SystemError) { try w.log.rewrite(transactions, atLeast: version, tempDirectory: tempDirectory) } catch {
+        let (snapshot, order) = state.withLock { ($0, $0.rewrittenOrder) }
+        do throws(SystemError) {
+            try w.log.rewrite(atLeast: version, tempDirectory: tempDirectory) { (emit) throws(SystemError) in try snapshot.forEachLiveTransaction(emit) }
+        } catch {
             throw .io(error)
         }
         state.withLock { $0.recordedOrder = order }

@@ -241,17 +241,25 @@ struct StoreState {
     /// it unconditionally).
     func liveTransactions(chunk: Int = 64) -> [[LogRecord]] {
         var out: [[LogRecord]] = []
+        forEachLiveTransaction(chunk: chunk) { out.append($0) }
+        return out
+    }
+
+    /// `liveTransactions`, each handed to `body` as it is made rather than
+    /// all collected: a compaction writes each as it comes, holding one
+    /// transaction's copy of the posts at a time.
+    func forEachLiveTransaction<E: Error>(chunk: Int = 64, _ body: ([LogRecord]) throws(E) -> Void) throws(E) {
         var current: [LogRecord] = []
-        func flush() { if !current.isEmpty { out.append(current); current = [] } }
+        func flush() throws(E) { if !current.isEmpty { try body(current); current = [] } }
         for (n, id) in feedIDs.enumerated() {
             if let json = posts[id] { current.append(.post(id: id, json: json)) }  // a copy: compaction writes a chunk at a time
-            if (n + 1) % chunk == 0 { flush() }
+            if (n + 1) % chunk == 0 { try flush() }
         }
-        flush()
+        try flush()
         if feedIDs != Self.feedOrder(recorded: [], posts: posts) {
-            out += PostOrderRecords.records(for: feedIDs).map { [$0] }
+            for r in PostOrderRecords.records(for: feedIDs) { try body([r]) }
         }
-        if postsKnown { out.append(Self.pageRecords(.posts, pages[.posts]!)) }
+        if postsKnown { try body(Self.pageRecords(.posts, pages[.posts]!)) }
         // One use time and one set of chunk digests per object, after the first
         // row that maps it (several rows may share one object: these are the object's).
         var timed = Set<Hash128>()
@@ -265,9 +273,9 @@ struct StoreState {
                     if let c = chunks[o.hash] { current.append(.objectChunks(hash: o.hash, chunks: c)) }
                 }
             }
-            if (i + 1) % chunk == 0 { flush() }
+            if (i + 1) % chunk == 0 { try flush() }
         }
-        flush()
+        try flush()
         // Variants after every row, so their sources are known when they replay.
         for (n, (key, v)) in variants.sorted(by: { $0.key < $1.key }).enumerated() {
             current.append(.variant(source: key.source, spec: key.spec, variant: v))
@@ -275,13 +283,12 @@ struct StoreState {
                 if let t = lastUse[v.object.hash] { current.append(.access(hash: v.object.hash, time: t)) }
                 if let c = chunks[v.object.hash] { current.append(.objectChunks(hash: v.object.hash, chunks: c)) }
             }
-            if (n + 1) % chunk == 0 { flush() }
+            if (n + 1) % chunk == 0 { try flush() }
         }
-        flush()
+        try flush()
         if manifestKnown {
-            out.append([.manifestSize(count: rows.count)] + (pages[.manifest].map { Self.pageRecords(.manifest, $0) } ?? []))
+            try body([.manifestSize(count: rows.count)] + (pages[.manifest].map { Self.pageRecords(.manifest, $0) } ?? []))
         }
-        return out
     }
 
     /// The records that store `stored` as `feed`'s pages: a `validators`

@@ -272,15 +272,27 @@ public final class ConfinedDirectory: Sendable {
     /// is left as it was and `ECANCELED` is thrown.
     public func writeDurably(_ bytes: [UInt8], to p: String, tempDirectory: String,
                              mode: mode_t = 0o644, syncDirectory shouldSync: Bool = true, stop: StopFlag? = nil) throws(SystemError) {
-        let temp = "\(tempDirectory)/\(TempName.next())"
-        let fd = try open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
-        var open = true
-        do throws(SystemError) {
+        try writeDurably(to: p, tempDirectory: tempDirectory, mode: mode, syncDirectory: shouldSync, stop: stop) { (fd, temp) throws(SystemError) in
             if let stop {
                 try Self.writeInPieces(bytes, fd, stop: stop, display: temp)
             } else {
                 try fd.writeAll(bytes)
             }
+        }
+    }
+
+    /// `writeDurably(_:to:...)` of the bytes `write` writes to the temp
+    /// file (given with its path, for errors), for a file too large to be
+    /// built in memory first (the log's rewrite, written as it is encoded).
+    /// With `stop`, `write` looks at the flag as it goes (throwing
+    /// `ECANCELED`), and it is looked at again before the rename.
+    public func writeDurably(to p: String, tempDirectory: String, mode: mode_t = 0o644, syncDirectory shouldSync: Bool = true,
+                             stop: StopFlag? = nil, _ write: (FileDescriptor, String) throws(SystemError) -> Void) throws(SystemError) {
+        let temp = "\(tempDirectory)/\(TempName.next())"
+        let fd = try open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
+        var open = true
+        do throws(SystemError) {
+            try write(fd, temp)
             try fd.sync()
             if stop?.isRaised == true { throw SystemError("write", temp, errno: ECANCELED) }
             fd.close()
