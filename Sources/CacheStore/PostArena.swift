@@ -61,9 +61,27 @@ struct PostArena: Sendable {
         }
     }
 
-    /// The bytes at `spans`, lent as a page: the chunks shared, not copied.
+    /// The bytes at `spans`, lent as a page: the chunks shared, not copied,
+    /// and only those the spans name (a page held while the arena is
+    /// compacted keeps its own chunks alive, not every old one).
     func bodies(_ spans: [Span]) -> PostBodies {
-        PostBodies(chunks: chunks, spans: spans)
+        var lent: [[UInt8]] = []
+        var renumbered: [UInt32: UInt32] = [:]
+        var last: (old: UInt32, new: UInt32)?
+        let mapped = spans.map { span -> Span in
+            var s = span
+            if let l = last, l.old == span.chunk { s.chunk = l.new; return s }
+            if let n = renumbered[span.chunk] {
+                s.chunk = n
+            } else {
+                s.chunk = UInt32(lent.count)
+                renumbered[span.chunk] = s.chunk
+                lent.append(chunks[Int(span.chunk)])
+            }
+            last = (span.chunk, s.chunk)
+            return s
+        }
+        return PostBodies(chunks: lent, spans: mapped)
     }
 
     /// Makes room for `bytes` more: only the list of chunks; a chunk's

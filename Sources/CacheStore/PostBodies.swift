@@ -46,6 +46,9 @@ public struct PostBodies: Sendable, RandomAccessCollection {
     /// The bytes of every post of the page together.
     public var totalBytes: Int { spans.reduce(0) { $0 + Int($1.count) } }
 
+    /// How many chunks the page holds on to (tests).
+    var lentChunks: Int { chunks.count }
+
     /// The first `k` posts.
     public func prefix(_ k: Int) -> PostBodies {
         PostBodies(chunks: chunks, spans: Array(spans.prefix(k)))

@@ -77,4 +77,19 @@ import CacheSystem
         table.set(.int(3), Array(#"{"id":3}"#.utf8))
         #expect(table[.int(2)] == big && table[.int(1)] == Array(#"{"id":1}"#.utf8) && table[.int(3)] == Array(#"{"id":3}"#.utf8))
     }
+
+    /// A page lent from the table keeps its bytes through later changes and
+    /// a compaction, and holds only the chunks its posts lie in.
+    @Test func aLentPageKeepsItsBytesAndOnlyItsChunks() {
+        var table = PostTable()
+        let big = (1...3).map { n in Array(#"{"id":\#(n),"pad":""#.utf8) + [UInt8](repeating: UInt8(ascii: "a") + UInt8(n), count: 9 << 20) + Array(#""}"#.utf8) }
+        for (n, json) in big.enumerated() { table.set(.int(Int64(n + 1)), json) }
+        let page = table.bodies(at: [table.slot(of: .int(3))!, table.slot(of: .int(3))!])
+        #expect(page.count == 2 && page[0] == big[2] && page[1] == big[2])
+        #expect(page.lentChunks == 1, "one chunk lent, not the arena's \(3)")
+        table.remove(.int(3))
+        table.set(.int(1), Array(#"{"id":1}"#.utf8))
+        table.compactIfWasteful()
+        #expect(page[0] == big[2] && page.totalBytes == 2 * big[2].count)
+    }
 }
