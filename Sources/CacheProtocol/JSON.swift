@@ -91,13 +91,13 @@ public struct JSONParser {
     /// The deepest nesting of arrays and objects accepted. Default 64.
     public static let defaultMaxDepth = 64
 
-    private let bytes: UnsafeRawBufferPointer
-    private var pos = 0
-    private let maxDepth: Int
+    let bytes: UnsafeRawBufferPointer
+    var pos = 0
+    let maxDepth: Int
     /// The most elements the captured array may hold (`parseDocument`).
-    private var maxElements = Int.max
+    var maxElements = Int.max
 
-    private init(_ bytes: UnsafeRawBufferPointer, maxDepth: Int) {
+    init(_ bytes: UnsafeRawBufferPointer, maxDepth: Int) {
         self.bytes = bytes
         self.maxDepth = maxDepth
     }
@@ -110,51 +110,6 @@ public struct JSONParser {
             let v = try p.value(depth: 0)
             try p.expectEnd()
             return v
-        }
-    }
-
-    /// Parses a top-level array, returning each element with the byte range it
-    /// occupies, so callers can keep an element's exact text.
-    public static func parseArrayElements(_ bytes: some Collection<UInt8>, maxDepth: Int = defaultMaxDepth) throws(JSONError) -> [(value: JSON, range: Range<Int>)] {
-        try withParser(bytes, maxDepth: maxDepth) { (p) throws(JSONError) -> [(value: JSON, range: Range<Int>)] in
-            p.skipWhitespace()
-            guard p.peek() == UInt8(ascii: "[") else { throw p.error("expected a JSON array") }
-            p.pos += 1
-            var out: [(value: JSON, range: Range<Int>)] = []
-            p.skipWhitespace()
-            if p.peek() == UInt8(ascii: "]") { p.pos += 1; try p.expectEnd(); return out }
-            while true {
-                p.skipWhitespace()
-                let start = p.pos
-                let v = try p.value(depth: 1)
-                out.append((v, start..<p.pos))
-                p.skipWhitespace()
-                switch p.peek() {
-                case UInt8(ascii: ","): p.pos += 1
-                case UInt8(ascii: "]"): p.pos += 1; try p.expectEnd(); return out
-                default: throw p.error("expected ',' or ']' in array")
-                }
-            }
-        }
-    }
-
-    /// Parses a whole document and returns it with the byte range of each
-    /// element of the array that `path` (a JSON Pointer's tokens) names, so
-    /// callers can keep an element's exact text; `ranges` is nil when the
-    /// pointer names nothing or something other than an array (the document
-    /// says what). A repeated member is followed as `JSON.subscript` reads
-    /// it: the last one. An array at `path` of more than `maxElements`
-    /// elements stops the parse there (a feed's items are bounded before
-    /// they are all built): the error's `elementLimit` is set.
-    public static func parseDocument(_ bytes: some Collection<UInt8>, capturingArrayAt path: [String],
-                                     maxDepth: Int = defaultMaxDepth, maxElements: Int = .max) throws(JSONError) -> (document: JSON, ranges: [Range<Int>]?) {
-        try withParser(bytes, maxDepth: maxDepth) { (p) throws(JSONError) -> (document: JSON, ranges: [Range<Int>]?) in
-            p.maxElements = maxElements
-            var ranges: [Range<Int>]?
-            p.skipWhitespace()
-            let v = try p.valueOnPath(depth: 0, path: path[...], captured: &ranges)
-            try p.expectEnd()
-            return (v, ranges)
         }
     }
 
@@ -187,7 +142,7 @@ public struct JSONParser {
             }
         }
     }
-    private static func withParser<R>(_ bytes: some Collection<UInt8>, maxDepth: Int,
+    static func withParser<R>(_ bytes: some Collection<UInt8>, maxDepth: Int,
                                       _ body: (inout JSONParser) throws(JSONError) -> R) throws(JSONError) -> R {
         var result: Result<R, JSONError>?
         let run = { (raw: UnsafeBufferPointer<UInt8>) in
@@ -200,11 +155,11 @@ public struct JSONParser {
         return try result!.get()
     }
 
-    private func error(_ reason: String) -> JSONError { JSONError(offset: pos, reason: reason) }
+    func error(_ reason: String) -> JSONError { JSONError(offset: pos, reason: reason) }
 
-    private func peek() -> UInt8? { pos < bytes.count ? bytes[pos] : nil }
+    func peek() -> UInt8? { pos < bytes.count ? bytes[pos] : nil }
 
-    private mutating func skipWhitespace() {
+    mutating func skipWhitespace() {
         while pos < bytes.count {
             let b = bytes[pos]
             guard b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 else { return }
@@ -212,12 +167,12 @@ public struct JSONParser {
         }
     }
 
-    private mutating func expectEnd() throws(JSONError) {
+    mutating func expectEnd() throws(JSONError) {
         skipWhitespace()
         if pos != bytes.count { throw error("unexpected bytes after the value") }
     }
 
-    private mutating func value(depth: Int) throws(JSONError) -> JSON {
+    mutating func value(depth: Int) throws(JSONError) -> JSON {
         guard let b = peek() else { throw error("unexpected end of input") }
         switch b {
         case UInt8(ascii: "{"):
@@ -270,65 +225,21 @@ public struct JSONParser {
         }
     }
 
-    /// `value(depth:)`, noting the element ranges of the array at `path`
-    /// (below this value) in `captured`.
-    private mutating func valueOnPath(depth: Int, path: ArraySlice<String>, captured: inout [Range<Int>]?) throws(JSONError) -> JSON {
-        guard let b = peek(), b == UInt8(ascii: "{") || b == UInt8(ascii: "[") else {
-            if path.isEmpty { captured = nil }
-            return try value(depth: depth)
-        }
-        guard depth < maxDepth else { throw error("nested deeper than \(maxDepth) levels") }
-        let isObject = b == UInt8(ascii: "{")
-        let close = isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")
-        pos += 1
-        var pairs: [(String, JSON)] = []
-        var items: [JSON] = []
-        var ranges: [Range<Int>] = []
-        skipWhitespace()
-        if peek() == close {
-            pos += 1
-            if path.isEmpty { captured = isObject ? nil : [] }
-            return isObject ? .object([]) : .array([])
-        }
-        while true {
-            skipWhitespace()
-            var key = ""
-            if isObject {
-                guard peek() == UInt8(ascii: "\"") else { throw error("expected a string key") }
-                key = try string()
-                skipWhitespace()
-                guard peek() == UInt8(ascii: ":") else { throw error("expected ':' after key") }
-                pos += 1
-                skipWhitespace()
-            }
-            let start = pos
-            if path.isEmpty, !isObject, items.count == maxElements {
-                throw JSONError(offset: pos, reason: "the array holds more than \(maxElements) elements", elementLimit: maxElements)
-            }
-            let onPath = !path.isEmpty && (isObject ? key == path.first! : JSONPointer.index(path.first!) == items.count)
-            let v = onPath ? try valueOnPath(depth: depth + 1, path: path.dropFirst(), captured: &captured) : try value(depth: depth + 1)
-            if isObject { pairs.append((key, v)) } else { items.append(v) }
-            if path.isEmpty { ranges.append(start..<pos) }
-            skipWhitespace()
-            switch peek() {
-            case UInt8(ascii: ","): pos += 1
-            case close:
-                pos += 1
-                if path.isEmpty { captured = isObject ? nil : ranges }
-                return isObject ? .object(pairs) : .array(items)
-            default: throw error(isObject ? "expected ',' or '}' in object" : "expected ',' or ']' in array")
-            }
-        }
-    }
-
-    private mutating func literal(_ word: StaticString) throws(JSONError) {
+    mutating func literal(_ word: StaticString) throws(JSONError) {
         let n = word.utf8CodeUnitCount
         guard pos + n <= bytes.count else { throw error("unexpected end of input") }
         for i in 0..<n where bytes[pos + i] != word.utf8Start[i] { throw error("invalid literal") }
         pos += n
     }
 
-    private mutating func number() throws(JSONError) -> String {
+    mutating func number() throws(JSONError) -> String {
+        let start = pos
+        try skipNumber()
+        return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<pos]), as: UTF8.self)
+    }
+
+    /// Moves past a number, checking its grammar and its length.
+    mutating func skipNumber() throws(JSONError) {
         let start = pos
         func digit(_ b: UInt8?) -> Bool { b.map(ASCII.isDigit) ?? false }
         if peek() == UInt8(ascii: "-") { pos += 1 }
@@ -347,10 +258,9 @@ public struct JSONParser {
             while digit(peek()) { pos += 1 }
         }
         guard pos - start <= 400 else { throw error("number too long") }
-        return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<pos]), as: UTF8.self)
     }
 
-    private mutating func hex4() throws(JSONError) -> UInt32 {
+    mutating func hex4() throws(JSONError) -> UInt32 {
         guard pos + 4 <= bytes.count else { throw error("unexpected end of input in \\u escape") }
         var v: UInt32 = 0
         for _ in 0..<4 {
@@ -368,7 +278,7 @@ public struct JSONParser {
         return v
     }
 
-    private mutating func string() throws(JSONError) -> String {
+    mutating func string() throws(JSONError) -> String {
         pos += 1  // opening quote
         let start = pos
         // Fast path: no escapes.

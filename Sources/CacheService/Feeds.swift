@@ -56,10 +56,37 @@ public enum FeedDecoder {
         var range: Range<Int>?
     }
 
-    /// A page's items and what paging reads from it.
+    /// A page's items and what paging reads from it. A JSON page's items
+    /// are ranges of its body, each parsed only when it is read
+    /// (`forEachItem`): a page of a million posts is never a tree of a
+    /// million values (issue 34).
     struct Document {
-        var items: [Item]
+        /// The items already built (an RSS or Atom page's entries), else nil.
+        var values: [JSON]?
+        /// Where each JSON item's element lies in the body.
+        var ranges: [Range<Int>] = []
+        /// The tokens of the array the ranges lie in (for the nesting left to an element).
+        var path: [String] = []
+        /// `posts-item`: where in each element the item lies, if not the element itself.
+        var itemPointer: JSONPointer?
         var facts: PageFacts
+
+        var count: Int { values?.count ?? ranges.count }
+
+        /// Item `index`, its element parsed from `body` (checked already by
+        /// the document's parse, so it cannot fail; nil if it did).
+        func item(_ index: Int, in body: [UInt8]) -> Item {
+            if let values { return Item(value: values[index], range: nil) }
+            let range = ranges[index]
+            let value = try? JSONParser.parseElement(body[range], capturedAt: path)
+            guard let itemPointer else { return Item(value: value, range: range) }
+            return Item(value: value.flatMap { itemPointer.resolve(in: $0) }.flatMap { $0.isObject ? $0 : nil }, range: nil)
+        }
+
+        /// Calls `body` with each item in page order, one parsed at a time.
+        func forEachItem(in page: [UInt8], _ body: (Int, Item) -> Void) {
+            for index in 0..<count { body(index, item(index, in: page)) }
+        }
     }
 
     /// Finds the items of one page: an RSS or Atom document's entries as
@@ -71,7 +98,7 @@ public enum FeedDecoder {
         if let refusal = FeedContent.htmlRefusal(body, contentType: contentType) { throw FeedError(refusal) }
         if XMLFeedReader.looksLikeXML(body) {
             let doc = try xmlDocument(body, shape: shape, contentType: contentType)
-            if doc.items.count > room { throw tooManyItems(shape, room: room) }
+            if doc.count > room { throw tooManyItems(shape, room: room) }
             return doc
         }
         let parsed: (document: JSON, ranges: [Range<Int>]?)
@@ -80,19 +107,18 @@ public enum FeedDecoder {
         catch { throw error.elementLimit != nil ? tooManyItems(shape, room: room) : FeedError("\(error)") }
         let root = parsed.document
         let isJSONFeed = root["version"]?.string?.hasPrefix(jsonFeedVersionPrefix) ?? false
-        guard let ranges = parsed.ranges, let values = JSONPointer.resolve(path, in: root)?.array else {
+        guard let ranges = parsed.ranges, JSONPointer.resolve(path, in: root)?.array != nil else {
             throw FeedError(missingItems(root, shape: shape, isJSONFeed: isJSONFeed))
         }
         if shape.items == nil, !path.isEmpty, !isJSONFeed { throw FeedError(missingItems(root, shape: shape, isJSONFeed: false)) }
-        let items = zip(values, ranges).map { value, range in
-            shape.item.map { Item(value: $0.resolve(in: value).flatMap { $0.isObject ? $0 : nil }, range: nil) } ?? Item(value: value, range: range)
-        }
+        var doc = Document(values: nil, ranges: ranges, path: path, itemPointer: shape.item, facts: PageFacts())
         var hasher = Hasher()
         for r in ranges { hasher.combine(r.count); body[r].withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) } }
         let nextPointer = shape.next ?? (isJSONFeed ? .member("next_url") : nil)
-        var facts = try PageFacts.read(root, items: items.map(\.value), shape: shape, nextPointer: nextPointer)
-        facts.digest = hasher.finalize()
-        return Document(items: items, facts: facts)
+        let last = ranges.isEmpty ? nil : doc.item(ranges.count - 1, in: body).value
+        doc.facts = try PageFacts.read(root, itemCount: ranges.count, lastItem: last, shape: shape, nextPointer: nextPointer)
+        doc.facts.digest = hasher.finalize()
+        return doc
     }
 
     /// An RSS or Atom page: its entries as JSON Feed 1.1 items, its `rel="next"` link.
@@ -108,7 +134,7 @@ public enum FeedDecoder {
         var hasher = Hasher()
         for item in page.items { hasher.combine(item.encoded) }
         facts.digest = hasher.finalize()
-        return Document(items: page.items.map { Item(value: $0, range: nil) }, facts: facts)
+        return Document(values: page.items, facts: facts)
     }
 
     /// The refusal of a page with more items than the walk has room for.
@@ -162,13 +188,13 @@ public enum FeedDecoder {
                                  room: Int = .max) throws(FeedError) -> DecodedPostsPage {
         let doc = try document(body, shape: shape, contentType: contentType, room: room)
         var out = DecodedPostsPage(posts: [], invalid: 0, problems: [], facts: doc.facts)
-        out.posts.reserveCapacity(doc.items.count)
-        for (index, element) in doc.items.enumerated() {
+        out.posts.reserveCapacity(doc.count)
+        doc.forEachItem(in: body) { index, element in
             guard let value = element.value, value.isObject else {
                 out.invalid += 1
                 out.problems.append(element.value == nil ? "element \(index) has no object at \(shape.setting("item")) \(shape.item?.description ?? "")"
                                                          : "element \(index) is not an object")
-                continue
+                return
             }
             switch postID(value, pointer: id) {
             case .success(let postID): out.posts.append((postID, text(element, in: body)))
@@ -199,9 +225,11 @@ public enum FeedDecoder {
     public static func manifestPage(_ body: [UInt8], shape: FeedShape, fields: ItemFields, contentType: String? = nil,
                                     room: Int = .max) throws(FeedError) -> DecodedManifestPage {
         let doc = try document(body, shape: shape, contentType: contentType, room: room)
-        let entries = doc.items.map { item in
-            ManifestEntry(url: item.value.flatMap { fields.imageURL.resolve(in: $0)?.string } ?? "",
-                          description: item.value.flatMap { fields.imageDescription.resolve(in: $0)?.string })
+        var entries: [ManifestEntry] = []
+        entries.reserveCapacity(doc.count)
+        doc.forEachItem(in: body) { _, item in
+            entries.append(ManifestEntry(url: item.value.flatMap { fields.imageURL.resolve(in: $0)?.string } ?? "",
+                                         description: item.value.flatMap { fields.imageDescription.resolve(in: $0)?.string }))
         }
         return DecodedManifestPage(entries: entries, facts: doc.facts)
     }

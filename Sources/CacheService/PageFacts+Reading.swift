@@ -2,11 +2,12 @@ import CacheProtocol
 
 extension PageFacts {
     /// What the shape's paging reads from a JSON page whose root is `root`
-    /// and whose items (after `posts-item`) are `items`; `nextPointer` is
+    /// and which holds `itemCount` items, the last (after `posts-item`)
+    /// `lastItem`; `nextPointer` is
     /// where a next URL is (`posts-next`, a JSON Feed's `next_url`).
-    static func read(_ root: JSON, items: [JSON?], shape: FeedShape, nextPointer: JSONPointer?) throws(FeedError) -> PageFacts {
+    static func read(_ root: JSON, itemCount: Int, lastItem: JSON?, shape: FeedShape, nextPointer: JSONPointer?) throws(FeedError) -> PageFacts {
         var facts = PageFacts()
-        facts.items = items.count
+        facts.items = itemCount
         var followed: Set<String> = []
         if let nextPointer {
             followed.insert(nextPointer.description)
@@ -25,7 +26,7 @@ extension PageFacts {
         case .cursor(let c):
             switch c.source {
             case .pointer(let p): facts.cursor = p.resolve(in: root); followed.insert(p.description)
-            case .lastItem(let p): facts.cursor = items.last.flatMap { $0 }.flatMap { p.resolve(in: $0) }
+            case .lastItem(let p): facts.cursor = lastItem.flatMap { p.resolve(in: $0) }
             case .header: break
             }
             if let p = c.hasMore { facts.hasMore = p.resolve(in: root); followed.insert(p.description) }

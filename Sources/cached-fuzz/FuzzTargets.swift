@@ -147,6 +147,11 @@ enum FuzzTargets {
 
     /// The two feed decoders and URL resolution of every manifest row.
     static func feeds(_ data: [UInt8]) {
+        // A feed's items are checked unbuilt: `validate` must take what `parse` takes.
+        var parsed: JSONError?, validated: JSONError?
+        do throws(JSONError) { _ = try JSONParser.parse(data) } catch { parsed = error }
+        do throws(JSONError) { try JSONParser.validate(data) } catch { validated = error }
+        if parsed != validated { fuzzFailure("validate and parse disagree: \(String(describing: parsed)) against \(String(describing: validated))") }
         // The default shape (an array, or a JSON Feed) and a wrapped one.
         for shape in [FeedShape(prefix: "posts"), FeedShape(prefix: "posts", items: .member("data"), next: .member("next"))] {
             if let posts = try? FeedDecoder.postsPage(data, shape: shape, id: .member("id")) {

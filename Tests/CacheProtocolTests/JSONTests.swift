@@ -16,6 +16,22 @@ import CacheSystem
         }
     }
 
+    /// The writer's integers (and `get_post`'s id) skip `String(v)` but spell the same.
+    @Test func integersAreWrittenAsStringSpellsThem() throws {
+        var rng = SystemRandomNumberGenerator()
+        let values: [Int64] = [0, 9, 10, -1, -9, -10, 99, 100, .max, .min, .max - 1, .min + 1] + (0..<1000).map { _ in Int64.random(in: .min ... .max, using: &rng) }
+        for v in values {
+            var w = JSONWriter()
+            w.int(v)
+            #expect(w.bytes == Array(String(v).utf8), "\(v)")
+            let line = Response.ok(tag: nil, id: .int(v), name: "post", rawJSON: Array("{}".utf8))
+            #expect(try JSONParser.parse(line.dropLast())["id"] == .number(String(v)))
+        }
+        var w = JSONWriter()
+        w.int(UInt64.max)
+        #expect(w.bytes == Array(String(UInt64.max).utf8))
+    }
+
     @Test func parsesEveryKindOfValue() throws {
         let v = try JSONParser.parse(Array(#" {"a": [1, -2.5e3, true, false, null], "b": "x\"\u00e9\ud83d\ude00", "c": {}} "#.utf8))
         #expect(v["a"] == .array([.number("1"), .number("-2.5e3"), .bool(true), .bool(false), .null]))
@@ -44,6 +60,39 @@ import CacheSystem
         #expect(throws: JSONError.self) { try JSONParser.parse(Array(deep.utf8)) }
     }
 
+    /// `validate` (what a feed's items are checked with, unbuilt) takes
+    /// exactly what `parse` takes: the invalid texts above, the nesting
+    /// bound, and mutations of a document with escapes, surrogates and
+    /// multi-byte UTF-8, errors at the same byte.
+    @Test func validateAgreesWithParse() {
+        let invalid = ["", " ", "{", "[1,]", "{\"a\":1,}", "01", "1.", "-", "1e", "tru", "nul", "\"abc", "\"\\x\"",
+                       "\"\u{01}\"", "{\"a\" 1}", "[1 2]", "{} {}", "\"\\ud800\"", "\"\\udc00x\"", "NaN", "+1", "'a'"]
+        var texts = invalid.map { Array($0.utf8) } + [[0x22, 0xC3, 0x28, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22], [0x22, 0xC0, 0xAF, 0x22]]
+        texts.append(Array((String(repeating: "[", count: 64) + String(repeating: "]", count: 64)).utf8))
+        texts.append(Array((String(repeating: "[", count: 65) + String(repeating: "]", count: 65)).utf8))
+        let seed = Array(#"[{"id":1,"t":"caf\u00e9 \ud83d\ude00 é😀 \"q\"\n","n":[-0.5e+3,true,null,{}]},{"id":"x/2","a":[]}]"#.utf8)
+        var rng = SystemRandomNumberGenerator()
+        let alphabet = Array(#"{}[]":,.-+0123456789eE tfnrulsa\u"#.utf8) + [0x00, 0x0A, 0x80, 0xC3, 0xE2, 0xED, 0xF0, 0xFF]
+        for _ in 0..<20_000 {
+            var text = seed
+            for _ in 0..<Int.random(in: 1...3, using: &rng) {
+                let i = Int.random(in: 0..<text.count, using: &rng)
+                switch Int.random(in: 0..<3, using: &rng) {
+                case 0: text[i] = alphabet.randomElement(using: &rng)!
+                case 1: text.insert(alphabet.randomElement(using: &rng)!, at: i)
+                default: text.remove(at: i)
+                }
+            }
+            texts.append(text)
+        }
+        for text in texts {
+            var parsed: JSONError?, validated: JSONError?
+            do throws(JSONError) { _ = try JSONParser.parse(text) } catch { parsed = error }
+            do throws(JSONError) { try JSONParser.validate(text) } catch { validated = error }
+            #expect(parsed == validated, "\(Array(text))")
+        }
+    }
+
     @Test func integersAreOnlyPlainWholeNumbersThatFit() {
         #expect(JSON.number("42").integer == 42)
         #expect(JSON.number("-7").integer == -7)
@@ -55,10 +104,10 @@ import CacheSystem
 
     @Test func arrayElementsKeepTheirExactText() throws {
         let text = Array("[ {\"id\": 1,\n  \"x\": \"a b\"} , 2 ]".utf8)
-        let elements = try JSONParser.parseArrayElements(text)
-        #expect(elements.count == 2)
-        #expect(String(decoding: text[elements[0].range], as: UTF8.self) == "{\"id\": 1,\n  \"x\": \"a b\"}")
-        #expect(String(decoding: JSONParser.minify(text[elements[0].range]), as: UTF8.self) == "{\"id\":1,\"x\":\"a b\"}")
+        let ranges = try #require(try JSONParser.parseDocument(text, capturingArrayAt: []).ranges)
+        #expect(ranges.count == 2)
+        #expect(String(decoding: text[ranges[0]], as: UTF8.self) == "{\"id\": 1,\n  \"x\": \"a b\"}")
+        #expect(String(decoding: JSONParser.minify(text[ranges[0]]), as: UTF8.self) == "{\"id\":1,\"x\":\"a b\"}")
     }
 
     @Test func minifyKeepsStringsAndEscapesIntact() {
