@@ -96,37 +96,6 @@ extension BodySink {
     public func expect(length: Int64) throws {}
 }
 
-/// A sink that keeps the body in memory, up to a limit (for the JSON feeds).
-public final class MemorySink: BodySink {
-    // The fetch thread appends while the transfer runs, the completion reads
-    // after it; the lock (never contended) orders the two.
-    private let received = Locked<[UInt8]>([])
-    public let limit: Int
-    /// The setting `limit` comes from, named when a body passes it.
-    public let setting: String
-
-    public init(limit: Int, setting: String = "max-object-size") {
-        self.limit = limit
-        self.setting = setting
-    }
-
-    /// The body received so far.
-    public var bytes: [UInt8] { received.withLock { $0 } }
-
-    /// The body received, moved out: the sink holds nothing after this, so
-    /// the body is freed as soon as its taker lets go of it.
-    public func take() -> [UInt8] { received.withLock { b in defer { b = [] }; return b } }
-
-    public func receive(_ chunk: UnsafeRawBufferPointer) throws {
-        try received.withLock { (b) throws(BodyTooLarge) in
-            guard b.count + chunk.count <= limit else { throw BodyTooLarge(limit: limit, setting: setting) }
-            b.append(contentsOf: chunk)
-        }
-    }
-
-    public func reset() { received.withLock { $0.removeAll(keepingCapacity: true) } }
-}
-
 /// A body grew past its sink's limit.
 public struct BodyTooLarge: Error, CustomStringConvertible {
     public var limit: Int
