@@ -13,7 +13,24 @@ public struct JSONWriter {
         bytes.append(contentsOf: UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
     }
 
-    public mutating func int(_ v: some BinaryInteger) { bytes.append(contentsOf: String(v).utf8) }
+    public mutating func int(_ v: some BinaryInteger) {
+        if let small = Int64(exactly: v) { Self.appendDecimal(small, to: &bytes) } else { bytes.append(contentsOf: String(v).utf8) }
+    }
+
+    /// Appends `v` in decimal, as `String(v)` spells it, without building a string.
+    public static func appendDecimal(_ v: Int64, to out: inout [UInt8]) {
+        if v < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = v.magnitude
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var n = 20
+            repeat {
+                n -= 1
+                digits[n] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[n..<20]))
+        }
+    }
 
     public mutating func string(_ s: String) {
         bytes.append(0x22)

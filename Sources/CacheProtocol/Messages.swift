@@ -304,6 +304,11 @@ public enum Response {
     /// answer of get_post, from bytes already encoded.
     /// With `id`, an `"id"` member comes first (get_post's: the id the post is kept by).
     public static func ok(tag: [UInt8]?, id: PostID? = nil, name: StaticString, rawJSON json: [UInt8]) -> [UInt8] {
+        json.withUnsafeBytes { ok(tag: tag, id: id, name: name, rawJSON: $0) }
+    }
+
+    /// `ok(tag:id:name:rawJSON:)` from bytes lent (a post in the store's arena).
+    public static func ok(tag: [UInt8]?, id: PostID? = nil, name: StaticString, rawJSON json: UnsafeRawBufferPointer) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(json.count + name.utf8CodeUnitCount + (tag?.count ?? 0) + 40)
         out.append(contentsOf: #"{"ok":true,"#.utf8)
@@ -313,11 +318,15 @@ public enum Response {
             out.append(UInt8(ascii: ","))
         }
         if let id {
-            var w = JSONWriter(capacity: 32)
-            w.raw(#""id":"#)
-            w.postID(id)
-            w.raw(",")
-            out.append(contentsOf: w.bytes)
+            out.append(contentsOf: #""id":"#.utf8)
+            switch id {
+            case .int(let v): JSONWriter.appendDecimal(v, to: &out)
+            case .string:
+                var w = JSONWriter(capacity: 32)
+                w.postID(id)
+                out.append(contentsOf: w.bytes)
+            }
+            out.append(UInt8(ascii: ","))
         }
         out.append(0x22)
         out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))

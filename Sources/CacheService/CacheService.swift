@@ -148,8 +148,16 @@ public final class CacheService: Sendable {
     /// integer 5 (docs/protocol.md, "Post ids"), so a client that cannot
     /// tell (a shell, a URL) needs no type.
     public func post(id: PostID) -> Result<StoredPost, CacheError> {
-        if let json = store.post(id: id) { return .success(StoredPost(id: id, json: json)) }
-        if let other = id.otherSpelling, let json = store.post(id: other) { return .success(StoredPost(id: other, json: json)) }
+        withPost(id: id) { StoredPost(id: $0, json: Array($1)) }
+    }
+
+    /// `post(id:)` lending the post's bytes to `body` instead of copying
+    /// them (`get_post`'s hot path writes its answer from them): `body`
+    /// gets the id the post is kept by and its bytes, under the store's
+    /// lock, and copies what it needs.
+    public func withPost<R>(id: PostID, _ body: (PostID, UnsafeRawBufferPointer) -> R) -> Result<R, CacheError> {
+        if let r = store.withPost(id: id, { body(id, $0) }) { return .success(r) }
+        if let other = id.otherSpelling, let r = store.withPost(id: other, { body(other, $0) }) { return .success(r) }
         let hint = store.postsKnown ? "" : " (posts were never fetched: run cachectl prefetch posts)"
         return .failure(.notFound("post \(id.json) not found\(hint)"))
     }

@@ -288,6 +288,13 @@ public final class Store: Sendable {
         state.withLock { $0.posts[id] }
     }
 
+    /// Post `id`'s bytes lent to `body` without a copy (`get_post`'s answer
+    /// is built from them), or nil when no such post. `body` runs under the
+    /// store's lock: it copies the bytes out and does nothing else.
+    public func withPost<R>(id: PostID, _ body: (UnsafeRawBufferPointer) -> R) -> R? {
+        state.withLock { $0.posts.withBytes(of: id, body) }
+    }
+
     /// True once a posts refresh was stored.
     public var postsKnown: Bool { state.withLock { $0.postsKnown } }
 

@@ -22,7 +22,8 @@ final class Dispatcher: Sendable {
         case .status:
             return .now(AnswerEncoding.status(service.status(), socket: socketPath, tag: tag))
         case .getPost(let id):
-            return respond(tag) { Response.ok(tag: tag, id: $0.id, name: "post", rawJSON: $0.json) }(service.post(id: id))
+            let answer = service.withPost(id: id) { Response.ok(tag: tag, id: $0, name: "post", rawJSON: $1) }
+            return respond(tag) { (line: [UInt8]) in line }(answer)
         case let .listPosts(offset, limit, query):
             let encode: @Sendable (PostsPage) -> [UInt8] = { AnswerEncoding.posts($0, tag: tag) }
             let refusal: @Sendable (PostsPage) -> [UInt8]? = { AnswerEncoding.postsRefusal($0, offset: offset, tag: tag) }
