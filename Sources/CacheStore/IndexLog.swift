@@ -54,81 +54,6 @@ public enum IndexLogError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Replays the framed records of an index log.
-public enum LogScanner {
-    /// Walks `bytes` (the whole file, header included), calling `apply` with
-    /// each committed transaction's records in order. Stops at the first torn,
-    /// corrupt or undecodable record; records after the last commit marker are
-    /// not applied. A header naming a newer format version, or a record that
-    /// passes its checksum but holds what this version does not know, stops
-    /// the scan with `newer` set: the caller must not cut anything then.
-    // A little over a screen: the frame checks are in the order of
-    // docs/storage-format.md's "index.log" and read best in one place.
-    public static func scan(_ bytes: [UInt8], apply: ([LogRecord]) -> Void) -> ScanOutcome {
-        let headerSize = RecordCodec.magic.count + 1
-        let hasMagic = bytes.count >= headerSize && Array(bytes[0..<RecordCodec.magic.count]) == RecordCodec.magic
-        let version = hasMagic ? bytes[RecordCodec.magic.count] : 0
-        if version > RecordCodec.formatVersion {
-            let newer = NewerFormat.formatVersion(version)
-            return ScanOutcome(validLength: 0, records: 0, problem: "written by a newer cached: \(newer)", newer: newer, version: version)
-        }
-        if version < RecordCodec.firstFormatVersion {
-            let problem = bytes.isEmpty ? nil : "missing or unknown file header"
-            return ScanOutcome(validLength: 0, records: 0, problem: problem, version: 0)
-        }
-        var offset = headerSize
-        var committedEnd = offset
-        var committedRecords = 0
-        var pending: [LogRecord] = []
-        var problem: String?
-        var newer: NewerFormat?
-        while offset < bytes.count {
-            let remaining = bytes.count - offset
-            guard remaining >= RecordCodec.frameHeaderSize else {
-                problem = "torn record header at offset \(offset)"; break
-            }
-            let slice = bytes[offset..<bytes.count]
-            let length = Int(slice.uint32LE(at: 0))
-            let checksum = slice.uint32LE(at: 4)
-            guard length >= 1, length <= RecordCodec.maxPayload else {
-                problem = "bad record length \(length) at offset \(offset)"; break
-            }
-            guard remaining - RecordCodec.frameHeaderSize >= length else {
-                problem = "torn record at offset \(offset): \(length) bytes announced, \(remaining - RecordCodec.frameHeaderSize) present"; break
-            }
-            let start = offset + RecordCodec.frameHeaderSize
-            let payload = bytes[start..<start + length]
-            let actual = payload.withUnsafeBytes { recordChecksum($0) }
-            guard actual == checksum else {
-                problem = "checksum mismatch at offset \(offset)"; break
-            }
-            let record: LogRecord
-            do throws(RecordDecodingError) { record = try RecordCodec.decodePayload(payload, version: version) } catch {
-                if error.kind == .unknown {
-                    newer = .record(offset: offset, what: error.description)
-                    problem = "written by a newer cached: \(newer!)"
-                } else {
-                    problem = "undecodable record at offset \(offset): \(error)"
-                }
-                break
-            }
-            offset = start + length
-            if record == .commit {
-                apply(pending)
-                committedRecords += pending.count + 1
-                pending.removeAll(keepingCapacity: true)
-                committedEnd = offset
-            } else {
-                pending.append(record)
-            }
-        }
-        if problem == nil && committedEnd < bytes.count {
-            problem = "uncommitted transaction of \(pending.count) records at offset \(committedEnd)"
-        }
-        return ScanOutcome(validLength: committedEnd, records: committedRecords, problem: problem, newer: newer, version: version)
-    }
-}
-
 /// Replays a log's bytes into a fresh in-memory index and summarises it:
 /// the replay path without any file, for fuzzing and tools.
 public enum LogReplay {
@@ -183,9 +108,13 @@ struct IndexLog: Sendable {
         // O_APPEND: a write lands at the end even if the file was cut under
         // us, so a cut shows as a length that does not add up (Store checks).
         do throws(SystemError) { fd = try files.open(name, O_RDWR | O_CREAT | O_APPEND, mode: 0o600) } catch { throw .io(error) }
-        var bytes: [UInt8]
-        do throws(SystemError) { bytes = try fd.readToEnd() } catch { fd.close(); throw .io(error) }
-        let outcome = LogScanner.scan(bytes, apply: apply)
+        // Read in pieces as the replay goes: a log of 300 MB is never in memory whole.
+        let outcome: ScanOutcome
+        let size: Int
+        do throws(SystemError) {
+            outcome = try LogScanner.scan(reading: fd, apply: apply)
+            size = Int(try fd.status().size)
+        } catch { fd.close(); throw .io(error) }
         if let newer = outcome.newer {
             // Not damage: a newer cached's store. Leave every byte as it is.
             fd.close()
@@ -196,12 +125,13 @@ struct IndexLog: Sendable {
         version = outcome.version
         recovery = nil
         do throws(SystemError) {
-            if outcome.validLength < bytes.count {
+            if outcome.validLength < size {
                 let problem = outcome.problem ?? "unexpected bytes"
                 var saved = "\(path)\(StoreNames.setAsideInfix)\(Clock.wallSeconds())-\(getpid())"
+                try fd.seek(to: length)
+                let tail = try fd.readToEnd()
                 do throws(SystemError) {
-                    try files.writeDurably(Array(bytes[outcome.validLength...]), to: saved,
-                                           tempDirectory: files.path, mode: 0o600)
+                    try files.writeDurably(tail, to: saved, tempDirectory: files.path, mode: 0o600)
                 } catch where error.isNoSpace {
                     // The damaged tail holds no record that verified; keeping a
                     // copy is a courtesy. On a full disk the store still opens
@@ -209,7 +139,7 @@ struct IndexLog: Sendable {
                     saved = "nowhere (\(error))"
                 }
                 recovery = LogRecovery(problem: problem, cutOffset: outcome.validLength,
-                                       cutLength: bytes.count - outcome.validLength, savedTo: saved)
+                                       cutLength: tail.count, savedTo: saved)
             }
             if outcome.validLength == 0 {
                 // A new log (or one whose header was damaged) names the
@@ -222,7 +152,7 @@ struct IndexLog: Sendable {
                 length = Int64(header.count)
                 try fd.sync()
                 try files.syncDirectory(files.path)
-            } else if outcome.validLength < bytes.count {
+            } else if outcome.validLength < size {
                 try fd.truncate(to: length)
                 try fd.sync()
             }

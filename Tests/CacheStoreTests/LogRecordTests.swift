@@ -1,6 +1,7 @@
 import CacheSystem
 import Foundation
 import Testing
+import TestSupport
 @testable import CacheStore
 
 @Suite struct RecordCodecTests {
@@ -195,6 +196,32 @@ import Testing
             ends.append(bytes.count)
         }
         return (bytes, ends)
+    }
+
+    /// The replay at start reads the log a piece at a time (8 MiB): records
+    /// across pieces, records larger than a piece, and every cut through
+    /// them replay from the file as from the bytes in memory.
+    @Test func aLogReadInPiecesReplaysAsItsBytesInMemory() throws {
+        var (bytes, ends) = Self.threeTransactions()
+        RecordCodec.encode(.post(id: .int(9), json: Array(repeating: UInt8(ascii: "x"), count: 5000)), into: &bytes)
+        RecordCodec.encode(.commit, into: &bytes)
+        ends.append(bytes.count)
+        let path = try makeTempDirectory("log-pieces") + "/index.log"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        for cut in Array(0..<ends[0] + 3) + Array(ends[2] - 3...ends[3]) {
+            let prefix = Array(bytes[0..<cut])
+            try Data(prefix).write(to: URL(fileURLWithPath: path))
+            var inMemory: [[LogRecord]] = []
+            let expected = LogScanner.scan(prefix) { inMemory.append($0) }
+            for piece in [1, 7, 64, 4096] {
+                let fd = try FileDescriptor.open(path, O_RDONLY)
+                defer { fd.close() }
+                var read: [[LogRecord]] = []
+                let outcome = try LogScanner.scan(reading: fd, piece: piece) { read.append($0) }
+                #expect(outcome == expected, "cut \(cut), piece \(piece)")
+                #expect(read == inMemory, "cut \(cut), piece \(piece)")
+            }
+        }
     }
 
     @Test func replaysEveryCommittedTransaction() {

@@ -1,0 +1,168 @@
+import CacheSystem
+
+/// Replays the framed records of an index log.
+public enum LogScanner {
+    /// Walks `bytes` (the whole file, header included), calling `apply` with
+    /// each committed transaction's records in order. Stops at the first torn,
+    /// corrupt or undecodable record; records after the last commit marker are
+    /// not applied. A header naming a newer format version, or a record that
+    /// passes its checksum but holds what this version does not know, stops
+    /// the scan with `newer` set: the caller must not cut anything then.
+    public static func scan(_ bytes: [UInt8], apply: ([LogRecord]) -> Void) -> ScanOutcome {
+        var window = LogWindow(bytes: bytes)
+        // A window over bytes in memory reads nothing, so it cannot fail.
+        return (try? scan(&window, apply: apply)) ?? ScanOutcome(validLength: 0, records: 0)
+    }
+
+    /// `scan(_:apply:)` of the file `fd` reads from its position on, read a
+    /// piece at a time (`LogWindow`): the replay of a log of any size holds
+    /// one piece and the largest record, not the file. Throws only what
+    /// reading the file throws.
+    static func scan(reading fd: FileDescriptor, piece: Int = LogWindow.piece,
+                     apply: ([LogRecord]) -> Void) throws(SystemError) -> ScanOutcome {
+        var window = LogWindow(reading: fd, piece: piece)
+        return try scan(&window, apply: apply)
+    }
+
+    // A little over a screen: the frame checks are in the order of
+    // docs/storage-format.md's "index.log" and read best in one place.
+    private static func scan(_ w: inout LogWindow, apply: ([LogRecord]) -> Void) throws(SystemError) -> ScanOutcome {
+        let headerSize = RecordCodec.magic.count + 1
+        let present = try w.available(0, headerSize)
+        let hasMagic = present >= headerSize && w.slice(0, RecordCodec.magic.count).elementsEqual(RecordCodec.magic)
+        let version = hasMagic ? w.slice(RecordCodec.magic.count, 1).first! : 0
+        if version > RecordCodec.formatVersion {
+            let newer = NewerFormat.formatVersion(version)
+            return ScanOutcome(validLength: 0, records: 0, problem: "written by a newer cached: \(newer)", newer: newer, version: version)
+        }
+        if version < RecordCodec.firstFormatVersion {
+            let problem = present == 0 ? nil : "missing or unknown file header"
+            return ScanOutcome(validLength: 0, records: 0, problem: problem, version: 0)
+        }
+        var offset = headerSize
+        var committedEnd = offset
+        var committedRecords = 0
+        var pending: [LogRecord] = []
+        var problem: String?
+        var newer: NewerFormat?
+        while true {
+            let head = try w.available(offset, RecordCodec.frameHeaderSize)
+            if head == 0 { break }
+            guard head == RecordCodec.frameHeaderSize else {
+                problem = "torn record header at offset \(offset)"; break
+            }
+            let length = Int(w.uint32LE(at: offset))
+            let checksum = w.uint32LE(at: offset + 4)
+            guard length >= 1, length <= RecordCodec.maxPayload else {
+                problem = "bad record length \(length) at offset \(offset)"; break
+            }
+            let start = offset + RecordCodec.frameHeaderSize
+            let body = try w.available(start, length)
+            guard body == length else {
+                problem = "torn record at offset \(offset): \(length) bytes announced, \(body) present"; break
+            }
+            // Scoped: no slice of the window may outlive this record (the
+            // window's next read would copy its whole buffer).
+            let decoded = { () -> Result<LogRecord, RecordDecodingError>? in
+                let payload = w.slice(start, length)
+                guard payload.withUnsafeBytes({ recordChecksum($0) }) == checksum else { return nil }
+                return Result { () throws(RecordDecodingError) in try RecordCodec.decodePayload(payload, version: version) }
+            }()
+            guard let decoded else {
+                problem = "checksum mismatch at offset \(offset)"; break
+            }
+            let record: LogRecord
+            do throws(RecordDecodingError) { record = try decoded.get() } catch {
+                if error.kind == .unknown {
+                    newer = .record(offset: offset, what: error.description)
+                    problem = "written by a newer cached: \(newer!)"
+                } else {
+                    problem = "undecodable record at offset \(offset): \(error)"
+                }
+                break
+            }
+            offset = start + length
+            if record == .commit {
+                apply(pending)
+                committedRecords += pending.count + 1
+                pending.removeAll(keepingCapacity: true)
+                committedEnd = offset
+            } else {
+                pending.append(record)
+            }
+        }
+        if problem == nil && committedEnd < offset {
+            problem = "uncommitted transaction of \(pending.count) records at offset \(committedEnd)"
+        }
+        return ScanOutcome(validLength: committedEnd, records: committedRecords, problem: problem, newer: newer, version: version)
+    }
+}
+
+/// The bytes of a log from some offset on, read from its file a piece at a
+/// time as the scan moves forward (or all given at once): the bytes before
+/// the record being read are dropped when more are read.
+struct LogWindow {
+    /// How much is read at once (a test reads less).
+    static let piece = 8 << 20
+    private let piece: Int
+
+    private var buffer: [UInt8]
+    /// The file offset of `buffer[0]`.
+    private var start = 0
+    private let fd: FileDescriptor?
+    private var atEnd: Bool
+
+    /// All of a log's bytes, already in memory.
+    init(bytes: [UInt8]) {
+        buffer = bytes
+        fd = nil
+        atEnd = true
+        piece = Self.piece
+    }
+
+    /// The log read from `fd`'s position, which is offset 0.
+    init(reading fd: FileDescriptor, piece: Int = Self.piece) {
+        buffer = []
+        self.fd = fd
+        atEnd = false
+        self.piece = piece
+    }
+
+    /// How many of the `count` bytes at `offset` the log holds: `count`,
+    /// or fewer where it ends first. Reads what it needs; the bytes before
+    /// `offset` are never asked for again.
+    mutating func available(_ offset: Int, _ count: Int) throws(SystemError) -> Int {
+        while start + buffer.count < offset + count, !atEnd, let fd {
+            if offset > start {
+                buffer.removeSubrange(0..<min(offset - start, buffer.count))
+                start = offset
+            }
+            let want = max(piece, offset + count - start - buffer.count)
+            let before = buffer.count
+            buffer.append(contentsOf: repeatElement(0, count: want))
+            var failure: SystemError?
+            let n = buffer.withUnsafeMutableBytes { all -> Int in
+                do throws(SystemError) { return try fd.read(into: UnsafeMutableRawBufferPointer(rebasing: all[before...])) } catch {
+                    failure = error
+                    return 0
+                }
+            }
+            buffer.removeLast(want - n)
+            if let failure { throw failure }
+            if n == 0 { atEnd = true }
+        }
+        return max(0, min(count, start + buffer.count - offset))
+    }
+
+    /// The `count` bytes at `offset` (all `available`).
+    func slice(_ offset: Int, _ count: Int) -> ArraySlice<UInt8> {
+        buffer[(offset - start)..<(offset - start + count)]
+    }
+
+    /// The little-endian 32-bit number at `offset` (4 bytes `available`).
+    func uint32LE(at offset: Int) -> UInt32 {
+        var v: UInt32 = 0
+        for i in 0..<4 { v |= UInt32(buffer[offset - start + i]) << (8 * UInt32(i)) }
+        return v
+    }
+}
