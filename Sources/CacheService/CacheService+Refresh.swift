@@ -147,7 +147,7 @@ extension CacheService {
             return .success(PostsSummary(unchanged: feedOrder.count, kept: kept, warnings: currentWarnings(.posts)))
         }
         // Sized once: a million posts' tables grown by doubling take up to twice the room.
-        let listed = pages.reduce(0) { n, p in if case .fresh(_, let d) = p { n + d.posts.count } else { n + p.page.count } }
+        let listed = pages.reduce(0) { n, p in if case .fresh(_, let d) = p { n + d.count } else { n + p.page.count } }
         var posts: [(id: PostID, json: [UInt8])] = []
         posts.reserveCapacity(listed + (keep == .feed ? 0 : feedOrder.count))
         var newPages: [FeedPage] = []
@@ -164,7 +164,8 @@ extension CacheService {
                 let r = slices[p.url] ?? (n == 0 ? slices[""] : nil) ?? 0..<0
                 items = Array(feedOrder[min(r.lowerBound, feedOrder.count)..<min(r.upperBound, feedOrder.count)])
             case .fresh(_, let decoded):
-                items = decoded.posts
+                // Taken: from here this list holds the page's posts alone.
+                items = decoded.takePosts()
                 invalid += decoded.invalid
                 problems += decoded.problems.prefix(Self.loggedFeedProblems).map { label + $0 }
             }
@@ -186,7 +187,8 @@ extension CacheService {
         let kept = posts.count - newPages.reduce(0) { $0 + $1.count }
         let change: PostsChange
         let headroom = feeds.withLock { $0.postsMinFreeSpace }
-        do throws(StoreError) { change = try store.replacePosts(posts, pages: newPages, history: kept, headroom: headroom) } catch {
+        // Handed over: the store frees each post's copy as its table takes it in.
+        do throws(StoreError) { change = try store.replacePosts(consume posts, pages: newPages, history: kept, headroom: headroom) } catch {
             if case .stopped(let what) = error { log.notice(what) }
             return .failure(.store(error, doing: "could not store posts"))
         }

@@ -12,7 +12,12 @@ public struct FeedError: Error, Sendable, Equatable, CustomStringConvertible {
 public struct DecodedPostsPage: Sendable {
     /// Valid posts in page order: id and the element's JSON text (whitespace
     /// removed). Not deduplicated: a refresh drops repeated ids across all pages.
-    public var posts: [(id: PostID, json: [UInt8])]
+    public var posts: [(id: PostID, json: [UInt8])] { batch.withLock { $0 } }
+    /// The posts, shared by every copy of this page until the refresh that
+    /// stores them takes them (`takePosts`): then the walk's pages hold no
+    /// post, and each post's bytes are freed as the post table takes them in
+    /// (a million posts are not held twice: issue 34).
+    private let batch: Locked<[(id: PostID, json: [UInt8])]>
     /// Elements skipped: not an object, or without a valid id.
     public var invalid: Int
     /// One line per skipped element, for the log.
@@ -22,6 +27,19 @@ public struct DecodedPostsPage: Sendable {
     /// The next page's URL as the document names it (`posts-next`, a JSON
     /// Feed's `next_url`, `<link rel="next">`), unresolved; nil when it names none.
     public var next: String? { facts.documentNext }
+
+    public init(posts: [(id: PostID, json: [UInt8])], invalid: Int, problems: [String], facts: PageFacts) {
+        batch = Locked(posts)
+        self.invalid = invalid
+        self.problems = problems
+        self.facts = facts
+    }
+
+    /// How many posts the page holds (none once taken).
+    public var count: Int { batch.withLock { $0.count } }
+
+    /// The posts, moved out: every copy of this page holds none after this.
+    func takePosts() -> [(id: PostID, json: [UInt8])] { batch.withLock { p in defer { p = [] }; return p } }
 }
 
 /// One row of the image manifest.
@@ -187,21 +205,23 @@ public enum FeedDecoder {
     public static func postsPage(_ body: [UInt8], shape: FeedShape, id: JSONPointer, contentType: String? = nil,
                                  room: Int = .max) throws(FeedError) -> DecodedPostsPage {
         let doc = try document(body, shape: shape, contentType: contentType, room: room)
-        var out = DecodedPostsPage(posts: [], invalid: 0, problems: [], facts: doc.facts)
-        out.posts.reserveCapacity(doc.count)
+        var posts: [(id: PostID, json: [UInt8])] = []
+        posts.reserveCapacity(doc.count)
+        var invalid = 0
+        var problems: [String] = []
         doc.forEachItem(in: body) { index, element in
             guard let value = element.value, value.isObject else {
-                out.invalid += 1
-                out.problems.append(element.value == nil ? "element \(index) has no object at \(shape.setting("item")) \(shape.item?.description ?? "")"
-                                                         : "element \(index) is not an object")
+                invalid += 1
+                problems.append(element.value == nil ? "element \(index) has no object at \(shape.setting("item")) \(shape.item?.description ?? "")"
+                                                     : "element \(index) is not an object")
                 return
             }
             switch postID(value, pointer: id) {
-            case .success(let postID): out.posts.append((postID, text(element, in: body)))
-            case .failure(let why): out.invalid += 1; out.problems.append("element \(index) \(why)")
+            case .success(let postID): posts.append((postID, text(element, in: body)))
+            case .failure(let why): invalid += 1; problems.append("element \(index) \(why)")
             }
         }
-        return out
+        return DecodedPostsPage(posts: posts, invalid: invalid, problems: problems, facts: doc.facts)
     }
 
     /// The id at `pointer` in a post: a JSON integer or a non-empty string

@@ -129,7 +129,7 @@ struct IndexLog: Sendable {
                 let problem = outcome.problem ?? "unexpected bytes"
                 var saved = "\(path)\(StoreNames.setAsideInfix)\(Clock.wallSeconds())-\(getpid())"
                 try fd.seek(to: length)
-                let tail = try fd.readToEnd()
+                let tail = try fd.readToEnd(limit: size - outcome.validLength)
                 do throws(SystemError) {
                     try files.writeDurably(tail, to: saved, tempDirectory: files.path, mode: 0o600)
                 } catch where error.isNoSpace {

@@ -16,10 +16,14 @@ extension Store {
     /// break those rules, and `postsBelowHeadroom` when the files to write
     /// would leave the file system less than `headroom` free
     /// (`posts-min-free-space`; 0: unchecked), before anything is written.
-    public func replacePosts(_ posts: [(id: PostID, json: [UInt8])], pages unchecked: [FeedPage], history: Int = 0,
+    /// `posts` is taken: a post's bytes that nothing else holds are freed as
+    /// the post table copies them in, so a refresh of a million posts does
+    /// not hold them twice at its end.
+    public func replacePosts(_ posts: consuming [(id: PostID, json: [UInt8])], pages unchecked: [FeedPage], history: Int = 0,
                              headroom: Int64 = 0) throws(StoreError) -> PostsChange {
         try Self.check(posts.lazy.map(\.id), items: posts.count - history, pages: unchecked, feed: "posts")
         let pages = unchecked.map(\.sanitized)
+        var given: [(id: PostID, json: [UInt8])]? = consume posts
         // The post files are written under `postFiles`, not the writer lock:
         // a large refresh (one fsync per changed post) must not hold up object
         // commits, evictions or gc. Only the log transaction takes the writer
@@ -28,19 +32,22 @@ extension Store {
             try checkWritable()
             // The snapshot goes before the transaction changes the posts: kept, it
             // would make that change copy the table (copies share storage until one changes).
-            let (plan, generation) = { () -> (PostsPlan, Int) in
+            var (plan, generation) = { () -> (PostsPlan, Int) in
                 let (stored, generation) = state.withLock { s in
                     (PostsPlan.Stored(posts: s.posts, recordedOrder: s.recordedOrder, pages: s.pages[.posts],
                                       damaged: s.damagedValidators.contains(.posts)), s.postsGeneration)
                 }
-                return (PostsPlan(from: stored, to: posts, pages: pages), generation)
+                return (PostsPlan(from: stored, to: given ?? [], pages: pages), generation)
             }()
+            // From here the plan's records alone hold the posts' bytes.
+            given = nil
             guard !plan.records.isEmpty else { return plan.change }
             try checkPostsHeadroom(headroom, files: plan.writes)
             for (id, name, owner) in plan.withoutFile { warnWithoutFile(id, name, owner) }
             var written: [String] = []
             do throws(SystemError) {
                 try writePostFiles(plan.writes, &written)
+                plan.writes = []
                 if !written.isEmpty { try files.syncDirectory(postsDirectory) }
             } catch {
                 if error.errno == ECANCELED, stop.isRaised {
@@ -60,7 +67,7 @@ extension Store {
                 try writer.withLock { (w) throws(StoreError) in
                     try append(plan.records, &w)
                     state.withLock { s in
-                        s.apply(transaction: plan.records)
+                        s.apply(consuming: &plan.records)
                         s.orderPosts()
                     }
                     try compactIfNeeded(&w)

@@ -111,7 +111,31 @@ struct StoreState {
     /// with one pass over the rows: removing many objects (eviction, gc, a
     /// sweep at start) stays linear in the rows.
     mutating func apply(transaction records: [LogRecord]) {
-        // A refresh of a million posts grows the table once, not twenty times.
+        reservePosts(for: records)
+        defer { posts.compactIfWasteful() }
+        var removed: Set<Hash128> = []
+        for r in records { apply(r, removing: &removed) }
+        if !removed.isEmpty { removeObjects(removed) }
+    }
+
+    /// `apply(transaction:)`, emptying `records` as it goes: each record is
+    /// let go once applied, so a post's bytes that nothing else holds are
+    /// freed as the table copies them in (a posts refresh's).
+    mutating func apply(consuming records: inout [LogRecord]) {
+        reservePosts(for: records)
+        defer { posts.compactIfWasteful() }
+        var removed: Set<Hash128> = []
+        for i in records.indices {
+            let r = records[i]
+            records[i] = .commit
+            apply(r, removing: &removed)
+        }
+        if !removed.isEmpty { removeObjects(removed) }
+        records = []
+    }
+
+    /// A refresh of a million posts grows the table once, not twenty times.
+    private mutating func reservePosts(for records: [LogRecord]) {
         var added = 0
         var bytes = 0
         for case let .post(_, json) in records {
@@ -119,14 +143,14 @@ struct StoreState {
             bytes += json.count
         }
         if added > 1024 { posts.reserve(more: added, bytes: bytes) }
-        defer { posts.compactIfWasteful() }
-        var removed: Set<Hash128> = []
-        for r in records {
-            if case let .objectRemoved(hash) = r { removed.insert(hash); continue }
-            if !removed.isEmpty { removeObjects(removed); removed = [] }
-            apply(r)
-        }
-        if !removed.isEmpty { removeObjects(removed) }
+    }
+
+    /// One record of a transaction: a run of `objectRemoved` is gathered in
+    /// `removed` and applied together when the run ends.
+    private mutating func apply(_ r: LogRecord, removing removed: inout Set<Hash128>) {
+        if case let .objectRemoved(hash) = r { removed.insert(hash); return }
+        if !removed.isEmpty { removeObjects(removed); removed = [] }
+        apply(r)
     }
 
     /// Forgets objects; every row pointing to one becomes uncached.
