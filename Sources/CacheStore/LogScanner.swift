@@ -138,17 +138,20 @@ struct LogWindow {
                 start = offset
             }
             let want = max(piece, offset + count - start - buffer.count)
-            let before = buffer.count
-            buffer.append(contentsOf: repeatElement(0, count: want))
+            // Read into fresh uninitialised bytes, then append them: filling
+            // `want` zeros first cost 1.5 s per 8 MiB in a debug build.
             var failure: SystemError?
-            let n = buffer.withUnsafeMutableBytes { all -> Int in
-                do throws(SystemError) { return try fd.read(into: UnsafeMutableRawBufferPointer(rebasing: all[before...])) } catch {
+            let read = [UInt8](unsafeUninitializedCapacity: want) { spare, initialized in
+                do throws(SystemError) {
+                    initialized = try fd.read(into: UnsafeMutableRawBufferPointer(spare))
+                } catch {
                     failure = error
-                    return 0
+                    initialized = 0
                 }
             }
-            buffer.removeLast(want - n)
             if let failure { throw failure }
+            let n = read.count
+            if buffer.isEmpty { buffer = read } else { buffer.append(contentsOf: read) }
             if n == 0 { atEnd = true }
         }
         return max(0, min(count, start + buffer.count - offset))
