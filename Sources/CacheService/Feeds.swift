@@ -101,6 +101,19 @@ public enum FeedDecoder {
             return Item(value: value.flatMap { itemPointer.resolve(in: $0) }.flatMap { $0.isObject ? $0 : nil }, range: nil)
         }
 
+        /// What `pointer` names in the page whose root is `root`: a pointer
+        /// into the items' array (`/items/0/id`) reads the element it names
+        /// from the body, since the root holds that array empty.
+        func resolve(_ pointer: JSONPointer, root: JSON, in body: [UInt8]) -> JSON? {
+            let tokens = pointer.tokens
+            guard values == nil, tokens.count > path.count, tokens.starts(with: path),
+                  let index = JSONPointer.index(tokens[path.count]), index < ranges.count else {
+                return pointer.resolve(in: root)
+            }
+            guard let element = try? JSONParser.parseElement(body[ranges[index]], capturedAt: path) else { return nil }
+            return JSONPointer.resolve(Array(tokens[(path.count + 1)...]), in: element)
+        }
+
         /// Calls `body` with each item in page order, one parsed at a time.
         func forEachItem(in page: [UInt8], _ body: (Int, Item) -> Void) {
             for index in 0..<count { body(index, item(index, in: page)) }
@@ -134,7 +147,10 @@ public enum FeedDecoder {
         for r in ranges { hasher.combine(r.count); body[r].withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) } }
         let nextPointer = shape.next ?? (isJSONFeed ? .member("next_url") : nil)
         let last = ranges.isEmpty ? nil : doc.item(ranges.count - 1, in: body).value
-        doc.facts = try PageFacts.read(root, itemCount: ranges.count, lastItem: last, shape: shape, nextPointer: nextPointer)
+        let items = doc
+        doc.facts = try PageFacts.read(root, itemCount: ranges.count, lastItem: last, shape: shape, nextPointer: nextPointer) { p in
+            items.resolve(p, root: root, in: body)
+        }
         doc.facts.digest = hasher.finalize()
         return doc
     }

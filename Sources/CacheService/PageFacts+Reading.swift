@@ -5,13 +5,16 @@ extension PageFacts {
     /// and which holds `itemCount` items, the last (after `posts-item`)
     /// `lastItem`; `nextPointer` is
     /// where a next URL is (`posts-next`, a JSON Feed's `next_url`).
-    static func read(_ root: JSON, itemCount: Int, lastItem: JSON?, shape: FeedShape, nextPointer: JSONPointer?) throws(FeedError) -> PageFacts {
+    /// `resolve` finds what a pointer names in the page (the root's items
+    /// array may be held as ranges, not values: `FeedDecoder.document`).
+    static func read(_ root: JSON, itemCount: Int, lastItem: JSON?, shape: FeedShape, nextPointer: JSONPointer?,
+                     resolve: (JSONPointer) -> JSON?) throws(FeedError) -> PageFacts {
         var facts = PageFacts()
         facts.items = itemCount
         var followed: Set<String> = []
         if let nextPointer {
             followed.insert(nextPointer.description)
-            if let value = nextPointer.resolve(in: root) {
+            if let value = resolve(nextPointer) {
                 facts.documentNext = try FeedDecoder.nextURL(value, pointer: nextPointer, setting: shape.setting("next"))
             }
             // `posts-next` pointed at a cursor (Reddit's `/data/after` =
@@ -25,15 +28,15 @@ extension PageFacts {
         case .link: break
         case .cursor(let c):
             switch c.source {
-            case .pointer(let p): facts.cursor = p.resolve(in: root); followed.insert(p.description)
+            case .pointer(let p): facts.cursor = resolve(p); followed.insert(p.description)
             case .lastItem(let p): facts.cursor = lastItem.flatMap { p.resolve(in: $0) }
             case .header: break
             }
-            if let p = c.hasMore { facts.hasMore = p.resolve(in: root); followed.insert(p.description) }
+            if let p = c.hasMore { facts.hasMore = resolve(p); followed.insert(p.description) }
         case .offset(let o):
-            if let p = o.total { facts.total = p.resolve(in: root) }
+            if let p = o.total { facts.total = resolve(p) }
         case .page(let p):
-            if let t = p.totalPages { facts.total = t.resolve(in: root) }
+            if let t = p.totalPages { facts.total = resolve(t) }
         }
         facts.hint = MoreHint.find(in: root, prefix: shape.prefix, followed: followed)
         return facts

@@ -146,6 +146,41 @@ import CacheSystem
         #expect(origin.urls == [base + "&skip=0", base + "&skip=2", base + "&skip=4"])
     }
 
+    /// A total repeated in every row (SQL's `COUNT(*) OVER ()`, as many
+    /// hand-written APIs page): `posts-total = /0/total_count` points into
+    /// the items, which the parse keeps as ranges, not values (issue 34).
+    /// It read as nothing, and the walk ended after page 1 saying nothing.
+    @Test func aTotalInsideTheFirstItemIsReadFromThatItem() {
+        let base = "https://rows.test/posts?limit=2"
+        func page(_ ids: [Int]) -> Pages.Page {
+            .init(body: "[" + ids.map { #"{"id":\#($0),"total_count":4}"# }.joined(separator: ",") + "]")
+        }
+        // Full pages to the end: only the total says page 2 is the last.
+        let origin = Pages([base + "&offset=0": page([1, 2]), base + "&offset=2": page([3, 4])])
+        let shape = FeedShape(prefix: "posts", paging: .offset(OffsetPaging(total: pointer("/0/total_count"))))
+        #expect(ids(walk(origin, url: base, shape: shape)) == ["1", "2", "3", "4"])
+        #expect(origin.urls == [base + "&offset=0", base + "&offset=2"])
+    }
+
+    /// A cursor and a has-more flag inside the wrapped items array, at an
+    /// index: read from that element of the page, whichever page it is.
+    @Test func aCursorInsideTheItemsArrayIsReadFromThatElement() {
+        let base = "https://wrap.test/feed"
+        func page(_ ids: [String], cursor: String?) -> Pages.Page {
+            let more = cursor != nil
+            let next = cursor.map { "\"" + $0 + "\"" } ?? "null"
+            let items = ids.map { #"{"id":"\#($0)"}"# } + [#"{"meta":{"next":\#(next),"more":\#(more)}}"#]
+            return .init(body: #"{"result":[\#(items.joined(separator: ","))]}"#)
+        }
+        let origin = Pages([base: page(["a", "b"], cursor: "c2"), base + "?cursor=c2": page(["c", "d"], cursor: nil)])
+        let shape = FeedShape(prefix: "posts", items: pointer("/result"),
+                              paging: .cursor(CursorPaging(source: .pointer(pointer("/result/2/meta/next")), hasMore: pointer("/result/2/meta/more"))))
+        let r = walk(origin, url: base, shape: shape)
+        #expect(origin.urls == [base, base + "?cursor=c2"])
+        guard case .success(let w) = r else { Issue.record("\(r)"); return }
+        #expect(w.pages.count == 2)
+    }
+
     @Test func aShortPageEndsAnOffsetWalkWithAPageSize() {
         let base = "https://j.test/posts"
         let origin = Pages([base + "?_start=0&_limit=2": .init(body: #"[{"id":1},{"id":2}]"#),
