@@ -1,6 +1,7 @@
 import CacheSystem
 
-/// Post ids to slot numbers: an open-addressed table (linear probing,
+/// Keys to slot numbers (post ids in `PostTable`, object hashes in
+/// `ObjectTable`): an open-addressed table (linear probing,
 /// deletion by backward shift), at most three quarters full, of 8-byte
 /// entries, each a slot number and 32 bits of its id's hash: a probe
 /// compares hashes in the table and reads an id (the owner's `ids`) only
@@ -22,13 +23,31 @@ struct SlotIndex: Sendable {
 
     /// The slot holding `id`, whose hash is `hash`.
     func find(_ id: PostID, hash: Int, in ids: [PostID?]) -> Int32? {
+        find(hash: hash) { ids[Int($0)] == id }
+    }
+
+    /// The slot whose key hashes to `hash` and for which `holdsKey` is true.
+    @inline(__always)
+    func find(hash: Int, where holdsKey: (Int32) -> Bool) -> Int32? {
         guard !buckets.isEmpty else { return nil }
         let h = Self.short(hash)
         var i = Int(h) & mask
         while true {
             let e = buckets[i]
             if e == Self.empty { return nil }
-            if Self.short(of: e) == h, ids[Int(Self.slot(e))] == id { return Self.slot(e) }
+            if Self.short(of: e) == h, holdsKey(Self.slot(e)) { return Self.slot(e) }
+            i = (i + 1) & mask
+        }
+    }
+
+    /// The entry of slot `from`, whose key hashes to `hash`, names slot `to`
+    /// instead (its key moved there).
+    mutating func renumber(_ from: Int32, to: Int32, hash: Int) {
+        guard !buckets.isEmpty else { return }
+        let h = Self.short(hash)
+        var i = Int(h) & mask
+        while buckets[i] != Self.empty {
+            if Self.slot(buckets[i]) == from { buckets[i] = Self.entry(to, h); return }
             i = (i + 1) & mask
         }
     }

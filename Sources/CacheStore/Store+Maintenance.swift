@@ -28,7 +28,7 @@ extension Store {
             var excess = total - limit
             var out: [Hash128] = []
             let order = candidates.filter { !keep.contains($0.hash) && !pending.contains($0.hash) }
-                .sorted { (s.lastUse[$0.hash] ?? 0, $0.hash) < (s.lastUse[$1.hash] ?? 0, $1.hash) }
+                .sorted { (s.objects.lastUse($0.hash) ?? 0, $0.hash) < (s.objects.lastUse($1.hash) ?? 0, $1.hash) }
             for o in order where excess > 0 { out.append(o.hash); excess -= o.size }
             return out
         }

@@ -372,7 +372,7 @@ public final class Store: Sendable {
         let now = Clock.wallMilliseconds()
         state.withLock { s in
             guard s.objects[hash] != nil else { return }
-            s.lastUse[hash] = now
+            s.objects.setLastUse(hash, now)
             s.unloggedUse.insert(hash)
         }
     }
@@ -383,7 +383,7 @@ public final class Store: Sendable {
     public func logAccessTimes() throws(StoreError) {
         try writer.withLock { (w) throws(StoreError) in
             let records: [LogRecord] = state.withLock { s in
-                let out = s.unloggedUse.sorted().compactMap { h in s.lastUse[h].map { LogRecord.access(hash: h, time: $0) } }
+                let out = s.unloggedUse.sorted().compactMap { h in s.objects.lastUse(h).map { LogRecord.access(hash: h, time: $0) } }
                 s.unloggedUse.removeAll()
                 return out
             }

@@ -15,7 +15,9 @@ struct StoreState {
     /// The slot in `posts` of each of `listIDs`: what a search walks.
     var listSlots: [Int32] = []
     var rows: [Row] = []
-    var objects: [Hash128: ObjectRef] = [:]
+    /// Every object by hash, with its last use (ms since the epoch), for
+    /// least-recently-used eviction.
+    var objects = ObjectTable()
     /// The chunk digests of objects larger than one chunk that have them
     /// (`objectChunks` records); dropped with the object.
     var chunks: [Hash128: ChunkDigests] = [:]
@@ -30,8 +32,6 @@ struct StoreState {
     /// Each known feed's pages, as its `validators` or `page` records left them.
     var pages: [Feed: StoredPages] = [:]
     var manifestKnown = false
-    /// Last use of each object (ms since the epoch), for least-recently-used eviction.
-    var lastUse: [Hash128: Int64] = [:]
     /// Objects whose last use changed since the last `access` records were logged.
     var unloggedUse: Set<Hash128> = []
     var bytes: Int64 = 0
@@ -67,7 +67,7 @@ struct StoreState {
             let ref = ObjectRef(hash: hash, size: size, type: type)
             if rows[i].object != ref { rows[i].freshness = nil }
             rows[i].object = ref
-            if objects.updateValue(ref, forKey: hash) == nil { bytes += size }
+            if objects.updateValue(ref) == nil { bytes += size }
         case let .objectRemoved(hash):
             removeObjects([hash])
         case let .validators(feed, etag, lastModified):
@@ -91,7 +91,7 @@ struct StoreState {
             pages[feed] = .pages(list)
             if feed == .manifest { manifestKnown = true }
         case let .access(hash, time):
-            if objects[hash] != nil { lastUse[hash] = max(lastUse[hash] ?? 0, time) }
+            objects.noteUse(hash, at: time)
         case let .rowFreshness(i, freshness):
             // Only of a row with an object: what it says is about that object.
             if rows.indices.contains(i), rows[i].object != nil { rows[i].freshness = freshness }
@@ -169,7 +169,6 @@ struct StoreState {
         for hash in hashes {
             if let old = objects.removeValue(forKey: hash) { bytes -= old.size }
             chunks[hash] = nil
-            lastUse[hash] = nil
             unloggedUse.remove(hash)
         }
         for i in rows.indices {
@@ -186,7 +185,7 @@ struct StoreState {
     private mutating func mapVariant(_ key: VariantKey, _ v: VariantRef) {
         if variants[key] != nil { unmapVariant(key) }
         variants[key] = v
-        if objects.updateValue(v.object, forKey: v.object.hash) == nil { bytes += v.object.size }
+        if objects.updateValue(v.object) == nil { bytes += v.object.size }
         variantObjects[v.object.hash, default: 0] += 1
         if variantObjects[v.object.hash] == 1 { variantBytes += v.object.size }
     }
@@ -304,7 +303,7 @@ struct StoreState {
                 current.append(.rowObject(row: i, hash: o.hash, size: o.size, type: o.type))
                 if let f = row.freshness { current.append(.rowFreshness(row: i, freshness: f)) }
                 if timed.insert(o.hash).inserted {
-                    if let t = lastUse[o.hash] { current.append(.access(hash: o.hash, time: t)) }
+                    if let t = objects.lastUse(o.hash) { current.append(.access(hash: o.hash, time: t)) }
                     if let c = chunks[o.hash] { current.append(.objectChunks(hash: o.hash, chunks: c)) }
                 }
             }
@@ -315,7 +314,7 @@ struct StoreState {
         for (n, (key, v)) in variants.sorted(by: { $0.key < $1.key }).enumerated() {
             current.append(.variant(source: key.source, spec: key.spec, variant: v))
             if timed.insert(v.object.hash).inserted {
-                if let t = lastUse[v.object.hash] { current.append(.access(hash: v.object.hash, time: t)) }
+                if let t = objects.lastUse(v.object.hash) { current.append(.access(hash: v.object.hash, time: t)) }
                 if let c = chunks[v.object.hash] { current.append(.objectChunks(hash: v.object.hash, chunks: c)) }
             }
             if (n + 1) % chunk == 0 { try flush() }

@@ -29,11 +29,11 @@ import CacheSystem
         #expect(rowObjects == 300)
         #expect(access == 3)
         // The use times survive the compaction.
-        let before = store.state.withLock { $0.lastUse }
+        let before = store.state.withLock { $0.objects.lastUses }
         store.close()
         let reopened = try Store(StoreConfiguration(directory: dir.path))
         defer { reopened.close() }
-        #expect(reopened.state.withLock { $0.lastUse } == before)
+        #expect(reopened.state.withLock { $0.objects.lastUses } == before)
     }
 }
 

@@ -56,8 +56,8 @@ import Testing
         var s = StoreState()
         s.apply(transaction: [.manifestSize(count: 1), .rowObject(row: 0, hash: h[0], size: 1, type: .png)])
         s.apply(transaction: [.access(hash: h[0], time: 50), .access(hash: h[0], time: 20), .access(hash: h[3], time: 99)])
-        #expect(s.lastUse[h[0]] == 50, "a later record with an older time does not move it back")
-        #expect(s.lastUse[h[3]] == nil, "no use time for an object the index does not hold")
+        #expect(s.objects.lastUse(h[0]) == 50, "a later record with an older time does not move it back")
+        #expect(s.objects.lastUse(h[3]) == nil, "no use time for an object the index does not hold")
     }
 
     @Test func damagedValidatorsAreDroppedAndNamed() {
@@ -87,7 +87,7 @@ import Testing
         #expect(rebuilt.posts == s.posts && rebuilt.listIDs == s.listIDs && rebuilt.feedIDs == s.feedIDs)
         #expect(rebuilt.rows == s.rows)
         #expect(rebuilt.objects == s.objects && rebuilt.bytes == s.bytes)
-        #expect(rebuilt.lastUse == s.lastUse)
+        #expect(rebuilt.objects.lastUses == s.objects.lastUses)
         #expect(rebuilt.pages == s.pages)
         #expect(rebuilt.postsKnown == s.postsKnown && rebuilt.manifestKnown == s.manifestKnown)
     }

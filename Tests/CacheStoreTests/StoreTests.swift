@@ -326,7 +326,7 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         let limit = a.size + b.size + 4
         store = try Store(StoreConfiguration(directory: dir.path, maxBytes: limit))
         defer { store.close() }
-        let times = store.state.withLock { $0.lastUse }
+        let times = store.state.withLock { $0.objects.lastUses }
         #expect((times[a.hash] ?? 0) > (times[b.hash] ?? 0))
         _ = try store.commitObject(try write(Self.image(3), to: store), rows: [(2, "c")])
         #expect(store.row(0)?.object?.hash == a.hash, "the recently used object stays")

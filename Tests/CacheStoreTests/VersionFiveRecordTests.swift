@@ -118,7 +118,7 @@ import CacheSystem
         var replayed = StoreState()
         for t in s.liveTransactions() { replayed.apply(transaction: t) }
         #expect(replayed.variants == s.variants)
-        #expect(replayed.lastUse[Self.object] == 77)
+        #expect(replayed.objects.lastUse(Self.object) == 77)
         #expect(replayed.bytes == s.bytes)
     }
 }
