@@ -5,18 +5,6 @@ import CacheSystem
 /// `ObjectTable` against the two dictionaries it replaces, driven by the
 /// same random operations: every answer the same after every step.
 @Suite struct ObjectTableTests {
-    /// A small deterministic generator: the failing sequence can be rerun.
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     @Test func randomOperationsAgreeWithTwoDictionaries() {
         var random = SplitMix(state: 34)
         // Few distinct hashes, so that every operation meets known ones;

@@ -5,17 +5,7 @@ import CacheSystem
 /// The posts' compact table (`PostTable`: the arena, the slot index, the
 /// titles) against a dictionary doing the same, through many changes.
 @Suite struct PostTableTests {
-    /// A deterministic generator, so a failure repeats.
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
+    typealias Generator = SplitMix
 
     @Test func setsReplacementsAndRemovalsMatchADictionary() {
         var g = Generator(state: 7)
