@@ -89,17 +89,19 @@ struct ObjectTable: Sendable, Equatable {
     }
 
     /// Object `hash` was used at `time`: its last use moves to it, never
-    /// back. Nothing for an object not known.
+    /// back, and never before 0 (the epoch). Nothing for an object not known.
     mutating func noteUse(_ hash: Hash128, at time: Int64) {
         guard let s = slot(of: hash) else { return }
-        uses[Int(s)] = max(uses[Int(s)], time)
+        uses[Int(s)] = max(uses[Int(s)], time, 0)
     }
 
-    /// Object `hash`'s last use is `time`, later or not. Nothing for an
-    /// object not known.
-    mutating func setLastUse(_ hash: Hash128, _ time: Int64) {
-        guard let s = slot(of: hash) else { return }
+    /// Object `hash`'s last use is `time`, later or not; false (and nothing
+    /// done) for an object not known.
+    @discardableResult
+    mutating func setLastUse(_ hash: Hash128, _ time: Int64) -> Bool {
+        guard let s = slot(of: hash) else { return false }
         uses[Int(s)] = time
+        return true
     }
 
     /// Every recorded last use, by hash (for tests and comparisons).
@@ -114,12 +116,5 @@ struct ObjectTable: Sendable, Equatable {
         a.count == b.count && zip(a.refs, a.uses).allSatisfy { ref, use in
             b[ref.hash] == ref && (b.lastUse(ref.hash) ?? unused) == use
         }
-    }
-
-    /// Makes room for `more` objects without growing again.
-    mutating func reserve(more: Int) {
-        refs.reserveCapacity(refs.count + more)
-        uses.reserveCapacity(uses.count + more)
-        index.reserve(refs.count + more)
     }
 }

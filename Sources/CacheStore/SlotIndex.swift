@@ -6,9 +6,10 @@ import CacheSystem
 /// entries, each a slot number and 32 bits of its id's hash: a probe
 /// compares hashes in the table and reads an id (the owner's `ids`) only
 /// when they agree, and growing never hashes an id again. About 16 MB for
-/// a million posts, against some 56 MB as a `[PostID: Int32]`. Hashed with
-/// `PostID.hashValue`, seeded per process: a feed cannot choose ids that
-/// collide.
+/// a million posts, against some 56 MB as a `[PostID: Int32]`. The owner
+/// hashes each key, seeded so that an origin cannot choose keys that
+/// collide: `PostID.hashValue` (seeded per process) in `PostTable`, a keyed
+/// multiply of the digest's halves in `ObjectTable`.
 struct SlotIndex: Sendable {
     private var buckets: [UInt64] = []
     private var used = 0

@@ -371,9 +371,7 @@ public final class Store: Sendable {
     public func touch(_ hash: Hash128) {
         let now = Clock.wallMilliseconds()
         state.withLock { s in
-            guard s.objects[hash] != nil else { return }
-            s.objects.setLastUse(hash, now)
-            s.unloggedUse.insert(hash)
+            if s.objects.setLastUse(hash, now) { s.unloggedUse.insert(hash) }
         }
     }
 

@@ -23,9 +23,10 @@ import CacheSystem
                 #expect(table.removeValue(forKey: hash) == objects.removeValue(forKey: hash), "step \(step)")
                 uses[hash] = nil
             case 3:
-                let time = Int64(random.next() % 10_000)
+                // Some before the epoch: a first use counts from 0, as it did.
+                let time = Int64(random.next() % 10_000) - 100
                 table.noteUse(hash, at: time)
-                if objects[hash] != nil { uses[hash] = max(uses[hash] ?? .min, time) }
+                if objects[hash] != nil { uses[hash] = max(uses[hash] ?? 0, time) }
             case 4:
                 let time = Int64(random.next() % 10_000)
                 table.setLastUse(hash, time)
