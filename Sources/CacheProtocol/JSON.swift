@@ -260,6 +260,24 @@ public struct JSONParser {
         guard pos - start <= 400 else { throw error("number too long") }
     }
 
+    /// The scalar of a `\u` escape whose `u` was just read: a surrogate
+    /// pair is read whole (`\uD83D\uDE00`), a lone surrogate refused.
+    /// What `string()` decodes and `skipString` checks, alike.
+    mutating func unicodeEscape() throws(JSONError) -> UInt32 {
+        let scalar = try hex4()
+        if scalar >= 0xD800 && scalar < 0xDC00 {
+            guard pos + 2 <= bytes.count, bytes[pos] == UInt8(ascii: "\\"), bytes[pos + 1] == UInt8(ascii: "u") else {
+                throw error("unpaired surrogate")
+            }
+            pos += 2
+            let low = try hex4()
+            guard low >= 0xDC00 && low < 0xE000 else { throw error("unpaired surrogate") }
+            return 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+        }
+        if scalar >= 0xDC00 && scalar < 0xE000 { throw error("unpaired surrogate") }
+        return scalar
+    }
+
     mutating func hex4() throws(JSONError) -> UInt32 {
         guard pos + 4 <= bytes.count else { throw error("unexpected end of input in \\u escape") }
         var v: UInt32 = 0
@@ -316,19 +334,7 @@ public struct JSONParser {
             case UInt8(ascii: "r"): out.append(0x0D)
             case UInt8(ascii: "t"): out.append(0x09)
             case UInt8(ascii: "u"):
-                var scalar = try hex4()
-                if scalar >= 0xD800 && scalar < 0xDC00 {
-                    guard pos + 2 <= bytes.count, bytes[pos] == UInt8(ascii: "\\"), bytes[pos + 1] == UInt8(ascii: "u") else {
-                        throw error("unpaired surrogate")
-                    }
-                    pos += 2
-                    let low = try hex4()
-                    guard low >= 0xDC00 && low < 0xE000 else { throw error("unpaired surrogate") }
-                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                } else if scalar >= 0xDC00 && scalar < 0xE000 {
-                    throw error("unpaired surrogate")
-                }
-                guard let u = Unicode.Scalar(scalar) else { throw error("invalid \\u escape") }
+                guard let u = Unicode.Scalar(try unicodeEscape()) else { throw error("invalid \\u escape") }
                 out.append(contentsOf: Array(String(Character(u)).utf8))
             default:
                 throw error("invalid escape")

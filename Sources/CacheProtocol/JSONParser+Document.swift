@@ -179,17 +179,7 @@ extension JSONParser {
              UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
             return
         case UInt8(ascii: "u"):
-            let scalar = try hex4()
-            if scalar >= 0xD800 && scalar < 0xDC00 {
-                guard pos + 2 <= bytes.count, bytes[pos] == UInt8(ascii: "\\"), bytes[pos + 1] == UInt8(ascii: "u") else {
-                    throw error("unpaired surrogate")
-                }
-                pos += 2
-                let low = try hex4()
-                guard low >= 0xDC00 && low < 0xE000 else { throw error("unpaired surrogate") }
-            } else if scalar >= 0xDC00 && scalar < 0xE000 {
-                throw error("unpaired surrogate")
-            }
+            _ = try unicodeEscape()
         default:
             throw error("invalid escape")
         }
