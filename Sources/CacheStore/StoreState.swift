@@ -120,15 +120,10 @@ struct StoreState {
 
     /// `apply(transaction:)`, emptying `records` as it goes: each record is
     /// let go once applied, so a post's bytes that nothing else holds are
-    /// freed as the table copies them in (a posts refresh's).
-    /// The posts' freed copies are small blocks of malloc's heap, which it
-    /// keeps while the table's arena takes new pages from the kernel: each
-    /// arena chunk's worth of them is given back as it is freed, or the
-    /// table would be resident twice at the end of a large refresh (VmHWM
-    /// 827 MiB, against 514 MiB resident before the apply, at 1,000,000
-    /// posts; 677 with this; issue 34). Under the state lock: measured, the
-    /// 16 trims of that refresh took 19 ms together.
-    mutating func apply(consuming records: inout [LogRecord]) {
+    /// freed as the table copies them in (a posts refresh's), and
+    /// `chunkFreed` is called after each arena chunk's worth of them
+    /// (`Store.replacePosts` gives the heap's free pages back then).
+    mutating func apply(consuming records: inout [LogRecord], chunkFreed: () -> Void = {}) {
         reservePosts(for: records)
         defer { posts.compactIfWasteful() }
         var removed: Set<Hash128> = []
@@ -139,7 +134,7 @@ struct StoreState {
             if case let .post(_, json) = r { freed += json.count }
             apply(r, removing: &removed)
             if freed >= PostArena.chunkSize {
-                Memory.returnFreePages()
+                chunkFreed()
                 freed = 0
             }
         }

@@ -91,4 +91,18 @@ import Testing
         #expect(rebuilt.pages == s.pages)
         #expect(rebuilt.postsKnown == s.postsKnown && rebuilt.manifestKnown == s.manifestKnown)
     }
+
+    /// A refresh's apply lets each post's copy go as the table takes it in,
+    /// and says so after each arena chunk's worth (where the store gives the
+    /// heap's free pages back): 40 posts of 1 MiB, two chunks of 16 MiB.
+    @Test func applyingAndConsumingSaysWhenEachChunkOfPostsIsFreed() {
+        let post = Array(#"{"id":1,"title":""#.utf8) + Array(repeating: UInt8(ascii: "a"), count: (1 << 20) - 20) + Array(#""}"#.utf8)
+        var records = (0..<40).map { LogRecord.post(id: .int($0), json: post) }
+        var s = StoreState()
+        var calls = 0
+        s.apply(consuming: &records) { calls += 1 }
+        #expect(calls == 2)
+        #expect(records.isEmpty)
+        #expect(s.posts.count == 40 && s.posts[.int(39)] == post)
+    }
 }
