@@ -27,9 +27,9 @@ struct PageWalk<Decoded: Sendable>: Sendable {
     /// store's one page, URL "", stands for the first).
     var stored: [FeedPage]
     var force: Bool
-    /// Decodes a full page (its body, `Content-Type` and the items the
-    /// walk has room for: more throw); returns it and what paging reads from it.
-    var decode: @Sendable ([UInt8], String?, Int) throws(FeedError) -> (Decoded, PageFacts)
+    /// Decodes a full page (its body, to take, `Content-Type` and the items
+    /// the walk has room for: more throw); returns it and what paging reads from it.
+    var decode: @Sendable (PageBody, String?, Int) throws(FeedError) -> (Decoded, PageFacts)
     /// The validators to store for a page, from those sent and the answer.
     var validatorsToStore: @Sendable (Validators, HTTPResponse) -> Validators
     /// When set, the walk ends after the first page this accepts (a history
@@ -92,10 +92,10 @@ extension CacheService: PageFetching {
     private static let lastPageTrim = Locked<UInt64>(0)
 
     /// One page into memory, its completion on a worker.
-    func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, [UInt8]), FetchError>) -> Void) {
+    func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, PageBody), FetchError>) -> Void) {
         let sink = MemorySink(limit: Int(request.maxBodySize ?? Int64(Int.max)), setting: request.maxBodySetting)
         http.fetch(request, into: sink) { [self] result in
-            pool.submit { completion(result.map { ($0, sink.take()) }) }
+            pool.submit { completion(result.map { ($0, PageBody(sink.take())) }) }
         }
     }
 

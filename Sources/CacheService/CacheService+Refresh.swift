@@ -67,7 +67,8 @@ extension CacheService {
             ? { @Sendable [self] page in !(changed && page.page.url == firstURL) && holdsNothingNew(page) } : nil
         if config.feedsSharePages {
             let manifestBase = store.manifestPages
-            var walk = PageWalk<SharedPage>(fetch: fetch, shape: shape, stored: stored, force: force, decode: { body, type, room throws(FeedError) in
+            var walk = PageWalk<SharedPage>(fetch: fetch, shape: shape, stored: stored, force: force, decode: { page, type, room throws(FeedError) in
+                let body = page.take()
                 let p = try FeedDecoder.postsPage(body, shape: shape, id: config.fields.postID, contentType: type, room: room)
                 let m = Result { () throws(FeedError) in
                     try FeedDecoder.manifestPage(body, shape: config.imagesShape, fields: config.fields, contentType: type, room: room)
@@ -88,8 +89,9 @@ extension CacheService {
                 })
             }
         } else {
-            var walk = PageWalk<DecodedPostsPage>(fetch: fetch, shape: shape, stored: stored, force: force, decode: { body, type, room throws(FeedError) in
-                let p = try FeedDecoder.postsPage(body, shape: shape, id: config.fields.postID, contentType: type, room: room)
+            var walk = PageWalk<DecodedPostsPage>(fetch: fetch, shape: shape, stored: stored, force: force, decode: { page, type, room throws(FeedError) in
+                // Taken, not shared: the decoder gives back the body's pages as it copies the posts out.
+                let p = try FeedDecoder.postsPage(consuming: page.take(), shape: shape, id: config.fields.postID, contentType: type, room: room)
                 return (p, p.facts)
             }, validatorsToStore: validators)
             walk.stopAfter = nothingNew
@@ -183,6 +185,8 @@ extension CacheService {
         for p in problems.prefix(Self.loggedFeedProblems) { log.warning("posts feed: skipped \(p)") }
         let history = Self.history(keep, listed: posts.count, stored: feedOrder, storedListed: storedPages.reduce(0) { $0 + $1.count }, seen: seen)
         posts += history
+        // Let go before the store plans the refresh: a million ids are 48 MB of table.
+        _ = consume seen
         if keep == .feed { Self.forgetLonePageURL(&newPages) } else { Self.trim(&newPages, &posts, to: keep) }
         let kept = posts.count - newPages.reduce(0) { $0 + $1.count }
         let change: PostsChange
@@ -229,8 +233,8 @@ extension CacheService {
         let force = force || settingsChanged(.manifest, digest)
         let fetch = FeedFetch(setting: "images-url", url: config.imagesURL, feed: .manifest)
         let shape = config.imagesShape
-        let walk = PageWalk<DecodedManifestPage>(fetch: fetch, shape: shape, stored: store.manifestPages, force: force, decode: { body, type, room throws(FeedError) in
-            let m = try FeedDecoder.manifestPage(body, shape: shape, fields: config.fields, contentType: type, room: room)
+        let walk = PageWalk<DecodedManifestPage>(fetch: fetch, shape: shape, stored: store.manifestPages, force: force, decode: { page, type, room throws(FeedError) in
+            let m = try FeedDecoder.manifestPage(page.take(), shape: shape, fields: config.fields, contentType: type, room: room)
             return (m, m.facts)
         }, validatorsToStore: { [self] sent, response in validatorsToStore(.manifest, setting: fetch.setting, sent: sent, response: response) })
         fetchPages(walk) { [self] result in finish(result.flatMap { storeManifest($0.pages, warning: $0.warning, settings: digest) }) }

@@ -6,7 +6,7 @@ import CacheSystem
 protocol PageFetching: Sendable {
     /// Fetches `request`; the completion gets the answer and its body, on
     /// a thread that may do the walk's work (decoding).
-    func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, [UInt8]), FetchError>) -> Void)
+    func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, PageBody), FetchError>) -> Void)
 }
 
 /// What a walk found: its pages in order, and whether the last page it read
@@ -130,7 +130,7 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
     }
 
     /// One answer: the page it makes, then the next step or the end.
-    private func received(_ url: String, _ response: HTTPResponse, _ body: [UInt8], sent: Validators, stored: FeedPage?, _ before: Progress,
+    private func received(_ url: String, _ response: HTTPResponse, _ body: PageBody, sent: Validators, stored: FeedPage?, _ before: Progress,
                           _ completion: @escaping @Sendable (Result<WalkResult<Decoded>, OriginFailure>) -> Void) throws(OriginFailure) {
         var progress = before
         let (page, facts) = try pageResult(url, response, body, sent: sent, stored: stored, progress)
@@ -169,7 +169,7 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
 
     /// What one answer makes of a page: the stored page on a 304, else the
     /// decoded body with the next request its paging makes of it.
-    private func pageResult(_ url: String, _ response: HTTPResponse, _ body: [UInt8], sent: Validators, stored: FeedPage?,
+    private func pageResult(_ url: String, _ response: HTTPResponse, _ body: PageBody, sent: Validators, stored: FeedPage?,
                             _ progress: Progress) throws(OriginFailure) -> (PageResult<Decoded>, PageFacts?) {
         if response.status == 304 {
             guard var page = stored, sent != Validators() else {

@@ -220,17 +220,50 @@ public enum FeedDecoder {
     /// the shape says throws; bad elements are skipped and counted.
     public static func postsPage(_ body: [UInt8], shape: FeedShape, id: JSONPointer, contentType: String? = nil,
                                  room: Int = .max) throws(FeedError) -> DecodedPostsPage {
+        var shared = body
+        return try postsPage(&shared, shape: shape, id: id, contentType: contentType, room: room, discarding: false)
+    }
+
+    /// `postsPage`, of a body handed over: as the posts of a large JSON page
+    /// are copied out, the pages of the body behind them go back to the
+    /// kernel (`Memory.discard`), so the document and its posts are not
+    /// resident together (a million-post document of 275 MiB: issue 34).
+    /// A body the caller still shares is copied once before its pages are
+    /// given back (never changed under another holder).
+    public static func postsPage(consuming body: consuming [UInt8], shape: FeedShape, id: JSONPointer, contentType: String? = nil,
+                                 room: Int = .max) throws(FeedError) -> DecodedPostsPage {
+        var owned = consume body
+        let large = owned.count >= discardedBody
+        return try postsPage(&owned, shape: shape, id: id, contentType: contentType, room: room, discarding: large)
+    }
+
+    /// Bodies at least this large give back their read pages as they are decoded.
+    static let discardedBody = 8 << 20
+    /// The bytes read between two give-backs.
+    static let discardStep = 4 << 20
+
+    private static func postsPage(_ body: inout [UInt8], shape: FeedShape, id: JSONPointer, contentType: String?,
+                                  room: Int, discarding: Bool) throws(FeedError) -> DecodedPostsPage {
         let doc = try document(body, shape: shape, contentType: contentType, room: room)
         var posts: [(id: PostID, json: [UInt8])] = []
         posts.reserveCapacity(doc.count)
         var invalid = 0
         var problems: [String] = []
-        doc.forEachItem(in: body) { index, element in
+        // The bytes given back so far; only a JSON page's (its items are ranges, read in order).
+        var given = 0
+        let discards = discarding && doc.values == nil
+        for index in 0..<doc.count {
+            let element = doc.item(index, in: body)
+            defer {
+                if discards, doc.ranges[index].upperBound - given >= discardStep {
+                    given = body.withUnsafeMutableBytes { Memory.discard($0, before: doc.ranges[index].upperBound) }
+                }
+            }
             guard let value = element.value, value.isObject else {
                 invalid += 1
                 problems.append(element.value == nil ? "element \(index) has no object at \(shape.setting("item")) \(shape.item?.description ?? "")"
                                                      : "element \(index) is not an object")
-                return
+                continue
             }
             switch postID(value, pointer: id) {
             case .success(let postID): posts.append((postID, text(element, in: body)))

@@ -34,55 +34,66 @@ struct PostsPlan {
     /// one whose hashed names collide).
     init(from stored: Stored, to posts: [(id: PostID, json: [UInt8])], pages: [FeedPage],
          naming: (PostID) -> String = PostFileNames.name(of:)) {
-        var new: [PostID: [UInt8]] = Dictionary(minimumCapacity: posts.count)
-        var order: [PostID] = []
-        order.reserveCapacity(posts.count)
-        for (id, json) in posts where new.updateValue(json, forKey: id) == nil { order.append(id) }
-        var changed: [PostID] = []
-        for id in order {
-            let json = new[id]!
+        let new = GivenPosts(posts)
+        var changed: [Int32] = []
+        for p in 0..<new.count {
+            let (id, json) = (new.id(p), new.json(p))
             if stored.posts.holds(id, json) { change.unchanged += 1; continue }
-            changed.append(id)
+            changed.append(Int32(p))
             records.append(.post(id: id, json: json))
             change.fetched += 1
         }
-        let removed = stored.posts.keys.filter { new[$0] == nil }.sorted(by: PostOrder.precedes)
+        let removed = stored.posts.keys.filter { new.position(of: $0) == nil }.sorted(by: PostOrder.precedes)
         records += removed.map { .postRemoved(id: $0) }
         change.removed = removed.count
         // The order is logged only when the replay would not derive it.
-        if StoreState.feedOrder(recorded: stored.recordedOrder, count: new.count, ids: new.keys, isPost: { new[$0] != nil }) != order {
-            records += PostOrderRecords.records(for: order)
+        if !Self.replayDerivesOrder(of: new, recorded: stored.recordedOrder) {
+            records += PostOrderRecords.records(for: Array(new.ids))
         }
         if stored.damaged || stored.pages != StoredPages(pages) { records += StoreState.pageRecords(.posts, pages) }
         planFiles(stored.posts, new, changed: changed, removed: removed, naming)
     }
 
+    /// Whether a replay derives the order `new` gives (`StoreState.feedOrder`).
+    /// With no recorded order the replay sorts the ids, so it derives the
+    /// order exactly when the ids are given sorted: checked in one pass,
+    /// without building the sorted copy (a million ids, twice).
+    static func replayDerivesOrder(of new: GivenPosts, recorded: [PostID]) -> Bool {
+        guard recorded.isEmpty else {
+            let derived = StoreState.feedOrder(recorded: recorded, count: new.count, ids: new.ids) { new.position(of: $0) != nil }
+            return derived.elementsEqual(new.ids)
+        }
+        return zip(new.ids, new.ids.dropFirst()).allSatisfy { PostOrder.precedes($0, $1) }
+    }
+
     /// The files: each changed post's, unless its hashed name belongs to
     /// another post; a hashed name whose owner changed gets its new owner's
     /// bytes; a removed post's file goes unless its name has a new owner.
-    private mutating func planFiles(_ old: PostTable, _ new: [PostID: [UInt8]], changed: [PostID], removed: [PostID],
+    private mutating func planFiles(_ old: PostTable, _ new: GivenPosts, changed: [Int32], removed: [PostID],
                                     _ naming: (PostID) -> String) {
         let oldOwners = PostFileNames.owners(old.keys, naming: naming)
-        let newOwners = PostFileNames.owners(new.keys, naming: naming)
+        let newOwners = PostFileNames.owners(new.ids, naming: naming)
         func write(_ name: String, _ bytes: [UInt8], before: PostID?) {
             writes.append((name, bytes))
             // Only files that held something are listed: an unlisted name had none (a new feed lists none).
             if let held = before, old.slot(of: held) != nil { previous[name] = held }
         }
+        writes.reserveCapacity(changed.count)
         // Hashed names written so far: only those can come up again below.
         var written = Set<String>()
-        for id in changed {
+        for p in changed {
+            let id = new.id(Int(p))
             let name = naming(id)
             if let owner = newOwners[name], owner != id {
                 withoutFile.append((id, name, owner))
                 continue
             }
             let hashed = PostFileNames.isHashed(name)
-            write(name, new[id]!, before: hashed ? oldOwners[name] : id)
+            write(name, new.json(Int(p)), before: hashed ? oldOwners[name] : id)
             if hashed { written.insert(name) }
         }
         for (name, owner) in newOwners where oldOwners[name] != owner && !written.contains(name) {
-            write(name, new[owner]!, before: oldOwners[name])
+            write(name, new.json(of: owner)!, before: oldOwners[name])  // an owner is one of the ids given
         }
         for id in removed {
             let name = naming(id)

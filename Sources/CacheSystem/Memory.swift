@@ -1,4 +1,7 @@
 import CLinux
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The process's heap, as glibc's malloc keeps it.
 public enum Memory {
@@ -13,4 +16,26 @@ public enum Memory {
 
     /// Bodies at least this large are worth a `returnFreePages` once handled.
     public static let largeBody = 8 << 20
+
+    /// Gives the kernel back the whole pages of `bytes` before `end`: they
+    /// read as zeros from then on. For a buffer its owner is reading
+    /// through once and will not read behind itself again (a feed document
+    /// whose posts are copied out: issue 34); only whole pages inside the
+    /// buffer are touched, never the allocator's header before it or what
+    /// follows it. Returns where the given-back bytes end (at most `end`);
+    /// a failure of `madvise` only leaves the pages resident.
+    @discardableResult
+    public static func discard(_ bytes: UnsafeMutableRawBufferPointer, before end: Int) -> Int {
+        guard let base = bytes.baseAddress, end > 0 else { return 0 }
+        let page = pageSize
+        let address = UInt(bitPattern: base)
+        let first = (address + UInt(page) - 1) / UInt(page) * UInt(page)
+        let last = (address + UInt(min(end, bytes.count))) / UInt(page) * UInt(page)
+        guard last > first, let start = UnsafeMutableRawPointer(bitPattern: first) else { return 0 }
+        _ = madvise(start, Int(last - first), MADV_DONTNEED)
+        return Int(last - address)
+    }
+
+    /// The size of a page of memory.
+    public static let pageSize = max(Int(sysconf(Int32(_SC_PAGESIZE))), 4096)
 }

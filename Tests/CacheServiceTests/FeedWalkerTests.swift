@@ -28,7 +28,7 @@ import CacheSystem
             self.fallback = fallback
         }
 
-        func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, [UInt8]), FetchError>) -> Void) {
+        func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, PageBody), FetchError>) -> Void) {
             requests.withLock { $0.append(request) }
             guard let page = pages[request.url] ?? fallback else {
                 completion(.failure(.status(url: request.url, code: 404, attempts: 1, credentials: nil)))
@@ -37,11 +37,11 @@ import CacheSystem
             var headers = page.headers
             if headers["etag"] == nil { headers["etag"] = "\"\(page.body.utf8.count)\"" }
             if let tag = headers["etag"], request.headers.contains("If-None-Match: \(tag)") {
-                completion(.success((HTTPResponse(status: 304, headers: headers, bodyBytes: 0, attempts: 1, url: request.url), [])))
+                completion(.success((HTTPResponse(status: 304, headers: headers, bodyBytes: 0, attempts: 1, url: request.url), PageBody([]))))
                 return
             }
             completion(.success((HTTPResponse(status: page.status, headers: headers, bodyBytes: Int64(page.body.utf8.count), attempts: 1, url: request.url),
-                                 Array(page.body.utf8))))
+                                 PageBody(Array(page.body.utf8)))))
         }
 
         var urls: [String] { requests.withLock { $0.map(\.url) } }
@@ -52,7 +52,7 @@ import CacheSystem
         let walk = PageWalk<DecodedPostsPage>(
             fetch: CacheService.FeedFetch(setting: "posts-url", url: url, feed: .posts), shape: shape, stored: stored, force: false,
             decode: { body, type, room throws(FeedError) in
-                let p = try FeedDecoder.postsPage(body, shape: shape, id: id, contentType: type, room: room)
+                let p = try FeedDecoder.postsPage(consuming: body.take(), shape: shape, id: id, contentType: type, room: room)
                 return (p, p.facts)
             }, validatorsToStore: { _, r in Validators(etag: r.headers["etag"], lastModified: nil) })
         let out = Locked<Result<WalkResult<DecodedPostsPage>, OriginFailure>?>(nil)
@@ -416,18 +416,18 @@ extension FeedWalkerReviewTests {
     /// timeout, but never end. feed-timeout bounds the whole walk.
     @Test func aWalkPastFeedTimeoutFailsNamingThePageItReached() {
         final class Slow: PageFetching {
-            func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, [UInt8]), FetchError>) -> Void) {
+            func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, PageBody), FetchError>) -> Void) {
                 usleep(40_000)
                 let n = (Int(QueryParameters.value("page", in: request.url) ?? "1") ?? 1)
                 let body = Array("[{\"id\":\(n)}]".utf8)
-                completion(.success((HTTPResponse(status: 200, headers: [:], bodyBytes: Int64(body.count), attempts: 1, url: request.url), body)))
+                completion(.success((HTTPResponse(status: 200, headers: [:], bodyBytes: Int64(body.count), attempts: 1, url: request.url), PageBody(body))))
             }
         }
         let walk = PageWalk<DecodedPostsPage>(
             fetch: CacheService.FeedFetch(setting: "posts-url", url: "https://d.test/p", feed: .posts),
             shape: FeedShape(prefix: "posts", paging: .page(PageNumberPaging())), stored: [], force: false,
             decode: { body, type, room throws(FeedError) in
-                let p = try FeedDecoder.postsPage(body, shape: FeedShape(prefix: "posts"), id: .member("id"), contentType: type)
+                let p = try FeedDecoder.postsPage(body.take(), shape: FeedShape(prefix: "posts"), id: .member("id"), contentType: type)
                 return (p, p.facts)
             }, validatorsToStore: { _, _ in Validators() })
         let out = Locked<Result<WalkResult<DecodedPostsPage>, OriginFailure>?>(nil)

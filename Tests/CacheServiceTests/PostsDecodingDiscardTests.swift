@@ -1,0 +1,53 @@
+import Testing
+@testable import CacheService
+import CacheProtocol
+
+/// A large page decoded from a body handed over (`postsPage(consuming:)`)
+/// gives back the body's pages behind the posts it has copied out: the
+/// posts must be exactly those of the same body decoded while shared.
+@Suite struct PostsDecodingDiscardTests {
+    /// About 12 MiB: posts of many sizes (one of 5 MiB, across many pages
+    /// and give-backs), whitespace between and inside, elements skipped.
+    static func largeBody() -> [UInt8] {
+        var text = "[\n"
+        var n = 0
+        while text.utf8.count < 12 << 20 {
+            n += 1
+            switch n % 7 {
+            case 0: text += "  \"not an object\",\n"
+            case 1: text += "  {\"id\": \(n), \"title\": \"\(String(repeating: "t", count: n % 500))\", \"tags\": [1, 2, {\"k\": null}]},\n"
+            case 2: text += "  {\"title\": \"no id \(n)\"},\n"
+            case 3 where n == 3: text += "  {\"id\": \"big\", \"body\": \"\(String(repeating: "b", count: 5 << 20))\"},\n"
+            default: text += "  {  \"id\" : \"s\(n)\" ,  \"n\" : \(n) , \"body\": \"\(String(repeating: "x", count: (n * 37) % 3000))\" }  ,\n"
+            }
+        }
+        text += "  {\"id\": \"last\"}\n]\n"
+        return Array(text.utf8)
+    }
+
+    @Test func aHandedOverBodyDecodesToTheSamePostsAsASharedOne() throws {
+        let body = Self.largeBody()
+        #expect(body.count > FeedDecoder.discardedBody + FeedDecoder.discardStep)
+        let shape = FeedShape(prefix: "posts")
+        let shared = try FeedDecoder.postsPage(body, shape: shape, id: .member("id"))
+        let copy = Array(body)  // a second array: the one handed over below is the only holder of its storage
+        let owned = try FeedDecoder.postsPage(consuming: copy, shape: shape, id: .member("id"))
+        #expect(owned.posts.count == shared.posts.count)
+        #expect(owned.posts.count > 1_000)
+        #expect(owned.posts.elementsEqual(shared.posts) { $0.id == $1.id && $0.json == $1.json })
+        #expect(owned.invalid == shared.invalid && owned.problems == shared.problems)
+        #expect(owned.posts.contains { $0.id == .string("big") && $0.json.count > 5 << 20 })
+        #expect(owned.posts.last?.id == .string("last"))
+    }
+
+    /// A caller that keeps its array sees it unchanged: the decoder copies
+    /// a shared body before it gives any of its pages back.
+    @Test func aBodyTheCallerStillHoldsIsNeverChanged() throws {
+        let body = Self.largeBody()
+        let before = body.reduce(into: UInt64(0)) { $0 = $0 &* 31 &+ UInt64($1) }
+        let page = try FeedDecoder.postsPage(consuming: body, shape: FeedShape(prefix: "posts"), id: .member("id"))
+        #expect(page.posts.count > 1_000)
+        #expect(body.reduce(into: UInt64(0)) { $0 = $0 &* 31 &+ UInt64($1) } == before)
+        #expect(!body[(1 << 20)..<(2 << 20)].allSatisfy { $0 == 0 })
+    }
+}
