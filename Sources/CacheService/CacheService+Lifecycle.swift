@@ -32,7 +32,7 @@ extension CacheService {
         Memory.returnFreePages()
         logRecovery(store, log)
         let t = store.openTimes
-        log.info("store opened: the log replayed in \(Self.milliseconds(t.replay)) ms, the posts ordered in \(Self.milliseconds(t.order)) ms")
+        log.info("store opened: the log replayed in \(Self.milliseconds(t.replay)) ms, the titles located in \(Self.milliseconds(t.titles)) ms, the posts ordered in \(Self.milliseconds(t.order)) ms")
         let verification = store.readVerification
         log.notice("verify-reads: \(verification.mode.rawValue) (\(verification.reason))")
         if let p = configuration.variantPool {

@@ -26,10 +26,13 @@ enum PostTitle {
 
     /// The title of the post `json` (a JSON object; anything else has none).
     static func locate(in json: [UInt8]) -> Located {
-        json.withUnsafeBytes { b in
-            guard let span = JSONScan(bytes: b).titleSpan() else { return .none }
-            return place(span, in: b)
-        }
+        json.withUnsafeBytes { locate(in: $0) }
+    }
+
+    /// The title of the post whose bytes are `b`.
+    static func locate(in b: UnsafeRawBufferPointer) -> Located {
+        guard let span = JSONScan(bytes: b).titleSpan() else { return .none }
+        return place(span, in: b)
     }
 
     /// A located title string (with its quotes) as a `Located`.

@@ -68,8 +68,13 @@ public final class Store: Sendable {
     /// applying every record) and the posts' order derived after it.
     public struct OpenTimes: Sendable {
         public var replay: Duration
+        /// The posts' titles located, after the replay (`PostTable.locateTitles`).
+        public var titles: Duration
         public var order: Duration
     }
+
+    /// Threads that locate the posts' titles after a replay: the machine's cores, at most 4.
+    static var titleThreads: Int { max(1, min(4, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))) }
 
     /// How long this store's opening took (logged at start).
     public let openTimes: OpenTimes
@@ -99,6 +104,7 @@ public final class Store: Sendable {
         ignored = IgnoredEntries(report: configuration.onIgnoredEntry)
 
         var replayed = StoreState()
+        replayed.posts.deferTitles()
         let replayStart = Clock.monotonicNanoseconds()
         let log: IndexLog
         do throws(IndexLogError) {
@@ -120,9 +126,12 @@ public final class Store: Sendable {
             guard let r = log.recovery else { throw .io(error) }
             throw .io(SystemError(error.call, error.subject + " (index.log had been cut first: \(r.problem); the cut bytes are in \(r.savedTo))", errno: error.errno))
         }
+        let locating = Clock.monotonicNanoseconds()
+        replayed.posts.locateTitles(threads: Store.titleThreads)
         let ordering = Clock.monotonicNanoseconds()
         replayed.orderPosts()
-        openTimes = OpenTimes(replay: Clock.elapsed(since: replayStart) - Clock.elapsed(since: ordering), order: Clock.elapsed(since: ordering))
+        openTimes = OpenTimes(replay: Clock.elapsed(since: replayStart) - Clock.elapsed(since: locating),
+                              titles: Clock.elapsed(since: locating) - Clock.elapsed(since: ordering), order: Clock.elapsed(since: ordering))
         // Before anything is written to the log or to posts/.
         postFilesCheck = Store.takePostsState(files, directory: directory, warn: configuration.onWarning)
         postFilesMatch = Locked(postFilesCheck == nil)

@@ -82,4 +82,49 @@ import CacheSystem
         table.compactIfWasteful()
         #expect(page[0] == big[2] && page.totalBytes == 2 * big[2].count)
     }
+
+    /// Titles left to `locateTitles` (a replay's) are those located one by
+    /// one: in place, folded (escaped, not ASCII) and absent, through
+    /// replacements and removals, on several threads.
+    @Test func titlesLocatedAfterwardsAreThoseLocatedOneByOne() {
+        var g = Generator(state: 35)
+        var direct = PostTable()
+        var deferred = PostTable()
+        deferred.deferTitles()
+        var needles: Set<[UInt8]> = [Array("".utf8), Array("zz".utf8)]
+        for step in 0..<30_000 {
+            let n = Int.random(in: 0..<9_000, using: &g)
+            let id: PostID = n % 5 == 0 ? .string("p\(n)") : .int(Int64(n))
+            if Int.random(in: 0..<6, using: &g) == 0 {
+                direct.remove(id)
+                deferred.remove(id)
+                continue
+            }
+            let title: String
+            switch step % 4 {
+            case 0: title = #","title":"Plain \#(step % 50)""#
+            case 1: title = #","title":"caf\u00e9 \#(step % 50)""#
+            case 2: title = #","title":"Ünïcode \#(step % 50)""#
+            default: title = ""
+            }
+            let json = Array(#"{"id":\#(n)\#(title),"v":\#(step)}"#.utf8)
+            direct.set(id, json)
+            deferred.set(id, json)
+        }
+        for word in ["plain 1", "café", "ünïcode 4", "plain", "4"] { needles.insert(Array(word.utf8)) }
+        #expect(deferred.titlesDeferred)
+        deferred.locateTitles(threads: 3)
+        #expect(!deferred.titlesDeferred)
+        #expect(direct.count == deferred.count && direct.count > 1_000)
+        var matched = 0
+        for id in direct.keys {
+            let a = direct.slot(of: id)!, b = deferred.slot(of: id)!
+            for needle in needles {
+                let held = direct.title(at: a, holds: needle)
+                #expect(held == deferred.title(at: b, holds: needle), "\(id) \(String(decoding: needle, as: UTF8.self))")
+                if held && !needle.isEmpty { matched += 1 }
+            }
+        }
+        #expect(matched > 1_000, "the needles find titles of each kind")
+    }
 }
