@@ -65,9 +65,9 @@ extension CacheService: PageFetching {
             return decoded
         }
         FeedWalker(walk: walk, fetcher: self, pageLimit: limit, ignoreFirstStored: ignoreFirstStored, timeout: timeout).run { [self] result in
-            // The walk ends inside the last page's handling, whose body (up to
-            // feed-max-size) is still held there: what follows (the store, a
-            // million post files) runs as a job of its own once that is let go.
+            // The walk ends inside the last page's handling, on its stack (the
+            // page's answer, what its decode held): what follows (the store, a
+            // million post files) runs as a job of its own once that has returned.
             pool.submit { [self] in finishWalk(result, completion) }
         }
     }

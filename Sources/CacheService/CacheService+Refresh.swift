@@ -61,7 +61,9 @@ extension CacheService {
         // changed settings the first page never stops it: the pages after it
         // may never have been read (a cursor just set); any unread page holds
         // posts not stored, so the walk goes on through them.
-        let stopEarly = keep != .feed && !Self.listsOldestFirst(Array(store.postsInFeedOrder().prefix(stored.reduce(0) { $0 + $1.count })))
+        let listed = stored.reduce(0) { $0 + $1.count }
+        let ends = listed < 2 ? [] : store.postsInFeedOrder(0..<1) + store.postsInFeedOrder(listed - 1..<listed)
+        let stopEarly = keep != .feed && !Self.listsOldestFirst(ends)
         let firstURL = config.postsURL.map(shape.paging.firstURL)
         let nothingNew: (@Sendable (PageResult<DecodedPostsPage>) -> Bool)? = stopEarly
             ? { @Sendable [self] page in !(changed && page.page.url == firstURL) && holdsNothingNew(page) } : nil
@@ -69,10 +71,13 @@ extension CacheService {
             let manifestBase = store.manifestPages
             var walk = PageWalk<SharedPage>(fetch: fetch, shape: shape, stored: stored, force: force, decode: { page, type, room throws(FeedError) in
                 let body = page.take()
-                let p = try FeedDecoder.postsPage(body, shape: shape, id: config.fields.postID, contentType: type, room: room)
+                // The manifest first: then the posts' decode is the body's last
+                // reader, and gives its pages back as it goes. A page the posts
+                // refuse fails the walk whatever the manifest made of it.
                 let m = Result { () throws(FeedError) in
                     try FeedDecoder.manifestPage(body, shape: config.imagesShape, fields: config.fields, contentType: type, room: room)
                 }
+                let p = try FeedDecoder.postsPage(consuming: consume body, shape: shape, id: config.fields.postID, contentType: type, room: room)
                 return (SharedPage(posts: p, manifest: m), p.facts)
             }, validatorsToStore: validators)
             if let nothingNew { walk.stopAfter = { nothingNew($0.map(\.posts)) } }
@@ -139,19 +144,21 @@ extension CacheService {
     /// (`posts-keep`). Writes nothing when every page answered 304.
     private func storePosts(_ walked: WalkResult<DecodedPostsPage>, keep: PostsKeep, settings digest: Hash128) -> Result<PostsSummary, CacheError> {
         let pages = walked.pages
-        let feedOrder = store.postsInFeedOrder()
+        // Counted, not copied: only the posts kept are read out (pages that
+        // answered 304; the history, when one is kept).
+        let storedCount = store.postCount
         let storedPages = store.postPages
         let slices = Self.storedSlices(storedPages)
         if pages.allSatisfy({ if case .unchanged = $0 { true } else { false } }) {
-            log.info("posts feed not modified (\(pages.count) page\(pages.count == 1 ? "" : "s"), \(feedOrder.count) posts)")
+            log.info("posts feed not modified (\(pages.count) page\(pages.count == 1 ? "" : "s"), \(storedCount) posts)")
             noteWarning(.posts, walked.warning, settings: digest)
-            let kept = feedOrder.count - min(feedOrder.count, storedPages.reduce(0) { $0 + $1.count })
-            return .success(PostsSummary(unchanged: feedOrder.count, kept: kept, warnings: currentWarnings(.posts)))
+            let kept = storedCount - min(storedCount, storedPages.reduce(0) { $0 + $1.count })
+            return .success(PostsSummary(unchanged: storedCount, kept: kept, warnings: currentWarnings(.posts)))
         }
         // Sized once: a million posts' tables grown by doubling take up to twice the room.
         let listed = pages.reduce(0) { n, p in if case .fresh(_, let d) = p { n + d.count } else { n + p.page.count } }
         var posts: [(id: PostID, json: [UInt8])] = []
-        posts.reserveCapacity(listed + (keep == .feed ? 0 : feedOrder.count))
+        posts.reserveCapacity(listed + (keep == .feed ? 0 : storedCount))
         var newPages: [FeedPage] = []
         var seen = Set<PostID>(minimumCapacity: listed)
         var invalid = 0
@@ -164,7 +171,7 @@ extension CacheService {
             switch result {
             case .unchanged(let p):
                 let r = slices[p.url] ?? (n == 0 ? slices[""] : nil) ?? 0..<0
-                items = Array(feedOrder[min(r.lowerBound, feedOrder.count)..<min(r.upperBound, feedOrder.count)])
+                items = store.postsInFeedOrder(r)
             case .fresh(_, let decoded):
                 // Taken: from here this list holds the page's posts alone.
                 items = decoded.takePosts()
@@ -183,7 +190,8 @@ extension CacheService {
             newPages.append(page)
         }
         for p in problems.prefix(Self.loggedFeedProblems) { log.warning("posts feed: skipped \(p)") }
-        let history = Self.history(keep, listed: posts.count, stored: feedOrder, storedListed: storedPages.reduce(0) { $0 + $1.count }, seen: seen)
+        let history = keep == .feed ? [] : Self.history(keep, listed: posts.count, stored: store.postsInFeedOrder(),
+                                                        storedListed: storedPages.reduce(0) { $0 + $1.count }, seen: seen)
         posts += history
         // Let go before the store plans the refresh: a million ids are 48 MB of table.
         _ = consume seen

@@ -229,16 +229,15 @@ public enum FeedDecoder {
     /// kernel (`Memory.discard`), so the document and its posts are not
     /// resident together (a million-post document of 275 MiB: issue 34).
     /// A body the caller still shares is copied once before its pages are
-    /// given back (never changed under another holder).
+    /// given back (never changed under another holder): the refresh's is
+    /// not shared (`PageBody.take`), a test's may be.
     public static func postsPage(consuming body: consuming [UInt8], shape: FeedShape, id: JSONPointer, contentType: String? = nil,
                                  room: Int = .max) throws(FeedError) -> DecodedPostsPage {
         var owned = consume body
-        let large = owned.count >= discardedBody
+        let large = owned.count >= Memory.largeBody
         return try postsPage(&owned, shape: shape, id: id, contentType: contentType, room: room, discarding: large)
     }
 
-    /// Bodies at least this large give back their read pages as they are decoded.
-    static let discardedBody = 8 << 20
     /// The bytes read between two give-backs.
     static let discardStep = 4 << 20
 
@@ -256,7 +255,7 @@ public enum FeedDecoder {
             let element = doc.item(index, in: body)
             defer {
                 if discards, doc.ranges[index].upperBound - given >= discardStep {
-                    given = body.withUnsafeMutableBytes { Memory.discard($0, before: doc.ranges[index].upperBound) }
+                    given = body.withUnsafeMutableBytes { Memory.discard($0, from: given, before: doc.ranges[index].upperBound) }
                 }
             }
             guard let value = element.value, value.isObject else {

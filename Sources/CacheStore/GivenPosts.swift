@@ -1,8 +1,9 @@
 import CacheSystem
 
 /// The posts a refresh gives, as `PostsPlan` reads them: each id once, at
-/// its first place, with the bytes it was last given (docs/protocol.md,
-/// "Feeds": a repeated id keeps its first place). Found by id through a
+/// its first place, with the bytes it was last given (`Store.replacePosts`'s
+/// rule; the refresh itself keeps a repeated id's first element whole,
+/// docs/protocol.md, "Feeds"). Found by id through a
 /// `SlotIndex` of positions, not a dictionary of ids to bytes: at a million
 /// posts 24 MB against some 90 MB of `[PostID: [UInt8]]` and its order,
 /// held while the refresh's records are built (issue 34).
@@ -38,7 +39,7 @@ struct GivenPosts {
     /// How many distinct ids.
     var count: Int { first.count }
 
-    /// The id at position `p` (0 to `count`), in the order first given.
+    /// The id at position `p` (in `0..<count`), in the order first given.
     func id(_ p: Int) -> PostID { posts[Int(first[p])].id }
 
     /// The bytes last given for the id at position `p`.

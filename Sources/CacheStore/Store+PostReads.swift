@@ -55,4 +55,18 @@ extension Store {
     public func postsInFeedOrder() -> [(id: PostID, json: [UInt8])] {
         state.withLock { s in s.feedIDs.map { ($0, s.posts[$0]!) } }
     }
+
+    /// The posts at `positions` of the feed's order (clamped to it): a
+    /// refresh copies only the posts it keeps (a page that answered 304,
+    /// its ends), not the bytes of every post stored (280 MB at a million).
+    public func postsInFeedOrder(_ positions: Range<Int>) -> [(id: PostID, json: [UInt8])] {
+        state.withLock { s in
+            let n = s.feedIDs.count
+            let r = min(max(positions.lowerBound, 0), n)..<min(max(positions.upperBound, 0), n)
+            return s.feedIDs[r].map { ($0, s.posts[$0]!) }
+        }
+    }
+
+    /// How many posts are stored.
+    public var postCount: Int { state.withLock { $0.posts.count } }
 }

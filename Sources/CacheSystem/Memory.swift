@@ -17,22 +17,23 @@ public enum Memory {
     /// Bodies at least this large are worth a `returnFreePages` once handled.
     public static let largeBody = 8 << 20
 
-    /// Gives the kernel back the whole pages of `bytes` before `end`: they
-    /// read as zeros from then on. For a buffer its owner is reading
-    /// through once and will not read behind itself again (a feed document
-    /// whose posts are copied out: issue 34); only whole pages inside the
-    /// buffer are touched, never the allocator's header before it or what
-    /// follows it. Returns where the given-back bytes end (at most `end`);
-    /// a failure of `madvise` only leaves the pages resident.
+    /// Gives the kernel back the whole pages of `bytes` from `start` to
+    /// `end`: they read as zeros from then on. For a buffer its owner is
+    /// reading through once and will not read behind itself again (a feed
+    /// document whose posts are copied out: issue 34); only whole pages
+    /// inside the buffer are touched, never the allocator's header before it
+    /// or what follows it. Returns where the given-back bytes end (at most
+    /// `end`; `start` when no whole page lies between), to pass as the next
+    /// call's `start`; a failure of `madvise` only leaves the pages resident.
     @discardableResult
-    public static func discard(_ bytes: UnsafeMutableRawBufferPointer, before end: Int) -> Int {
-        guard let base = bytes.baseAddress, end > 0 else { return 0 }
-        let page = pageSize
+    public static func discard(_ bytes: UnsafeMutableRawBufferPointer, from start: Int = 0, before end: Int) -> Int {
+        guard let base = bytes.baseAddress, start >= 0, end > start else { return max(start, 0) }
+        let page = UInt(pageSize)
         let address = UInt(bitPattern: base)
-        let first = (address + UInt(page) - 1) / UInt(page) * UInt(page)
-        let last = (address + UInt(min(end, bytes.count))) / UInt(page) * UInt(page)
-        guard last > first, let start = UnsafeMutableRawPointer(bitPattern: first) else { return 0 }
-        _ = madvise(start, Int(last - first), MADV_DONTNEED)
+        let first = (address + UInt(min(start, bytes.count)) + page - 1) / page * page
+        let last = (address + UInt(min(end, bytes.count))) / page * page
+        guard last > first, let from = UnsafeMutableRawPointer(bitPattern: first) else { return start }
+        _ = madvise(from, Int(last - first), MADV_DONTNEED)
         return Int(last - address)
     }
 

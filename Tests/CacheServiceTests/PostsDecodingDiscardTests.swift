@@ -1,6 +1,7 @@
 import Testing
 @testable import CacheService
 import CacheProtocol
+import CacheSystem
 
 /// A large page decoded from a body handed over (`postsPage(consuming:)`)
 /// gives back the body's pages behind the posts it has copied out: the
@@ -27,10 +28,11 @@ import CacheProtocol
 
     @Test func aHandedOverBodyDecodesToTheSamePostsAsASharedOne() throws {
         let body = Self.largeBody()
-        #expect(body.count > FeedDecoder.discardedBody + FeedDecoder.discardStep)
+        #expect(body.count > Memory.largeBody + FeedDecoder.discardStep)
         let shape = FeedShape(prefix: "posts")
         let shared = try FeedDecoder.postsPage(body, shape: shape, id: .member("id"))
-        let copy = Array(body)  // a second array: the one handed over below is the only holder of its storage
+        // Storage of its own (`Array(body)` would share body's): the decoder is its only holder and gives its pages back in place.
+        let copy = body.withUnsafeBufferPointer { Array($0) }
         let owned = try FeedDecoder.postsPage(consuming: copy, shape: shape, id: .member("id"))
         #expect(owned.posts.count == shared.posts.count)
         #expect(owned.posts.count > 1_000)

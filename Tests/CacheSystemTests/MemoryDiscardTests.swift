@@ -20,6 +20,11 @@ import CacheSystem
         #expect(bytes[given...].allSatisfy { $0 == 0xAB }, "nothing at or after the end's page was touched")
         #expect(Memory.discard(bytes, before: page - 200) == 0, "no whole page: nothing given back")
         #expect(Memory.discard(bytes, before: 0) == 0)
+        // On from where the last call ended: the next whole pages only.
+        let next = Memory.discard(bytes, from: given, before: 14 * page)
+        #expect(next == 14 * page - 100)
+        #expect(bytes[given..<next].allSatisfy { $0 == 0 } && bytes[next...].allSatisfy { $0 == 0xAB })
+        #expect(Memory.discard(bytes, from: next, before: next + 10) == next, "less than a page: nothing, and where it stands")
     }
 
     @Test func anEndPastTheBufferStopsAtItsLastWholePage() {
