@@ -40,6 +40,10 @@ struct ObjectTable: Sendable, Equatable {
         return Int(truncatingIfNeeded: p.high ^ p.low)
     }
 
+    /// Starts loading where `hash` is probed from (`SlotIndex.prefetch`).
+    @inline(__always)
+    func prefetch(_ hash: Hash128) { index.prefetch(hash: place(hash)) }
+
     @inline(__always)
     private func slot(of hash: Hash128) -> Int32? {
         index.find(hash: place(hash)) { refs[Int($0)].hash == hash }

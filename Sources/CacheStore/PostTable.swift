@@ -38,6 +38,9 @@ struct PostTable: Sendable {
     /// Every id, in no particular order.
     var keys: some Sequence<PostID> { ids.lazy.compactMap { $0 } }
 
+    /// Starts loading where `id` is probed from (`SlotIndex.prefetch`).
+    func prefetch(_ id: PostID) { index.prefetch(hash: id.hashValue) }
+
     /// The slot of `id`, if it is a post.
     func slot(of id: PostID) -> Int32? {
         index.find(id, hash: id.hashValue, in: ids)

@@ -1,4 +1,5 @@
 import CacheSystem
+import CLinux
 
 /// Keys to slot numbers (post ids in `PostTable`, object hashes in
 /// `ObjectTable`): an open-addressed table (linear probing,
@@ -39,6 +40,14 @@ struct SlotIndex: Sendable {
             if Self.short(of: e) == h, holdsKey(Self.slot(e)) { return Self.slot(e) }
             i = (i + 1) & mask
         }
+    }
+
+    /// Starts loading the bucket a key hashing to `hash` is probed from, so
+    /// that a `find` or `insert` of it soon after does not wait for memory.
+    @inline(__always)
+    func prefetch(hash: Int) {
+        guard !buckets.isEmpty else { return }
+        buckets.withUnsafeBufferPointer { clinux_prefetch($0.baseAddress! + (Int(Self.short(hash)) & mask)) }
     }
 
     /// The entry of slot `from`, whose key hashes to `hash`, names slot `to`

@@ -73,6 +73,10 @@ void clinux_lock_rank_pop(int rank);
 /** Fixes glibc malloc's trim and mmap thresholds (mallopt), which it
     otherwise moves as large blocks come and go; returns 0 on success. */
 int clinux_tune_malloc(int trim_threshold, int mmap_threshold);
+/* Starts loading the cache line at p (for a write), so that a later access
+   to it does not wait: a hash table's bucket, while other work runs. */
+static inline void clinux_prefetch(const void *p) { __builtin_prefetch(p, 1, 3); }
+
 /* malloc_trim(0): free heap pages go back to the kernel. */
 int clinux_release_free_memory(void);
 
