@@ -75,8 +75,8 @@ public enum FeedDecoder {
     }
 
     /// A page's items and what paging reads from it. A JSON page's items
-    /// are ranges of its body, each parsed only when it is read
-    /// (`forEachItem`): a page of a million posts is never a tree of a
+    /// are ranges of its body, each parsed only when it is read (`item`,
+    /// `forEachItem`): a page of a million posts is never a tree of a
     /// million values (issue 34).
     struct Document {
         /// The items already built (an RSS or Atom page's entries), else nil.
