@@ -12,6 +12,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <errno.h>
+#include <sched.h>
+
+int clinux_usable_cores(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+    return CPU_COUNT(&set);
+}
 
 int clinux_peercred(int fd, struct clinux_ucred *out) {
     socklen_t len = sizeof(*out);

@@ -61,8 +61,7 @@ extension CacheService {
         // changed settings the first page never stops it: the pages after it
         // may never have been read (a cursor just set); any unread page holds
         // posts not stored, so the walk goes on through them.
-        let listed = stored.reduce(0) { $0 + $1.count }
-        let ends = listed < 2 ? [] : store.postsInFeedOrder(0..<1) + store.postsInFeedOrder(listed - 1..<listed)
+        let ends = keep == .feed ? [] : store.postsAtFeedEnds(of: stored.reduce(0) { $0 + $1.count })
         let stopEarly = keep != .feed && !Self.listsOldestFirst(ends)
         let firstURL = config.postsURL.map(shape.paging.firstURL)
         let nothingNew: (@Sendable (PageResult<DecodedPostsPage>) -> Bool)? = stopEarly

@@ -59,7 +59,9 @@ public enum IndexLogError: Error, Sendable, Equatable, CustomStringConvertible {
 public enum LogReplay {
     public static func summary(_ bytes: [UInt8]) -> (outcome: ScanOutcome, posts: Int, rows: Int, objects: Int) {
         var state = StoreState()
+        state.posts.deferTitles()  // as a store's open replays
         let outcome = LogScanner.scan(bytes) { state.apply(transaction: $0) }
+        state.posts.locateTitles(threads: 1)
         state.orderPosts()
         _ = state.liveTransactions()
         return (outcome, state.posts.count, state.rows.count, state.objects.count)

@@ -139,12 +139,15 @@ struct PostTable: Sendable {
     mutating func deferTitles() { titlesDeferred = true }
 
     /// Locates the title of every post stored since `deferTitles`, the
-    /// posts split among `threads` threads: a fifth of a replay's time at
+    /// posts split among up to `threads` threads (one per 4,096 posts at
+    /// most): a fifth of a replay's time at
     /// a million posts when located one by one as they were set
     /// (`JSONScan.titleSpan`), and each post's title depends on its bytes alone.
     mutating func locateTitles(threads: Int) {
         guard titlesDeferred else { return }
         titlesDeferred = false
+        // The lanes write `titles` through a pointer, unchecked: one entry a slot, as `set` and `remove` keep them.
+        precondition(titles.count == ids.count && spans.count == ids.count, "a slot without its title or span")
         let (arena, ids, spans) = (self.arena, self.ids, self.spans)
         let lanes = max(1, min(threads, ids.count / 4096 + 1))
         let folded = Locked<[Int32: [UInt8]]>([:])

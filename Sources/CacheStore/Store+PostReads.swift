@@ -67,6 +67,17 @@ extension Store {
         }
     }
 
+    /// The first and the last of the first `count` posts of the feed's
+    /// order (fewer stored: of those), read together; none when fewer
+    /// than two (the oldest-first check's two ends).
+    public func postsAtFeedEnds(of count: Int) -> [(id: PostID, json: [UInt8])] {
+        state.withLock { s in
+            let n = min(count, s.feedIDs.count)
+            guard n >= 2 else { return [] }
+            return [s.feedIDs[0], s.feedIDs[n - 1]].map { ($0, s.posts[$0]!) }
+        }
+    }
+
     /// How many posts are stored.
     public var postCount: Int { state.withLock { $0.posts.count } }
 }

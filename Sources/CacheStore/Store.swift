@@ -73,8 +73,9 @@ public final class Store: Sendable {
         public var order: Duration
     }
 
-    /// Threads that locate the posts' titles after a replay: the machine's cores, at most 4.
-    static var titleThreads: Int { max(1, min(4, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))) }
+    /// Threads that locate the posts' titles after a replay: the cores this
+    /// process may run on (its affinity mask, as `nproc` counts them), at most 4.
+    static var titleThreads: Int { max(1, min(4, Threads.usableCores)) }
 
     /// How long this store's opening took (logged at start).
     public let openTimes: OpenTimes

@@ -42,6 +42,13 @@ public enum Threads {
 }
 
 extension Threads {
+    /// The cores this process may run on: its affinity mask (`taskset`,
+    /// a systemd `CPUAffinity=`), else the online ones; at least 1.
+    public static var usableCores: Int {
+        let mask = Int(clinux_usable_cores())
+        return max(1, mask > 0 ? mask : Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    }
+
     /// Runs `body(i)` for every `i` in `0..<count` on up to `threads` threads
     /// (the caller's among them) and returns when all have run. For blocking
     /// calls that the kernel completes faster together than one by one, such

@@ -37,6 +37,25 @@ import CacheSystem
         }
     }
 
+    /// What a refresh reads of the stored posts: a range of the feed
+    /// order (clamped), the count, and the two ends of the first N
+    /// (of those stored when fewer are).
+    @Test func partsOfTheFeedOrderAreReadWithoutTheRest() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let feed: [PostID] = [.string("z"), .int(2), .string("a"), .int(1)]
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        defer { store.close() }
+        _ = try store.replacePosts(Self.posts(feed), pages: Self.twoPages + [FeedPage(url: "w", count: 1)])
+        #expect(store.postCount == 4)
+        #expect(store.postsInFeedOrder(1..<3).map(\.id) == [.int(2), .string("a")])
+        #expect(store.postsInFeedOrder(3..<9).map(\.id) == [.int(1)] && store.postsInFeedOrder(-2..<1).map(\.id) == [.string("z")])
+        #expect(store.postsInFeedOrder(5..<9).isEmpty)
+        #expect(store.postsInFeedOrder(0..<2).map(\.json) == Self.posts([.string("z"), .int(2)]).map(\.json))
+        #expect(store.postsAtFeedEnds(of: 3).map(\.id) == [.string("z"), .string("a")])
+        #expect(store.postsAtFeedEnds(of: 10).map(\.id) == [.string("z"), .int(1)], "more asked than stored: the last stored")
+        #expect(store.postsAtFeedEnds(of: 1).isEmpty && store.postsAtFeedEnds(of: 0).isEmpty)
+    }
+
     @Test func withAnyStringIdTheListIsTheFeedOrder() throws {
         let dir = TempDir(); defer { dir.cleanup() }
         let feed: [PostID] = [.string("z"), .int(2), .string("a"), .int(1)]

@@ -92,8 +92,8 @@ import CacheSystem
         var deferred = PostTable()
         deferred.deferTitles()
         var needles: Set<[UInt8]> = [Array("".utf8), Array("zz".utf8)]
-        for step in 0..<30_000 {
-            let n = Int.random(in: 0..<9_000, using: &g)
+        for step in 0..<60_000 {
+            let n = Int.random(in: 0..<30_000, using: &g)
             let id: PostID = n % 5 == 0 ? .string("p\(n)") : .int(Int64(n))
             if Int.random(in: 0..<6, using: &g) == 0 {
                 direct.remove(id)
@@ -113,6 +113,8 @@ import CacheSystem
         }
         for word in ["plain 1", "café", "ünïcode 4", "plain", "4"] { needles.insert(Array(word.utf8)) }
         #expect(deferred.titlesDeferred)
+        // Enough slots for three lanes (one per 4,096 slots at most).
+        #expect(deferred.count > 3 * 4_096)
         deferred.locateTitles(threads: 3)
         #expect(!deferred.titlesDeferred)
         #expect(direct.count == deferred.count && direct.count > 1_000)

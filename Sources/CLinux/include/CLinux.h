@@ -73,6 +73,10 @@ void clinux_lock_rank_pop(int rank);
 /** Fixes glibc malloc's trim and mmap thresholds (mallopt), which it
     otherwise moves as large blocks come and go; returns 0 on success. */
 int clinux_tune_malloc(int trim_threshold, int mmap_threshold);
+/* The CPUs this process may run on (its affinity mask, as nproc counts
+   them); 0 when the kernel does not say. */
+int clinux_usable_cores(void);
+
 /* Starts loading the cache line at p (for a write), so that a later access
    to it does not wait: a hash table's bucket, while other work runs. */
 static inline void clinux_prefetch(const void *p) { __builtin_prefetch(p, 1, 3); }
