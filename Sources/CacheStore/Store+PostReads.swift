@@ -52,9 +52,7 @@ extension Store {
     /// Every post in the feed's order (for a store with no order recorded,
     /// such as a version-1 store: ascending id). Page k of `postPages`
     /// holds the `count` posts after those of the pages before it.
-    public func postsInFeedOrder() -> [(id: PostID, json: [UInt8])] {
-        state.withLock { s in s.feedIDs.map { ($0, s.posts[$0]!) } }
-    }
+    public func postsInFeedOrder() -> [(id: PostID, json: [UInt8])] { postsInFeedOrder(0..<Int.max) }
 
     /// The posts at `positions` of the feed's order (clamped to it): a
     /// refresh copies only the posts it keeps (a page that answered 304,

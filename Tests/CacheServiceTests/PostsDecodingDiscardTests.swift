@@ -53,3 +53,21 @@ import CacheSystem
         #expect(!body[(1 << 20)..<(2 << 20)].allSatisfy { $0 == 0 })
     }
 }
+
+/// What the refresh's decode relies on to give a body's pages back in
+/// place: a `PageBody` hands over the very storage it was given (no copy
+/// on the way), once.
+@Suite struct PageBodyTests {
+    @Test func takingHandsOverTheStorageItWasGivenOnce() {
+        var bytes = [UInt8](repeating: 7, count: 1 << 20)
+        let address = bytes.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) }
+        let page = PageBody(bytes)
+        bytes = []  // the page is now the storage's only holder
+        var taken = page.take()
+        #expect(page.count == 1 << 20)
+        // A mutable access copies shared storage: the same address says it was not shared.
+        let after = taken.withUnsafeMutableBufferPointer { UInt(bitPattern: $0.baseAddress) }
+        #expect(after == address, "the body was copied on its way to the decoder")
+        #expect(taken.count == 1 << 20 && page.take().isEmpty, "a second take gets nothing")
+    }
+}
