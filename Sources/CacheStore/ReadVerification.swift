@@ -50,12 +50,7 @@ public struct ReadVerification: Sendable, Equatable {
         }
         switch type {
         case btrfsMagic:
-            let options = mountInfo.flatMap { mountOptions(of: realPath, in: $0) } ?? []
-            if let off = options.first(where: { $0 == "nodatasum" || $0 == "nodatacow" }) {
-                return ReadVerification(mode: .always, reason: "verify-reads = auto: the store is on btrfs mounted \(off), without data checksums")
-            }
-            return ReadVerification(mode: .onChange, reason: "verify-reads = auto: the store is on btrfs, which checks a checksum of every data block it reads from the disk",
-                                    fileSystemChecksums: true)
+            return onBtrfs(mountOptions: mountInfo.flatMap { mountOptions(of: realPath, in: $0) })
         case zfsMagic:
             return ReadVerification(mode: .onChange, reason: "verify-reads = auto: the store is on ZFS, which checks a checksum of every block it reads",
                                     fileSystemChecksums: true)
@@ -64,12 +59,27 @@ public struct ReadVerification: Sendable, Equatable {
         }
     }
 
+    /// `auto` on btrfs, mounted with `options`: on-change while its data
+    /// checksums are on; always when mounted `nodatasum` or `nodatacow`, and
+    /// when the options are not known (mountinfo unreadable, or no mount
+    /// holds the store): what cannot be seen to be checked is hashed.
+    static func onBtrfs(mountOptions options: [String]?) -> ReadVerification {
+        guard let options else {
+            return ReadVerification(mode: .always, reason: "verify-reads = auto: the store is on btrfs, but its mount options cannot be read from /proc/self/mountinfo, so whether it checks data is not known")
+        }
+        if let off = options.first(where: { $0 == "nodatasum" || $0 == "nodatacow" }) {
+            return ReadVerification(mode: .always, reason: "verify-reads = auto: the store is on btrfs mounted \(off), without data checksums")
+        }
+        return ReadVerification(mode: .onChange, reason: "verify-reads = auto: the store is on btrfs, which checks a checksum of every data block it reads from the disk",
+                                fileSystemChecksums: true)
+    }
+
     static let btrfsMagic: Int64 = 0x9123_683E
     static let zfsMagic: Int64 = 0x2FC1_2FC1
 
-    /// /proc/self/mountinfo, or nil. It cannot fail where cached runs
-    /// (/proc is mounted under systemd and in its sandbox); nil would read
-    /// as a btrfs mount with its default options (checksums on).
+    /// /proc/self/mountinfo, or nil when it cannot be read (/proc not
+    /// mounted): on btrfs that reads as checksums not known, and every read
+    /// is hashed (`onBtrfs`).
     public static func mountInfo() -> String? {
         (try? FileSystem.read("/proc/self/mountinfo", limit: 4 << 20)).map { String(decoding: $0, as: UTF8.self) }
     }

@@ -129,6 +129,18 @@ private func commit(_ bytes: [UInt8], to store: Store, row: Int = 0) throws -> O
         #expect(ReadVerification.mountOptions(of: "/srv/cache", in: info)?.contains("space_cache=v2") == true)
     }
 
+    @Test func btrfsWhoseMountOptionsAreNotKnownIsHashedAlways() {
+        let unknown = ReadVerification.onBtrfs(mountOptions: nil)
+        #expect(unknown.mode == .always && !unknown.fileSystemChecksums)
+        #expect(unknown.reason.contains("cannot be read"), "\(unknown.reason)")
+        #expect(ReadVerification.onBtrfs(mountOptions: ["rw", "relatime", "space_cache=v2"]).mode == .onChange)
+        #expect(ReadVerification.onBtrfs(mountOptions: ["rw", "relatime", "space_cache=v2"]).fileSystemChecksums)
+        #expect(ReadVerification.onBtrfs(mountOptions: ["rw", "nodatasum"]).mode == .always)
+        #expect(ReadVerification.onBtrfs(mountOptions: ["rw", "nodatacow"]).mode == .always)
+        // No mount holds the path: not known either (the options are nil, not empty).
+        #expect(ReadVerification.mountOptions(of: "relative/store", in: "22 1 8:1 / / rw - ext4 /dev/sda1 rw") == nil)
+    }
+
     @Test func explicitModesNeedNoLookAtTheFileSystem() throws {
         let dir = TempDir(); defer { dir.cleanup() }
         let fd = try FileDescriptor.openDirectory(dir.path); defer { fd.close() }
