@@ -108,15 +108,29 @@ extension EventLoop {
     private func pauseListener(_ i: Int) {
         guard !pausedListeners.contains(i) else { return }
         pausedListeners.insert(i)
-        _ = clinux_epoll_mod(epfd, listeners[i].fd.rawValue, 0, EventLoop.listenerBase + UInt64(i))
+        // Not paused, a level-triggered listener wakes the loop each turn
+        // until the tick: busy, not stuck; said, and resumed all the same.
+        if clinux_epoll_mod(epfd, listeners[i].fd.rawValue, 0, EventLoop.listenerBase + UInt64(i)) != 0 {
+            listenerWatchFailed(i, SystemError("epoll_ctl(EPOLL_CTL_MOD)"), "pause")
+        }
     }
 
-    /// Once a tick: paused listeners listen again.
+    /// Once a tick: paused listeners listen again. One that cannot stays
+    /// paused and is tried again at the next tick (a listener never left deaf).
     func resumeListeners() {
         for i in pausedListeners {
-            _ = clinux_epoll_mod(epfd, listeners[i].fd.rawValue, EPOLLIN.rawValue, EventLoop.listenerBase + UInt64(i))
+            if clinux_epoll_mod(epfd, listeners[i].fd.rawValue, EPOLLIN.rawValue, EventLoop.listenerBase + UInt64(i)) == 0 {
+                pausedListeners.remove(i)
+            } else {
+                listenerWatchFailed(i, SystemError("epoll_ctl(EPOLL_CTL_MOD)"), "resume")
+            }
         }
-        pausedListeners.removeAll()
+    }
+
+    private func listenerWatchFailed(_ i: Int, _ error: SystemError, _ what: String) {
+        if let held = logThrottle.admit("epoll-listener") {
+            log.error("cannot \(what) listener \(i)'s events (\(listeners[i].framing), descriptor \(listeners[i].fd.rawValue)): \(error)\(what == "resume" ? "; tried again at the next tick" : "")\(LogThrottle.suffix(held))")
+        }
     }
 
     /// Once the totals are below their bounds again, the connections read

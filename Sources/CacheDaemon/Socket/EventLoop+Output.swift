@@ -125,12 +125,19 @@ extension EventLoop {
         else if c.framing == .http && !c.readClosed && !c.closeAfterFlush { want |= EPOLLRDHUP.rawValue }
         if !c.ready.isEmpty { want |= EPOLLOUT.rawValue }
         guard !c.registered || want != c.interest else { return }
-        if !c.registered {
-            _ = clinux_epoll_add(epfd, c.fd.rawValue, want, c.id)
-            c.registered = true
-        } else {
-            _ = clinux_epoll_mod(epfd, c.fd.rawValue, want, c.id)
+        let result = c.registered ? clinux_epoll_mod(epfd, c.fd.rawValue, want, c.id) : clinux_epoll_add(epfd, c.fd.rawValue, want, c.id)
+        guard result == 0 else {
+            // Not watched, the connection would hang until its idle limit (or
+            // for ever, waiting for output): it is closed instead. ENOSPC is
+            // the user's fs.epoll.max_user_watches, ENOMEM the kernel's.
+            let error = SystemError(c.registered ? "epoll_ctl(EPOLL_CTL_MOD)" : "epoll_ctl(EPOLL_CTL_ADD)")
+            if let held = logThrottle.admit("epoll") {
+                log.warning("connection \(c.id): cannot be watched for events: \(error); closing it\(LogThrottle.suffix(held))")
+            }
+            close(c)
+            return
         }
+        c.registered = true
         c.interest = want
     }
 }
