@@ -42,11 +42,13 @@ let package = Package(
         // Typed wrappers over raw syscalls, and the few concurrency primitives.
         .target(name: "CacheSystem", dependencies: ["CLinux"], swiftSettings: strict),
         // The store on disk: objects, posts, index log, recovery, verification.
-        .target(name: "CacheStore", dependencies: ["CacheSystem", "CXXHash", "CLinux"], swiftSettings: strict),
+        .target(name: "CacheStore", dependencies: ["CacheSystem", "CacheHTTP", "CXXHash", "CLinux"], swiftSettings: strict),
         // HTTP through curl_multi; knows nothing about the store.
-        .target(name: "CacheFetch", dependencies: ["CacheSystem", "CCurl"], swiftSettings: strict),
-        // HTTP/1.1 request heads, targets, ranges and response heads; no I/O.
-        // CacheSystem for the grammar it shares with CacheFetch (HTTPGrammar) and ASCII.
+        .target(name: "CacheFetch", dependencies: ["CacheSystem", "CacheHTTP", "CCurl"], swiftSettings: strict),
+        // HTTP without I/O: the grammar (HTTPGrammar), request heads, targets,
+        // ranges and response heads, dates, Cache-Control, Link and URI
+        // references; what the server side, the fetcher, the store's
+        // validators and the feed walk each read or write of HTTP.
         .target(name: "CacheHTTP", dependencies: ["CacheSystem"], swiftSettings: strict),
         // Image variants: the helper processes' pool and the messages to them.
         .target(name: "CacheVariant", dependencies: ["CacheSystem", "CLinux"], swiftSettings: strict),
@@ -56,7 +58,7 @@ let package = Package(
         // prefetch and maintenance over the store and the origin, with the
         // error model that says what failed (docs/architecture.md).
         .target(name: "CacheService",
-                dependencies: ["CacheSystem", "CacheStore", "CacheFetch", "CacheProtocol", "CacheVariant", "CXML2"],
+                dependencies: ["CacheSystem", "CacheHTTP", "CacheStore", "CacheFetch", "CacheProtocol", "CacheVariant", "CXML2"],
                 swiftSettings: strict),
         // The daemon: settings, the socket front-end (event loop, JSON-lines
         // dispatch) and process life (systemd, signals). Never the store.
@@ -106,7 +108,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "CacheStoreTests", dependencies: ["CacheStore", "CacheSystem", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "CacheProtocolTests", dependencies: ["CacheProtocol"], swiftSettings: strict),
-        .testTarget(name: "CacheHTTPTests", dependencies: ["CacheHTTP"], swiftSettings: strict),
+        .testTarget(name: "CacheHTTPTests", dependencies: ["CacheHTTP", "CacheSystem"], swiftSettings: strict),
         .testTarget(name: "CachedClientTests", dependencies: ["CachedClient", "CacheProtocol"], swiftSettings: strict),
         .testTarget(name: "CacheSystemTests", dependencies: ["CacheSystem", "CLinux"], swiftSettings: strict),
         .testTarget(name: "CacheFetchTests", dependencies: ["CacheFetch", "CacheSystem", "TestSupport"], swiftSettings: strict),

@@ -1,3 +1,4 @@
+import CacheHTTP
 import CacheSystem
 
 /// One request header the operator configured (`fetch-header`,

@@ -1,3 +1,4 @@
+import CacheHTTP
 import CacheSystem
 
 /// One response header line, parsed as bytes by RFC 9110 section 5.

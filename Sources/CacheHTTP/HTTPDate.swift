@@ -1,14 +1,43 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CacheSystem
 
-/// HTTP dates (RFC 9110 section 5.6.7) as unix seconds: the preferred
-/// IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) and the two obsolete forms
-/// a recipient must accept, RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and
-/// asctime (`Sun Nov  6 08:49:37 1994`).
-enum HTTPDate {
+/// HTTP dates (RFC 9110 section 5.6.7). Read as unix seconds: the
+/// preferred IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) and the two
+/// obsolete forms a recipient must accept, RFC 850 (`Sunday, 06-Nov-94
+/// 08:49:37 GMT`) and asctime (`Sun Nov  6 08:49:37 1994`). Written: the
+/// `Date` field's value, IMF-fixdate, made at most once a second (a value
+/// of this type holds the last one).
+public struct HTTPDate: Sendable {
+    private var second: Int = -1
+    private var value: [UInt8] = []
+
+    public init() {}
+
+    /// The current time as `Tue, 01 Dec 2026 14:49:52 GMT`.
+    public mutating func now() -> [UInt8] {
+        var t = Glibc.time(nil)
+        if Int(t) == second { return value }
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        second = Int(t)
+        value = Array(Self.format(parts).utf8)
+        return value
+    }
+
+    static func format(_ t: tm) -> String {
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        return "\(days[Int(t.tm_wday)]), \(two(t.tm_mday)) \(months[Int(t.tm_mon)]) \(t.tm_year + 1900) \(two(t.tm_hour)):\(two(t.tm_min)):\(two(t.tm_sec)) GMT"
+    }
+
     private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 
-    /// Nil when `text` is none of the three forms, or not a real date and time.
-    static func seconds(_ text: String) -> Int64? {
+    /// The unix seconds `text` names; nil when it is none of the three
+    /// forms, or not a real date and time.
+    public static func seconds(_ text: String) -> Int64? {
         let tokens = text.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "-" }).map(String.init)
         guard tokens.count >= 5 else { return nil }
         var day: Int?, month: Int?, year: Int?, clock: (Int, Int, Int)?
@@ -41,7 +70,7 @@ enum HTTPDate {
     }
 
     /// Days from 1970-01-01 to the date (Howard Hinnant's days_from_civil).
-    static func days(year: Int, month: Int, day: Int) -> Int64 {
+    public static func days(year: Int, month: Int, day: Int) -> Int64 {
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400

@@ -67,30 +67,3 @@ public struct HTTPHead: Sendable {
         }
     }
 }
-
-/// The `Date` field's value (IMF-fixdate, RFC 9110, 5.6.7), made at most
-/// once a second.
-public struct HTTPDate: Sendable {
-    private var second: Int = -1
-    private var value: [UInt8] = []
-
-    public init() {}
-
-    /// The current time as `Tue, 01 Dec 2026 14:49:52 GMT`.
-    public mutating func now() -> [UInt8] {
-        var t = time(nil)
-        if Int(t) == second { return value }
-        var parts = tm()
-        gmtime_r(&t, &parts)
-        second = Int(t)
-        value = Array(Self.format(parts).utf8)
-        return value
-    }
-
-    static func format(_ t: tm) -> String {
-        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
-        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        return "\(days[Int(t.tm_wday)]), \(two(t.tm_mday)) \(months[Int(t.tm_mon)]) \(t.tm_year + 1900) \(two(t.tm_hour)):\(two(t.tm_min)):\(two(t.tm_sec)) GMT"
-    }
-}

@@ -3,15 +3,17 @@ import CacheSystem
 /// RFC 3986 reference resolution (section 5.2), enough for image URLs:
 /// scheme, authority, path, query and fragment, with dot segments removed;
 /// and the browser's reading of a URL around it (`resolveLikeABrowser`).
-enum URIReference {
-    struct Parts {
-        var scheme: String?
-        var authority: String?
-        var path: String
-        var query: String?
-        var fragment: String?
+public enum URIReference {
+    /// A reference's five components (RFC 3986 section 3), nil where absent.
+    public struct Parts: Sendable {
+        public var scheme: String?
+        public var authority: String?
+        public var path: String
+        public var query: String?
+        public var fragment: String?
 
-        var text: String {
+        /// The components put back together (section 5.3).
+        public var text: String {
             var out = ""
             if let scheme { out += scheme + ":" }
             if let authority { out += "//" + authority }
@@ -30,7 +32,7 @@ enum URIReference {
     /// sets; `%` itself never, so existing escapes stay). The host is
     /// lowercased (ASCII only: no IDNA), a default port and an empty one are
     /// dropped, an empty path becomes `/`.
-    static func resolveLikeABrowser(_ reference: String, against base: String?) -> String? {
+    public static func resolveLikeABrowser(_ reference: String, against base: String?) -> String? {
         var cleaned = browserCleaned(reference)
         let cleanBase = base.map(browserCleaned)
         // A special scheme takes any number of slashes before its host
@@ -53,7 +55,7 @@ enum URIReference {
     /// The WHATWG URL parser's preprocessing, on bytes: C0 controls and
     /// spaces trimmed at both ends, ASCII tab, LF and CR removed everywhere,
     /// and `\` read as `/` before the first `?` or `#` (special schemes).
-    static func browserCleaned(_ s: String) -> String {
+    public static func browserCleaned(_ s: String) -> String {
         let bytes = Array(s.utf8)
         var start = 0, end = bytes.count
         while start < end && bytes[start] <= 0x20 { start += 1 }
@@ -165,7 +167,7 @@ enum URIReference {
     /// Splits a URI reference into its five parts (RFC 3986 appendix B).
     /// Delimiters are found in the UTF-8 bytes: a `#` or `/` followed by a
     /// combining mark is one `Character` in Swift, but still a delimiter.
-    static func parse(_ s: String) -> Parts {
+    public static func parse(_ s: String) -> Parts {
         var rest = Substring(s)
         var parts = Parts(path: "")
         if let hash = rest.utf8.firstIndex(of: UInt8(ascii: "#")) {
@@ -195,7 +197,7 @@ enum URIReference {
 
     /// Resolves `reference` against `base`; nil when `reference` is relative and
     /// there is no usable base.
-    static func resolve(_ reference: String, against base: String?) -> String? {
+    public static func resolve(_ reference: String, against base: String?) -> String? {
         let r = parse(reference)
         if r.scheme != nil {
             var t = r

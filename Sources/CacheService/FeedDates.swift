@@ -1,3 +1,4 @@
+import CacheHTTP
 import CacheSystem
 
 /// The dates of RSS and Atom entries as RFC 3339 text in UTC

@@ -1,3 +1,4 @@
+import CacheHTTP
 import CacheProtocol
 import CacheSystem
 

@@ -1,4 +1,5 @@
 import CacheFetch
+import CacheHTTP
 import CacheStore
 import CacheSystem
 

@@ -1,3 +1,4 @@
+import CacheHTTP
 import CacheStore
 import CacheSystem
 
@@ -37,12 +38,12 @@ enum FreshnessHeaders {
 
     /// The lifetime the headers state.
     static func lifetime(_ headers: [String: String]) -> ImageFreshness.Lifetime {
-        let directives = cacheControl(headers["cache-control"] ?? "")
+        let directives = CacheControl.directives(headers["cache-control"] ?? "")
         if directives["no-cache"] != nil || directives["no-store"] != nil { return .noCache }
         if directives["immutable"] != nil { return .immutable }
         if let value = directives["max-age"] {
-            guard let maxAge = deltaSeconds(value) else { return .noCache }  // a malformed max-age: stale (RFC 9111 4.2.1)
-            let age = headers["age"].flatMap(deltaSeconds) ?? 0
+            guard let maxAge = CacheControl.deltaSeconds(value) else { return .noCache }  // a malformed max-age: stale (RFC 9111 4.2.1)
+            let age = headers["age"].flatMap(CacheControl.deltaSeconds) ?? 0
             let left = maxAge - min(age, maxAge)
             return left == 0 ? .noCache : .seconds(left)
         }
@@ -54,29 +55,6 @@ enum FreshnessHeaders {
         }
         return .unstated
     }
-
-    /// Cache-Control's directives, names lowercased, values unquoted ("" for none).
-    static func cacheControl(_ value: String) -> [String: String] {
-        var out: [String: String] = [:]
-        for part in value.split(separator: ",") {
-            let item = part.trimmingSpaces()
-            guard !item.isEmpty else { continue }
-            // `=` alone, or `=x`, names no directive: skipped (it used to trap).
-            let pieces = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = pieces[0].trimmingSpaces().lowercased()
-            guard !name.isEmpty else { continue }
-            var v = pieces.count > 1 ? pieces[1].trimmingSpaces() : ""
-            if v.count >= 2, v.hasPrefix("\""), v.hasSuffix("\"") { v = String(v.dropFirst().dropLast()) }
-            if out[name] == nil { out[name] = v }  // the first of a repeated directive counts
-        }
-        return out
-    }
-
-    /// A `delta-seconds` value: digits only; huge ones are clamped (RFC 9111 1.2.2).
-    static func deltaSeconds(_ s: String) -> Int64? {
-        guard !s.isEmpty, s.utf8.allSatisfy(ASCII.isDigit) else { return nil }
-        return Int64(s) ?? Int64(Int32.max)
-    }
 }
 
 extension ImageFreshness.Lifetime {
@@ -85,11 +63,5 @@ extension ImageFreshness.Lifetime {
     fileprivate static func expires(_ at: Int64) -> ImageFreshness.Lifetime {
         let now = Clock.wallMilliseconds() / 1000
         return at > now ? .seconds(at - now) : .noCache
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingSpaces() -> String {
-        String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
     }
 }

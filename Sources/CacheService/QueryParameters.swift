@@ -1,3 +1,5 @@
+import CacheHTTP
+
 /// A URL's query parameters set and read by name, for paging by value
 /// (docs/protocol.md, "Paging"): the other parameters, their order and
 /// their spelling are kept as they are.

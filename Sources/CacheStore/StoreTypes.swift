@@ -1,3 +1,4 @@
+import CacheHTTP
 import CacheSystem
 
 /// A cached image: which object holds a row's bytes.

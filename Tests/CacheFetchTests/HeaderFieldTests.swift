@@ -1,5 +1,6 @@
 import Testing
 import CacheFetch
+import CacheHTTP
 import CacheSystem
 
 @Suite struct HeaderFieldTests {

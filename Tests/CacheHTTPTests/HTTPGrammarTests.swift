@@ -1,5 +1,5 @@
 import Testing
-import CacheSystem
+import CacheHTTP
 
 /// `HTTPGrammar` against what each of its callers accepted when it wrote
 /// the rule itself (copied below as it was): the request parser

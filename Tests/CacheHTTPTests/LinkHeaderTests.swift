@@ -1,5 +1,5 @@
 import Testing
-import CacheFetch
+import CacheHTTP
 
 @Suite struct LinkHeaderTests {
     @Test func githubsLinkHeaderGivesItsNextPage() {
