@@ -8,7 +8,8 @@ import CacheSystem
 /// Owned by one driver thread of the pool; every call may block up to the
 /// deadline it is given, never longer.
 final class HelperProcess {
-    let pid: Int32
+    let process: ChildProcess
+    var pid: Int32 { process.pid }
     /// The helper's standard input (we write jobs).
     private let input: FileDescriptor
     /// The helper's standard output (we read results).
@@ -20,7 +21,7 @@ final class HelperProcess {
     private var stopped = false
 
     private init(pid: Int32, input: FileDescriptor, output: FileDescriptor) {
-        self.pid = pid
+        process = ChildProcess(pid: pid)
         self.input = input
         self.output = output
     }
@@ -87,15 +88,15 @@ final class HelperProcess {
     private func limit(_ c: VariantPoolConfiguration) throws(VariantFailure) {
         let memory = UInt64(c.memory)
         let running: Int
-        do throws(SystemError) { running = try Self.tasksOfUser(getuid()) } catch {
+        do throws(SystemError) { running = try ChildProcess.tasks(ofUser: getuid()) } catch {
             throw .unavailable("cannot count this user's tasks for the helper's RLIMIT_NPROC: \(error)")
         }
         let tasks = UInt64(running + c.threadsPerHelper)
-        guard clinux_set_limit(pid, 9 /* RLIMIT_AS */, memory, memory) == 0,
-              clinux_set_limit(pid, 0 /* RLIMIT_CPU */, Self.cpuLimit(c.cpuPerJob), Self.cpuLimit(c.cpuPerHelper)) == 0,
-              clinux_set_limit(pid, 6 /* RLIMIT_NPROC */, tasks, tasks) == 0 else {
-            throw .unavailable("cannot limit the helper (prlimit): \(String(cString: strerror(errno)))")
-        }
+        do throws(SystemError) {
+            try process.setLimit(.addressSpace, soft: memory, hard: memory)
+            try process.setLimit(.cpuSeconds, soft: Self.cpuLimit(c.cpuPerJob), hard: Self.cpuLimit(c.cpuPerHelper))
+            try process.setLimit(.tasks, soft: tasks, hard: tasks)
+        } catch { throw .unavailable("cannot limit the helper: \(error)") }
         do throws(SystemError) {
             try input.setNonBlocking()
             try output.setNonBlocking()
@@ -117,61 +118,21 @@ final class HelperProcess {
     /// It must have more filters than the daemon (which may run under its
     /// unit's filter and no_new_privs already, and those a child inherits).
     private func checkSandbox() throws(VariantFailure) {
-        let status = Self.procFile("status", pid)
-        let own = Self.filterCount(Self.procFile("status", getpid())) ?? 0
-        guard status.contains("\nSeccomp:\t2\n"), status.contains("\nNoNewPrivs:\t1\n"),
-              let filters = Self.filterCount(status), filters > own else {
+        let status = process.status()
+        let own = ChildProcess.current.status().seccompFilters ?? 0
+        guard status.seccompMode == 2, status.noNewPrivileges, let filters = status.seccompFilters, filters > own else {
             throw .unavailable("the helper is not sandboxed (its /proc status shows no seccomp filter of its own, or no no_new_privs)")
         }
     }
 
-    /// `Seccomp_filters:` of a `/proc/PID/status`: how many filters the process runs under.
-    static func filterCount(_ status: String) -> Int? {
-        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Seccomp_filters:") }) else { return nil }
-        return Int(String(line.dropFirst("Seccomp_filters:".count)).trimmed())
-    }
-
     /// Whether the helper has ended (crashed, killed) since its last job.
-    var hasEnded: Bool {
-        var status: Int32 = 0
-        return waitpid(pid, &status, WNOHANG) == pid
-    }
-
-    /// The tasks (threads of every process) of user `uid` now, from `/proc`.
-    static func tasksOfUser(_ uid: uid_t) throws(SystemError) -> Int {
-        let ids = try FileSystem.list("/proc")
-        var tasks = 0
-        for name in ids where name.utf8.allSatisfy(ASCII.isDigit) {
-            let status = procFile("status", Int32(name) ?? 0)
-            var owner: uid_t?, threads = 0
-            for line in status.split(separator: "\n") {
-                if line.hasPrefix("Uid:") { owner = line.split(separator: "\t").dropFirst().first.flatMap { uid_t($0) } }
-                if line.hasPrefix("Threads:") { threads = Int(String(line.dropFirst("Threads:".count)).trimmed()) ?? 0 }
-            }
-            if owner == uid { tasks += threads }
-        }
-        return tasks
-    }
-
-    /// `/proc/PID/NAME` as text; empty when it cannot be read.
-    /// (A process that ended meanwhile has none; each caller reads empty
-    /// as what it is: no task to count, no sandbox shown, no CPU time known.)
-    static func procFile(_ name: String, _ pid: Int32) -> String {
-        String(decoding: (try? FileSystem.read("/proc/\(pid)/\(name)", limit: 64 << 10)) ?? [], as: UTF8.self)
-    }
+    var hasEnded: Bool { process.reapIfEnded() != nil }
 
     /// RLIMIT_CPU's value for `time`: whole seconds, at least one.
     static func cpuLimit(_ time: Duration) -> UInt64 { UInt64(max(1, time.wholeSeconds)) }
 
     /// The helper's CPU time so far (`/proc/PID/stat`).
-    func cpuTime() -> Duration? {
-        let stat = Self.procFile("stat", pid)
-        guard let close = stat.lastIndex(of: ")") else { return nil }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        // After the command: state is field 3, utime 14 and stime 15 (1-based).
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return .clampedSeconds((user + system) / Double(sysconf(Int32(_SC_CLK_TCK))))
-    }
+    func cpuTime() -> Duration? { process.cpuTime() }
 
     /// Runs one job: its header and source out, its result back, within
     /// `deadline`. A failure of the helper leaves it unusable: stop it.
@@ -182,7 +143,8 @@ final class HelperProcess {
         if let used = self.cpuTime() {
             let hard = Self.cpuLimit(c.cpuPerHelper)
             let soft = min(Self.cpuLimit(used + .seconds(1)) + Self.cpuLimit(c.cpuPerJob), hard)
-            _ = clinux_set_limit(pid, 0, soft, hard)
+            // Not lowered, the job runs on under the hard limit alone.
+            try? process.setLimit(.cpuSeconds, soft: soft, hard: hard)
         }
         do throws(VariantFailure) {
             var sender = JobSender(header: job.wireHeader.encoded, source: job.source, size: job.sourceSize)
@@ -282,24 +244,15 @@ final class HelperProcess {
         stopped = true
         input.close()
         output.close()
-        var status: Int32 = 0
         if killing {
             // Ending already (crashed, killed by the kernel: its pipes close
             // before it can be reaped): say how, once it has.
-            for _ in 0..<20 {
-                if waitpid(pid, &status, WNOHANG) == pid { return Self.ending(status) }
-                usleep(5_000)
-            }
-            kill(pid, SIGKILL)
-            return waitpid(pid, &status, 0) == pid ? "was stopped by the daemon" : "was not reaped"
+            if let status = process.reap(attempts: 20, interval: .milliseconds(5)) { return Self.ending(status) }
+            return process.killAndReap() != nil ? "was stopped by the daemon" : "was not reaped"
         }
         // A helper told to stop by its input closing has 2 s; then it is killed.
-        for _ in 0..<200 {
-            if waitpid(pid, &status, WNOHANG) == pid { return Self.ending(status) }
-            usleep(10_000)
-        }
-        kill(pid, SIGKILL)
-        return waitpid(pid, &status, 0) == pid ? "was stopped by the daemon after 2 s" : "was not reaped"
+        if let status = process.reap(attempts: 200, interval: .milliseconds(10)) { return Self.ending(status) }
+        return process.killAndReap() != nil ? "was stopped by the daemon after 2 s" : "was not reaped"
     }
 
     /// `status` (from `waitpid`) in words, after "the helper".
