@@ -187,7 +187,7 @@ struct Commands {
         let dir = FileSystem.directoryName(of: path)
         let temp = "\(dir)/.\(TempName.next(".cachectl"))"
         let fd: FileDescriptor
-        do throws(SystemError) { fd = try FileDescriptor.open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644) }
+        do throws(SystemError) { fd = try FileDescriptor.open(temp, [.writeOnly, .create, .exclusive], mode: 0o644) }
         catch { throw Self.cannotWrite(path, errno: error.errno) }
         var open = true
         do {

@@ -354,7 +354,7 @@ public enum SocketDirectory {
     /// libraries at run time. A user known only to them (LDAP, systemd's
     /// DynamicUser=) is shown as `uid N`; this is only for a message.
     static func userName(_ uid: uid_t, passwd: String = "/etc/passwd") -> String {
-        if let fd = try? FileDescriptor.open(passwd, O_RDONLY) {
+        if let fd = try? FileDescriptor.open(passwd, .readOnly) {
             defer { fd.close() }
             if let text = try? fd.readToEnd(limit: 4 << 20) {
                 for line in text.split(separator: 0x0A) {

@@ -109,7 +109,7 @@ struct IndexLog: Sendable {
         path = files.path + "/" + name
         // O_APPEND: a write lands at the end even if the file was cut under
         // us, so a cut shows as a length that does not add up (Store checks).
-        do throws(SystemError) { fd = try files.open(name, O_RDWR | O_CREAT | O_APPEND, mode: 0o600) } catch { throw .io(error) }
+        do throws(SystemError) { fd = try files.open(name, [.readWrite, .create, .append], mode: 0o600) } catch { throw .io(error) }
         // Read in pieces as the replay goes: a log of 300 MB is never in memory whole.
         let outcome: ScanOutcome
         let size: Int
@@ -263,7 +263,7 @@ struct IndexLog: Sendable {
                 try out.writeAll(RecordCodec.header(version: newVersion))
             }
         }
-        let newFD = try files.open(path, O_RDWR | O_APPEND)
+        let newFD = try files.open(path, [.readWrite, .append])
         fd.close()
         fd = newFD
         length = Int64(total)

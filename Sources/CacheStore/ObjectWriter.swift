@@ -36,7 +36,7 @@ public final class ObjectWriter: @unchecked Sendable {
         self.maxSize = maxSize
         self.files = files
         self.onWarning = onWarning
-        fd = try files.open(tempPath, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        fd = try files.open(tempPath, [.writeOnly, .create, .exclusive], mode: 0o644)
     }
 
     deinit { discard() }

@@ -76,7 +76,7 @@ extension Store {
     /// is forgotten (if still missing: `forgetIfFileGone`) and
     /// `missingObject` thrown; a media error (`EIO` on open) sets it aside.
     func openObjectFile(_ hash: Hash128) throws(StoreError) -> FileDescriptor {
-        do throws(SystemError) { return try files.open(objectPath(hash), O_RDONLY) } catch {
+        do throws(SystemError) { return try files.open(objectPath(hash), .readOnly) } catch {
             if error.errno == ENOENT {
                 let rows = rowsReferencing(hash)
                 forgetIfFileGone(hash)

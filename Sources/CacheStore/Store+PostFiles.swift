@@ -92,7 +92,7 @@ extension Store {
             // Unlisted, every post's file is written again below: slower, not wrong.
             failures.attempt { () throws(SystemError) in
                 entries = try files.list(postsDirectory)
-                directory = try files.open(postsDirectory, O_RDONLY | O_DIRECTORY)
+                directory = try files.open(postsDirectory, [.readOnly, .directory])
             }
             defer { directory?.close() }
             func write(_ name: String, _ id: PostID) -> Bool {

@@ -226,7 +226,7 @@ extension Store {
     /// were hashed as they were written), so it is trusted as it is now.
     func trustCommitted(_ hash: Hash128, _ path: String) {
         // Not opened: not trusted, so the next read hashes the file, as under `always`.
-        guard readVerification.mode == .onChange, let fd = try? files.open(path, O_RDONLY) else { return }
+        guard readVerification.mode == .onChange, let fd = try? files.open(path, .readOnly) else { return }
         defer { fd.close() }
         if let identity = Self.identity(of: fd) { trustIfChecked(hash, fd, identity) }
     }
@@ -242,7 +242,7 @@ extension Store {
     public func openTrustedIfCached(_ hash: Hash128, cachedOrNot: Bool = false) -> (FileDescriptor, Int64)? {
         // Not opened: nil, the slow path (`openVerified`), which meets and handles the error itself.
         guard readVerification.mode == .onChange, objectRef(hash) != nil,
-              let fd = try? files.open(Self.objectRelativePath(hash), O_RDONLY) else { return nil }
+              let fd = try? files.open(Self.objectRelativePath(hash), .readOnly) else { return nil }
         guard let identity = Self.identity(of: fd), trustsUnchanged(hash, fd, identity, checkCache: !cachedOrNot) else {
             fd.close()
             return nil

@@ -62,7 +62,7 @@ extension Store {
     /// to `hash`. A read error is false, and reported (`noteReplacedUnreadable`).
     func fileHolds(_ path: String, _ hash: Hash128) -> Bool {
         // Not opened: not proven, so the caller puts the new download in its place.
-        guard let fd = try? files.open(path, O_RDONLY) else { return false }
+        guard let fd = try? files.open(path, .readOnly) else { return false }
         defer { fd.close() }
         do throws(SystemError) { return try Store.hashFile(fd)?.0 == hash } catch {
             noteReplacedUnreadable(hash, error)
@@ -110,7 +110,7 @@ extension Store {
             return header(size) + kept
         }
         // Not opened: nil, the slow path (`openVerified`), which meets and handles the error itself.
-        guard let fd = try? files.open(Self.objectRelativePath(hash), O_RDONLY) else { return nil }
+        guard let fd = try? files.open(Self.objectRelativePath(hash), .readOnly) else { return nil }
         defer { fd.close() }
         let trusted = readVerification.mode == .onChange && trustsUnchanged(hash, fd, nil, checkCache: false)
         let head = header(size)
@@ -145,7 +145,7 @@ extension Store {
            let opened = openTrustedIfCached(hash, cachedOrNot: readVerification.fileSystemChecksums) { return opened }
         guard let ref = state.withLock({ $0.objects[hash] }), ref.size <= limit else { return nil }
         // Not opened: nil, the slow path, as above.
-        guard let fd = try? files.open(objectPath(hash), O_RDONLY) else { return nil }
+        guard let fd = try? files.open(objectPath(hash), .readOnly) else { return nil }
         let size = Int(ref.size)
         let ok = withUnsafeTemporaryAllocation(byteCount: size + 1, alignment: 64) {
             Store.readsWholeFromCache(fd, hash, size: size, into: $0)

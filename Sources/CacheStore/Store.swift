@@ -196,7 +196,7 @@ public final class Store: Sendable {
     private static func lockFile(_ files: ConfinedDirectory, directory: String) throws(StoreError) -> FileDescriptor {
         let directoryFD = files.descriptor
         let lockFD: FileDescriptor
-        do throws(SystemError) { lockFD = try files.open(StoreNames.lockFile, O_RDWR | O_CREAT, mode: 0o600) }
+        do throws(SystemError) { lockFD = try files.open(StoreNames.lockFile, [.readWrite, .create], mode: 0o600) }
         catch { directoryFD.close(); throw .io(error) }
         var acquired = false
         do throws(SystemError) {

@@ -15,8 +15,6 @@ import CLinux
 /// link itself, never on what it points to. A planted link makes the call
 /// fail with `ELOOP` (or `ENOTDIR`) instead of reaching outside.
 public final class ConfinedDirectory: Sendable {
-    static let oPath = clinux_o_path()
-
     /// The directory's path, as opened.
     public let path: String
     /// The open directory (kept for `flock` and `*at` calls).
@@ -25,7 +23,7 @@ public final class ConfinedDirectory: Sendable {
     /// Opens `path`, which must be a directory and not a symbolic link.
     public init(opening path: String) throws(SystemError) {
         self.path = path
-        descriptor = try FileDescriptor.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+        descriptor = try FileDescriptor.open(path, [.readOnly, .directory, .noFollow])
     }
 
     public func close() { descriptor.close() }
@@ -71,10 +69,10 @@ public final class ConfinedDirectory: Sendable {
     }
 
     /// Opens `p` beneath this directory with `flags` (`O_CLOEXEC` added).
-    public func open(_ p: String, _ flags: Int32, mode: mode_t = 0o600) throws(SystemError) -> FileDescriptor {
+    public func open(_ p: String, _ flags: OpenFlags, mode: mode_t = 0o600) throws(SystemError) -> FileDescriptor {
         let rel = try relative(p)
         if let fd = try retryingOnInterrupt("open", p, nilOn: ENOSYS, or: EPERM, {
-            clinux_openat2_beneath(descriptor.rawValue, rel, flags | O_CLOEXEC, UInt32(mode))
+            clinux_openat2_beneath(descriptor.rawValue, rel, flags.rawValue | O_CLOEXEC, UInt32(mode))
         }) {
             return FileDescriptor(rawValue: fd, path: p)
         }
@@ -83,14 +81,14 @@ public final class ConfinedDirectory: Sendable {
     }
 
     /// openat(O_NOFOLLOW) one component at a time.
-    private func walk(_ rel: String, _ flags: Int32, mode: mode_t, display: String) throws(SystemError) -> FileDescriptor {
+    private func walk(_ rel: String, _ flags: OpenFlags, mode: mode_t, display: String) throws(SystemError) -> FileDescriptor {
         let parts = rel.split(separator: "/").map(String.init)
         var current = descriptor.rawValue
         var owned = false
         defer { if owned { _ = Glibc.close(current) } }
         for (i, part) in parts.enumerated() {
             let last = i == parts.count - 1
-            let f = last ? flags | O_NOFOLLOW | O_CLOEXEC : ConfinedDirectory.oPath | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+            let f = (last ? flags.union(.noFollow) : [.pathOnly, .directory, .noFollow]).rawValue | O_CLOEXEC
             let next = try retryingOnInterrupt("open", display) { Glibc.openat(current, part, f, mode) }
             if owned { _ = Glibc.close(current) }
             if last { owned = false; return FileDescriptor(rawValue: next, path: display) }
@@ -98,7 +96,7 @@ public final class ConfinedDirectory: Sendable {
             owned = true
         }
         // `rel` was "." : the directory itself.
-        let fd = try retryingOnInterrupt("open", display) { Glibc.openat(descriptor.rawValue, ".", flags | O_CLOEXEC, mode) }
+        let fd = try retryingOnInterrupt("open", display) { Glibc.openat(descriptor.rawValue, ".", flags.rawValue | O_CLOEXEC, mode) }
         return FileDescriptor(rawValue: fd, path: display)
     }
 
@@ -107,7 +105,7 @@ public final class ConfinedDirectory: Sendable {
         let rel = try relative(p)
         guard rel != "." else { throw SystemError("resolve", p, errno: EINVAL) }
         guard let slash = rel.lastIndex(of: "/") else { return (nil, rel) }
-        let dir = try open(String(rel[..<slash]), ConfinedDirectory.oPath | O_DIRECTORY)
+        let dir = try open(String(rel[..<slash]), [.pathOnly, .directory])
         return (dir, String(rel[rel.index(after: slash)...]))
     }
 
@@ -192,7 +190,7 @@ public final class ConfinedDirectory: Sendable {
 
     /// Flushes the entries of directory `p` (after a rename or unlink in it).
     public func syncDirectory(_ p: String) throws(SystemError) {
-        let fd = try open(p, O_RDONLY | O_DIRECTORY)
+        let fd = try open(p, [.readOnly, .directory])
         defer { fd.close() }
         try fd.sync()
     }
@@ -213,7 +211,7 @@ public final class ConfinedDirectory: Sendable {
     /// per entry; a file system that does not say (`DT_UNKNOWN`) costs one
     /// `fstatat` on the open directory for that entry.
     public func list(_ p: String, limit: Int = Int.max) throws(SystemError) -> [Entry] {
-        let fd = try open(p, O_RDONLY | O_DIRECTORY)
+        let fd = try open(p, [.readOnly, .directory])
         guard let dir = fdopendir(fd.rawValue) else {
             let e = SystemError("opendir", p)
             fd.close()
@@ -252,7 +250,7 @@ public final class ConfinedDirectory: Sendable {
 
     /// Reads a whole file, at most `limit` bytes.
     public func read(_ p: String, limit: Int = Int.max) throws(SystemError) -> [UInt8] {
-        let fd = try open(p, O_RDONLY)
+        let fd = try open(p, .readOnly)
         defer { fd.close() }
         return try fd.readToEnd(limit: limit)
     }
@@ -289,7 +287,7 @@ public final class ConfinedDirectory: Sendable {
     public func writeDurably(to p: String, tempDirectory: String, mode: mode_t = 0o644, syncDirectory shouldSync: Bool = true,
                              stop: StopFlag? = nil, _ write: (FileDescriptor, String) throws(SystemError) -> Void) throws(SystemError) {
         let temp = "\(tempDirectory)/\(TempName.next())"
-        let fd = try open(temp, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
+        let fd = try open(temp, [.writeOnly, .create, .exclusive], mode: mode)
         var open = true
         do throws(SystemError) {
             try write(fd, temp)

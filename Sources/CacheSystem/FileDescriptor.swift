@@ -19,14 +19,14 @@ public struct FileDescriptor: Sendable, Hashable {
     }
 
     /// Opens `path` with `flags` (`O_CLOEXEC` is always added).
-    public static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644) throws(SystemError) -> FileDescriptor {
-        let fd = try retryingOnInterrupt("open", path) { Glibc.open(path, flags | O_CLOEXEC, mode) }
+    public static func open(_ path: String, _ flags: OpenFlags, mode: mode_t = 0o644) throws(SystemError) -> FileDescriptor {
+        let fd = try retryingOnInterrupt("open", path) { Glibc.open(path, flags.rawValue | O_CLOEXEC, mode) }
         return FileDescriptor(rawValue: fd, path: path)
     }
 
     /// Opens a directory for `fsync` or `*at` calls.
     public static func openDirectory(_ path: String) throws(SystemError) -> FileDescriptor {
-        try open(path, O_RDONLY | O_DIRECTORY)
+        try open(path, [.readOnly, .directory])
     }
 
     public func close() {

@@ -70,7 +70,7 @@ public enum FileSystem {
 
     /// Reads a whole file.
     public static func read(_ path: String, limit: Int = Int.max) throws(SystemError) -> [UInt8] {
-        let fd = try FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW)
+        let fd = try FileDescriptor.open(path, [.readOnly, .noFollow])
         defer { fd.close() }
         return try fd.readToEnd(limit: limit)
     }

@@ -303,7 +303,7 @@ enum ReadAllBenchmark {
         let start = Clock.monotonicNanoseconds()
         for _ in 0..<rounds {
             for path in paths {
-                let fd = try FileDescriptor.open(path, O_RDONLY)
+                let fd = try FileDescriptor.open(path, .readOnly)
                 bytes += try drain(fd, buffer)
                 fd.close()
             }

@@ -573,7 +573,7 @@ private func pingLine(length: Int) -> [UInt8] {
             calls.record(request, keep: later ? reply : nil)
             switch request.tag.map({ String(decoding: $0, as: UTF8.self) }) {
             case "1":
-                guard let fd = try? FileDescriptor.open(filePath, O_RDONLY) else { return .now(answer(nil)) }
+                guard let fd = try? FileDescriptor.open(filePath, .readOnly) else { return .now(answer(nil)) }
                 return .nowFile(Response.ok(tag: request.tag) { $0.field("size", size) }, fd, length: size)
             case "3": return .later
             default: return .now(answer(request.tag))
@@ -585,7 +585,7 @@ private func pingLine(length: Int) -> [UInt8] {
         try #require(calls.wait(for: 4))
         let replies = calls.takePending()
         try #require(replies.count == 1)
-        let fd = try FileDescriptor.open(filePath, O_RDONLY)
+        let fd = try FileDescriptor.open(filePath, .readOnly)
         replies[0].finish(header: Response.ok(tag: replies[0].tag) { $0.field("size", size) }, file: fd, size: size)
 
         let h1 = try c.readJSON()

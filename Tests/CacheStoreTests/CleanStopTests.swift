@@ -62,7 +62,7 @@ import CacheSystem
         store.close(clean: true)
 
         // The log touched (an append moves its size and times; so does this).
-        let fd = try FileDescriptor.open(dir.path + "/index.log", O_RDONLY)
+        let fd = try FileDescriptor.open(dir.path + "/index.log", .readOnly)
         #expect(futimens(fd.rawValue, nil) == 0)
         fd.close()
         store = try Store(StoreConfiguration(directory: dir.path))

@@ -27,13 +27,13 @@ func frame(_ payload: [UInt8]) -> [UInt8] {
     }
 
     static func append(_ bytes: [UInt8], to log: String) throws {
-        let fd = try FileDescriptor.open(log, O_WRONLY | O_APPEND)
+        let fd = try FileDescriptor.open(log, [.writeOnly, .append])
         defer { fd.close() }
         try fd.writeAll(bytes)
     }
 
     static func overwrite(_ log: String, _ bytes: [UInt8]) throws {
-        let fd = try FileDescriptor.open(log, O_WRONLY | O_TRUNC)
+        let fd = try FileDescriptor.open(log, [.writeOnly, .truncate])
         defer { fd.close() }
         try fd.writeAll(bytes)
     }

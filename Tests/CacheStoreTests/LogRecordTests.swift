@@ -214,7 +214,7 @@ import TestSupport
             var inMemory: [[LogRecord]] = []
             let expected = LogScanner.scan(prefix) { inMemory.append($0) }
             for piece in [1, 7, 64, 4096] {
-                let fd = try FileDescriptor.open(path, O_RDONLY)
+                let fd = try FileDescriptor.open(path, .readOnly)
                 defer { fd.close() }
                 var read: [[LogRecord]] = []
                 let outcome = try LogScanner.scan(reading: fd, piece: piece) { read.append($0) }

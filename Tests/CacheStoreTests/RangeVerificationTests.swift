@@ -22,7 +22,7 @@ import CacheSystem
     static func damage(_ store: Store, _ hash: Hash128, at offset: Int) throws {
         let path = store.objectPath(hash)
         _ = chmod(path, 0o600)
-        let fd = try FileDescriptor.open(path, O_RDWR)
+        let fd = try FileDescriptor.open(path, .readWrite)
         defer { fd.close() }
         var byte: [UInt8] = [0]
         _ = try byte.withUnsafeMutableBytes { try fd.read(into: $0, at: Int64(offset)) }

@@ -55,7 +55,7 @@ private func commit(_ bytes: [UInt8], to store: Store, row: Int = 0) throws -> O
         try s.openVerified(ref.hash).0.close()
         #expect(s.wholeHashes.withLock { $0 } == 2, "and trusted again after")
 
-        let fd = try FileDescriptor.open(s.objectPath(ref.hash), O_WRONLY)
+        let fd = try FileDescriptor.open(s.objectPath(ref.hash), .writeOnly)
         try fd.writeAll([0x00])
         fd.close()
         #expect(s.openTrustedIfCached(ref.hash) == nil)
@@ -73,7 +73,7 @@ private func commit(_ bytes: [UInt8], to store: Store, row: Int = 0) throws -> O
         let s = try store(.always, dir); defer { s.close() }
         let ref = try commit(png, to: s)
         let path = Store.objectRelativePath(ref.hash)
-        let fd = try FileDescriptor.open(s.objectPath(ref.hash), O_RDONLY)
+        let fd = try FileDescriptor.open(s.objectPath(ref.hash), .readOnly)
         let identity = try fd.identity()
         fd.close()
         let eio = SystemError("sendfile", path, errno: EIO)

@@ -39,7 +39,7 @@ import CacheSystem
         let first = try #require(s.readVerifiedIfCached(ref.hash, upTo: 1 << 20) { _ in [] })
         #expect(first == png)
         // Damaged on disk: the bytes in memory are the object's, and are served.
-        let fd = try FileDescriptor.open(s.objectPath(ref.hash), O_WRONLY)
+        let fd = try FileDescriptor.open(s.objectPath(ref.hash), .writeOnly)
         try fd.writeAll([0])
         fd.close()
         #expect(s.readVerifiedIfCached(ref.hash, upTo: 1 << 20) { _ in [] } == png)

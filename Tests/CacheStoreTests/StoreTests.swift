@@ -221,7 +221,7 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         let ref = try store.commitObject(try write(png, to: store), rows: [(0, "a.png")])
         var bytes = png
         bytes[10] ^= 1
-        let fd = try FileDescriptor.open(store.objectPath(ref.hash), O_WRONLY)
+        let fd = try FileDescriptor.open(store.objectPath(ref.hash), .writeOnly)
         try fd.writeAll(bytes)
         fd.close()
         #expect(throws: StoreError.self) { _ = try store.openVerified(ref.hash) }
@@ -237,7 +237,7 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         store.close()
         let log = dir.path + "/index.log"
         let good = try FileSystem.read(log)
-        let fd = try FileDescriptor.open(log, O_WRONLY | O_APPEND)
+        let fd = try FileDescriptor.open(log, [.writeOnly, .append])
         try fd.writeAll(RecordCodec.encode(.postRemoved(id: .int(1))).dropLast(3).map { $0 })
         fd.close()
         store = try Store(StoreConfiguration(directory: dir.path))
@@ -396,7 +396,7 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         let store = try Store(StoreConfiguration(directory: dir.path))
         _ = try store.replacePosts([(1, Array("{}".utf8))], validators: Validators())
         store.close()
-        let fd = try FileDescriptor.open(dir.path + "/index.log", O_WRONLY | O_APPEND)
+        let fd = try FileDescriptor.open(dir.path + "/index.log", [.writeOnly, .append])
         try fd.writeAll([9, 9, 9])  // a torn record header
         fd.close()
         // tmp/ replaced by a file: the layout cannot be made.

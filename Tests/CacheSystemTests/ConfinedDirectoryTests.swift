@@ -43,7 +43,7 @@ import Testing
         #expect(try l.read("sub//file") == "inner")
         #expect(try l.read("./sub/./file") == "inner")
         #expect(try l.read(l.store + "/sub/file") == "inner")
-        let fd = try l.confined.open("sub/file", O_RDONLY)
+        let fd = try l.confined.open("sub/file", .readOnly)
         defer { fd.close() }
         #expect(fd.path == "sub/file")
         #expect(fcntl(fd.rawValue, F_GETFD) & FD_CLOEXEC == FD_CLOEXEC)
@@ -56,7 +56,7 @@ import Testing
     @Test func creatingBeneathUsesTheModeAndStaysInside() throws {
         let l = try Layout()
         defer { l.confined.close() }
-        let fd = try l.confined.open("sub/new", O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
+        let fd = try l.confined.open("sub/new", [.writeOnly, .create, .exclusive], mode: 0o600)
         try fd.writeAll(Array("fresh".utf8))
         fd.close()
         #expect(l.temp.contents("store/sub/new") == Array("fresh".utf8))
@@ -96,7 +96,7 @@ import Testing
         let l = try Layout()
         defer { l.confined.close() }
         l.temp.link("store/trap", to: l.temp.at("outside/created"))
-        let error = refusal { _ = try l.confined.open("trap", O_WRONLY | O_CREAT, mode: 0o600) }
+        let error = refusal { _ = try l.confined.open("trap", [.writeOnly, .create], mode: 0o600) }
         #expect(error?.errno == ELOOP)
         #expect(!l.temp.exists("outside/created"))
         let durable = refusal { try l.confined.writeDurably(Array("x".utf8), to: "trap/x", tempDirectory: "sub") }
@@ -265,5 +265,17 @@ import Testing
     ] as [(String, String?)])
     func plainPathsNeedNoSplitting(_ p: String, _ expected: String?) {
         #expect(ConfinedDirectory.plainSuffix(p, under: "/s") == expected, "\(p)")
+    }
+}
+
+/// The open flags by name are open(2)'s own bits.
+@Suite struct OpenFlagsTests {
+    @Test func eachNameIsItsFlag() {
+        #expect(OpenFlags.readOnly.rawValue == O_RDONLY)
+        #expect(OpenFlags([.writeOnly, .create, .exclusive]).rawValue == O_WRONLY | O_CREAT | O_EXCL)
+        #expect(OpenFlags([.readWrite, .append]).rawValue == O_RDWR | O_APPEND)
+        #expect(OpenFlags([.directory, .noFollow, .nonBlocking, .noControllingTerminal, .truncate]).rawValue
+                == O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_TRUNC)
+        #expect(OpenFlags.pathOnly.rawValue == 0o10000000, "O_PATH on Linux")
     }
 }

@@ -8,7 +8,7 @@ import CacheSystem
     @Test func openingAMissingFileNamesTheCallThePathAndENOENT() throws {
         let dir = TempDirectory()
         let missing = dir.at("no-such-file")
-        let error = #expect(throws: SystemError.self) { try FileDescriptor.open(missing, O_RDONLY) }
+        let error = #expect(throws: SystemError.self) { try FileDescriptor.open(missing, .readOnly) }
         #expect(error?.call == "open")
         #expect(error?.subject == missing)
         #expect(error?.errno == ENOENT)
@@ -19,7 +19,7 @@ import CacheSystem
     @Test func exclusiveCreateOfAnExistingFileIsEEXIST() throws {
         let dir = TempDirectory()
         let path = dir.write("present", "x")
-        let error = #expect(throws: SystemError.self) { try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_EXCL) }
+        let error = #expect(throws: SystemError.self) { try FileDescriptor.open(path, [.writeOnly, .create, .exclusive]) }
         #expect(error?.errno == EEXIST)
         #expect(error?.subject == path)
         #expect(dir.contents("present") == Array("x".utf8))
@@ -28,7 +28,7 @@ import CacheSystem
     @Test func createdFilesGetTheModeAndAreCloseOnExec() throws {
         let dir = TempDirectory()
         let path = dir.at("new")
-        let fd = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
+        let fd = try FileDescriptor.open(path, [.writeOnly, .create, .exclusive], mode: 0o600)
         defer { fd.close() }
         #expect(fd.path == path)
         #expect(permissions(path) == 0o600)
@@ -46,7 +46,7 @@ import CacheSystem
         let path = dir.at("data")
         // More than readToEnd's 64 KiB chunk, and not a multiple of it.
         let bytes = pattern(200_003)
-        let fd = try FileDescriptor.open(path, O_RDWR | O_CREAT | O_EXCL)
+        let fd = try FileDescriptor.open(path, [.readWrite, .create, .exclusive])
         defer { fd.close() }
         try fd.writeAll(bytes)
         #expect(try fd.size() == 200_003)
@@ -65,7 +65,7 @@ import CacheSystem
         let dir = TempDirectory()
         let bytes = pattern(100_000, seed: 7)
         let path = dir.write("data", bytes)
-        let fd = try FileDescriptor.open(path, O_RDONLY)
+        let fd = try FileDescriptor.open(path, .readOnly)
         defer { fd.close() }
         #expect(try fd.readToEnd(limit: 70_000) == Array(bytes[0..<70_000]))
         #expect(try fd.seek(to: 0) == 0)
@@ -75,7 +75,7 @@ import CacheSystem
     @Test func readMovesThePositionAndSeekPlacesIt() throws {
         let dir = TempDirectory()
         let path = dir.write("data", "0123456789")
-        let fd = try FileDescriptor.open(path, O_RDONLY)
+        let fd = try FileDescriptor.open(path, .readOnly)
         defer { fd.close() }
         var buffer = [UInt8](repeating: 0, count: 4)
         #expect(try buffer.withUnsafeMutableBytes { (raw) throws(SystemError) in try fd.read(into: raw) } == 4)
@@ -94,7 +94,7 @@ import CacheSystem
     @Test func truncateShrinksAndGrowsWithZeros() throws {
         let dir = TempDirectory()
         let path = dir.write("data", pattern(1000, seed: 3))
-        let fd = try FileDescriptor.open(path, O_RDWR)
+        let fd = try FileDescriptor.open(path, .readWrite)
         defer { fd.close() }
         try fd.truncate(to: 10)
         #expect(try fd.size() == 10)
@@ -110,7 +110,7 @@ import CacheSystem
     @Test func truncateOfAReadOnlyDescriptorFailsWithTheCallAndPath() throws {
         let dir = TempDirectory()
         let path = dir.write("data", "abc")
-        let fd = try FileDescriptor.open(path, O_RDONLY)
+        let fd = try FileDescriptor.open(path, .readOnly)
         defer { fd.close() }
         let error = #expect(throws: SystemError.self) { try fd.truncate(to: 0) }
         #expect(error?.call == "ftruncate")
@@ -122,7 +122,7 @@ import CacheSystem
     @Test func writingToAReadOnlyDescriptorIsEBADF() throws {
         let dir = TempDirectory()
         let path = dir.write("data", "abc")
-        let fd = try FileDescriptor.open(path, O_RDONLY)
+        let fd = try FileDescriptor.open(path, .readOnly)
         defer { fd.close() }
         let error = #expect(throws: SystemError.self) { try fd.writeAll(Array("xyz".utf8)) }
         #expect(error?.call == "write")
@@ -134,7 +134,7 @@ import CacheSystem
     @Test func writeAllOfNothingWritesNothing() throws {
         let dir = TempDirectory()
         let path = dir.write("data", "keep")
-        let fd = try FileDescriptor.open(path, O_WRONLY | O_APPEND)
+        let fd = try FileDescriptor.open(path, [.writeOnly, .append])
         defer { fd.close() }
         try fd.writeAll([])
         try fd.writeAll(Array("!".utf8))
@@ -144,7 +144,7 @@ import CacheSystem
     @Test func syncSucceedsOnFilesAndDirectories() throws {
         let dir = TempDirectory()
         let path = dir.write("data", "abc")
-        let file = try FileDescriptor.open(path, O_RDWR)
+        let file = try FileDescriptor.open(path, .readWrite)
         defer { file.close() }
         try file.writeAll(Array("def".utf8))
         try file.sync()
@@ -166,7 +166,7 @@ import CacheSystem
     @Test func statusOfAnOpenFileSeesItsDeletion() throws {
         let dir = TempDirectory()
         let path = dir.write("data", "abc")
-        let fd = try FileDescriptor.open(path, O_RDONLY)
+        let fd = try FileDescriptor.open(path, .readOnly)
         defer { fd.close() }
         let before = try fd.status()
         #expect(before.links == 1)
@@ -180,7 +180,7 @@ import CacheSystem
     @Test func closeTwiceIsHarmlessAndTheDescriptorIsGone() throws {
         let dir = TempDirectory()
         let path = dir.write("data", "abc")
-        let opened = try FileDescriptor.open(path, O_RDONLY)
+        let opened = try FileDescriptor.open(path, .readOnly)
         // The test process is threaded: a number freed by close() could be
         // reused at once by another test, and a second close() would then
         // close that one. Work on a high number nobody is handed instead
@@ -210,8 +210,8 @@ import CacheSystem
     @Test func anExclusiveLockIsHeldAgainstAnotherOpenOfTheSameFile() throws {
         let dir = TempDirectory()
         let path = dir.write("lock", "")
-        let first = try FileDescriptor.open(path, O_RDONLY)
-        let second = try FileDescriptor.open(path, O_RDONLY)
+        let first = try FileDescriptor.open(path, .readOnly)
+        let second = try FileDescriptor.open(path, .readOnly)
         defer { second.close() }
         #expect(try first.tryLockExclusive())
         #expect(try first.tryLockExclusive())  // the holder may take it again
@@ -223,7 +223,7 @@ import CacheSystem
     @Test func setNonBlockingTurnsTheFlagOnAndOff() throws {
         let dir = TempDirectory()
         let path = dir.write("data", "")
-        let fd = try FileDescriptor.open(path, O_RDONLY)
+        let fd = try FileDescriptor.open(path, .readOnly)
         defer { fd.close() }
         #expect(fcntl(fd.rawValue, F_GETFL) & O_NONBLOCK == 0)
         try fd.setNonBlocking()

@@ -155,7 +155,7 @@ import CacheSystem
 
     @Test func peerCredentialsOfAFileAreNil() throws {
         let temp = TempDirectory()
-        let fd = try FileDescriptor.open(temp.write("file", "x"), O_RDONLY)
+        let fd = try FileDescriptor.open(temp.write("file", "x"), .readOnly)
         defer { fd.close() }
         #expect(UnixSocket.peerCredentials(fd) == nil)
     }
@@ -164,7 +164,7 @@ import CacheSystem
         let pair = try Pair()
         defer { pair.close() }
         let bytes = pattern(50_000, seed: 4)
-        let file = try FileDescriptor.open(pair.temp.write("payload", bytes), O_RDONLY)
+        let file = try FileDescriptor.open(pair.temp.write("payload", bytes), .readOnly)
         defer { file.close() }
 
         var offset: Int64 = 0

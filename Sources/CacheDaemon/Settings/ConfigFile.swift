@@ -99,7 +99,7 @@ public enum ConfigFile {
     /// O_NONBLOCK: a FIFO planted at the path must not hang the start.
     private static func open(_ path: String) throws(SettingsError) -> FileDescriptor? {
         do {
-            return try FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+            return try FileDescriptor.open(path, [.readOnly, .noFollow, .nonBlocking, .noControllingTerminal])
         } catch where error.errno == ENOENT {
             return nil
         } catch where error.errno == ELOOP {

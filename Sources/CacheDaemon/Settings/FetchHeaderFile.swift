@@ -65,7 +65,7 @@ public struct FetchHeaderFile: Sendable, Equatable, CustomStringConvertible {
         let fd: FileDescriptor
         do {
             // O_NOFOLLOW: a link is refused, not followed; O_NONBLOCK: a FIFO cannot hang the start.
-            fd = try FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+            fd = try FileDescriptor.open(path, [.readOnly, .noFollow, .nonBlocking, .noControllingTerminal])
         } catch where error.errno == ELOOP {
             throw SettingsError("refusing to read the fetch-header-file: \(path) is a symbolic link; name the file itself")
         } catch {
