@@ -14,7 +14,8 @@ struct StoreState {
     var listIDs: [PostID] = []
     /// The slot in `posts` of each of `listIDs`: what a search walks.
     var listSlots: [Int32] = []
-    var rows: [Row] = []
+    /// The manifest's rows, by position (in chunks: growing never copies them).
+    var rows = ChunkedArray<Row>()
     /// Every object by hash, with its last use (ms since the epoch), for
     /// least-recently-used eviction.
     var objects = ObjectTable()

@@ -1,0 +1,80 @@
+/// An array kept in chunks of `chunkSize` elements, each allocated once at
+/// its full size: growing never moves what is stored, and a copy that is
+/// then changed copies the chunk changed, not the whole.
+///
+/// The manifest's rows are one (`StoreState.rows`): as a `[Row]`, replaying
+/// 10,000,000 log records (3.3 million rows of 128 bytes) spent 28% of its
+/// time growing it, copying each doubled buffer and faulting in fresh pages
+/// for it (26% at 1,000,000 records); docs/performance.md, "Start-up".
+struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {
+    /// Elements per chunk: a power of two (here 4,096: half a MiB of rows).
+    static var chunkSize: Int { 1 << shift }
+    private static var shift: Int { 12 }
+    private static var mask: Int { chunkSize - 1 }
+
+    private var chunks: [[Element]] = []
+    private(set) var count = 0
+
+    init() {}
+
+    var startIndex: Int { 0 }
+    var endIndex: Int { count }
+
+    subscript(i: Int) -> Element {
+        get {
+            precondition(i >= 0 && i < count, "index \(i) out of range 0..<\(count)")
+            return chunks[i >> Self.shift][i & Self.mask]
+        }
+        _modify {
+            precondition(i >= 0 && i < count, "index \(i) out of range 0..<\(count)")
+            yield &chunks[i >> Self.shift][i & Self.mask]
+        }
+    }
+
+    /// Adds `element` at the end; a new chunk is allocated whole when the last is full.
+    mutating func append(_ element: Element) {
+        if count & Self.mask == 0 {
+            var chunk: [Element] = []
+            chunk.reserveCapacity(Self.chunkSize)
+            chunks.append(chunk)
+        }
+        chunks[chunks.count - 1].append(element)
+        count += 1
+    }
+
+    /// Removes the last `k` elements (0 through `count`); emptied chunks are freed.
+    mutating func removeLast(_ k: Int) {
+        precondition(k >= 0 && k <= count, "cannot remove \(k) of \(count) elements")
+        var left = k
+        while left > 0 {
+            let last = chunks[chunks.count - 1].count
+            if left >= last {
+                chunks.removeLast()
+                left -= last
+            } else {
+                chunks[chunks.count - 1].removeLast(left)
+                left = 0
+            }
+        }
+        count -= k
+    }
+
+    /// Removes every element and frees every chunk.
+    mutating func removeAll() {
+        chunks = []
+        count = 0
+    }
+}
+
+extension ChunkedArray: Equatable where Element: Equatable {
+    static func == (a: ChunkedArray, b: ChunkedArray) -> Bool { a.count == b.count && a.elementsEqual(b) }
+}
+
+extension ChunkedArray: Sendable where Element: Sendable {}
+
+extension ChunkedArray: ExpressibleByArrayLiteral {
+    init(arrayLiteral elements: Element...) {
+        self.init()
+        for e in elements { append(e) }
+    }
+}
