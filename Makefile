@@ -8,7 +8,7 @@
 #   make test      everything CI runs (.ci/run): lint, check-version, make check's
 #                  tests, soak, feed shapes, page scale, the client libraries, each
 #                  fuzz target for 20 s, the man pages and the Debian package
-#   make lint      swift format lint with .swift-format; make format rewrites with it
+#   make lint      swift format lint with .swift-format, node --check of the page's script; make format rewrites with the first
 #   make bench     cached against Redis, curl, aria2c, nginx... (about 45 minutes)
 #   make soak      the daemon at scale, at length (make test runs a short one)
 #   make install   PREFIX, DESTDIR, SYSCONFDIR; make deb: the same as a .deb in dist/
@@ -52,7 +52,7 @@ LINTIAN_PACKAGES       := lintian
 .PHONY: all deps bench-deps build release check test lint format check-version unit integration interop \
         crash lazyfs powerloss fuzz sanitize sanitize-address sanitize-thread soak feed-shapes browser-scale \
         clients python-client example-swift bench bench-scale bench-compare bench-ranges bench-store bench-feeds demo install deb \
-        check-docs check-package check-install clean
+        check-docs check-package check-install clean page
 
 all: build
 
@@ -103,8 +103,16 @@ test: lint check-version check
 # and indentation are its own, not swift-format's pretty printer's, whose
 # findings no setting turns off; `make lint LINT_FLAGS=` lists those too.
 LINT_FLAGS ?= --debug-disable-pretty-print
+# The page's script is checked by node (--check: syntax, no run); Debian's nodejs.
 lint:
+	$(call install_missing,nodejs)
 	$(SWIFT) format lint --configuration .swift-format --strict --recursive --parallel $(LINT_FLAGS) Sources Tests
+	node --check Sources/CacheDaemon/HTTP/Page/page.js
+
+# After an edit of the page's files (Sources/CacheDaemon/HTTP/Page/): embeds
+# them into IndexPageAssets.swift (IndexPageAssetsTests fails until then).
+page:
+	$(PYTHON) scripts/embed-page.py
 
 # Applies the rules' fixes to Sources and Tests, leaving line breaks and
 # indentation as written (the same flag as the lint: what it checks, this

@@ -1,7 +1,8 @@
 /// The page the HTTP front-end serves at `/` (text/html; charset=utf-8): the
 /// old iOS app's two screens, Posts and Images, in one self-contained
-/// document (docs/http.md, "The page"). Inline CSS and JS only
-/// (`IndexPage.style`, `IndexPage.script`), nothing from another origin, so
+/// document (docs/http.md, "The page"). Inline CSS and JS only (the files
+/// under `Page/`, embedded at build time as `IndexPage.style`, `.script`
+/// and `.body` by scripts/embed-page.py), nothing from another origin, so
 /// it works while the feeds' origin is down; it talks only to the daemon, by
 /// relative URL: `GET /posts?with_ids=1` a page at a time (`q=` for the
 /// search box), `GET /posts/{id}` for one post, `GET /images` a page at a
@@ -46,7 +47,7 @@ enum IndexPage {
     private static func document(admin: Bool) -> [UInt8] {
         Array((head + "<body data-admin=\"\(admin ? 1 : 0)\">\n" + body + "<script>\n\"use strict\";\n"
                + "const PAGE_POSTS = \(postsPerPage), PAGE_ROWS = \(rowsPerPage);\n"
-               + script + views + "</script>\n</body>\n</html>\n").utf8)
+               + script + "</script>\n</body>\n</html>\n").utf8)
     }
 
     private static let head = """
@@ -62,21 +63,4 @@ enum IndexPage {
         </head>
 
         """
-
-    private static let body = #"""
-<header><h1>cached</h1>
-<nav class="tabs" role="tablist"><button type="button" role="tab" data-tab="posts" aria-selected="true">Posts</button><button type="button" role="tab" data-tab="images" aria-selected="false">Images</button></nav>
-<button type="button" id="prefetch" hidden>Prefetch</button><span id="status"></span>
-<div id="summary" data-posts="0" data-rows="0" data-loaded="0" data-placeholders="0" data-events="0" data-sse="connecting"></div></header>
-<main id="main" data-tab="posts" data-view="list">
-<section id="posts"><div class="bar"><h2 class="section">Posts</h2><input id="search" type="search" placeholder="Search titles" aria-label="Search titles" autocomplete="off"></div>
-<p class="error" id="posts-error" hidden></p><p class="hint" id="posts-empty" hidden></p><div id="post-list"></div>
-<nav class="pager" id="posts-pager" hidden><button type="button" data-go="first">«</button><button type="button" data-go="prev">‹ Previous</button><span class="range"></span><button type="button" data-go="next">Next ›</button><button type="button" data-go="last">»</button></nav></section>
-<section id="images"><h2 class="section">Images</h2><p class="error" id="images-error" hidden></p><p class="hint" id="images-empty" hidden></p>
-<table><thead><tr><th>#</th><th>Description</th><th>Image</th></tr></thead><tbody id="rows"></tbody></table>
-<nav class="pager" id="images-pager" hidden><button type="button" data-go="first">«</button><button type="button" data-go="prev">‹ Previous</button><span class="range"></span><button type="button" data-go="next">Next ›</button><button type="button" data-go="last">»</button></nav></section>
-<section id="detail" class="detail" hidden><a class="back" href="#posts">‹ All posts</a><p class="error" id="detail-error" hidden></p><article id="detail-post"></article></section>
-</main>
-
-"""#
 }
