@@ -65,7 +65,7 @@ public struct ReadVerification: Sendable, Equatable {
     /// holds the store): what cannot be seen to be checked is hashed.
     static func onBtrfs(mountOptions options: [String]?) -> ReadVerification {
         guard let options else {
-            return ReadVerification(mode: .always, reason: "verify-reads = auto: the store is on btrfs, but its mount options cannot be read from /proc/self/mountinfo, so whether it checks data is not known")
+            return ReadVerification(mode: .always, reason: "verify-reads = auto: the store is on btrfs, but its mount options are not known (/proc/self/mountinfo cannot be read, or no mount there holds the store), so whether it checks data is not known")
         }
         if let off = options.first(where: { $0 == "nodatasum" || $0 == "nodatacow" }) {
             return ReadVerification(mode: .always, reason: "verify-reads = auto: the store is on btrfs mounted \(off), without data checksums")

@@ -115,6 +115,7 @@ extension EventLoop {
     }
 
     func updateInterest(_ c: Connection) {
+        guard connections[c.id] != nil else { return }  // already closed: nothing to watch
         // The end of the client's input (EPOLLRDHUP) is asked for only while
         // reading: it is level-triggered, so a half-close seen while reading
         // is paused would wake the loop on every turn until the pause ends.
