@@ -47,14 +47,14 @@ struct RowFailures: Sendable {
     /// N times in a row and `backoff(N)` has not passed since the last.
     func inBackoff(_ url: String, now: Double) -> Bool {
         guard let h = byURL[url] else { return false }
-        return now < h.last.time + Self.backoff(consecutive: h.consecutive)
+        return now < h.last.time + Self.backoff(consecutive: h.consecutive).inSeconds
     }
 
-    /// Seconds a row that failed `n` times in a row waits before a prefetch
-    /// tries it again: none after one failure (the next prefetch retries
-    /// it), then 2, 4, 8 ... minutes (2^(n-1)), at most a day.
-    static func backoff(consecutive n: Int) -> Double {
-        guard n >= 2 else { return 0 }
-        return min(60 * Double(1 << min(n - 1, 20)), 86400)
+    /// How long a row that failed `n` times in a row waits before a
+    /// prefetch tries it again: not at all after one failure (the next
+    /// prefetch retries it), then 2, 4, 8 ... minutes (2^(n-1)), at most a day.
+    static func backoff(consecutive n: Int) -> Duration {
+        guard n >= 2 else { return .zero }
+        return min(.seconds(60 * (1 << min(n - 1, 20))), .seconds(86400))
     }
 }

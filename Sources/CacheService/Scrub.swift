@@ -6,22 +6,22 @@ import CacheSystem
 public struct ScrubSettings: Sendable, Equatable {
     /// Seconds from the start of one pass over every object to the start of
     /// the next; 0: no scrub.
-    public var interval: Int64
+    public var interval: Duration
     /// Bytes hashed per second at most.
     public var rate: Int64
 
-    public init(interval: Int64 = ScrubSettings.defaultInterval, rate: Int64 = ScrubSettings.defaultRate) {
+    public init(interval: Duration = ScrubSettings.defaultInterval, rate: Int64 = ScrubSettings.defaultRate) {
         self.interval = interval
         self.rate = max(1, rate)
     }
 
     /// A week: every object is re-hashed about 52 times a year.
-    public static let defaultInterval: Int64 = 604_800
+    public static let defaultInterval = Duration.seconds(604_800)
     /// 8 MiB/s: a 100 GiB store in under four hours of a week, a small share of any disk.
     public static let defaultRate: Int64 = 8 << 20
 
     /// True when no scrub runs.
-    public var isOff: Bool { interval <= 0 }
+    public var isOff: Bool { interval.wholeSeconds <= 0 }
 }
 
 /// Keeps the bytes hashed per second under the rate. Each object hashed
@@ -66,23 +66,24 @@ enum ScrubSchedule {
     /// A store never scrubbed, or one whose pass is due when the daemon
     /// starts, is scrubbed no sooner than this many seconds after the start
     /// (or `scrub-interval`, when shorter): a start has work enough.
-    static let startupDelay: Int64 = 600
+    static let startupDelay = Duration.seconds(600)
 
     /// When the next pass starts (unix seconds): `interval` after the last
     /// one started, and no sooner than `startupDelay` (or `interval`) after
     /// the daemon started at `daemonStart`, nor before `now`. A last start
     /// in the future (the clock was set back) counts as `now`.
-    static func nextStart(lastStarted: Int64?, interval: Int64, daemonStart: Int64, now: Int64) -> Int64 {
-        let earliest = max(now, daemonStart + min(interval, startupDelay))
+    static func nextStart(lastStarted: Int64?, interval: Duration, daemonStart: Int64, now: Int64) -> Int64 {
+        let span = interval.wholeSeconds
+        let earliest = max(now, daemonStart + min(span, startupDelay.wholeSeconds))
         guard let lastStarted else { return earliest }
-        return max(min(lastStarted, now) + interval, earliest)
+        return max(min(lastStarted, now) + span, earliest)
     }
 
     /// The time between saves of a pass's position: once a minute, more
     /// often when passes come more often than every 100 minutes (a hundredth
     /// of the interval, at least a second), so that a short pass resumes too.
-    static func checkpoint(interval: Int64) -> Duration {
-        .seconds(min(60, max(1, interval / 100)))
+    static func checkpoint(interval: Duration) -> Duration {
+        .seconds(min(60, max(1, interval.wholeSeconds / 100)))
     }
 }
 
@@ -122,8 +123,8 @@ public struct ScrubStatus: Sendable, Equatable {
     }
 
     public var state: State
-    /// `scrub-interval` (seconds) and `scrub-rate` (bytes per second).
-    public var interval: Int64
+    /// `scrub-interval` and `scrub-rate` (bytes per second).
+    public var interval: Duration
     public var rate: Int64
     public var pass: Pass?
     public var last: LastPass?

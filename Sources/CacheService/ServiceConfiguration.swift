@@ -83,11 +83,12 @@ public struct FeedConfiguration: Sendable, Equatable {
     public var feedTimeout: Duration = FeedConfiguration.defaultFeedTimeout
     /// 15 minutes: a million posts from one origin take some 5 (docs/performance.md).
     public static let defaultFeedTimeout = Duration.seconds(900)
-    /// Seconds an image stays fresh when its response states no lifetime
-    /// (`images-revalidate-after`); 0: such images are never revalidated.
-    public var imagesRevalidateAfter: Int64 = FeedConfiguration.defaultRevalidateAfter
+    /// How long an image stays fresh when its response states no lifetime
+    /// (`images-revalidate-after`, whole seconds); zero: such images are
+    /// never revalidated.
+    public var imagesRevalidateAfter: Duration = FeedConfiguration.defaultRevalidateAfter
     /// One day.
-    public static let defaultRevalidateAfter: Int64 = 86400
+    public static let defaultRevalidateAfter = Duration.seconds(86400)
 
     public init(postsURL: String?, imagesURL: String?, imagesBaseURL: String?, maxObjectSize: Int64,
                 postsShape: FeedShape = FeedShape(prefix: "posts"), imagesShape: FeedShape = FeedShape(prefix: "images"),

@@ -204,7 +204,7 @@ public struct ServiceStatus: Sendable {
     /// Variants stored.
     public var variants = 0
     /// The background scrub: its state, the pass under way, the last one.
-    public var scrub = ScrubStatus(state: .off, interval: 0, rate: ScrubSettings.defaultRate, pass: nil, last: nil,
+    public var scrub = ScrubStatus(state: .off, interval: .zero, rate: ScrubSettings.defaultRate, pass: nil, last: nil,
                                    nextStart: nil, sinceStart: ScrubStatus.Counts())
     /// The feeds' standing "has more" warnings (docs/protocol.md, "Never a silent first page").
     public var feedWarnings: [String] = []

@@ -32,18 +32,21 @@ public struct ImageFreshness: Sendable, Equatable {
     }
 
     /// When the answer goes stale (milliseconds since the epoch), nil when
-    /// never: `immutable`, or unstated with `revalidateAfter` 0 (seconds).
-    public func staleAt(revalidateAfter: Int64) -> Int64? {
+    /// never: `immutable`, or unstated with `revalidateAfter` zero (whole
+    /// seconds of it count).
+    public func staleAt(revalidateAfter: Duration) -> Int64? {
         switch lifetime {
         case .immutable: return nil
         case .noCache: return fetched
         case .seconds(let s): return fetched.addingClamped(s.multipliedClamped(1000))
-        case .unstated: return revalidateAfter <= 0 ? nil : fetched.addingClamped(revalidateAfter.multipliedClamped(1000))
+        case .unstated:
+            let seconds = revalidateAfter.wholeSeconds
+            return seconds <= 0 ? nil : fetched.addingClamped(seconds.multipliedClamped(1000))
         }
     }
 
     /// Whether a prefetch at `now` (ms since the epoch) revalidates the row.
-    public func isStale(now: Int64, revalidateAfter: Int64) -> Bool {
+    public func isStale(now: Int64, revalidateAfter: Duration) -> Bool {
         guard let at = staleAt(revalidateAfter: revalidateAfter) else { return false }
         return now >= at
     }

@@ -43,14 +43,14 @@ import CacheStore
 
     @Test func staleness() {
         let fetched: Int64 = 1_000_000
-        func stale(_ l: ImageFreshness.Lifetime, at now: Int64, after: Int64 = 86400) -> Bool {
+        func stale(_ l: ImageFreshness.Lifetime, at now: Int64, after: Duration = .seconds(86400)) -> Bool {
             ImageFreshness(fetched: fetched, lifetime: l).isStale(now: now, revalidateAfter: after)
         }
         #expect(!stale(.seconds(60), at: fetched + 59_999) && stale(.seconds(60), at: fetched + 60_000))
         #expect(stale(.noCache, at: fetched))
         #expect(!stale(.immutable, at: .max))
         #expect(!stale(.unstated, at: fetched + 86_399_999) && stale(.unstated, at: fetched + 86_400_000))
-        #expect(!stale(.unstated, at: .max, after: 0), "images-revalidate-after 0: never")
+        #expect(!stale(.unstated, at: .max, after: .zero), "images-revalidate-after 0: never")
         #expect(!stale(.seconds(.max), at: .max - 1), "no overflow")
     }
 
@@ -65,12 +65,12 @@ import CacheStore
     }
 
     @Test func backoffDoublesFromTheSecondFailureToADay() {
-        #expect(RowFailures.backoff(consecutive: 1) == 0)
-        #expect(RowFailures.backoff(consecutive: 2) == 120)
-        #expect(RowFailures.backoff(consecutive: 3) == 240)
-        #expect(RowFailures.backoff(consecutive: 11) == 61_440)
-        #expect(RowFailures.backoff(consecutive: 12) == 86_400)
-        #expect(RowFailures.backoff(consecutive: 1000) == 86_400)
+        #expect(RowFailures.backoff(consecutive: 1) == .zero)
+        #expect(RowFailures.backoff(consecutive: 2) == .seconds(120))
+        #expect(RowFailures.backoff(consecutive: 3) == .seconds(240))
+        #expect(RowFailures.backoff(consecutive: 11) == .seconds(61_440))
+        #expect(RowFailures.backoff(consecutive: 12) == .seconds(86_400))
+        #expect(RowFailures.backoff(consecutive: 1000) == .seconds(86_400))
         var f = RowFailures()
         f.failed("u", RowError(time: 100, reason: "HTTP 404", status: 404))
         #expect(!f.inBackoff("u", now: 100))

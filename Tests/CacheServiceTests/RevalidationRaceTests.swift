@@ -12,7 +12,7 @@ import CacheSystem
     @Test func a304ForAnObjectRemovedMeanwhileIsAFailureNotASuccess() async throws {
         let h = try await Harness.start(feeds: { o in
             var f = Harness.feeds(o)
-            f.imagesRevalidateAfter = 1
+            f.imagesRevalidateAfter = .seconds(1)
             return f
         })
         defer { h.close() }

@@ -43,31 +43,32 @@ import Testing
         pacer.change(rate: 1 << 30)
         #expect(pacer.rate == 1 << 30 && pacer.next == 0)
         #expect(pacer.hashed(1 << 30, startedAt: 5 * Self.second) == 6 * Self.second)
-        #expect(ScrubPacer(rate: 0).rate == 1 && ScrubSettings(interval: 1, rate: -5).rate == 1, "a rate is never 0")
+        #expect(ScrubPacer(rate: 0).rate == 1 && ScrubSettings(interval: .seconds(1), rate: -5).rate == 1, "a rate is never 0")
     }
 
     @Test func passesStartAnIntervalApartAndNotRightAtStartUp() {
         let day: Int64 = 86_400, week = 7 * day
+        let dayLong = Duration.seconds(day), weekLong = Duration.seconds(week)
         let start: Int64 = 1_764_000_000
         // Never scrubbed: ten minutes after the start, or the interval when shorter.
-        #expect(ScrubSchedule.nextStart(lastStarted: nil, interval: week, daemonStart: start, now: start) == start + 600)
-        #expect(ScrubSchedule.nextStart(lastStarted: nil, interval: 2, daemonStart: start, now: start) == start + 2)
+        #expect(ScrubSchedule.nextStart(lastStarted: nil, interval: weekLong, daemonStart: start, now: start) == start + 600)
+        #expect(ScrubSchedule.nextStart(lastStarted: nil, interval: .seconds(2), daemonStart: start, now: start) == start + 2)
         // The last started a day ago: six days on.
-        #expect(ScrubSchedule.nextStart(lastStarted: start - day, interval: week, daemonStart: start, now: start) == start + 6 * day)
+        #expect(ScrubSchedule.nextStart(lastStarted: start - day, interval: weekLong, daemonStart: start, now: start) == start + 6 * day)
         // Overdue at start-up (the daemon was down): after the start-up delay.
-        #expect(ScrubSchedule.nextStart(lastStarted: start - 2 * week, interval: week, daemonStart: start, now: start) == start + 600)
+        #expect(ScrubSchedule.nextStart(lastStarted: start - 2 * week, interval: weekLong, daemonStart: start, now: start) == start + 600)
         // Overdue later (a pass longer than the interval): now.
         let later = start + 3 * day
-        #expect(ScrubSchedule.nextStart(lastStarted: start, interval: day, daemonStart: start, now: later) == later)
+        #expect(ScrubSchedule.nextStart(lastStarted: start, interval: dayLong, daemonStart: start, now: later) == later)
         // A last start in the future (the clock was set back) counts as now.
-        #expect(ScrubSchedule.nextStart(lastStarted: later + week, interval: day, daemonStart: start, now: later) == later + day)
+        #expect(ScrubSchedule.nextStart(lastStarted: later + week, interval: dayLong, daemonStart: start, now: later) == later + day)
     }
 
     @Test func thePositionIsSavedOnceAMinuteOrMoreOftenForShortIntervals() {
         #expect(ScrubSchedule.checkpoint(interval: ScrubSettings.defaultInterval) == .seconds(60))
-        #expect(ScrubSchedule.checkpoint(interval: 6000) == .seconds(60))
-        #expect(ScrubSchedule.checkpoint(interval: 3000) == .seconds(30))
-        #expect(ScrubSchedule.checkpoint(interval: 50) == .seconds(1))
+        #expect(ScrubSchedule.checkpoint(interval: .seconds(6000)) == .seconds(60))
+        #expect(ScrubSchedule.checkpoint(interval: .seconds(3000)) == .seconds(30))
+        #expect(ScrubSchedule.checkpoint(interval: .seconds(50)) == .seconds(1))
     }
 
     @Test func findingsAreCountedInThePassAndSinceTheStart() {
@@ -90,12 +91,12 @@ import Testing
     }
 
     @Test func theStatusSaysOffIdleOrRunning() {
-        let scrubber = Scrubber(ScrubSettings(interval: 60, rate: 1 << 20))
+        let scrubber = Scrubber(ScrubSettings(interval: .seconds(60), rate: 1 << 20))
         #expect(scrubber.status().state == .idle)
         scrubber.progress.withLock { $0.state.current = ScrubState.Pass(started: 1); $0.passObjects = 3 }
         let running = scrubber.status()
         #expect(running.state == .running && running.pass?.objects == 3 && running.nextStart == nil)
-        scrubber.apply(ScrubSettings(interval: 0, rate: 1 << 20))
+        scrubber.apply(ScrubSettings(interval: .zero, rate: 1 << 20))
         #expect(scrubber.status().state == .off && scrubber.status().pass != nil, "paused where it was")
     }
 }

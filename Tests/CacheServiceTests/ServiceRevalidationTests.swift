@@ -44,14 +44,14 @@ import CacheSystem
     @Test func zeroMeansNeverAndForceStillDownloads() async throws {
         let h = try await Harness.start(feeds: { o in
             var f = Harness.feeds(o)
-            f.imagesRevalidateAfter = 0
+            f.imagesRevalidateAfter = .zero
             return f
         })
         defer { h.close() }
         let s = h.service
         _ = try await completion { s.prefetch(.images, force: false, progress: { _ in }, then: $0) }.get()
         let row = try #require(s.store.row(0)?.freshness)
-        #expect(row.lifetime == .unstated && !row.isStale(now: .max, revalidateAfter: 0))
+        #expect(row.lifetime == .unstated && !row.isStale(now: .max, revalidateAfter: .zero))
         let before = try Self.imageRequests(h.origin!).count
         let again = try await completion { s.prefetch(.images, force: false, progress: { _ in }, then: $0) }.get()
         #expect(again.images?.cached == 16 && again.images?.transfers == 0)

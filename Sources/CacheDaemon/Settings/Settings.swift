@@ -44,15 +44,15 @@ public struct Settings: Sendable, Equatable {
     public var socket: String
     public var maxSize: Int64 = 0
     public var verifyReads: VerifyReads = .auto
-    /// Seconds from the start of one scrub pass to the start of the next; 0 = no scrub.
+    /// From the start of one scrub pass to the start of the next (whole seconds); zero = no scrub.
     public var scrubInterval = ScrubSettings.defaultInterval
     /// Bytes per second the scrub hashes at most.
     public var scrubRate = ScrubSettings.defaultRate
     public var maxObjectSize: Int64 = 64 << 20
     /// Largest feed document accepted, each page of either feed.
     public var feedMaxSize: Int64 = FeedConfiguration.defaultFeedMaxSize
-    /// Seconds an image stays fresh when its response states no lifetime; 0 = never revalidated.
-    public var imagesRevalidateAfter: Int64 = 86400
+    /// How long an image stays fresh when its response states no lifetime (whole seconds); zero = never revalidated.
+    public var imagesRevalidateAfter = FeedConfiguration.defaultRevalidateAfter
     /// Free space kept on the store's file system for the posts and the log:
     /// below it image downloads are refused (0 = off). 64M: as much as the
     /// largest feed body `max-object-size` accepts by default, which is about

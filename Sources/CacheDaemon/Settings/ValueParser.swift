@@ -77,6 +77,14 @@ enum ValueParser {
         return v * scale
     }
 
+    /// `age`, as the span the subsystems take.
+    static func ageSpan(_ key: String, _ text: String) throws(SettingsError) -> Duration {
+        .seconds(try age(key, text))
+    }
+
+    /// An age as `settings` prints it: its whole seconds (`86400`).
+    static func formatAge(_ span: Duration) -> String { String(span.wholeSeconds) }
+
     static func bool(_ key: String, _ text: String) throws(SettingsError) -> Bool {
         switch text.lowercased() {
         case "1", "true", "yes", "on": return true

@@ -6,7 +6,7 @@ extension AnswerEncoding {
     static func scrub(_ s: ScrubStatus) -> JSONObjectWriter {
         var o = JSONObjectWriter()
         o.field("state", s.state.rawValue)
-        o.field("interval_s", s.interval)
+        o.field("interval_s", s.interval.wholeSeconds)
         o.field("rate", s.rate)
         o.field("pass", object: s.pass.map { p in
             var po = JSONObjectWriter()
