@@ -86,6 +86,11 @@ let package = Package(
         .target(name: "CacheCLI", dependencies: ["CacheSystem", "CacheProtocol", "CachedClientCore"], swiftSettings: strict),
 
         .executableTarget(name: "cached", dependencies: ["CacheDaemon"], swiftSettings: strict),
+        // The daemon's request handling without sockets or a loop, for the
+        // request fuzz target and the dispatcher's tests (not in `cached`).
+        .target(name: "CacheDaemonHarness",
+                dependencies: ["CacheDaemon", "CacheService", "CacheProtocol", "CacheHTTP", "CacheSystem"],
+                swiftSettings: strict),
         // The variant helper: reads a job on stdin, makes the variant with
         // libvips under seccomp and resource limits, writes it on stdout.
         .executableTarget(name: "cached-variant", dependencies: ["CacheVariant", "CVipsShim"], swiftSettings: strict),
@@ -99,7 +104,7 @@ let package = Package(
         // Fuzz targets (make fuzz): built with -sanitize=fuzzer they are
         // libFuzzer's entry; in a normal build they replay corpus files.
         .executableTarget(name: "cached-fuzz",
-                          dependencies: ["CacheStore", "CacheProtocol", "CacheService", "CacheDaemon", "CacheHTTP"],
+                          dependencies: ["CacheStore", "CacheProtocol", "CacheService", "CacheDaemon", "CacheDaemonHarness", "CacheHTTP"],
                           swiftSettings: strict),
         // Benchmarks (make bench-store): not tests, no timing assertions.
         .executableTarget(name: "cached-bench",
@@ -117,7 +122,9 @@ let package = Package(
         .testTarget(name: "CacheServiceTests",
                     dependencies: ["CacheService", "CacheStore", "CacheProtocol", "CacheFetch", "CacheHTTP", "CacheSystem", "CacheVariant", "TestSupport"],
                     swiftSettings: strict),
-        .testTarget(name: "CacheDaemonTests", dependencies: ["CacheDaemon", "CacheProtocol", "CacheFetch", "CacheStore", "CacheHTTP", "CacheSystem"],
+        // The variant helper pool alone, against the real helper and helpers that misbehave.
+        .testTarget(name: "CacheVariantTests", dependencies: ["CacheVariant", "CacheSystem", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "CacheDaemonTests", dependencies: ["CacheDaemon", "CacheDaemonHarness", "CacheProtocol", "CacheFetch", "CacheStore", "CacheHTTP", "CacheSystem"],
                     swiftSettings: strict),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["CacheProtocol", "CacheSystem", "CacheStore", "CacheVariant", "CLinux", "CachedClient", "TestSupport"],

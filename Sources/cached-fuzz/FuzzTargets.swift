@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CacheDaemon
+import CacheDaemonHarness
 import CacheHTTP
 import CacheService
 import CacheProtocol

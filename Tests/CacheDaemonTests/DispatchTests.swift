@@ -1,120 +1,106 @@
-import Foundation
 import Testing
-import CacheDaemon
-import CacheHTTP
 import CacheProtocol
-import CacheStore
-import CacheSystem
 
-/// The socket dispatcher and the HTTP routes without sockets: the real
-/// handlers over the real service and a store seeded here, through
-/// `DispatchHarness` (as swift-nio tests a handler on its embedded
-/// channel), each answer taken whole, now or from the mailbox later.
-@Suite(.serialized) struct DispatchTests {
-    static let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + Array("the rest of a png".utf8)
-    static let posts: [(PostID, [UInt8])] = [(.int(1), Array(#"{"id":1,"title":"one"}"#.utf8)), (.int(2), Array(#"{"id":2,"title":"two"}"#.utf8))]
-
-    /// A store with two posts, two rows (row 0 cached), no origin.
-    static func harness() throws -> (DispatchHarness, String, Hash128) {
-        var template = Array("/tmp/cached-dispatch-XXXXXX".utf8CString)
-        let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
-        let store = try Store(StoreConfiguration(directory: dir))
-        _ = try store.replacePosts(posts, pages: [FeedPage(url: "", count: 2)])
-        try store.replaceManifest([("a.png", "first"), ("b.png", nil)], pages: [FeedPage(url: "", count: 2)])
-        let w = try store.newObjectWriter(maxSize: 1 << 20)
-        try png.withUnsafeBytes { try w.append($0) }
-        let ref = try store.commitObject(w, rows: [(0, "a.png")])
-        store.close()
-        return (try DispatchHarness(directory: dir), dir, ref.hash)
+/// The socket's operations as docs/protocol.md says, one test each, through
+/// the real dispatcher over a seeded store (`DispatchFixture`).
+@Suite struct DispatchTests {
+    @Test func ping() throws {
+        let f = try DispatchFixture(); defer { f.remove() }
+        #expect(try f.socket(#"{"op":"ping"}"#).json["protocol"]?.integer == 1)
     }
 
-    static func json(_ line: String, _ h: DispatchHarness) throws -> (JSON, [UInt8], Int) {
-        let answer = try #require(h.answer(Array(line.utf8)), "no answer to \(line)")
-        let end = answer.bytes.firstIndex(of: 0x0A) ?? answer.bytes.count
-        return (try JSONParser.parse(answer.bytes[..<end]), Array(answer.bytes[min(end + 1, answer.bytes.count)...]), answer.passed)
+    @Test func statusCountsAndEchoesTheTag() throws {
+        let f = try DispatchFixture(); defer { f.remove() }
+        let status = try f.socket(#"{"op":"status","tag":7}"#).json
+        #expect(status["posts"]?.integer == 2 && status["tag"]?.integer == 7)
     }
 
-    @Test func theSocketsOperationsAnswerAsTheProtocolSays() throws {
-        let (h, dir, hash) = try Self.harness()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        #expect(try Self.json(#"{"op":"ping"}"#, h).0["protocol"]?.integer == 1)
-        #expect(try Self.json(#"{"op":"status","tag":7}"#, h).0["posts"]?.integer == 2)
-        #expect(try Self.json(#"{"op":"status","tag":7}"#, h).0["tag"]?.integer == 7, "the tag comes back")
-        #expect(try Self.json(#"{"op":"get_post","id":"2"}"#, h).0["post"]?["title"]?.string == "two", "\"2\" finds the integer 2")
-        #expect(try Self.json(#"{"op":"get_post","id":3}"#, h).0["error"]?["code"]?.string == "not_found")
-        let listed = try Self.json(#"{"op":"list_posts","offset":1}"#, h).0
+    @Test func getPost() throws {
+        let f = try DispatchFixture(); defer { f.remove() }
+        #expect(try f.socket(#"{"op":"get_post","id":"2"}"#).json["post"]?["title"]?.string == "two", "\"2\" finds the integer 2")
+        #expect(try f.code(#"{"op":"get_post","id":3}"#) == "not_found")
+    }
+
+    @Test func listPostsPagesAndSearches() throws {
+        let f = try DispatchFixture(); defer { f.remove() }
+        let listed = try f.socket(#"{"op":"list_posts","offset":1}"#).json
         #expect(listed["total"]?.integer == 2 && listed["ids"] == .array([.number("2")]))
-        #expect(try Self.json(#"{"op":"get_image","row":0}"#, h).0["image"]?["hash"]?.string == hash.hex)
-        #expect(try Self.json(#"{"op":"get_image","row":1,"fetch":false}"#, h).0["error"]?["code"]?.string == "not_cached")
-        #expect(try Self.json(#"{"op":"get_image","row":9}"#, h).0["error"]?["code"]?.string == "not_found")
+        let found = try f.socket(#"{"op":"list_posts","query":"TWO"}"#).json
+        #expect(found["total"]?.integer == 1 && found["ids"] == .array([.number("2")]), "\(found)")
+    }
+
+    @Test func getImageCachedNotCachedAndAbsent() throws {
+        let f = try DispatchFixture(); defer { f.remove() }
+        #expect(try f.socket(#"{"op":"get_image","row":0}"#).json["image"]?["hash"]?.string == f.hash.hex)
+        #expect(try f.code(#"{"op":"get_image","row":1,"fetch":false}"#) == "not_cached")
+        #expect(try f.code(#"{"op":"get_image","row":9}"#) == "not_found")
         // Row 1 not cached and fetched: there is no origin to fetch it from.
-        #expect(try Self.json(#"{"op":"get_image","row":1}"#, h).0["error"]?["code"]?.string == "upstream")
-        #expect(try Self.json(#"{"op":"list_images"}"#, h).0["images"]?.array?.count == 2)
-        let (head, bytes, _) = try Self.json(#"{"op":"read","hash":"\#(hash.hex)"}"#, h)
-        #expect(head["size"]?.integer == Int64(Self.png.count) && bytes == Self.png, "read: the line, then exactly the bytes")
-        let (opened, _, passed) = try Self.json(#"{"op":"open","hash":"\#(hash.hex)"}"#, h)
-        #expect(opened["size"]?.integer == Int64(Self.png.count) && passed == 1, "open passes one descriptor")
-        #expect(try Self.json(#"{"op":"read","hash":"00000000000000000000000000000000"}"#, h).0["error"]?["code"]?.string == "not_found")
-        #expect(try Self.json(#"{"op":"open","hash":"00000000000000000000000000000000"}"#, h).2 == 0, "no descriptor with an error")
-        let gc = try Self.json(#"{"op":"gc"}"#, h).0
-        #expect(gc["ok"] == .bool(true) && gc["removed"]?.integer == 0, "a later answer through the mailbox: \(gc)")
-        let verify = try Self.json(#"{"op":"verify"}"#, h).0
+        #expect(try f.code(#"{"op":"get_image","row":1}"#) == "upstream")
+    }
+
+    @Test func listImages() throws {
+        let f = try DispatchFixture(); defer { f.remove() }
+        let images = try f.socket(#"{"op":"list_images","limit":1}"#).json
+        #expect(images["total"]?.integer == 2 && images["images"]?.array?.count == 1)
+    }
+
+    @Test func readGivesTheLineThenExactlyTheBytes() throws {
+        let f = try DispatchFixture(); defer { f.remove() }
+        let (head, bytes, _) = try f.socket(#"{"op":"read","hash":"\#(f.hash.hex)"}"#)
+        #expect(head["size"]?.integer == Int64(DispatchFixture.png.count) && bytes == DispatchFixture.png)
+        #expect(try f.code(#"{"op":"read","hash":"00000000000000000000000000000000"}"#) == "not_found")
+    }
+
+    @Test func openPassesOneDescriptor() throws {
+        let f = try DispatchFixture(); defer { f.remove() }
+        let (opened, _, passed) = try f.socket(#"{"op":"open","hash":"\#(f.hash.hex)"}"#)
+        #expect(opened["size"]?.integer == Int64(DispatchFixture.png.count) && passed == 1)
+        #expect(try f.socket(#"{"op":"open","hash":"00000000000000000000000000000000"}"#).passed == 0, "no descriptor with an error")
+    }
+
+    @Test func openOfManyPassesOneDescriptorPerObjectOpened() throws {
+        let f = try DispatchFixture(); defer { f.remove() }
+        let absent = "00000000000000000000000000000000"
+        let (answer, _, passed) = try f.socket(#"{"op":"open","hashes":["\#(f.hash.hex)","\#(absent)","\#(f.hash.hex)"]}"#)
+        let objects = try #require(answer["objects"]?.array)
+        #expect(objects.count == 3 && passed == 2)
+        #expect(objects[0]["size"]?.integer == Int64(DispatchFixture.png.count) && objects[1]["error"]?["code"]?.string == "not_found")
+        #expect(try f.code(#"{"op":"open","hashes":[]}"#) == "bad_request")
+    }
+
+    @Test func verifyChecksEveryObject() throws {
+        let f = try DispatchFixture(); defer { f.remove() }
+        let verify = try f.socket(#"{"op":"verify"}"#).json
         #expect(verify["checked"]?.integer == 1 && verify["corrupt"] == .array([]))
     }
 
-    /// A request parsed as the loop parses it.
-    static func request(_ text: String) throws -> HTTPRequest {
-        let bytes = Array(text.replacingOccurrences(of: "\n", with: "\r\n").utf8)
-        guard case .request(let r, _) = bytes.withUnsafeBytes({ HTTPParser.parse($0, limits: HTTPLimits()) }) else {
-            throw DispatchTestError("not a request: \(text)")
-        }
-        return r
+    @Test func gcAnswersLaterThroughTheMailbox() throws {
+        let f = try DispatchFixture(); defer { f.remove() }
+        let gc = try f.socket(#"{"op":"gc"}"#).json
+        #expect(gc["ok"] == .bool(true) && gc["removed"]?.integer == 0, "\(gc)")
     }
 
-    struct DispatchTestError: Error { var text: String; init(_ t: String) { text = t } }
-
-    /// Status line, headers (lowercased names) and body of an answer.
-    static func http(_ text: String, _ h: DispatchHarness) throws -> (status: Int, headers: [String: String], body: [UInt8]) {
-        let bytes = try #require(h.answer(try request(text)), "no answer to \(text)")
-        let blank: [UInt8] = [13, 10, 13, 10]
-        let found = (0..<max(0, bytes.count - 3)).first { (i: Int) -> Bool in Array(bytes[i..<i + 4]) == blank }
-        let end = try #require(found, "no end of head in \(bytes.count) bytes")
-        let lines = String(decoding: bytes[..<end], as: UTF8.self).components(separatedBy: "\r\n")
-        var headers: [String: String] = [:]
-        for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-        }
-        return (Int(lines[0].split(separator: " ")[1]) ?? 0, headers, Array(bytes[(end + 4)...]))
+    @Test func compactKeepsEverything() throws {
+        let f = try DispatchFixture(); defer { f.remove() }
+        let compacted = try f.socket(#"{"op":"compact"}"#).json
+        #expect(compacted["ok"] == .bool(true), "\(compacted)")
+        #expect(try f.socket(#"{"op":"status"}"#).json["posts"]?.integer == 2)
+        #expect(try f.socket(#"{"op":"read","hash":"\#(f.hash.hex)"}"#).rest == DispatchFixture.png)
     }
 
-    @Test func theHTTPRoutesAnswerAsHTTPMdSays() throws {
-        let (h, dir, hash) = try Self.harness()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let host = "Host: 127.0.0.1:8080\n"
-        let posts = try Self.http("GET /posts HTTP/1.1\n\(host)\n", h)
-        #expect(posts.status == 200 && posts.headers["x-total-count"] == "2")
-        #expect(try JSONParser.parse(posts.body).array?.count == 2)
-        #expect(try Self.http("GET /posts/1 HTTP/1.1\n\(host)\n", h).body == Self.posts[0].1)
-        #expect(try Self.http("GET /posts/9 HTTP/1.1\n\(host)\n", h).status == 404)
-        let image = try Self.http("GET /images/0 HTTP/1.1\n\(host)\n", h)
-        #expect(image.status == 200 && image.body == Self.png && image.headers["content-type"] == "image/png")
-        #expect(image.headers["etag"] == "\"\(hash.hex)\"" && image.headers["cache-control"] == "no-cache")
-        #expect(try Self.http("GET /images/0 HTTP/1.1\n\(host)If-None-Match: \"\(hash.hex)\"\n\n", h).status == 304)
-        let part = try Self.http("GET /images/0 HTTP/1.1\n\(host)Range: bytes=0-3\n\n", h)
-        #expect(part.status == 206 && part.body == Array(Self.png.prefix(4)) && part.headers["content-range"] == "bytes 0-3/\(Self.png.count)")
-        #expect(try Self.http("GET /images/0 HTTP/1.1\n\(host)Range: bytes=999-\n\n", h).status == 416)
-        let notCached = try Self.http("GET /images/1?fetch=0 HTTP/1.1\n\(host)\n", h)
-        let notCachedBody = try JSONParser.parse(notCached.body)
-        #expect(notCached.status == 404 && notCachedBody["error"]?["code"]?.string == "not_cached")
-        let object = try Self.http("GET /objects/\(hash.hex) HTTP/1.1\n\(host)\n", h)
-        #expect(object.status == 200 && object.headers["cache-control"] == "public, max-age=31536000, immutable" && object.body == Self.png)
-        let head = try Self.http("HEAD /objects/\(hash.hex) HTTP/1.1\n\(host)\n", h)
-        #expect(head.status == 200 && head.body.isEmpty && head.headers["content-length"] == String(Self.png.count))
-        #expect(try Self.http("GET /images/0?w=0 HTTP/1.1\n\(host)\n", h).status == 400, "a variant's bad size")
-        let metrics = try Self.http("GET /metrics HTTP/1.1\n\(host)\n", h)
-        #expect(String(decoding: metrics.body, as: UTF8.self).contains("\ncached_posts 2\n"))
-        #expect(try Self.http("GET /nowhere HTTP/1.1\n\(host)\n", h).status == 404)
-        #expect(try Self.http("POST /prefetch HTTP/1.1\n\(host)Content-Length: 0\n\n", h).status == 403, "admin is off")
+    @Test func deletePostRemovesOnlyThatPost() throws {
+        let f = try DispatchFixture(); defer { f.remove() }
+        let deleted = try f.socket(#"{"op":"delete_post","id":1}"#).json
+        #expect(deleted["deleted"] == .bool(true), "\(deleted)")
+        #expect(try f.code(#"{"op":"get_post","id":1}"#) == "not_found")
+        #expect(try f.code(#"{"op":"delete_post","id":1}"#) == "not_found")
+        #expect(try f.socket(#"{"op":"get_post","id":2}"#).json["post"] != nil)
+    }
+
+    @Test func prefetchWithoutAFeedSaysWhatIsNotConfigured() throws {
+        let f = try DispatchFixture(); defer { f.remove() }
+        let answer = try f.socket(#"{"op":"prefetch","what":"posts"}"#).json
+        #expect(answer["error"]?["code"]?.string == "upstream", "\(answer)")
+        #expect(answer["error"]?["message"]?.string?.contains("posts-url is not configured") == true, "\(answer)")
     }
 }

@@ -1,7 +1,7 @@
 import Testing
 import Glibc
 import CLinux
-@testable import CacheDaemon
+@_spi(Harness) @testable import CacheDaemon
 import CacheProtocol
 import CacheSystem
 

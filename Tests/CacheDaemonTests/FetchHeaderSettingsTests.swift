@@ -1,7 +1,7 @@
 import Testing
 import Glibc
 import Foundation
-@testable import CacheDaemon
+@_spi(Harness) @testable import CacheDaemon
 import CacheFetch
 
 /// `fetch-header` and `fetch-header-file` through the real parser: every

@@ -1,6 +1,6 @@
 import Testing
 import CacheHTTP
-@testable import CacheDaemon
+@_spi(Harness) @testable import CacheDaemon
 
 /// The Host and Origin checks (docs/http.md, "Hosts and origins"), on
 /// requests as the parser gives them.

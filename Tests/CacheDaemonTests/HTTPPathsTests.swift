@@ -1,5 +1,5 @@
 import Testing
-@testable import CacheDaemon
+@_spi(Harness) @testable import CacheDaemon
 
 /// Store paths are left out of HTTP answers (docs/http.md, `http-show-paths`):
 /// every absolute path in a message becomes `<path>`, URLs keep theirs.

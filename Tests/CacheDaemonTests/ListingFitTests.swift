@@ -1,6 +1,6 @@
 import Testing
 import CacheProtocol
-@testable import CacheDaemon
+@_spi(Harness) @testable import CacheDaemon
 @testable import CacheService
 import CacheSystem
 

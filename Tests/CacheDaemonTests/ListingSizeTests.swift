@@ -1,7 +1,7 @@
 import Testing
 import CacheHTTP
 import CacheProtocol
-@testable import CacheDaemon
+@_spi(Harness) @testable import CacheDaemon
 @testable import CacheService
 import CacheSystem
 

@@ -1,5 +1,5 @@
 import Testing
-@testable import CacheDaemon
+@_spi(Harness) @testable import CacheDaemon
 import CacheSystem
 
 /// What bounds the whole process (docs/architecture.md, "What bounds the

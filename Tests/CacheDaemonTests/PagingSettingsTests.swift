@@ -1,5 +1,5 @@
 import Testing
-@testable import CacheDaemon
+@_spi(Harness) @testable import CacheDaemon
 import CacheProtocol
 import CacheService
 

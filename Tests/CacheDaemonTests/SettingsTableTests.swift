@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import CacheDaemon
+@_spi(Harness) @testable import CacheDaemon
 
 /// The settings table is the one source of every setting: docs/operations.md,
 /// `--help`, the environment names and the reload rule must agree with it.

@@ -1,6 +1,6 @@
 import Testing
 import Foundation
-@testable import CacheDaemon
+@_spi(Harness) @testable import CacheDaemon
 import CacheFetch
 
 /// ca-file, ca-path, proxy and no-proxy, and configuration files with CRLF line endings.

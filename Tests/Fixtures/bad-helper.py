@@ -12,6 +12,10 @@ the first line of the file `bad-helper.mode` beside it:
   wrongformat  answers a PNG whatever format was asked
   threads      starts threads until it cannot (or 2,000), and answers how
                many it got as its failure's message
+  mute         never says ready
+  exit         reads the job and exits without an answer (a crash)
+  garbage      answers with bytes that are not a result
+  refuse       answers every job with "the image was refused"
 """
 import ctypes
 import os
@@ -56,6 +60,8 @@ def result(status, width, height, payload, announced=None):
     return b"CVRS" + bytes([status, 0, 0, 0]) + struct.pack("<IIQ", width, height, length) + payload
 
 
+if MODE == "mute":
+    read_exactly(1 << 30)
 if MODE != "unsandboxed":
     allow_all_filter()
 os.write(1, b"CVOK" + bytes([1, 0, 0, 0]))
@@ -64,6 +70,14 @@ while True:
     source_length = struct.unpack("<Q", header[40:48])[0]
     read_exactly(source_length)
     if MODE == "silent":
+        continue
+    if MODE == "exit":
+        sys.exit(3)
+    if MODE == "garbage":
+        os.write(1, b"HTTP/1.1 200 OK\r\n\r\n" + b"x" * 64)
+        continue
+    if MODE == "refuse":
+        os.write(1, result(1, 0, 0, b"not an image this helper likes"))
         continue
     if MODE == "threads":
         import threading

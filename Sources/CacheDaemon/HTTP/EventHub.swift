@@ -10,7 +10,7 @@ import CacheSystem
 /// does not read loses events (never more than `max-queued-bytes` waits for
 /// it), and the page re-reads `/images` when a prefetch ends, so nothing
 /// stays missing.
-final class EventHub: Sendable {
+@_spi(Harness) public final class EventHub: Sendable {
     private struct Subscriber {
         var reply: Reply
         /// HTTP/1.1: chunked; HTTP/1.0: the body ends when the connection does.
@@ -50,7 +50,7 @@ final class EventHub: Sendable {
     }
 
     /// Sends `event` to every subscriber (from any thread).
-    func publish(_ event: ServiceEvent) {
+    @_spi(Harness) public func publish(_ event: ServiceEvent) {
         switch event {
         case .progress(let p):
             var o = JSONObjectWriter()
@@ -75,7 +75,7 @@ final class EventHub: Sendable {
     }
 
     /// Once a second: a comment on every stream each `keepAliveSeconds`.
-    func tick() {
+    @_spi(Harness) public func tick() {
         let due = ticks.withLock { t -> Bool in
             t += 1
             if t >= Self.keepAliveSeconds { t = 0; return true }

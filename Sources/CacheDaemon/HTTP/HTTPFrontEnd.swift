@@ -6,13 +6,13 @@ import CacheSystem
 /// The HTTP front-end: each route a call of the service API, as the
 /// socket's `Dispatcher` is for JSON lines (docs/http.md, "Routes"). Runs on
 /// the loop thread; answers that come later are posted through the `Reply`.
-final class HTTPFrontEnd: HTTPHandling, Sendable {
+@_spi(Harness) public final class HTTPFrontEnd: HTTPHandling, Sendable {
     let service: CacheService
     let limits: HTTPLimits
     /// Mutations (prefetch, verify, gc, compact) as POST: `http-allow-admin`.
     let allowAdmin: Bool
     let responses = HTTPResponses()
-    let events: EventHub
+    @_spi(Harness) public let events: EventHub
     /// The Host check and the admin routes' Origin check.
     let hosts: HTTPHostPolicy
     /// Store paths in `/images` rows and error messages (`http-show-paths`).
@@ -28,9 +28,14 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
         events = EventHub(responses: responses)
     }
 
+    /// A front-end with the default host policy, limits and paths hidden.
+    @_spi(Harness) public convenience init(service: CacheService, allowAdmin: Bool) {
+        self.init(service: service, allowAdmin: allowAdmin, hosts: HTTPHostPolicy())
+    }
+
     static let readMethods = "GET, HEAD"
 
-    func handle(_ request: HTTPRequest, _ reply: Reply) -> Answer {
+    @_spi(Harness) public func handle(_ request: HTTPRequest, _ reply: Reply) -> Answer {
         // A page elsewhere may rebind a name of its own to this address, and a
         // proxy in front passes it on: on every listener, only a request for
         // an address, localhost or an allowed name is served.
@@ -177,7 +182,7 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
 
     // MARK: HTTPHandling
 
-    func rejected(_ rejection: HTTPRejection) -> [UInt8] {
+    @_spi(Harness) public func rejected(_ rejection: HTTPRejection) -> [UInt8] {
         responses.rejected(rejection)  // the loop counts it as an error
     }
 
@@ -202,7 +207,7 @@ final class HTTPFrontEnd: HTTPHandling, Sendable {
         }
     }
 
-    func closed(connection id: UInt64) { events.unsubscribe(connection: id) }
+    @_spi(Harness) public func closed(connection id: UInt64) { events.unsubscribe(connection: id) }
 
     /// Once a second from the loop: the event streams' keep-alive.
     func tick() { events.tick() }

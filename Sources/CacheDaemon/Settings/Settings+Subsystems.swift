@@ -29,7 +29,7 @@ extension Settings {
         return c
     }
 
-    var serviceConfiguration: ServiceConfiguration {
+    @_spi(Harness) public var serviceConfiguration: ServiceConfiguration {
         var c = ServiceConfiguration(feeds: feedConfiguration, storeDirectory: store, maxBytes: maxSize, fetch: fetch,
                                      credentials: fetchCredentials)
         c.verifyReads = verifyReads

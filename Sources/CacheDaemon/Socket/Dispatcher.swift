@@ -5,16 +5,16 @@ import CacheSystem
 /// Translates each JSON-lines request into a call of the service API and
 /// its result into an answer line: nothing else. Runs on the loop thread;
 /// answers that come later are posted through the `Reply`.
-final class Dispatcher: Sendable {
+@_spi(Harness) public final class Dispatcher: Sendable {
     let service: CacheService
     let socketPath: String
 
-    init(service: CacheService, socketPath: String) {
+    @_spi(Harness) public init(service: CacheService, socketPath: String) {
         self.service = service
         self.socketPath = socketPath
     }
 
-    func handle(_ request: Request, _ reply: Reply) -> Answer {
+    @_spi(Harness) public func handle(_ request: Request, _ reply: Reply) -> Answer {
         let tag = request.tag
         switch request.command {
         case .ping:

@@ -6,7 +6,7 @@ import CacheProtocol
 import CacheSystem
 
 /// A piece of a response that is ready to go out.
-enum OutputChunk: Sendable {
+@_spi(Harness) public enum OutputChunk: Sendable {
     case bytes([UInt8])
     /// `size` bytes of an open file from `offset`, sent with `sendfile`; the loop closes it.
     case file(FileDescriptor, offset: Int64 = 0, size: Int64)
@@ -15,7 +15,7 @@ enum OutputChunk: Sendable {
     /// chunk that follows; the loop closes its own copies.
     case descriptors([FileDescriptor])
 
-    func release() {
+    @_spi(Harness) public func release() {
         switch self {
         case .bytes: break
         case .file(let fd, _, _): fd.close()
@@ -34,18 +34,18 @@ enum OutputChunk: Sendable {
 }
 
 /// A response part posted from another thread to the loop.
-struct Delivery: Sendable {
-    var connection: UInt64
-    var slot: UInt64
-    var chunks: [OutputChunk]
-    var done: Bool
+@_spi(Harness) public struct Delivery: Sendable {
+    @_spi(Harness) public var connection: UInt64
+    @_spi(Harness) public var slot: UInt64
+    @_spi(Harness) public var chunks: [OutputChunk]
+    @_spi(Harness) public var done: Bool
     /// A progress event: dropped rather than queued when the client already
     /// has `maxQueuedBytes` waiting (each event carries the totals so far,
     /// so a later one replaces what a dropped one said).
     var droppable = false
     /// A listing sized on a worker, waiting for the loop to grant its bytes
     /// (`EventLoop.grant`); `chunks` is empty then.
-    var sized: SizedAnswer? = nil
+    @_spi(Harness) public var sized: SizedAnswer? = nil
 }
 
 /// Where worker and fetch threads post deliveries; wakes the loop through an eventfd.
@@ -58,7 +58,7 @@ struct Delivery: Sendable {
 /// so far, and an event stream's reader re-reads what it missed). So 1,000
 /// subscribers of a 20,000-row prefetch cost at most the bound, not one
 /// delivery per subscriber per event (issue 22: 2.5 GB before).
-final class Mailbox: Sendable {
+@_spi(Harness) public final class Mailbox: Sendable {
     private struct Queue {
         var items: [Delivery] = []
         /// Where the droppable delivery still open to coalescing of each
@@ -83,7 +83,7 @@ final class Mailbox: Sendable {
     /// A queue drained with more room than this gives it back.
     static let keptCapacity = 4096
 
-    init() throws(SystemError) {
+    @_spi(Harness) public init() throws(SystemError) {
         let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         guard fd >= 0 else { throw SystemError("eventfd") }
         eventFD = fd
@@ -120,7 +120,7 @@ final class Mailbox: Sendable {
 
     /// Everything posted since the last drain, in order, and how many
     /// droppable deliveries were dropped meanwhile.
-    func drain() -> (deliveries: [Delivery], dropped: Int) {
+    @_spi(Harness) public func drain() -> (deliveries: [Delivery], dropped: Int) {
         var counter: UInt64 = 0
         _ = Glibc.read(eventFD, &counter, 8)
         return queue.withLock { q in
@@ -146,12 +146,19 @@ extension Delivery {
 }
 
 /// The way a handler answers a request later, from any thread.
-struct Reply: Sendable {
+@_spi(Harness) public struct Reply: Sendable {
     let mailbox: Mailbox
-    let connection: UInt64
-    let slot: UInt64
+    @_spi(Harness) public let connection: UInt64
+    @_spi(Harness) public let slot: UInt64
     /// The request's tag, to echo.
     let tag: [UInt8]?
+
+    @_spi(Harness) public init(mailbox: Mailbox, connection: UInt64, slot: UInt64, tag: [UInt8]?) {
+        self.mailbox = mailbox
+        self.connection = connection
+        self.slot = slot
+        self.tag = tag
+    }
 
     /// An intermediate line (a progress event); skipped for a client that
     /// is not reading what it was already sent, unless not `droppable`.
@@ -184,7 +191,7 @@ struct Reply: Sendable {
 }
 
 /// What a handler does with a request.
-enum Answer {
+@_spi(Harness) public enum Answer {
     /// The whole answer, now.
     case now([UInt8])
     /// A header and `length` bytes of a file from `offset`, now.

@@ -7,11 +7,11 @@ import CacheService
 /// `max-queued-bytes-total`) before the answer is made, or refuses it when
 /// the totals are full, so listings being made count at their size and the
 /// bytes held stay within the bound plus one listing (issue 33, point 6).
-struct SizedAnswer: Sendable {
+@_spi(Harness) public struct SizedAnswer: Sendable {
     /// At least the bytes of the answer `make` returns.
     var bytes: Int
     /// Writes the answer: its byte chunks, in order. Runs on a worker.
-    var make: @Sendable () -> [[UInt8]]
+    @_spi(Harness) public var make: @Sendable () -> [[UInt8]]
     /// The whole answer that refuses it at `limit` (`busy`), on the loop.
     var refuse: @Sendable (LimitReached) -> [UInt8]
 }

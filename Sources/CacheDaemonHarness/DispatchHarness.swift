@@ -1,30 +1,37 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CacheFetch
+@_spi(Harness) import CacheDaemon
 import CacheHTTP
 import CacheProtocol
 import CacheService
 import CacheSystem
 
 /// The daemon's request handling without sockets, for the request fuzz
-/// target: the real dispatcher over the real service and a real store in
-/// `directory` (which the caller seeds), with no origin configured, so
-/// nothing is ever fetched. HTTP requests go through the real HTTP
-/// front-end over the same service (admin off).
+/// target and the dispatcher's unit tests: the real dispatcher over the
+/// real service and a real store in `directory` (which the caller seeds),
+/// with no origin configured, so nothing is ever fetched. HTTP requests go
+/// through the real HTTP front-end over the same service, its events
+/// published as the daemon publishes them (`Daemon`). A module of its own,
+/// so that none of it is in the daemon: it reaches the daemon's handlers
+/// through their `@_spi(Harness)` declarations.
 public final class DispatchHarness: Sendable {
     private let dispatcher: Dispatcher
     private let http: HTTPFrontEnd
     private let mailbox: Mailbox
+    /// The service both front-ends call.
+    public let service: CacheService
 
-    public init(directory: String) throws(CacheError) {
+    /// `allowAdmin`: the HTTP admin routes (`http-allow-admin`).
+    public init(directory: String, allowAdmin: Bool = false) throws(CacheError) {
         var settings = Settings()
         settings.store = directory
         var configuration = settings.serviceConfiguration
         configuration.workerThreads = 1
-        let service = try CacheService.open(configuration, userAgent: "cached-fuzz", log: Logger(level: .error, environment: [:]))
+        service = try CacheService.open(configuration, userAgent: "cached-fuzz", log: Logger(level: .error, environment: [:]))
         dispatcher = Dispatcher(service: service, socketPath: "fuzz")
-        http = HTTPFrontEnd(service: service, allowAdmin: false)
+        http = HTTPFrontEnd(service: service, allowAdmin: allowAdmin)
+        service.onEvent = { [events = http.events] in events.publish($0) }
         do { mailbox = try Mailbox() } catch { throw .store(.io(error), doing: "eventfd") }
     }
 
@@ -65,8 +72,13 @@ public final class DispatchHarness: Sendable {
     /// `timeout` for it), files read in and descriptors passed counted:
     /// what a client would receive. For unit tests of the dispatcher (as
     /// swift-nio tests handlers with its embedded channel).
+    /// A line that does not parse gets the error line the loop answers it with.
     public func answer(_ line: [UInt8], timeout: Duration = .seconds(10)) -> (bytes: [UInt8], passed: Int)? {
-        guard case .success(let request) = Request.parse(line) else { return nil }
+        let request: Request
+        switch Request.parse(line) {
+        case .success(let r): request = r
+        case .failure(let e): return (Response.error(e.error, tag: e.tag), 0)
+        }
         let reply = Reply(mailbox: mailbox, connection: 1, slot: nextSlot(), tag: request.tag)
         return complete(dispatcher.handle(request, reply), reply, timeout)
     }
@@ -134,6 +146,39 @@ public final class DispatchHarness: Sendable {
         }
         return (bytes, passed)
     }
+
+    /// An answer that does not end (`/events`): its bytes so far, taken
+    /// from the mailbox until `enough` holds for them or `timeout` passes.
+    /// The stream stays open until `close(stream:)`.
+    public func stream(_ request: HTTPRequest, connection: UInt64, timeout: Duration = .seconds(10),
+                       until enough: ([UInt8]) -> Bool) -> [UInt8] {
+        let reply = Reply(mailbox: mailbox, connection: connection, slot: nextSlot(), tag: nil)
+        var bytes: [UInt8] = []
+        switch http.handle(request, reply) {
+        case .now(let b): return b
+        case .nowFile(let head, let fd, _, _): fd.close(); return head
+        case .nowPassing(let b, let fds): for fd in fds { fd.close() }; return b
+        case .later: break
+        }
+        return more(bytes: &bytes, connection: connection, timeout: timeout, until: enough)
+    }
+
+    /// More of the stream on `connection`, appended to `bytes`, until `enough` or `timeout`.
+    public func more(bytes: inout [UInt8], connection: UInt64, timeout: Duration = .seconds(10),
+                     until enough: ([UInt8]) -> Bool) -> [UInt8] {
+        let deadline = Clock.instant(after: timeout)
+        while !enough(bytes) && Clock.monotonicNanoseconds() < deadline {
+            for d in mailbox.drain().deliveries {
+                guard d.connection == connection else { for c in d.chunks { c.release() }; continue }
+                bytes += Self.flatten(d.chunks).bytes
+            }
+            if !enough(bytes) { usleep(1000) }
+        }
+        return bytes
+    }
+
+    /// The client of `connection` went away: its stream ends.
+    public func close(stream connection: UInt64) { http.closed(connection: connection) }
 
     /// Drops answers that arrived later (the harness has no connection).
     public func drain() {
