@@ -166,7 +166,7 @@ extension CacheService {
         stopping.withLock { $0 = true }
         store.stopPasses()
         stopScrub()
-        variantHelpers?.stop()
+        variants.stop()
         http.shutdown(timeout: Self.transferCancelTimeout)
         let drained = pool.stop(timeout: Self.workerDrainTimeout)
         if !drained { log.warning("workers still busy at exit; their work is abandoned") }

@@ -144,7 +144,7 @@ extension CacheService {
     /// nil for the waiters when one of them came back with the same bytes
     /// (libvips makes the same bytes of the same original), else why not.
     func remake(_ hash: Hash128, variants: [VariantKey], error: StoreError) {
-        let settings = variantSettings.withLock { $0 }
+        let settings = self.variants.settings.withLock { $0 }
         let sources = variants.compactMap { key in store.objectRef(key.source).map { (source: $0, spec: key.spec) } }
         guard !sources.isEmpty else {
             repairFlight.finish(hash, "\(error); the variant's original is no longer stored")
@@ -152,7 +152,7 @@ extension CacheService {
         }
         let tally = Locked((left: sources.count, back: false))
         for (source, spec) in sources {
-            makeVariant(source, spec, settings) { [self] result in
+            self.variants.make(source, spec, settings) { [self] result in
                 let done = tally.withLock { t -> Bool? in
                     if case .success(let v) = result, v.object.hash == hash { t.back = true }
                     t.left -= 1

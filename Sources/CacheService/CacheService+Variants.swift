@@ -12,7 +12,7 @@ extension CacheService {
     /// helper and stored like any object.
     public func imageVariant(row index: Int, _ request: VariantRequest,
                              then completion: @escaping Completion<ImageEntry>) -> Outcome<ImageEntry> {
-        let settings = variantSettings.withLock { $0 }
+        let settings = variants.settings.withLock { $0 }
         // What can be refused before the original is known is refused now.
         if case .failure(let e) = settings.resolve(request, originalCode: 0) { return .now(.failure(e)) }
         let original = image(row: index, fetch: true, countingHit: false) { [self] result in
@@ -39,7 +39,7 @@ extension CacheService {
     /// none stored (or the request is refused): ask `imageVariant`.
     public func cachedVariant(row index: Int, _ request: VariantRequest) -> ObjectInfo? {
         guard store.manifestKnown, let source = store.row(index)?.object else { return nil }
-        let settings = variantSettings.withLock { $0 }
+        let settings = variants.settings.withLock { $0 }
         guard case .success(let spec) = settings.resolve(request, originalCode: source.type.rawValue),
               let v = store.variant(of: source.hash, spec), settings.admits(v) else { return nil }
         counters.withLock { $0.variantHits += 1 }
@@ -77,7 +77,7 @@ extension CacheService {
         case .success(let s): spec = s
         case .failure(let e): completion(.failure(e)); return
         }
-        makeVariant(source, spec, settings) { [self] result in
+        variants.make(source, spec, settings) { [self] result in
             completion(result.map { with(entry, $0) }.mapError { $0.about("row \(entry.row) variant \(spec)") })
         }
     }
@@ -95,14 +95,11 @@ extension CacheService {
 
     /// Applies reloaded variant settings; what was refused under the old
     /// ones may be made under these.
-    public func apply(_ settings: VariantSettings) {
-        variantSettings.withLock { $0 = settings }
-        variantRefusals.withLock { $0.removeAll() }
-    }
+    public func apply(_ settings: VariantSettings) { variants.apply(settings) }
 
     /// Applies a reloaded `variant-timeout` and `variant-memory` (a helper
     /// running keeps its memory limit until it is replaced).
     public func apply(variantTimeout: Duration, memory: Int64) {
-        variantHelpers?.apply(jobTimeout: variantTimeout, memory: memory)
+        variants.apply(jobTimeout: variantTimeout, memory: memory)
     }
 }

@@ -19,7 +19,7 @@ public final class CacheService: Sendable {
     let http: HTTPClient
     let pool: WorkerPool
     let log: Logger
-    let counters = Locked(CounterValues())
+    let counters: Locked<CounterValues>
     /// The feed settings a reload may change.
     let feeds: Locked<FeedConfiguration>
     let maxBytes: Int64
@@ -58,16 +58,9 @@ public final class CacheService: Sendable {
     let trimWanted = Locked(false)
     /// The scrub thread's settings, stop flag and progress (CacheService+Scrub.swift).
     let scrubber: Scrubber
-    /// The variant helpers; nil when `cached-variant` was not found.
-    let variantHelpers: VariantHelpers?
-    /// What clients may ask of variants (a reload changes it).
-    let variantSettings: Locked<VariantSettings>
-    /// Variants being made, one per original and spec (CacheService+Variants.swift).
-    let variantFlight = SingleFlight<VariantKey, Result<VariantRef, CacheError>>()
-    /// Variants that could not be made, and originals that failed, not tried again for a while (VariantRefusals.swift).
-    let variantRefusals = Locked(VariantRefusals())
-    /// Originals with a variant's job at the helpers, and the variants of them waiting for it (VariantTrials.swift).
-    let variantTrials = Locked(VariantTrials())
+    /// Makes variants and owns all their state: the helpers, the settings,
+    /// the flights, the remembered failures (VariantMaker.swift).
+    let variants: VariantMaker
 
     /// A service over an open store (`open` opens one from a configuration).
     init(store: Store, http: HTTPClient, pool: WorkerPool, log: Logger, configuration: ServiceConfiguration) {
@@ -75,11 +68,17 @@ public final class CacheService: Sendable {
         self.http = http
         self.pool = pool
         self.log = log
-        self.feeds = Locked(configuration.feeds)
+        let feeds = Locked(configuration.feeds), counters = Locked(CounterValues())
+        self.feeds = feeds
+        self.counters = counters
         self.maxBytes = configuration.maxBytes
         self.scrubber = Scrubber(configuration.scrub)
-        self.variantHelpers = configuration.variantPool.map { VariantHelpers($0, log: log) }
-        self.variantSettings = Locked(configuration.variants)
+        variants = VariantMaker(
+            store: store, runner: configuration.variantPool.map { VariantHelpers($0, log: log) }, settings: configuration.variants,
+            log: log, onWorker: { pool.submit($0) },
+            bounds: { feeds.withLock { ($0.maxObjectSize, $0.minFreeSpace) } },
+            unreadable: { path, error in pool.submit { _ = store.readFailed(path: path, file: nil, error) } },
+            count: { change in counters.withLock { change(&$0) } })
         loadFeedsState()
     }
 

@@ -60,7 +60,7 @@ struct VariantRefusals: Sendable {
         let failures = original ? (byOriginal[key.source]?.failures ?? 0) + 1 : 1
         let backoff = retryAfter * (1 << min(failures - 1, Self.maxDoublings))
         let until = failure.isRefusal ? nil : Clock.instant(after: backoff, from: now)
-        let error = CacheService.cacheError(failure.noting(Self.note(original: original, refused: failure.isRefusal,
+        let error = VariantMaker.cacheError(failure.noting(Self.note(original: original, refused: failure.isRefusal,
                                                                      backoff: backoff, wallSeconds: wallSeconds)))
         let refusal = Refusal(error: error, until: until)
         if original {

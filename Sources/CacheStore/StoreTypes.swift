@@ -6,6 +6,12 @@ public struct ObjectRef: Sendable, Hashable {
     public var hash: Hash128
     public var size: Int64
     public var type: ImageType
+
+    public init(hash: Hash128, size: Int64, type: ImageType) {
+        self.hash = hash
+        self.size = size
+        self.type = type
+    }
 }
 
 /// A stored variant of an image: its object and its size in pixels.
