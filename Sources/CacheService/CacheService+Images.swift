@@ -29,19 +29,6 @@ extension CacheService {
         return .later
     }
 
-    /// `get_image` for a front-end that reads the object's bytes next (with
-    /// `object(hash:)`): a row cached by the index is answered from memory,
-    /// without the `fstatat` of `image(row:)`. The read that follows opens
-    /// and verifies the file; should it be gone, the read fails with
-    /// `notFound` and the front-end asks `image(row:)`, which forgets it and
-    /// downloads it again. Nil when the row is not cached (or not known):
-    /// ask `image(row:)`.
-    public func cachedImage(row index: Int) -> ImageEntry? {
-        guard store.manifestKnown, let row = store.row(index), let ref = row.object else { return nil }
-        counters.withLock { $0.hits += 1 }
-        return entry(index, row, ref, resolvedURL(index, row))
-    }
-
     /// The miss path: a worker may write the log (an object whose file went
     /// missing is forgotten) and start a download.
     private func imageOnWorker(row index: Int, fetch: Bool, countingHit: Bool, _ completion: @escaping Completion<ImageEntry>) {

@@ -31,23 +31,6 @@ extension CacheService {
         }
     }
 
-    /// The stored variant `request` of row `index`'s cached image, from the
-    /// index alone (no `fstatat`, no row entry built): for a front-end that
-    /// reads the variant's bytes next (`object(hash:)`), which verifies the
-    /// file; should it be gone, the read fails with `notFound` and the
-    /// front-end asks `imageVariant`, which makes it again. Nil when there is
-    /// none stored (or the request is refused): ask `imageVariant`.
-    public func cachedVariant(row index: Int, _ request: VariantRequest) -> ObjectInfo? {
-        guard store.manifestKnown, let source = store.row(index)?.object else { return nil }
-        let settings = variants.settings.withLock { $0 }
-        guard case .success(let spec) = settings.resolve(request, originalCode: source.type.rawValue),
-              let v = store.variant(of: source.hash, spec), settings.admits(v) else { return nil }
-        counters.withLock { $0.variantHits += 1 }
-        // The original is in use too: eviction must not take it before its thumbnails.
-        store.touch(source.hash)
-        return objectInfo(v.object)
-    }
-
     /// The entry with its stored variant (a hit: counted, its use noted);
     /// a refusal of the request; or nil when the variant must be made.
     private func storedVariant(_ entry: ImageEntry, _ request: VariantRequest, _ settings: VariantSettings) -> Result<ImageEntry, CacheError>? {

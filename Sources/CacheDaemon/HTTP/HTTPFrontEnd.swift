@@ -134,37 +134,19 @@ import CacheSystem
         case "0", "false": fetch = false
         default: return .now(fail(.badRequest, .badRequest, "fetch is 0 or 1", request))
         }
-        do throws(CacheError) {
-            if let variant = try Self.variantRequest(request) { return storedOrNewVariant(row, variant, request, reply) }
-        } catch { return .now(failure(error, request)) }
-        // A hit goes straight to the read, which verifies the file; a file
-        // gone since takes the whole get_image path (a download again).
-        if let entry = service.cachedImage(row: row), let info = entry.object {
-            return object(info, request, cacheControl: Self.revalidate, reply) { [self] in
-                image(row, fetch: fetch, request, reply)
-            }
+        let variant: VariantRequest?
+        do throws(CacheError) { variant = try Self.variantRequest(request) } catch { return .now(failure(error, request)) }
+        return Answering.answer(reply, respond(request) { [self] body in objectAnswer(body, request, cacheControl: Self.revalidate) }) {
+            service.imageBody(row: row, variant: variant, fetch: fetch, plan: { Self.plan($0, request) }, then: $0)
         }
-        return image(row, fetch: fetch, request, reply)
-    }
-
-    /// `/images/{row}` through `get_image`: the row's entry (a download on a miss), then its bytes.
-    private func image(_ row: Int, fetch: Bool, _ request: HTTPRequest, _ reply: Reply) -> Answer {
-        Answering.answer(reply, respond(request) { [self] entry in imageAnswer(entry, request, reply) }) {
-            service.image(row: row, fetch: fetch, then: $0)
-        }
-    }
-
-    private func imageAnswer(_ entry: ImageEntry, _ request: HTTPRequest, _ reply: Reply) -> Answer {
-        guard let info = entry.object else { return .now(failure(.notCached(row: entry.row), request)) }
-        return object(info, request, cacheControl: Self.revalidate, reply)
     }
 
     /// `/objects/{hash}`: content-addressed, so cacheable for ever.
     /// One being repaired (set aside and downloaded again) is answered once it is back.
     private func objectByHash(_ text: String, _ request: HTTPRequest, _ reply: Reply) -> Answer {
         guard let hash = Hash128(hex: text) else { return .now(fail(.badRequest, .badRequest, "\"hash\" must be 32 lowercase hex digits", request)) }
-        return Answering.answer(reply, respond(request) { [self] info in object(info, request, cacheControl: Self.immutable, reply) }) {
-            service.objectInfo(hash: hash, then: $0)
+        return Answering.answer(reply, respond(request) { [self] body in objectAnswer(body, request, cacheControl: Self.immutable) }) {
+            service.objectBody(hash: hash, plan: { Self.plan($0, request) }, then: $0)
         }
     }
 

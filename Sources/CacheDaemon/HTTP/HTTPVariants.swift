@@ -4,7 +4,7 @@ import CacheSystem
 
 /// `/images/{row}?w=W&h=H&fit=F&format=F`: a variant of the row's image
 /// (docs/http.md, "Image variants"), answered as its object is: verified,
-/// with its hash as ETag, conditionals and ranges.
+/// with its hash as ETag, conditionals and ranges (`imageBody`).
 extension HTTPFrontEnd {
     /// The variant the query asks for; nil when it names none of `w`, `h`,
     /// `fit`, `format`.
@@ -30,29 +30,5 @@ extension HTTPFrontEnd {
             r.format = f
         }
         return r
-    }
-
-    /// A stored variant goes straight to the read, which verifies its file;
-    /// anything else (a file gone since included) takes `imageVariant`.
-    func storedOrNewVariant(_ row: Int, _ variant: VariantRequest, _ request: HTTPRequest, _ reply: Reply) -> Answer {
-        guard let info = service.cachedVariant(row: row, variant) else { return imageVariant(row, variant, request, reply) }
-        return object(info, request, cacheControl: Self.revalidate, reply) { @Sendable [self] in
-            imageVariant(row, variant, request, reply, again: false)
-        }
-    }
-
-    /// The variant's bytes, once the service has it (made now if it must be).
-    func imageVariant(_ row: Int, _ variant: VariantRequest, _ request: HTTPRequest, _ reply: Reply, again: Bool = true) -> Answer {
-        Answering.answer(reply, respond(request) { [self] entry in variantAnswer(entry, variant, request, reply, again: again) }) {
-            service.imageVariant(row: row, variant, then: $0)
-        }
-    }
-
-    /// A variant's file gone since the service looked is made again, once.
-    private func variantAnswer(_ entry: ImageEntry, _ variant: VariantRequest, _ request: HTTPRequest, _ reply: Reply,
-                               again: Bool) -> Answer {
-        guard let v = entry.variant else { return .now(failure(.notCached(row: entry.row), request)) }
-        let remake: (@Sendable () -> Answer)? = again ? { @Sendable [self] in imageVariant(entry.row, variant, request, reply, again: false) } : nil
-        return object(v.object, request, cacheControl: Self.revalidate, reply, missing: remake)
     }
 }
