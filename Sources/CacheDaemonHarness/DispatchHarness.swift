@@ -160,12 +160,13 @@ public final class DispatchHarness: Sendable {
         case .nowPassing(let b, let fds): for fd in fds { fd.close() }; return b
         case .later: break
         }
-        return more(bytes: &bytes, connection: connection, timeout: timeout, until: enough)
+        more(bytes: &bytes, connection: connection, timeout: timeout, until: enough)
+        return bytes
     }
 
     /// More of the stream on `connection`, appended to `bytes`, until `enough` or `timeout`.
     public func more(bytes: inout [UInt8], connection: UInt64, timeout: Duration = .seconds(10),
-                     until enough: ([UInt8]) -> Bool) -> [UInt8] {
+                     until enough: ([UInt8]) -> Bool) {
         let deadline = Clock.instant(after: timeout)
         while !enough(bytes) && Clock.monotonicNanoseconds() < deadline {
             for d in mailbox.drain().deliveries {
@@ -174,11 +175,18 @@ public final class DispatchHarness: Sendable {
             }
             if !enough(bytes) { usleep(1000) }
         }
-        return bytes
     }
 
     /// The client of `connection` went away: its stream ends.
     public func close(stream connection: UInt64) { http.closed(connection: connection) }
+
+    /// Shuts the service down (its threads end, its store closes), as the
+    /// daemon does when it stops; the harness answers nothing after it.
+    public func close() {
+        service.onEvent = nil
+        drain()
+        service.shutdown()
+    }
 
     /// Drops answers that arrived later (the harness has no connection).
     public func drain() {

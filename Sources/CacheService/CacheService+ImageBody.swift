@@ -77,7 +77,7 @@ extension CacheService {
         guard let variant else {
             return (objectInfo(source), { [self] in counters.withLock { $0.hits += 1 }; store.touch(source.hash) })
         }
-        let settings = variants.settings.withLock { $0 }
+        let settings = variants.current
         guard case .success(let spec) = settings.resolve(variant, originalCode: source.type.rawValue),
               let v = store.variant(of: source.hash, spec), settings.admits(v) else { return nil }
         // The original is in use too: eviction must not take it before its thumbnails.

@@ -144,7 +144,7 @@ extension CacheService {
     /// nil for the waiters when one of them came back with the same bytes
     /// (libvips makes the same bytes of the same original), else why not.
     func remake(_ hash: Hash128, variants: [VariantKey], error: StoreError) {
-        let settings = self.variants.settings.withLock { $0 }
+        let settings = self.variants.current
         let sources = variants.compactMap { key in store.objectRef(key.source).map { (source: $0, spec: key.spec) } }
         guard !sources.isEmpty else {
             repairFlight.finish(hash, "\(error); the variant's original is no longer stored")
@@ -216,7 +216,12 @@ extension CacheService {
     /// on a worker, the file is set aside as `openVerified` sets one aside
     /// (logged once, counted, downloaded again), so the next request is served.
     public func objectReadFailed(path: String, file: FileIdentity?, _ error: SystemError) {
-        pool.submit { [self] in _ = store.readFailed(path: path, file: file, error) }
+        Self.readFailed(store, pool, path: path, file: file, error)
+    }
+
+    /// `objectReadFailed` for a part that has the store and the pool but not the service (`VariantMaker`).
+    static func readFailed(_ store: Store, _ pool: WorkerPool, path: String, file: FileIdentity?, _ error: SystemError) {
+        pool.submit { _ = store.readFailed(path: path, file: file, error) }
     }
 
     /// `objectInfo`, or when the object is being repaired (set aside and

@@ -12,7 +12,7 @@ extension CacheService {
     /// helper and stored like any object.
     public func imageVariant(row index: Int, _ request: VariantRequest,
                              then completion: @escaping Completion<ImageEntry>) -> Outcome<ImageEntry> {
-        let settings = variants.settings.withLock { $0 }
+        let settings = variants.current
         // What can be refused before the original is known is refused now.
         if case .failure(let e) = settings.resolve(request, originalCode: 0) { return .now(.failure(e)) }
         let original = image(row: index, fetch: true, countingHit: false) { [self] result in

@@ -77,7 +77,7 @@ public final class CacheService: Sendable {
             store: store, runner: configuration.variantPool.map { VariantHelpers($0, log: log) }, settings: configuration.variants,
             log: log, onWorker: { pool.submit($0) },
             bounds: { feeds.withLock { ($0.maxObjectSize, $0.minFreeSpace) } },
-            unreadable: { path, error in pool.submit { _ = store.readFailed(path: path, file: nil, error) } },
+            unreadable: { path, error in Self.readFailed(store, pool, path: path, file: nil, error) },
             count: { change in counters.withLock { change(&$0) } })
         loadFeedsState()
     }

@@ -4,8 +4,8 @@ import CacheSystem
 /// The scrub's settings (`scrub-interval`, `scrub-rate`): a reload (SIGHUP)
 /// changes them in the running scrub (`CacheService.apply(_:)`).
 public struct ScrubSettings: Sendable, Equatable {
-    /// Seconds from the start of one pass over every object to the start of
-    /// the next; 0: no scrub.
+    /// From the start of one pass over every object to the start of the
+    /// next (counted in whole seconds); zero or less: no scrub.
     public var interval: Duration
     /// Bytes hashed per second at most.
     public var rate: Int64
@@ -21,7 +21,7 @@ public struct ScrubSettings: Sendable, Equatable {
     public static let defaultRate: Int64 = 8 << 20
 
     /// True when no scrub runs.
-    public var isOff: Bool { interval.wholeSeconds <= 0 }
+    public var isOff: Bool { interval <= .zero }
 }
 
 /// Keeps the bytes hashed per second under the rate. Each object hashed
@@ -64,8 +64,8 @@ struct ScrubPacer: Sendable, Equatable {
 /// When passes start and how often a pass saves its position.
 enum ScrubSchedule {
     /// A store never scrubbed, or one whose pass is due when the daemon
-    /// starts, is scrubbed no sooner than this many seconds after the start
-    /// (or `scrub-interval`, when shorter): a start has work enough.
+    /// starts, is scrubbed no sooner than this after the start (or
+    /// `scrub-interval`, when shorter): a start has work enough.
     static let startupDelay = Duration.seconds(600)
 
     /// When the next pass starts (unix seconds): `interval` after the last
@@ -73,7 +73,8 @@ enum ScrubSchedule {
     /// the daemon started at `daemonStart`, nor before `now`. A last start
     /// in the future (the clock was set back) counts as `now`.
     static func nextStart(lastStarted: Int64?, interval: Duration, daemonStart: Int64, now: Int64) -> Int64 {
-        let span = interval.wholeSeconds
+        // Whole seconds, and at least one: a pass never starts right after the last.
+        let span = max(1, interval.wholeSeconds)
         let earliest = max(now, daemonStart + min(span, startupDelay.wholeSeconds))
         guard let lastStarted else { return earliest }
         return max(min(lastStarted, now) + span, earliest)

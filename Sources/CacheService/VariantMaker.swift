@@ -2,37 +2,6 @@ import CacheStore
 import CacheSystem
 import CacheVariant
 
-/// What making a variant needs of the store (`Store` is one).
-protocol VariantStore: Sendable {
-    /// The stored variant `spec` of `source`, if there is one.
-    func variant(of source: Hash128, _ spec: VariantSpec) -> VariantRef?
-    /// Whether the object's file is there with its size (one `fstatat`).
-    func objectFileLooksRight(_ ref: ObjectRef) -> Bool
-    /// Stores a variant's bytes durably.
-    func commitVariant(_ bytes: [UInt8], of source: Hash128, _ spec: VariantSpec, width: Int, height: Int,
-                       maxSize: Int64) throws(StoreError) -> VariantRef
-    /// Throws when the file system has less than `minimum` bytes free.
-    func checkHeadroom(_ minimum: Int64, needed: Int64) throws(StoreError)
-    /// The original, opened and verified, with its size.
-    func openVerifiedOriginal(_ hash: Hash128) throws(StoreError) -> (FileDescriptor, Int64)
-    func objectPath(_ hash: Hash128) -> String
-}
-
-extension Store: VariantStore {
-    func openVerifiedOriginal(_ hash: Hash128) throws(StoreError) -> (FileDescriptor, Int64) { try openVerified(hash) }
-}
-
-/// Who runs a variant's job (`VariantHelpers`, the pool of sandboxed helpers).
-protocol VariantJobRunner: Sendable {
-    func submit(_ job: VariantJob, _ completion: @escaping @Sendable (Result<MadeVariant, VariantFailure>) -> Void)
-    /// Applies a reloaded `variant-timeout` and `variant-memory`.
-    func apply(jobTimeout: Duration, memory: Int64)
-    /// Refuses new jobs and ends the helpers.
-    func stop()
-}
-
-extension VariantHelpers: VariantJobRunner {}
-
 /// Makes variants (docs/operations.md, "Image variants"), owning all the
 /// state of it: once however many ask (`flight`), one job at a time per
 /// original (`trials`), failures remembered per original or per variant
@@ -54,7 +23,7 @@ final class VariantMaker: Sendable {
     private let count: @Sendable (@Sendable (inout CounterValues) -> Void) -> Void
 
     /// What clients may ask of variants (a reload changes it: `apply`).
-    let settings: Locked<VariantSettings>
+    private let settings: Locked<VariantSettings>
     private let flight = SingleFlight<VariantKey, Result<VariantRef, CacheError>>()
     private let refusals = Locked(VariantRefusals())
     private let trials = Locked(VariantTrials())
@@ -73,6 +42,9 @@ final class VariantMaker: Sendable {
         self.unreadable = unreadable
         self.count = count
     }
+
+    /// The variant settings in effect.
+    var current: VariantSettings { settings.withLock { $0 } }
 
     /// Applies a reloaded `variant-timeout` and `variant-memory` (a helper
     /// running keeps its memory limit until it is replaced).

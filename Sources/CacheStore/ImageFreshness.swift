@@ -32,16 +32,13 @@ public struct ImageFreshness: Sendable, Equatable {
     }
 
     /// When the answer goes stale (milliseconds since the epoch), nil when
-    /// never: `immutable`, or unstated with `revalidateAfter` zero (whole
-    /// seconds of it count).
+    /// never: `immutable`, or unstated with `revalidateAfter` zero or less.
     public func staleAt(revalidateAfter: Duration) -> Int64? {
         switch lifetime {
         case .immutable: return nil
         case .noCache: return fetched
         case .seconds(let s): return fetched.addingClamped(s.multipliedClamped(1000))
-        case .unstated:
-            let seconds = revalidateAfter.wholeSeconds
-            return seconds <= 0 ? nil : fetched.addingClamped(seconds.multipliedClamped(1000))
+        case .unstated: return revalidateAfter <= .zero ? nil : fetched.addingClamped(revalidateAfter.wholeMilliseconds)
         }
     }
 

@@ -7,6 +7,7 @@ public struct ObjectRef: Sendable, Hashable {
     public var size: Int64
     public var type: ImageType
 
+    /// The object named `hash`, of `size` bytes and image type `type`.
     public init(hash: Hash128, size: Int64, type: ImageType) {
         self.hash = hash
         self.size = size

@@ -70,6 +70,17 @@ extension Duration {
         return String(seconds)
     }
 
+    /// Whole milliseconds, rounded down: 0 for a negative span, at most
+    /// `Int64.max` (a span added to a wall-clock reading in milliseconds).
+    public var wholeMilliseconds: Int64 {
+        guard self > .zero else { return 0 }
+        let (seconds, attoseconds) = components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        guard !overflow else { return .max }
+        let (sum, overflow2) = whole.addingReportingOverflow(attoseconds / 1_000_000_000_000_000)
+        return overflow2 ? .max : sum
+    }
+
     /// Whole seconds, rounded down; 0 for a negative span.
     public var wholeSeconds: Int64 { self > .zero ? components.seconds : 0 }
 

@@ -33,7 +33,11 @@ struct DispatchFixture {
         harness = try DispatchHarness(directory: directory, allowAdmin: allowAdmin)
     }
 
-    func remove() { try? FileManager.default.removeItem(atPath: directory) }
+    /// Shuts the service down, then removes the store.
+    func remove() {
+        harness.close()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
 
     /// A socket request's answer line parsed, the bytes after it, and the descriptors passed.
     func socket(_ line: String) throws -> (json: JSON, rest: [UInt8], passed: Int) {

@@ -105,15 +105,17 @@ import CacheStore
         func text(_ b: [UInt8]) -> String { String(decoding: b, as: UTF8.self) }
         var bytes = f.harness.stream(request, connection: 42) { text($0).contains("retry: 2000") }
         #expect(text(bytes).contains("Content-Type: text/event-stream") && text(bytes).contains("Transfer-Encoding: chunked"))
-        // An event the service publishes, through the hook the daemon sets.
+        // An event the service publishes, through the hook the harness sets
+        // as `Daemon` does (the daemon's own wiring is held by the
+        // integration tests of /events).
         f.harness.service.onEvent?(.prefetchFinished(succeeded: true))
-        _ = f.harness.more(bytes: &bytes, connection: 42) { text($0).contains("event: done") }
+        f.harness.more(bytes: &bytes, connection: 42) { text($0).contains("event: done") }
         #expect(text(bytes).contains("event: done\ndata: {\"ok\":true}\n\n"), "\(text(bytes))")
         // Gone: nothing more is sent to it.
         f.harness.close(stream: 42)
         let before = bytes.count
         f.harness.service.onEvent?(.prefetchFinished(succeeded: false))
-        _ = f.harness.more(bytes: &bytes, connection: 42, timeout: .milliseconds(200)) { _ in false }
+        f.harness.more(bytes: &bytes, connection: 42, timeout: .milliseconds(200)) { _ in false }
         #expect(bytes.count == before)
     }
 

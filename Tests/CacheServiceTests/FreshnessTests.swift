@@ -51,6 +51,8 @@ import CacheStore
         #expect(!stale(.immutable, at: .max))
         #expect(!stale(.unstated, at: fetched + 86_399_999) && stale(.unstated, at: fetched + 86_400_000))
         #expect(!stale(.unstated, at: .max, after: .zero), "images-revalidate-after 0: never")
+        #expect(stale(.unstated, at: fetched + 500, after: .milliseconds(500)), "a fraction of a second is not never")
+        #expect(!stale(.unstated, at: .max, after: .seconds(-1)))
         #expect(!stale(.seconds(.max), at: .max - 1), "no overflow")
     }
 

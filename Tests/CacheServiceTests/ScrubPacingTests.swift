@@ -60,6 +60,9 @@ import Testing
         // Overdue later (a pass longer than the interval): now.
         let later = start + 3 * day
         #expect(ScrubSchedule.nextStart(lastStarted: start, interval: dayLong, daemonStart: start, now: later) == later)
+        // Less than a second between passes is a second, never none.
+        #expect(ScrubSchedule.nextStart(lastStarted: later, interval: .milliseconds(500), daemonStart: start, now: later) == later + 1)
+        #expect(!ScrubSettings(interval: .milliseconds(500)).isOff && ScrubSettings(interval: .zero).isOff)
         // A last start in the future (the clock was set back) counts as now.
         #expect(ScrubSchedule.nextStart(lastStarted: later + week, interval: dayLong, daemonStart: start, now: later) == later + day)
     }

@@ -47,6 +47,8 @@ import CacheVariant
         }
         func apply(jobTimeout: Duration, memory: Int64) {}
         func stop() {}
+        /// The jobs never answered: their originals' descriptors closed.
+        deinit { for h in held.withLock({ $0 }) { h.job.source.close() } }
         /// Answers the oldest job held.
         func answer(_ result: Result<MadeVariant, VariantFailure>) {
             guard let next = held.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else { Issue.record("no job held"); return }

@@ -14,6 +14,13 @@ import Testing
         #expect(Duration.nanoseconds(UInt64.max).wholeNanoseconds == UInt64.max)
     }
 
+    @Test func wholeMillisecondsRoundDownAndClamp() {
+        #expect(Duration.seconds(1.5).wholeMilliseconds == 1500)
+        #expect(Duration.microseconds(1999).wholeMilliseconds == 1)
+        #expect(Duration.milliseconds(-5).wholeMilliseconds == 0)
+        #expect(Duration.seconds(Int64.max).wholeMilliseconds == Int64.max)
+    }
+
     @Test func millisecondsRoundUpSoAWaitNeverEndsEarly() {
         #expect(Duration.nanoseconds(1).millisecondsRoundedUp == 1)
         #expect(Duration.milliseconds(1).millisecondsRoundedUp == 1)

@@ -23,7 +23,8 @@ import TestSupport
         return FaultOrigin.packageRoot + "/.build/debug/cached-variant"
     }()
 
-    /// bad-helper.py copied into a directory of its own with `mode`; the path of the copy.
+    /// bad-helper.py copied into a directory of its own with `mode`; the
+    /// path of the copy (`remove` deletes its directory).
     static func badHelper(_ mode: String) throws -> String {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cached-helper-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -34,11 +35,16 @@ import TestSupport
         return dir + "/cached-variant"
     }
 
-    static func pool(_ executable: String) -> VariantHelpers {
+    static func remove(_ helper: String) {
+        try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: helper).deletingLastPathComponent().path)
+    }
+
+    /// One helper at a time; the timeouts the defaults unless a mode needs them short.
+    static func pool(_ executable: String, jobTimeout: Duration? = nil, startTimeout: Duration? = nil) -> VariantHelpers {
         var c = VariantPoolConfiguration(executable: executable)
         c.helpers = 1
-        c.jobTimeout = .seconds(2)
-        c.startTimeout = .seconds(2)
+        if let jobTimeout { c.jobTimeout = jobTimeout }
+        if let startTimeout { c.startTimeout = startTimeout }
         return VariantHelpers(c, log: Logger(level: .error, environment: [:]))
     }
 
@@ -70,12 +76,13 @@ import TestSupport
         ("huge", "it announced 1099511627776 bytes, over the bound"),
         ("extra", "bytes past its result"),
         ("silent", "variant-timeout"),
-        ("exit", "the variant helper failed"),
+        ("exit", "exited with status 3"),
         ("garbage", "it broke the protocol"),
     ])
     func aHelperThatMisbehavesInAJobIsReplaced(_ mode: String, _ why: String) async throws {
-        let pool = Self.pool(try Self.badHelper(mode))
-        defer { pool.stop() }
+        let helper = try Self.badHelper(mode)
+        let pool = Self.pool(helper, jobTimeout: mode == "silent" ? .seconds(2) : nil)
+        defer { pool.stop(); Self.remove(helper) }
         for attempt in 1...2 {
             let result = try await Self.run(pool)
             guard case .failure(let failure) = result else { Issue.record("\(mode): made a variant: \(result)"); return }
@@ -85,8 +92,9 @@ import TestSupport
     }
 
     @Test func aHelperWithoutASandboxIsNeverGivenAJob() async throws {
-        let pool = Self.pool(try Self.badHelper("unsandboxed"))
-        defer { pool.stop() }
+        let helper = try Self.badHelper("unsandboxed")
+        let pool = Self.pool(helper)
+        defer { pool.stop(); Self.remove(helper) }
         let result = try await Self.run(pool)
         guard case .failure(.unavailable(let why)) = result else { Issue.record("not refused: \(result)"); return }
         #expect(why.contains("not sandboxed"), "\(why)")
@@ -94,8 +102,9 @@ import TestSupport
     }
 
     @Test func aHelperThatNeverSaysReadyIsGivenUpOnAtTheStartTimeout() async throws {
-        let pool = Self.pool(try Self.badHelper("mute"))
-        defer { pool.stop() }
+        let helper = try Self.badHelper("mute")
+        let pool = Self.pool(helper, startTimeout: .seconds(2))
+        defer { pool.stop(); Self.remove(helper) }
         let result = try await Self.run(pool)
         guard case .failure(.unavailable(let why)) = result else { Issue.record("not unavailable: \(result)"); return }
         #expect(why.contains("ready"), "\(why)")
@@ -103,8 +112,9 @@ import TestSupport
     }
 
     @Test func aRefusedImageReplacesTheHelperWithoutCountingAFailure() async throws {
-        let pool = Self.pool(try Self.badHelper("refuse"))
-        defer { pool.stop() }
+        let helper = try Self.badHelper("refuse")
+        let pool = Self.pool(helper)
+        defer { pool.stop(); Self.remove(helper) }
         let result = try await Self.run(pool)
         guard case .failure(.refused(let why)) = result else { Issue.record("not refused: \(result)"); return }
         #expect(why.contains("not an image this helper likes"))
@@ -113,7 +123,9 @@ import TestSupport
     }
 
     @Test func aStoppedPoolRefusesNewJobs() async throws {
-        let pool = Self.pool(try Self.badHelper("silent"))
+        let helper = try Self.badHelper("silent")
+        defer { Self.remove(helper) }
+        let pool = Self.pool(helper)
         pool.stop()
         let result = try await Self.run(pool)
         #expect(result == .failure(.stopped))

@@ -75,7 +75,7 @@ import CacheSystem
     }
 
     /// Once a second: a comment on every stream each `keepAliveSeconds`.
-    @_spi(Harness) public func tick() {
+    func tick() {
         let due = ticks.withLock { t -> Bool in
             t += 1
             if t >= Self.keepAliveSeconds { t = 0; return true }

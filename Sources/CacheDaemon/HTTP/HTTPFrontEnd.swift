@@ -35,6 +35,7 @@ import CacheSystem
 
     static let readMethods = "GET, HEAD"
 
+    /// The answer to `request`: now, or later through `reply`.
     @_spi(Harness) public func handle(_ request: HTTPRequest, _ reply: Reply) -> Answer {
         // A page elsewhere may rebind a name of its own to this address, and a
         // proxy in front passes it on: on every listener, only a request for
@@ -164,6 +165,7 @@ import CacheSystem
 
     // MARK: HTTPHandling
 
+    /// The answer to a head the parser refused (400, 413, 431 ...).
     @_spi(Harness) public func rejected(_ rejection: HTTPRejection) -> [UInt8] {
         responses.rejected(rejection)  // the loop counts it as an error
     }
@@ -189,6 +191,7 @@ import CacheSystem
         }
     }
 
+    /// The connection `id` closed: its event stream, if any, ends.
     @_spi(Harness) public func closed(connection id: UInt64) { events.unsubscribe(connection: id) }
 
     /// Once a second from the loop: the event streams' keep-alive.

@@ -9,11 +9,13 @@ import CacheSystem
     let service: CacheService
     let socketPath: String
 
+    /// A dispatcher over `service`; `socketPath` is what `status` says the socket is.
     @_spi(Harness) public init(service: CacheService, socketPath: String) {
         self.service = service
         self.socketPath = socketPath
     }
 
+    /// The answer to `request`: now, or later through `reply`.
     @_spi(Harness) public func handle(_ request: Request, _ reply: Reply) -> Answer {
         let tag = request.tag
         switch request.command {

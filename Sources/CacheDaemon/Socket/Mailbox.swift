@@ -15,6 +15,7 @@ import CacheSystem
     /// chunk that follows; the loop closes its own copies.
     case descriptors([FileDescriptor])
 
+    /// Closes the descriptors the chunk holds (a chunk that will not be sent).
     @_spi(Harness) public func release() {
         switch self {
         case .bytes: break
@@ -35,9 +36,12 @@ import CacheSystem
 
 /// A response part posted from another thread to the loop.
 @_spi(Harness) public struct Delivery: Sendable {
+    /// The connection and the answer's slot in it (answers leave in slot order).
     @_spi(Harness) public var connection: UInt64
     @_spi(Harness) public var slot: UInt64
+    /// What goes out, in order.
     @_spi(Harness) public var chunks: [OutputChunk]
+    /// The last delivery of its answer.
     @_spi(Harness) public var done: Bool
     /// A progress event: dropped rather than queued when the client already
     /// has `maxQueuedBytes` waiting (each event carries the totals so far,
@@ -83,6 +87,7 @@ import CacheSystem
     /// A queue drained with more room than this gives it back.
     static let keptCapacity = 4096
 
+    /// A mailbox with its eventfd (which the loop watches).
     @_spi(Harness) public init() throws(SystemError) {
         let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         guard fd >= 0 else { throw SystemError("eventfd") }
@@ -153,6 +158,7 @@ extension Delivery {
     /// The request's tag, to echo.
     let tag: [UInt8]?
 
+    /// The way to answer the request in `slot` of `connection` later, echoing `tag`.
     @_spi(Harness) public init(mailbox: Mailbox, connection: UInt64, slot: UInt64, tag: [UInt8]?) {
         self.mailbox = mailbox
         self.connection = connection
