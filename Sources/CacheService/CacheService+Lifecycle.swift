@@ -77,7 +77,7 @@ extension CacheService {
     /// differing: `Store.postFilesCheck`), objects whose files went missing
     /// are dropped, use times reach the log once a minute (so eviction
     /// order survives restarts) and the heap is trimmed after large work
-    /// (`trimWanted`), and the scrub's thread starts (`startScrub`). Both
+    /// (`trimWanted`), and the scrub's thread starts (`ScrubRunner.start`). Both
     /// start-up passes stop early at shutdown (`Store.stopPasses`), saying
     /// how far they got, and run again at the next start.
     public func start() {
@@ -98,7 +98,7 @@ extension CacheService {
                 }
             }
         }
-        startScrub()
+        scrub.start()
     }
 
     /// The start's reconciliation of `posts/`, logged: skipped after a
@@ -165,7 +165,7 @@ extension CacheService {
     public func shutdown() {
         stopping.withLock { $0 = true }
         store.stopPasses()
-        stopScrub()
+        scrub.stop()
         variants.stop()
         http.shutdown(timeout: Self.transferCancelTimeout)
         let drained = pool.stop(timeout: Self.workerDrainTimeout)

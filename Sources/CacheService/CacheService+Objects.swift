@@ -208,7 +208,13 @@ extension CacheService {
     /// Waits for the repair of `hash` when one is under way: true when the
     /// object came back. Calls `then` at once with false when none runs.
     func awaitRepair(_ hash: Hash128, then: @escaping @Sendable (Bool) -> Void) {
-        if !repairFlight.joinIfRunning(hash, { then($0 == nil) }) { then(store.objectRef(hash) != nil) }
+        Self.awaitRepair(hash, repairFlight, store, then: then)
+    }
+
+    /// `awaitRepair` for a part that has the repairs and the store but not the service (`ScrubRunner`).
+    static func awaitRepair(_ hash: Hash128, _ repairs: SingleFlight<Hash128, String?>, _ store: Store,
+                            then: @escaping @Sendable (Bool) -> Void) {
+        if !repairs.joinIfRunning(hash, { then($0 == nil) }) { then(store.objectRef(hash) != nil) }
     }
 
     /// A read error met while an object file was being sent (the event

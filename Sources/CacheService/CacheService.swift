@@ -30,7 +30,7 @@ public final class CacheService: Sendable {
     let imageFlight = SingleFlight<String, Result<FetchedImage, CacheError>>()
     /// Objects quarantined and being downloaded again (`repair`): nil when
     /// it came back, else why not.
-    let repairFlight = SingleFlight<Hash128, String?>()
+    let repairFlight: SingleFlight<Hash128, String?>
     /// Each failing image URL's last failure and how often in a row (RowFailures.swift).
     let rowFailures = Locked(RowFailures())
     /// The last prefetch that finished, for `status`.
@@ -56,8 +56,8 @@ public final class CacheService: Sendable {
     /// thread gives the heap's free pages back within a second. Not at once:
     /// the worker that finished may still hold the walk's pages.
     let trimWanted = Locked(false)
-    /// The scrub thread's settings, stop flag and progress (CacheService+Scrub.swift).
-    let scrubber: Scrubber
+    /// The scrub: its thread, settings and progress (ScrubRunner.swift).
+    let scrub: ScrubRunner
     /// Makes variants and owns all their state: the helpers, the settings,
     /// the flights, the remembered failures (VariantMaker.swift).
     let variants: VariantMaker
@@ -72,7 +72,11 @@ public final class CacheService: Sendable {
         self.feeds = feeds
         self.counters = counters
         self.maxBytes = configuration.maxBytes
-        self.scrubber = Scrubber(configuration.scrub)
+        let repairs = SingleFlight<Hash128, String?>()
+        repairFlight = repairs
+        scrub = ScrubRunner(configuration.scrub, store: store, log: log) { hash, back in
+            Self.awaitRepair(hash, repairs, store, then: back)
+        }
         variants = VariantMaker(
             store: store, runner: configuration.variantPool.map { VariantHelpers($0, log: log) }, settings: configuration.variants,
             log: log, onWorker: { pool.submit($0) },
@@ -127,7 +131,7 @@ public final class CacheService: Sendable {
                              storeDirectory: store.directory, logRecords: s.logRecords,
                              lastPrefetch: lastPrefetch.withLock { $0 },
                              verifyReads: store.readVerification.mode.rawValue, variants: s.variants,
-                             scrub: scrubber.status())
+                             scrub: scrub.status())
         status.feedWarnings = feedWarnings()
         return status
     }
@@ -210,6 +214,9 @@ public final class CacheService: Sendable {
     }
 
     // MARK: Reload
+
+    /// New `scrub-interval` and `scrub-rate` (a reload): taken at once.
+    public func apply(_ settings: ScrubSettings) { scrub.apply(settings) }
 
     /// Applies reloaded feed settings. A feed whose URL changed is fetched
     /// next without validators (they belong to the old URL).

@@ -3,7 +3,7 @@ import CacheSystem
 
 /// What the scrub thread shares: its settings and stop flag (a reload and
 /// shutdown change them and wake it), and its progress (`status` reads it).
-/// The thread itself is `CacheService+Scrub`.
+/// The thread itself is `ScrubRunner`'s, which owns this.
 final class Scrubber: Sendable {
     struct Control: Sendable {
         var settings: ScrubSettings

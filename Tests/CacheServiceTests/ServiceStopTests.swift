@@ -18,7 +18,7 @@ import CacheSystem
         let before = ServiceMaintenanceTests.contents(object.path)
         s.store.stopPasses()
 
-        #expect(s.scrubCheck(object.hash) == .stopped, "the hash is cut short, and nothing is judged")
+        #expect(s.scrub.check(object.hash) == .stopped, "the hash is cut short, and nothing is judged")
         var counts = ScrubTotals()
         counts.count(.stopped, size: 100)
         #expect(counts == ScrubTotals(), "a check cut short is not counted")

@@ -1,20 +1,62 @@
 import CacheStore
 import CacheSystem
 
-/// The scrub (docs/operations.md, "Scrub"): the `cached-scrub` thread
-/// re-hashes every object in hash order, paced to `scrub-rate`, one pass
-/// every `scrub-interval`, in every `verify-reads` mode; its findings are
-/// handled as a read's are, and its position is kept in `scrub.state`, so a
-/// pass resumes across restarts.
-extension CacheService {
-    /// New `scrub-interval` and `scrub-rate` (a reload): taken at once.
-    public func apply(_ scrub: ScrubSettings) {
-        scrubber.apply(scrub)
+/// What the scrub needs of the store (`Store` is one).
+protocol ScrubStore: Sendable {
+    /// `scrub.state` as it was left.
+    func readScrubState() -> ScrubStateFile
+    /// Writes `scrub.state` durably.
+    func writeScrubState(_ scrub: ScrubState) throws(StoreError)
+    /// The objects after `position` in hash order (all of them from nil).
+    func objectsInHashOrder(after position: Hash128?) -> [ObjectRef]
+    /// The object named `hash`, when the index has it.
+    func objectRef(_ hash: Hash128) -> ObjectRef?
+    /// Hashes the object again whatever `verify-reads` says, leaving its use
+    /// time alone, stopping within a piece when the store stops; a corrupt
+    /// or unreadable object is set aside (and its repair begun) by the store.
+    func rehash(_ hash: Hash128) throws(StoreError)
+}
+
+extension Store: ScrubStore {
+    func rehash(_ hash: Hash128) throws(StoreError) {
+        let (fd, _) = try openVerified(hash, rehash: true, touching: false, stoppable: true)
+        fd.close()
     }
+}
+
+/// The scrub (docs/operations.md, "Scrub"), a component that owns its state
+/// (`Scrubber`: the settings, the stop flag, the progress) and its thread:
+/// `cached-scrub` re-hashes every object in hash order, paced to
+/// `scrub-rate`, one pass every `scrub-interval`, in every `verify-reads`
+/// mode; its findings are handled as a read's are, and its position is kept
+/// in `scrub.state`, so a pass resumes across restarts. It reaches the store
+/// through `ScrubStore` and the repairs through `awaitRepair`, so it is
+/// tested alone (`ScrubRunnerTests`).
+final class ScrubRunner: Sendable {
+    private let store: any ScrubStore
+    private let log: Logger
+    /// Calls back with whether a set-aside object came back (downloaded again).
+    private let awaitRepair: @Sendable (Hash128, @escaping @Sendable (Bool) -> Void) -> Void
+    /// The settings, stop flag and progress the thread shares.
+    let scrubber: Scrubber
+
+    init(_ settings: ScrubSettings, store: any ScrubStore, log: Logger,
+         awaitRepair: @escaping @Sendable (Hash128, @escaping @Sendable (Bool) -> Void) -> Void) {
+        scrubber = Scrubber(settings)
+        self.store = store
+        self.log = log
+        self.awaitRepair = awaitRepair
+    }
+
+    /// New `scrub-interval` and `scrub-rate` (a reload): taken at once.
+    func apply(_ settings: ScrubSettings) { scrubber.apply(settings) }
+
+    /// The scrub's part of `status`.
+    func status() -> ScrubStatus { scrubber.status() }
 
     /// Reads `scrub.state` (so that `status` shows it from the first answer)
     /// and starts the `cached-scrub` thread; it idles while scrub-interval is 0.
-    func startScrub() {
+    func start() {
         let daemonStart = Clock.wallSeconds()
         let startNow = loadScrubState()
         let next = nextScrub(daemonStart: daemonStart, startNow: startNow)
@@ -33,15 +75,15 @@ extension CacheService {
 
     /// Stops the thread, mid-pass too (its position is saved), waiting
     /// `scrubStopTimeout` at most: it stops within the hashing of one object.
-    func stopScrub() {
-        if !scrubber.stop(timeout: Self.scrubStopTimeout) {
+    func stop() {
+        if !scrubber.stop(timeout: Self.stopTimeout) {
             log.warning("scrub: still hashing an object at exit; that check is abandoned")
         }
     }
 
     /// The longest hash of one object (64 MiB, max-object-size's default,
     /// from a slow disk) fits; the whole stop stays well inside systemd's 90 s.
-    static let scrubStopTimeout = Duration.seconds(2)
+    static let stopTimeout = Duration.seconds(2)
 
     /// Waits for each pass's time and runs it, until the daemon stops.
     /// `startNow`: scrub.state was damaged, a new pass is due at once.
@@ -139,7 +181,7 @@ extension CacheService {
     /// so the position stays before that object and the next start checks it.
     private func scrubOne(_ ref: ObjectRef, _ pacer: inout ScrubPacer) -> Bool {
         let start = Clock.monotonicNanoseconds()
-        let finding = scrubCheck(ref.hash)
+        let finding = check(ref.hash)
         if finding == .stopped { return false }
         scrubber.progress.withLock { $0.record(ref, finding) }
         return pace(&pacer, ref.size, startedAt: start)
@@ -164,11 +206,10 @@ extension CacheService {
     /// alone, and handles what is found as a read would (`scrubFinding`).
     /// The hash stops within one piece once shutdown raises the store's
     /// stop flag (`stopped`).
-    func scrubCheck(_ hash: Hash128) -> ScrubFinding {
+    func check(_ hash: Hash128) -> ScrubFinding {
         guard store.objectRef(hash) != nil else { return .skipped }
         do throws(StoreError) {
-            let (fd, _) = try store.openVerified(hash, rehash: true, touching: false, stoppable: true)
-            fd.close()
+            try store.rehash(hash)
             return .clean
         } catch {
             return scrubFinding(hash, error)
