@@ -92,6 +92,18 @@ extension CacheService {
             : .origin(OriginFailure(subject: "row \(index)", url: url, attempts: 0, reason: "refusing to fetch \(url.cut(toBytes: 1024)): only http and https URLs are fetched"))
     }
 
+    /// Downloads the image at `url` once, however many callers ask at the same
+    /// time, and maps every row with that URL (in the manifest as it is when
+    /// the download ends) to the stored object.
+    func download(url: String, completion: @escaping @Sendable (Result<ObjectRef, CacheError>) -> Void) {
+        fetchImage(url: url, revalidating: nil) { completion($0.map(\.ref)) }
+    }
+
+    /// `ImageFetcher.fetch` with the rows of the manifest as it is when the transfer ends.
+    func fetchImage(url: String, revalidating: Revalidation?, completion: @escaping @Sendable (Result<FetchedImage, CacheError>) -> Void) {
+        imageFetcher.fetch(url: url, revalidating: revalidating, rows: { [self] in manifestView().rows(for: $0) }, completion: completion)
+    }
+
     func objectInfo(_ ref: ObjectRef) -> ObjectInfo {
         ObjectInfo(hash: ref.hash, size: ref.size, mimeType: ref.type.mimeType, path: store.objectPath(ref.hash))
     }
@@ -100,7 +112,7 @@ extension CacheService {
     func entry(_ index: Int, _ row: Row, _ ref: ObjectRef?, _ resolved: String?) -> ImageEntry {
         let url = resolved ?? row.url
         return ImageEntry(row: index, url: url, description: row.description, object: ref.map(objectInfo),
-                          lastError: rowFailures.withLock { $0.lastError(url) })
+                          lastError: imageFetcher.lastError(url))
     }
 }
 

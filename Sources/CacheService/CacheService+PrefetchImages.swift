@@ -39,10 +39,7 @@ extension CacheService {
         let view = manifestView()
         let now = Clock.wallMilliseconds()
         let revalidateAfter = feeds.withLock { $0.imagesRevalidateAfter }
-        let failures = rowFailures.withLock { f in
-            f.keep(only: Set(rows.indices.map { view.resolved($0) ?? rows[$0].url }))
-            return f
-        }
+        let failures = imageFetcher.failures(keeping: Set(rows.indices.map { view.resolved($0) ?? rows[$0].url }))
         var plan = FetchPlan()
         var stale: [String: Revalidation] = [:]
         var needsDownload: Set<String> = []
@@ -51,7 +48,7 @@ extension CacheService {
                 let reason = row.url.isEmpty ? "no url in the manifest" : "not an http or https URL"
                 plan.summary.failed += 1
                 plan.summary.failures.append(RowFailure(row: i, url: row.url, error: reason))
-                rowFailures.withLock { $0.failed(row.url, RowError(time: Double(now) / 1000, reason: reason)) }
+                imageFetcher.failed(row.url, RowError(time: Double(now) / 1000, reason: reason))
                 continue
             }
             let cached = row.object.flatMap { store.objectIsPresent($0) ? $0 : nil }

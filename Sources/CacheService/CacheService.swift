@@ -27,12 +27,11 @@ public final class CacheService: Sendable {
 
     let postsFlight = SingleFlight<Int, Result<PostsRefresh, CacheError>>()
     let manifestFlight = SingleFlight<Int, Result<Int, CacheError>>()
-    let imageFlight = SingleFlight<String, Result<FetchedImage, CacheError>>()
     /// Objects quarantined and being downloaded again (`repair`): nil when
     /// it came back, else why not.
     let repairFlight: SingleFlight<Hash128, String?>
-    /// Each failing image URL's last failure and how often in a row (RowFailures.swift).
-    let rowFailures = Locked(RowFailures())
+    /// Downloads and revalidates images, once per URL, and remembers their failures (ImageFetcher.swift).
+    let imageFetcher: ImageFetcher
     /// The last prefetch that finished, for `status`.
     let lastPrefetch = Locked<LastPrefetch?>(nil)
     /// What revalidation of each feed may send (Service+Feeds.swift).
@@ -77,6 +76,9 @@ public final class CacheService: Sendable {
         scrub = ScrubRunner(configuration.scrub, store: store, log: log) { hash, back in
             Self.awaitRepair(hash, repairs, store, then: back)
         }
+        imageFetcher = ImageFetcher(store: store, transfers: http, log: log, onWorker: { pool.submit($0) },
+                                    bounds: { feeds.withLock { ($0.maxObjectSize, $0.minFreeSpace) } },
+                                    count: { change in counters.withLock { change(&$0) } })
         variants = VariantMaker(
             store: store, runner: configuration.variantPool.map { VariantHelpers($0, log: log) }, settings: configuration.variants,
             log: log, onWorker: { pool.submit($0) },

@@ -17,30 +17,66 @@ struct FetchedImage: Sendable {
     var notModified: Bool
 }
 
-/// The single-flight fetch behind every image download and revalidation:
-/// one transfer per URL at a time, its result committed and remembered
-/// (a failure in `rowFailures`).
-extension CacheService {
-    /// Downloads the image at `url` once, however many callers ask at the same
-    /// time, and maps every row with that URL (in the manifest as it is when
-    /// the download ends) to the stored object.
-    func download(url: String, completion: @escaping @Sendable (Result<ObjectRef, CacheError>) -> Void) {
-        fetchImage(url: url, revalidating: nil) { completion($0.map(\.ref)) }
+/// Fetches images (docs/architecture.md, "The write path"), a component
+/// that owns what of it lasts between fetches: the single flight of each
+/// URL and the failures of each (`RowFailures`: `last_error` and backoff).
+/// One transfer per URL at a time, its result committed and remembered.
+/// It reaches the store through `ImageStore` and the network through
+/// `ImageTransfers`, so it is tested alone (`ImageFetcherTests`).
+final class ImageFetcher: Sendable {
+    private let store: any ImageStore
+    private let transfers: any ImageTransfers
+    private let onWorker: @Sendable (@escaping @Sendable () -> Void) -> Void
+    private let log: Logger
+    /// The largest object the store takes and the free space kept (the feeds' settings, which a reload changes).
+    private let bounds: @Sendable () -> (maxObjectSize: Int64, minFreeSpace: Int64)
+    /// Counts into the service's counters.
+    private let count: @Sendable (@Sendable (inout CounterValues) -> Void) -> Void
+    private let flight = SingleFlight<String, Result<FetchedImage, CacheError>>()
+    /// Each failing image URL's last failure and how often in a row (RowFailures.swift).
+    private let failures = Locked(RowFailures())
+
+    init(store: any ImageStore, transfers: any ImageTransfers, log: Logger,
+         onWorker: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void,
+         bounds: @escaping @Sendable () -> (maxObjectSize: Int64, minFreeSpace: Int64),
+         count: @escaping @Sendable (@Sendable (inout CounterValues) -> Void) -> Void) {
+        self.store = store
+        self.transfers = transfers
+        self.log = log
+        self.onWorker = onWorker
+        self.bounds = bounds
+        self.count = count
     }
 
-    /// `download(url:)`, or with `revalidating` a conditional request for
-    /// a stale object: a 304 keeps it (its rows' freshness is logged), a 200
-    /// is stored and remaps the rows. A caller joining a flight already
-    /// running gets its result, whichever kind it is.
-    func fetchImage(url: String, revalidating: Revalidation?,
-                    completion: @escaping @Sendable (Result<FetchedImage, CacheError>) -> Void) {
-        guard imageFlight.join(url, completion) else { counters.withLock { $0.coalesced += 1 }; return }
-        let (maxSize, headroom) = feeds.withLock { ($0.maxObjectSize, $0.minFreeSpace) }
+    /// Why `url` last failed, since it last succeeded.
+    func lastError(_ url: String) -> RowError? { failures.withLock { $0.lastError(url) } }
+
+    /// The failures of the URLs in `urls` (the others are forgotten: no row names them).
+    func failures(keeping urls: Set<String>) -> RowFailures {
+        failures.withLock { f in
+            f.keep(only: urls)
+            return f
+        }
+    }
+
+    /// Notes a failure of a row that was never fetched (its URL cannot be).
+    func failed(_ url: String, _ error: RowError) { failures.withLock { $0.failed(url, error) } }
+
+    /// Downloads the image at `url`, or with `revalidating` asks for a stale
+    /// object conditionally (a 304 keeps it, its rows' freshness logged; a
+    /// 200 is stored and remaps the rows), once however many callers ask at
+    /// the same time: a caller joining a flight already running gets its
+    /// result, whichever kind it is. The rows mapped are those `rows` gives
+    /// for the URL when the transfer ends (the manifest as it is then).
+    func fetch(url: String, revalidating: Revalidation?, rows: @escaping @Sendable (String) -> [(row: Int, url: String)],
+               completion: @escaping @Sendable (Result<FetchedImage, CacheError>) -> Void) {
+        guard flight.join(url, completion) else { count { $0.coalesced += 1 }; return }
+        let (maxSize, headroom) = bounds()
         // Under min-free-space nothing is asked of the origin: the room left is the posts' and the log's.
-        do throws(StoreError) { try store.checkHeadroom(headroom) } catch {
+        do throws(StoreError) { try store.checkHeadroom(headroom, needed: 0) } catch {
             let refused = CacheError.store(error, doing: "")
             log.warning("image \(url.cut(toBytes: 1024)) not downloaded: \(error)")
-            pool.submit { [self] in imageFlight.finish(url, .failure(refused)) }
+            onWorker { [self] in flight.finish(url, .failure(refused)) }
             return
         }
         // The temp file is opened when the first byte arrives, not when the
@@ -54,11 +90,11 @@ extension CacheService {
         }
         let sent = revalidating?.freshness?.validators ?? Validators()
         let request = FetchRequest(url: url, headers: Self.imageConditionalHeaders(sent), maxBodySize: maxSize)
-        http.fetch(request, into: sink) { [self] result in
-            pool.submit { [self] in
-                let outcome = commit(url, result, sink, revalidating: revalidating, sent: sent, view: manifestView(), headroom: headroom)
+        transfers.fetch(request, into: sink) { [self] result in
+            onWorker { [self] in
+                let outcome = commit(url, result, sink, revalidating: revalidating, sent: sent, rows: rows(url), headroom: headroom)
                 noteOutcome(url, outcome)
-                imageFlight.finish(url, outcome)
+                flight.finish(url, outcome)
             }
         }
     }
@@ -75,9 +111,9 @@ extension CacheService {
     /// URL's failures after a success.
     private func noteOutcome(_ url: String, _ outcome: Result<FetchedImage, CacheError>) {
         switch outcome {
-        case .success: rowFailures.withLock { $0.succeeded(url) }
+        case .success: failures.withLock { $0.succeeded(url) }
         case .failure(let e):
-            if case .origin = e { counters.withLock { $0.upstreamErrors += 1 } }
+            if case .origin = e { count { $0.upstreamErrors += 1 } }
             log.warning("image \(url.cut(toBytes: 1024)) failed: \(e.reason)")
             if e.reason == FetchError.cancelled(url: url).reason { return }  // the daemon is stopping: not the row's failure
             // The store's failures (a full disk, min-free-space) are not the
@@ -86,13 +122,14 @@ extension CacheService {
             var status: Int?
             if case .origin(let f) = e { status = f.status }
             let error = RowError(time: Double(Clock.wallMilliseconds()) / 1000, reason: e.reason, status: status)
-            rowFailures.withLock { $0.failed(url, error) }
+            failures.withLock { $0.failed(url, error) }
         }
     }
 
     /// Stores a finished fetch (on a worker).
     private func commit(_ url: String, _ result: Result<HTTPResponse, FetchError>, _ sink: ObjectSink,
-                        revalidating: Revalidation?, sent: Validators, view: ManifestView, headroom: Int64) -> Result<FetchedImage, CacheError> {
+                        revalidating: Revalidation?, sent: Validators, rows: [(row: Int, url: String)],
+                        headroom: Int64) -> Result<FetchedImage, CacheError> {
         let response: HTTPResponse
         switch result {
         case .failure(let e):
@@ -113,7 +150,7 @@ extension CacheService {
             // Evicted or collected while the request was out: a 304 has no
             // bytes to put back. Not the row's fault; the next prefetch downloads it.
             guard store.objectRef(revalidating.ref.hash) != nil, store.objectIsPresent(revalidating.ref) else {
-                return .failure(.store(.missingObject(revalidating.ref.hash, rows: view.rows(for: url).map(\.row)),
+                return .failure(.store(.missingObject(revalidating.ref.hash, rows: rows.map(\.row)),
                                        doing: "revalidating \(url), whose copy was removed meanwhile (the next prefetch downloads it)"))
             }
             let freshness = FreshnessHeaders.refreshed(revalidating.freshness, by: response.headers, now: now)
@@ -124,7 +161,7 @@ extension CacheService {
             } == true
             if !same {
                 do throws(StoreError) {
-                    try store.refreshFreshness(revalidating.ref, rows: view.rows(for: url), freshness: freshness)
+                    try store.refreshFreshness(revalidating.ref, rows: rows, freshness: freshness)
                 } catch { return .failure(.store(error, doing: "")) }
             }
             log.debug("revalidated \(url): 304, \(revalidating.ref.hash) kept")
@@ -132,16 +169,16 @@ extension CacheService {
         }
         do throws(StoreError) {
             let writer = try sink.finishedWriter()
-            do throws(StoreError) { try store.checkHeadroom(headroom) } catch {
+            do throws(StoreError) { try store.checkHeadroom(headroom, needed: 0) } catch {
                 writer.discard()
                 throw error
             }
             // Whether the bytes are an image depends on the bytes alone, so
             // every server gets the same answer; the declared type only
             // appears in a refusal's message.
-            let ref = try store.commitObject(writer, rows: view.rows(for: url), declaredContentType: response.headers["content-type"],
+            let ref = try store.commitObject(writer, rows: rows, declaredContentType: response.headers["content-type"],
                                              freshness: FreshnessHeaders.freshness(response.headers, now: now))
-            counters.withLock { $0.downloads += 1; $0.downloadBytes += ref.size }
+            count { $0.downloads += 1; $0.downloadBytes += ref.size }
             log.debug("downloaded \(url): \(ref.size) bytes, \(ref.hash)")
             return .success(FetchedImage(ref: ref, notModified: false))
         } catch {

@@ -1,0 +1,143 @@
+import Foundation
+import Testing
+@testable import CacheService
+import CacheFetch
+import CacheStore
+import CacheSystem
+
+/// `ImageFetcher` alone: a real store in a temporary directory, and
+/// transfers answered by the test (what a server would send, when the test
+/// says), so each decision is seen: one transfer per URL, what a failure
+/// leaves, what a 304 keeps, what is refused before any transfer.
+@Suite struct ImageFetcherTests {
+    static let url = "http://origin.test/a.png"
+    static let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + Array("the rest of a png".utf8)
+
+    /// Transfers held until the test answers them.
+    final class HeldTransfers: ImageTransfers {
+        typealias Held = (request: FetchRequest, sink: BodySink, completion: @Sendable (Result<HTTPResponse, FetchError>) -> Void)
+        let held = Locked<[Held]>([])
+        func fetch(_ request: FetchRequest, into sink: BodySink, completion: @escaping @Sendable (Result<HTTPResponse, FetchError>) -> Void) {
+            held.withLock { $0.append((request, sink, completion)) }
+        }
+        var count: Int { held.withLock { $0.count } }
+
+        /// Answers the oldest transfer held with `status` and `body`.
+        func answer(_ status: Int, _ body: [UInt8] = [], headers: [String: String] = [:]) throws {
+            let next = try #require(held.withLock { $0.isEmpty ? nil : $0.removeFirst() })
+            if !body.isEmpty { try body.withUnsafeBytes { try next.sink.receive($0) } }
+            next.completion(.success(HTTPResponse(status: status, headers: headers, bodyBytes: Int64(body.count), attempts: 1, url: next.request.url)))
+        }
+
+        /// Fails the oldest transfer held.
+        func fail(_ error: FetchError) throws {
+            let next = try #require(held.withLock { $0.isEmpty ? nil : $0.removeFirst() })
+            next.completion(.failure(error))
+        }
+    }
+
+    final class Setup {
+        let directory: String
+        let store: Store
+        let transfers = HeldTransfers()
+        let counters = Locked(CounterValues())
+        let minFreeSpace: Locked<Int64>
+        let fetcher: ImageFetcher
+
+        init(minFreeSpace: Int64 = 0) throws {
+            var template = Array("/tmp/cached-fetcher-XXXXXX".utf8CString)
+            directory = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+            store = try Store(StoreConfiguration(directory: directory))
+            try store.replaceManifest([(ImageFetcherTests.url, nil)], pages: [FeedPage(url: "", count: 1)])
+            let counters = counters, headroom = Locked(minFreeSpace)
+            self.minFreeSpace = headroom
+            fetcher = ImageFetcher(store: store, transfers: transfers, log: Logger(level: .error, environment: [:]),
+                                   onWorker: { $0() }, bounds: { (1 << 20, headroom.withLock { $0 }) },
+                                   count: { change in counters.withLock { change(&$0) } })
+        }
+
+        deinit {
+            store.close()
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+
+        /// Fetches the URL; the results, as they come.
+        func fetch(revalidating: Revalidation? = nil) -> Locked<[Result<FetchedImage, CacheError>]> {
+            let results = Locked<[Result<FetchedImage, CacheError>]>([])
+            fetcher.fetch(url: ImageFetcherTests.url, revalidating: revalidating, rows: { [(row: 0, url: $0)] }) { r in
+                results.withLock { $0.append(r) }
+            }
+            return results
+        }
+    }
+
+    @Test func manyAskingForOneURLMakeOneTransfer() throws {
+        let s = try Setup()
+        let asked = (0..<5).map { _ in s.fetch() }
+        #expect(s.transfers.count == 1)
+        try s.transfers.answer(200, Self.png)
+        let refs = asked.compactMap { try? $0.withLock { $0 }.first?.get().ref }
+        #expect(refs.count == 5 && Set(refs.map(\.hash)).count == 1)
+        let ref = try #require(refs.first)
+        #expect(s.store.objectRef(ref.hash) == ref && s.store.row(0)?.object == ref, "stored, and the row maps it")
+        let c = s.counters.withLock { $0 }
+        #expect(c.coalesced == 4 && c.downloads == 1 && c.downloadBytes == Int64(Self.png.count))
+    }
+
+    @Test func anOriginsFailureIsTheRowsLastErrorUntilASuccess() throws {
+        let s = try Setup()
+        let failed = s.fetch()
+        // The client answers an error status as a failure (HTTPClient's `outcome`).
+        try s.transfers.fail(.status(url: Self.url, code: 404, attempts: 1))
+        guard case .failure(.origin(let f))? = failed.withLock({ $0.first }) else { Issue.record("\(failed.withLock { $0 })"); return }
+        #expect(f.status == 404)
+        #expect(s.fetcher.lastError(Self.url)?.status == 404 && s.counters.withLock { $0.upstreamErrors } == 1)
+        _ = s.fetch()
+        try s.transfers.answer(200, Self.png)
+        #expect(s.fetcher.lastError(Self.url) == nil, "a success forgets the failures")
+    }
+
+    @Test func bytesThatAreNotAnImageAreTheOriginsFailure() throws {
+        let s = try Setup()
+        let r = s.fetch()
+        try s.transfers.answer(200, Array("<html>not found</html>".utf8), headers: ["content-type": "text/html"])
+        guard case .failure(.origin(let f))? = r.withLock({ $0.first }) else { Issue.record("\(r.withLock { $0 })"); return }
+        #expect(f.reason.contains("text/html"), "\(f.reason)")
+        #expect(s.fetcher.lastError(Self.url) != nil && s.store.row(0)?.object == nil)
+    }
+
+    @Test func belowTheHeadroomNothingIsAskedAndTheRowIsNotBlamed() throws {
+        let s = try Setup(minFreeSpace: Int64.max / 2)
+        let r = s.fetch()
+        guard case .failure(.store(.belowHeadroom, _))? = r.withLock({ $0.first }) else { Issue.record("\(r.withLock { $0 })"); return }
+        #expect(s.transfers.count == 0 && s.fetcher.lastError(Self.url) == nil)
+    }
+
+    @Test func a304ToARevalidationKeepsTheObject() throws {
+        let s = try Setup()
+        _ = s.fetch()
+        try s.transfers.answer(200, Self.png, headers: ["etag": "\"v1\""])
+        let ref = try #require(s.store.row(0)?.object)
+        let stale = Revalidation(ref: ref, freshness: ImageFreshness(validators: Validators(etag: "\"v1\""), fetched: 0, lifetime: .noCache))
+        let r = s.fetch(revalidating: stale)
+        #expect(s.transfers.held.withLock { $0.first?.request.headers } == ["If-None-Match: \"v1\""])
+        try s.transfers.answer(304)
+        let fetched = try #require(try r.withLock { $0 }.first?.get())
+        #expect(fetched.notModified && fetched.ref == ref && s.counters.withLock { $0.downloads } == 1)
+    }
+
+    @Test func a304ToARequestWithoutValidatorsIsAFailure() throws {
+        let s = try Setup()
+        let r = s.fetch()
+        try s.transfers.answer(304)
+        guard case .failure(.origin(let f))? = r.withLock({ $0.first }) else { Issue.record("\(r.withLock { $0 })"); return }
+        #expect(f.reason.contains("sent no validators"))
+    }
+
+    @Test func aCancelledTransferIsNotTheRowsFailure() throws {
+        let s = try Setup()
+        let r = s.fetch()
+        try s.transfers.fail(.cancelled(url: Self.url))
+        #expect(r.withLock { $0.count } == 1 && s.fetcher.lastError(Self.url) == nil)
+    }
+}
