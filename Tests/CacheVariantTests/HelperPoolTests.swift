@@ -28,10 +28,13 @@ import TestSupport
     static func badHelper(_ mode: String) throws -> String {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cached-helper-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: fixtures + "bad-helper.py", toPath: dir + "/cached-variant")
+        // A link to the script in the tree, not a copy: an executable this
+        // process had just written could still be open for writing in a
+        // child another test spawned meanwhile (exec fails with ETXTBSY).
+        // The script finds its mode beside the link (it does not resolve it).
+        try FileManager.default.createSymbolicLink(atPath: dir + "/cached-variant", withDestinationPath: fixtures + "bad-helper.py")
         try FileManager.default.copyItem(atPath: sample, toPath: dir + "/bad-helper.png")
         try Data((mode + "\n").utf8).write(to: URL(fileURLWithPath: dir + "/bad-helper.mode"))
-        chmod(dir + "/cached-variant", 0o755)
         return dir + "/cached-variant"
     }
 

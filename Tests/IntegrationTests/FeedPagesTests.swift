@@ -140,6 +140,36 @@ import CacheSystem
         #expect(r["error"]?["message"]?.string?.contains("posts-items /links is an object, not an array") == true, "\(r)")
     }
 
+    /// A `Link: rel="next"` back to the first page, and a later page that is
+    /// a 404, each fail the refresh naming the page, and the posts stay as
+    /// the last good refresh left them (moved here from scripts/feed-shapes.py).
+    @Test func aLinkHeaderLoopOrALaterPageThatFailsChangesNothing() throws {
+        let extra = """
+        location = /gl/1.json { add_header Link '</gl/2.json>; rel="next"' always; }
+        location = /gl/2.json { add_header Link '</gl/1.json>; rel="next"' always; }
+        location = /gp/1.json { add_header Link '</gp/2.json>; rel="next"' always; }
+        """
+        let nginx = try Nginx(extra: extra)
+        try serve(["gl/1.json": #"[{"id":1,"title":"a"}]"#, "gl/2.json": #"[{"id":2,"title":"b"}]"#,
+                   "gp/1.json": #"[{"id":3,"title":"c"}]"#, "gp/2.json": #"[{"id":4,"title":"d"}]"#], in: nginx)
+
+        let loop = try Daemon(origin: nil, arguments: ["--posts-url", nginx.base + "/gl/1.json"])
+        let looped = try cachectl(["prefetch", "posts"], socket: loop.socket)
+        #expect(looped.status != 0)
+        #expect(looped.stderr.contains("the pages loop: page 2 links to \(nginx.base)/gl/1.json, which was already fetched"), "\(looped.stderr)")
+        #expect(try loop.call("list_posts", [("limit", .number("0"))])["error"]?["code"]?.string == "upstream", "nothing stored")
+
+        let d = try Daemon(origin: nil, arguments: ["--posts-url", nginx.base + "/gp/1.json"])
+        #expect(try prefetchPosts(d)["posts"]?["fetched"]?.integer == 2)
+        let before = try d.call("list_posts")
+        try FileManager.default.removeItem(atPath: nginx.files!.root + "/gp/2.json")
+        let failed = try prefetchPosts(d)
+        #expect(failed["error"]?["code"]?.string == "upstream", "\(failed)")
+        #expect(failed["error"]?["message"]?.string?.contains("\(nginx.base)/gp/2.json") == true, "the page is named: \(failed)")
+        #expect(failed["error"]?["message"]?.string?.contains("404") == true, "\(failed)")
+        #expect(try d.call("list_posts") == before, "page 1's answer alone changes nothing")
+    }
+
     /// The manifest's own paging settings through the daemon: a JSON:API
     /// manifest (`images-items /data`, `images-next /links/next`, each
     /// image's URL and description deeper in its item), rows the positions
