@@ -6,7 +6,9 @@ import CacheSystem
 /// object (`imageBody`'s `plan`): nothing (a 304, a 416, a HEAD), all of
 /// it, or a range.
 public enum BodyRead: Sendable, Equatable {
+    /// Nothing is read (a 304, a 416, a HEAD).
     case none
+    /// All of the object.
     case whole
     /// `length` bytes from `offset` (within the object).
     case range(offset: Int64, length: Int64)
@@ -25,8 +27,11 @@ public enum BodyContent: Sendable {
 
 /// The object a request named, the front-end's plan for it, and its content.
 public struct ImageBody<Plan: Sendable>: Sendable {
+    /// The object found (the image, its variant, or the object named).
     public var object: ObjectInfo
+    /// What the front-end's plan decided for it.
     public var plan: Plan
+    /// What was read of it, as the plan asked.
     public var content: BodyContent
 }
 
@@ -42,12 +47,16 @@ extension CacheService {
     /// cached, it takes the path of `image(row:)` (a download unless not
     /// `fetch`) or `imageVariant` (the variant made), and is read then.
     /// Counted once: a hit when the first read succeeds, else as that path
-    /// counts it.
+    /// counts it; a read that fails for another reason (an I/O error, no
+    /// descriptor left) counts in neither, only in the front-end's errors.
+    /// A variant not stored is made and read again once more should its
+    /// file go meanwhile, as a variant found in the index is; an original
+    /// not cached is downloaded and read once.
     public func imageBody<Plan: Sendable>(row: Int, variant: VariantRequest?, fetch: Bool,
                                           plan: @escaping @Sendable (ObjectInfo) -> (Plan, BodyRead),
                                           then completion: @escaping Completion<ImageBody<Plan>>) -> Outcome<ImageBody<Plan>> {
         guard let (info, hit) = indexed(row: row, variant) else {
-            return resolvedBody(row: row, variant, fetch: fetch, retry: true, plan, completion)
+            return resolvedBody(row: row, variant, fetch: fetch, retry: variant != nil, plan, completion)
         }
         return Self.chain({ [self] in body(info, plan, then: $0) }, completion) { [self] result, done in
             switch result {

@@ -74,7 +74,7 @@ final class ScrubRunner: Sendable {
     }
 
     /// Stops the thread, mid-pass too (its position is saved), waiting
-    /// `scrubStopTimeout` at most: it stops within the hashing of one object.
+    /// `stopTimeout` at most: it stops within the hashing of one object.
     func stop() {
         if !scrubber.stop(timeout: Self.stopTimeout) {
             log.warning("scrub: still hashing an object at exit; that check is abandoned")

@@ -62,7 +62,9 @@ import CacheSystem
             3: { .missingObject($0, rows: []) },
         ])
         let repaired = Locked<[Hash128]>([])
-        let scrub = Self.runner(store, ScrubSettings(interval: .seconds(1), rate: 1 << 30), repaired: repaired)
+        // Started at once by a damaged state; a week before the next pass.
+        store.state.withLock { $0 = .damaged("scrub.state: not a scrub state") }
+        let scrub = Self.runner(store, ScrubSettings(interval: .seconds(604_800), rate: 1 << 30), repaired: repaired)
         scrub.start()
         defer { scrub.stop() }
         #expect(Self.eventually { scrub.status().last != nil }, "no pass finished: \(scrub.status())")
@@ -74,8 +76,10 @@ import CacheSystem
 
     @Test func aStopMidPassSavesThePositionAndTheNextRunnerResumesThere() {
         let store = MemoryStore(count: 50)
-        // 100 bytes a second: one object a second, so the stop comes mid-pass.
-        let first = Self.runner(store, ScrubSettings(interval: .seconds(1), rate: 100))
+        // 100 bytes a second: one object a second, so the stop comes mid-pass
+        // (started at once by a damaged state; a week before any next pass).
+        store.state.withLock { $0 = .damaged("scrub.state: not a scrub state") }
+        let first = Self.runner(store, ScrubSettings(interval: .seconds(604_800), rate: 100))
         first.start()
         #expect(Self.eventually { (first.status().pass?.checked.objects ?? 0) >= 1 })
         first.stop()
@@ -84,11 +88,11 @@ import CacheSystem
         let checked = store.saved?.current?.totals.objects ?? 0
         #expect(checked >= 1 && checked < 50)
 
-        let second = Self.runner(store, ScrubSettings(interval: .seconds(1), rate: 1 << 30))
+        let second = Self.runner(store, ScrubSettings(interval: .seconds(604_800), rate: 1 << 30))
         second.start()
         defer { second.stop() }
         #expect(Self.eventually { second.status().last != nil })
-        #expect(store.asked.withLock { $0 }.last == position, "resumed after the object it had reached")
+        #expect(store.asked.withLock { $0 } == [nil, position], "the first pass from the start, then resumed after the object it had reached")
         #expect(second.status().last?.checked.objects == 50, "the pass counts the objects before and after the restart")
     }
 

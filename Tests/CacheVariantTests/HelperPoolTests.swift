@@ -23,8 +23,8 @@ import TestSupport
         return FaultOrigin.packageRoot + "/.build/debug/cached-variant"
     }()
 
-    /// bad-helper.py copied into a directory of its own with `mode`; the
-    /// path of the copy (`remove` deletes its directory).
+    /// bad-helper.py linked into a directory of its own with `mode`; the
+    /// path of the link (`remove` deletes its directory).
     static func badHelper(_ mode: String) throws -> String {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cached-helper-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)

@@ -75,9 +75,18 @@ import CacheProtocol
         let (image, path) = try f.daemon.prefetchedImage(row: 2)
         let original = try files.bytes(try files.imageFiles()[2])
         try FileManager.default.removeItem(atPath: path)
+        func counted() throws -> (hits: Int, misses: Int) {
+            let c = try f.daemon.call("status")["counters"]
+            return (c?["hits"]?.int ?? -1, c?["misses"]?.int ?? -1)
+        }
+        let before = try counted()
         let again = try f.curl([f.base + "/images/2"])
         #expect(again.heads.hasPrefix("HTTP/1.1 200 ") && again.body == original, "\(again.heads)")
         #expect(FileManager.default.fileExists(atPath: path), "downloaded again into \(path)")
+        let after = try counted()
+        #expect(after.hits == before.hits && after.misses == before.misses + 1, "counted once, as a miss: \(before) -> \(after)")
+        _ = try f.curl([f.base + "/images/2"])
+        #expect(try counted().hits == after.hits + 1, "then a hit")
         // Flip a byte: the read's verification quarantines it; the bytes sent are the origin's.
         var bad = original
         bad[bad.count / 2] ^= 0xFF

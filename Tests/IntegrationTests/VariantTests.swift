@@ -375,12 +375,20 @@ struct HTTPFixtureless {
 /// sandbox believed, no bytes of another format stored; the request fails
 /// saying why, the helper is replaced, and the daemon goes on.
 @Suite(.serialized) struct LyingHelperTests {
+    /// Copies a program with `cp -p` in a child: this process never holds
+    /// it open for writing, so no child another test spawns meanwhile can
+    /// inherit that descriptor and make its exec fail with ETXTBSY.
+    static func copyProgram(_ from: String, _ to: String) throws {
+        let copied = try runProgram("/bin/cp", ["-p", from, to])
+        guard copied.status == 0 else { throw HarnessError("cp \(from) \(to): \(copied.output)") }
+    }
+
     static func daemon(mode: String, _ nginx: Nginx, _ arguments: [String] = []) throws -> Daemon {
         let scratch = Scratch()
         let bin = scratch.path + "/bin"
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: Paths.cached, toPath: bin + "/cached")
-        try FileManager.default.copyItem(atPath: Paths.packageRoot + "/Tests/Fixtures/bad-helper.py", toPath: bin + "/cached-variant")
+        try copyProgram(Paths.cached, bin + "/cached")
+        try copyProgram(Paths.packageRoot + "/Tests/Fixtures/bad-helper.py", bin + "/cached-variant")
         try FileManager.default.copyItem(atPath: VariantTests.fixtures + "sample.png", toPath: bin + "/bad-helper.png")
         try Data((mode + "\n").utf8).write(to: URL(fileURLWithPath: bin + "/bad-helper.mode"))
         chmod(bin + "/cached-variant", 0o755)
@@ -421,11 +429,11 @@ extension LyingHelperTests {
             try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
             let bin = home + "/bin"
             try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
-            try FileManager.default.copyItem(atPath: Paths.cached, toPath: bin + "/cached")
+            try LyingHelperTests.copyProgram(Paths.cached, bin + "/cached")
             if mode == "real" {
-                try FileManager.default.copyItem(atPath: Paths.binDir + "/cached-variant", toPath: bin + "/cached-variant")
+                try LyingHelperTests.copyProgram(Paths.binDir + "/cached-variant", bin + "/cached-variant")
             } else {
-                try FileManager.default.copyItem(atPath: Paths.packageRoot + "/Tests/Fixtures/bad-helper.py", toPath: bin + "/cached-variant")
+                try LyingHelperTests.copyProgram(Paths.packageRoot + "/Tests/Fixtures/bad-helper.py", bin + "/cached-variant")
                 try FileManager.default.copyItem(atPath: VariantTests.fixtures + "sample.png", toPath: bin + "/bad-helper.png")
                 try Data("threads\n".utf8).write(to: URL(fileURLWithPath: bin + "/bad-helper.mode"))
             }

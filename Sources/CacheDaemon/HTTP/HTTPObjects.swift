@@ -54,6 +54,13 @@ extension HTTPFrontEnd {
             var head = objectHead(info, range, request, cacheControl)
             return .nowFile(head.finish(), part.descriptor, offset: part.offset, length: part.length)
         case (.send(let range), .whole(let whole)):
+            // The range was resolved against the index's size: a body of
+            // another size (never, for bytes verified against their name)
+            // is refused rather than cut at the wrong place.
+            guard Self.size(of: whole) == info.size else {
+                if case .file(_, let fd, _) = whole { fd.close() }
+                return .now(fail(.internalError, .internal, "object \(info.hash) read as \(Self.size(of: whole)) bytes, not \(info.size)", request))
+            }
             var head = objectHead(info, range, request, cacheControl)
             switch (whole, range) {
             case (.inline(let bytes), .part(let start, let length)):
@@ -68,6 +75,14 @@ extension HTTPFrontEnd {
         case (.send, .none):
             // The service reads what the plan says: this is a bug, answered as one.
             return .now(fail(.internalError, .internal, "object \(info.hash) was not read", request))
+        }
+    }
+
+    /// The bytes `body` holds.
+    static func size(of body: ObjectBody) -> Int64 {
+        switch body {
+        case .inline(let bytes): Int64(bytes.count)
+        case .file(_, _, let size): size
         }
     }
 
