@@ -40,8 +40,8 @@ INTEROP_PACKAGES       := $(TEST_PACKAGES) apache2 lighttpd squid
 SOAK_PACKAGES          := nginx-light curl
 # make feed-shapes (scripts/feed-shapes.py): nginx serves the static feeds (the scripted origins need only python3).
 FEED_SHAPES_PACKAGES   := nginx-light
-# make browser-scale (scripts/page-scale.py): nginx as the origin, headless Chromium, curl.
-BROWSER_SCALE_PACKAGES := nginx-light chromium curl
+# make browser-scale (Tests/python/test_page_scale.py): nginx as the origin, headless Chromium, curl, pytest.
+BROWSER_SCALE_PACKAGES := nginx-light chromium curl python3-pytest
 # make bench and the other bench targets: the peers (Redis, nginx, aria2c, curl, wrk, vipsthumbnail), GNU time, btrfs, perf (a missed goal's profile).
 BENCH_PACKAGES         := redis-server redis-tools nginx-light aria2 curl time wrk btrfs-progs libvips-tools linux-perf
 # make deb (scripts/package.sh): dpkg-shlibdeps, objcopy and strip, and lintian.
@@ -93,7 +93,8 @@ TEST_FUZZ_SECONDS ?= 20
 test: lint check-version check
 	$(PYTHON) scripts/soak.py "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
 	$(PYTHON) scripts/feed-shapes.py --quick "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
-	$(PYTHON) scripts/page-scale.py "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" --check --out .build/page-scale-test
+	CACHED_BIN_DIR="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" PAGE_SCALE_OUT=.build/page-scale-test \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider Tests/python
 	$(MAKE) --no-print-directory clients
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 	$(MAKE) --no-print-directory check-docs check-package check-install
@@ -164,18 +165,23 @@ feed-shapes: build
 	$(call install_missing,$(FEED_SHAPES_PACKAGES))
 	$(PYTHON) scripts/feed-shapes.py "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
 
-# The page at `/` at the scale of issue 24 (scripts/page-scale.py): 50,000
-# posts and 5,000 images from a real nginx, the release build, headless
-# Chromium over the DevTools protocol at 1280x800 and 390x844. Fails when a
-# first paint takes 1 s or more, a long task over 200 ms, more than 200
-# images are requested at load or the page is over 20,000 px tall; prints
-# the figures and leaves screenshots in .build/page-scale/. make test runs
-# it on the debug build (about 30 s), after the bounded HTTPPageTests.
-PAGE_SCALE_ARGS ?= --posts 50000 --rows 5000
+# The page at `/` at the scale of issue 24 (Tests/python/test_page_scale.py,
+# the pytest suite's; its measurements in Tests/python/page_scale.py):
+# 50,000 posts and 5,000 images from a real nginx, the release build,
+# headless Chromium over the DevTools protocol at 1280x800 and 390x844.
+# Fails when a first paint takes 1 s or more, a long task over 200 ms, more
+# than 200 images are requested at load or the page is over 20,000 px tall;
+# prints the figures (-s) and leaves screenshots and report.json in
+# .build/page-scale/. make test runs the suite on the debug build (about
+# 30 s), after the bounded HTTPPageTests.
+PAGE_SCALE_POSTS ?= 50000
+PAGE_SCALE_ROWS ?= 5000
 browser-scale: deps
 	$(call install_missing,$(BROWSER_SCALE_PACKAGES))
 	$(SWIFT) build -c release $(BUILD_FLAGS)
-	$(PYTHON) scripts/page-scale.py "$$($(SWIFT) build -c release $(BUILD_FLAGS) --show-bin-path)" --check --out .build/page-scale $(PAGE_SCALE_ARGS)
+	CACHED_BIN_DIR="$$($(SWIFT) build -c release $(BUILD_FLAGS) --show-bin-path)" PAGE_SCALE_OUT=.build/page-scale \
+	  PAGE_SCALE_POSTS=$(PAGE_SCALE_POSTS) PAGE_SCALE_ROWS=$(PAGE_SCALE_ROWS) \
+	  $(PYTHON) -m pytest -q -s -p no:cacheprovider Tests/python/test_page_scale.py
 
 # The client libraries against the real daemon (built first): the Python
 # module's pytest suite from the tree and once more installed with pip into

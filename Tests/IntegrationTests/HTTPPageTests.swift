@@ -10,7 +10,7 @@ import CacheProtocol
 /// box, a post's view with its whole body. On a phone's: one list at a
 /// time, no image requested until the Images tab is tapped. Screenshots of
 /// both stay in .build/test-artifacts/ (http-page-scale*.png). The full
-/// scale (50,000 posts) is `make browser-scale` (scripts/page-scale.py).
+/// scale (50,000 posts) is `make browser-scale` (Tests/python/test_page_scale.py).
 extension HTTPBrowserTests {
     static let posts = 250, rows = 120
     /// Posts whose title holds "Needle" (any case): every 40th.
