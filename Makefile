@@ -111,7 +111,7 @@ lint:
 	node --check Sources/CacheDaemon/HTTP/Page/page.js
 
 # After an edit of the page's files (Sources/CacheDaemon/HTTP/Page/): embeds
-# them into IndexPageAssets.swift (IndexPageAssetsTests fails until then).
+# them into IndexPageAssets+Body, +Style and +Script.swift (IndexPageAssetsTests fails until then).
 page:
 	$(PYTHON) scripts/embed-page.py
 

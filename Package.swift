@@ -72,7 +72,7 @@ let package = Package(
         // ones, so a violation is still caught by the suite.
         .target(name: "CacheDaemon",
                 dependencies: ["CacheSystem", "CacheService", "CacheFetch", "CacheProtocol", "CacheHTTP", "CacheVariant", "CLinux"],
-                // The page's files, embedded by scripts/embed-page.py (IndexPageAssets.swift).
+                // The page's files, embedded by scripts/embed-page.py (IndexPageAssets+Body, +Style and +Script.swift).
                 exclude: ["HTTP/Page"],
                 swiftSettings: strict + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
         // The async Swift client (posts as Codable, images, prefetch as a
