@@ -36,8 +36,8 @@ TEST_PACKAGES          := nginx-light caddy openssl curl chromium prometheus btr
                           python3-pytest python3-venv python3-setuptools python3-wheel
 # make interop (InteropTests, which make test skips): Apache, lighttpd and squid besides the test servers.
 INTEROP_PACKAGES       := $(TEST_PACKAGES) apache2 lighttpd squid
-# make soak (scripts/soak.py): nginx as the origin, curl.
-SOAK_PACKAGES          := nginx-light curl
+# make soak (Tests/python/test_soak.py): nginx as the origin, curl, pytest.
+SOAK_PACKAGES          := nginx-light curl python3-pytest
 # make feed-shapes (scripts/feed-shapes.py): nginx serves the static feeds (the scripted origins need only python3).
 FEED_SHAPES_PACKAGES   := nginx-light
 # make browser-scale (Tests/python/test_page_scale.py): nginx as the origin, headless Chromium, curl, pytest.
@@ -91,7 +91,6 @@ check: deps
 # the Debian package.
 TEST_FUZZ_SECONDS ?= 20
 test: lint check-version check
-	$(PYTHON) scripts/soak.py "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
 	$(PYTHON) scripts/feed-shapes.py --quick "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
 	CACHED_BIN_DIR="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" PAGE_SCALE_OUT=.build/page-scale-test \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider Tests/python
@@ -132,19 +131,21 @@ check-version:
 demo: release
 	@bash scripts/demo.sh "$$($(SWIFT) build -c release --show-bin-path)"
 
-# The daemon at scale with HTTP on (scripts/soak.py): make test runs a short
-# one (10,000 rows, 50 /events subscribers, 200 pipelining connections, one
+# The daemon at scale with HTTP on (Tests/python/test_soak.py, the pytest
+# suite's; its parts in Tests/python/soak.py): make test runs a short one
+# (10,000 rows, 50 /events subscribers, 200 pipelining connections, one
 # round, 200 connections not reading listings of 21 MB under 32M of
 # max-queued-bytes-total, variants of 1,000 rows, a feed of 100,000 posts
-# listed, searched and stopped: scripts/soak_posts.py); this runs a long one
-# on the release build (the feed of SCALE_POSTS posts), RSS and descriptors
-# checked before and after each part.
+# listed, searched and stopped: soak_posts.py); this runs a long one on the
+# release build (the feed of SCALE_POSTS posts; SOAK_ARGS the sizes), RSS
+# and descriptors checked before and after each part.
 SCALE_POSTS ?= 1000000
 SOAK_ARGS ?= --rows 20000 --posts 20000 --subscribers 1001 --pipeliners 600 --rounds 3 --variants 10000 --listers 600 --listing-total 256M \
 	--tiny-pages 16 --tiny-page-size 2097152 --tiny-limit 1000000 --scale-posts $(SCALE_POSTS)
 soak: release
 	$(call install_missing,$(SOAK_PACKAGES))
-	$(PYTHON) scripts/soak.py "$$($(SWIFT) build -c release $(BUILD_FLAGS) --show-bin-path)" $(SOAK_ARGS)
+	CACHED_BIN_DIR="$$($(SWIFT) build -c release $(BUILD_FLAGS) --show-bin-path)" SOAK_ARGS="$(SOAK_ARGS)" \
+	  $(PYTHON) -m pytest -q -s -p no:cacheprovider Tests/python/test_soak.py
 
 # The feed shapes of issues 23 and 32 (scripts/feed-shapes.py): JSON Feed,
 # Mastodon, WordPress, GitHub, GitLab, Discourse, JSON:API, Algolia, an RSS

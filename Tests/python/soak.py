@@ -10,34 +10,34 @@ LISTING_POSTS posts they never read, the peak within max-queued-bytes-total
 plus one listing (issue 33); image variants of VARIANTS rows over HTTP under
 a small `variant-max-size`, helpers replaced every 100 jobs all along
 (issue 26); a feed of SCALE_POSTS posts listed, searched and stopped
-(issue 34, scripts/soak_posts.py).
+(issue 34, soak_posts.py).
 
-    scripts/soak.py BIN_DIR [--rows N] [--posts N] [--subscribers N] [--pipeliners N] [--rounds N] [--variants N]
-                    [--listers N] [--listing-posts N] [--listing-total SIZE] [--scale-posts N] [--only PART]
-
-`make test` runs a short one (10,000 rows, 50 subscribers, 200 pipeliners,
-one round, 200 connections not reading listings of 20,000 posts under
-max-queued-bytes-total 32M, 1,000 variants, 100,000 posts), `make soak` a
-long one (600 such connections under 256M, 1,000,000 posts). Prints one line per check and then
-'N passed, N failed'; exits 1 if any failed.
+The parts are test_soak.py's tests (the pytest suite, Tests/python): one
+test per part, failing with the checks of it that failed. SOAK_ARGS gives
+the sizes (`parser()`'s options: --rows N --posts N --subscribers N
+--pipeliners N --rounds N --variants N --listers N --listing-posts N
+--listing-total SIZE --scale-posts N ...). `make test` runs a short one
+(10,000 rows, 50 subscribers, 200 pipeliners, one round, 200 connections
+not reading listings of 20,000 posts under max-queued-bytes-total 32M,
+1,000 variants, 100,000 posts), `make soak` a long one (600 such
+connections under 256M, 1,000,000 posts). Each check prints one line.
 """
 import argparse
 import http.client
 import json
 import os
-import resource
 import shutil
 import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import call_socket, free_port, nginx_conf, stop, wait_for  # noqa: E402
+import world  # noqa: E402  (puts scripts/ on the path for benchlib)
+from benchlib import call_socket, free_port, stop, wait_for  # noqa: E402
 import soak_posts  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -45,7 +45,8 @@ RESULTS = []
 
 
 def check(name, ok, detail=""):
-    RESULTS.append(ok)
+    """Notes one check of the part under way (its test fails with those that failed)."""
+    RESULTS.append((name, ok, detail))
     print("%s %s%s" % ("ok  " if ok else "FAIL", name, (": " + detail) if detail else ""), flush=True)
 
 
@@ -121,58 +122,17 @@ def write_variant_origin(www, count):
         json.dump([{"url": "vimg/%d.png" % i} for i in range(count)], f)
 
 
-class Daemon:
+class Daemon(world.Daemon):
+    """The soak's daemon: its own directory under `tmp`, the feeds from
+    `origin`, HTTP on a free port (no admin), its log kept, 16 transfers."""
+
     def __init__(self, bin_dir, tmp, name, origin, extra=(), nofile=None, manifest="manifest.json", posts="posts.json", store=None):
         self.dir = os.path.join(tmp, name)
         os.makedirs(self.dir, exist_ok=True)
-        self.sock = self.dir + "/sock"
-        self.port = free_port()
-        self.log = self.dir + "/log"
-        self.cachectl = os.path.join(bin_dir, "cachectl")
-        self.store = store or self.dir + "/store"
-        args = [os.path.join(bin_dir, "cached"), "--store", self.store, "--socket", self.sock,
-                "--http-listen", "127.0.0.1:%d" % self.port, "--posts-url", origin + "/" + posts,
-                "--images-url", origin + "/" + manifest, "--log-level", "notice", "--concurrency", "16"] + list(extra)
-
-        def limit():
-            if nofile:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-        self.p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(self.log, "ab"), preexec_fn=limit)
-        if not wait_for(lambda: self.ctl("ping").returncode == 0, 60):
-            raise SystemExit("cached did not start: " + open(self.log).read()[-2000:])
-
-    def ctl(self, *args, timeout=600):
-        return subprocess.run([self.cachectl, "--socket", self.sock] + list(args), capture_output=True, text=True, timeout=timeout)
-
-    def call(self, request):
-        """One request over the socket; its answer line as JSON."""
-        return call_socket(self.sock, request)
-
-    def alive(self):
-        return self.p.poll() is None
-
-    def log_bytes(self):
-        return os.path.getsize(self.log)
-
-    def http_get(self, path, timeout=10):
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
-        try:
-            s.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" % path).encode())
-            data = b""
-            while True:
-                try:
-                    b = s.recv(65536)
-                except ConnectionResetError:
-                    break  # the answer may have come before the reset
-                if not b:
-                    break
-                data += b
-            return int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/") else 0
-        finally:
-            s.close()
-
-    def stop(self):
-        stop(self.p)
+        super().__init__(os.path.abspath(bin_dir), store or self.dir + "/store", self.dir + "/sock", http_port=free_port(),
+                         extra=["--posts-url", origin + "/" + posts, "--images-url", origin + "/" + manifest,
+                                "--concurrency", "16"] + list(extra),
+                         log=self.dir + "/log", nofile=nofile, admin=False, log_level="notice")
 
 
 class Subscriber(threading.Thread):
@@ -386,7 +346,7 @@ def soak_descriptors(bin_dir, tmp, origin, a):
         print("figures: %.2f s CPU and %d log bytes in 3 s under the attack" % (cpu, grown))
     finally:
         d.stop()
-        if RESULTS.count(False):
+        if any(not ok for _, ok, _ in RESULTS):
             print("log tail:", open(d.log).read()[-1500:])
 
 
@@ -632,9 +592,9 @@ def soak_variants(bin_dir, tmp, origin, a):
         d.stop()
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("bin_dir")
+def parser():
+    """The soak's sizes (SOAK_ARGS), with make test's defaults."""
+    ap = argparse.ArgumentParser(prog="SOAK_ARGS")
     ap.add_argument("--rows", type=int, default=10000)
     ap.add_argument("--posts", type=int, default=5000)
     ap.add_argument("--subscribers", type=int, default=50)
@@ -652,42 +612,17 @@ def main():
     ap.add_argument("--listing-posts", type=int, default=20000, help="posts of about 1 KB in the listings part's store")
     ap.add_argument("--listing-total", default="32M", help="max-queued-bytes-total of the listings part, in M")
     ap.add_argument("--listing-seconds", type=float, default=6, help="how long the listings part's connections stay")
-    ap.add_argument("--scale-posts", type=int, default=100000, help="posts of the posts part's feed (scripts/soak_posts.py)")
-    ap.add_argument("--only", choices=["prefetch", "listings", "descriptors", "accept", "silent", "variants", "tiny", "posts"], help="run one part")
-    a = ap.parse_args()
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    if not shutil.which("nginx") and not os.path.exists("/usr/sbin/nginx"):
-        raise SystemExit("nginx is needed (make test installs nginx-light)")
-    tmp = tempfile.mkdtemp(prefix="cached-soak-")
-    os.chmod(tmp, 0o755)
-    nginx = None
-    try:
-        www = tmp + "/www"
-        write_origin(www, a.rows, a.posts, a.listing_posts)
-        write_variant_origin(www, a.variants)
-        port = free_port()
-        with open(tmp + "/nginx.conf", "w") as f:
-            f.write(nginx_conf(tmp, port, www).replace("worker_processes 1;", "worker_processes 1; user root;"))
-        os.makedirs(tmp + "/ntmp")
-        nginx = subprocess.Popen(["/usr/sbin/nginx", "-p", tmp, "-c", tmp + "/nginx.conf", "-e", tmp + "/nginx-error.log"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        origin = "http://127.0.0.1:%d" % port
-        if not wait_for(lambda: subprocess.run(["curl", "-sf", origin + "/manifest.json", "-o", "/dev/null"]).returncode == 0, 10):
-            raise SystemExit("nginx did not start")
-        for name, part in (("prefetch", soak_prefetch), ("listings", soak_listings), ("descriptors", soak_descriptors), ("accept", soak_accept),
-                           ("silent", soak_silent), ("variants", soak_variants), ("tiny", soak_tiny),
-                           ("posts", lambda *args: soak_posts.run(sys.modules[__name__], *args))):
-            if a.only in (None, name):
-                part(a.bin_dir, tmp, origin, a)
-    finally:
-        if nginx:
-            stop(nginx)
-        shutil.rmtree(tmp, ignore_errors=True)
-    failed = RESULTS.count(False)
-    print("soak: %d passed, %d failed" % (RESULTS.count(True), failed))
-    sys.exit(1 if failed else 0)
+    ap.add_argument("--scale-posts", type=int, default=100000, help="posts of the posts part's feed (soak_posts.py)")
+    return ap
 
 
-if __name__ == "__main__":
-    main()
+def write_www(www, a):
+    """What the soak's nginx serves: the manifest, the posts, the variants' images."""
+    write_origin(www, a.rows, a.posts, a.listing_posts)
+    write_variant_origin(www, a.variants)
+
+
+# Each part: (bin_dir, tmp, origin, a), checks noted with `check`.
+PARTS = {"prefetch": soak_prefetch, "listings": soak_listings, "descriptors": soak_descriptors, "accept": soak_accept,
+         "silent": soak_silent, "variants": soak_variants, "tiny": soak_tiny,
+         "posts": lambda *args: soak_posts.run(sys.modules[__name__], *args)}
