@@ -38,8 +38,8 @@ TEST_PACKAGES          := nginx-light caddy openssl curl chromium prometheus btr
 INTEROP_PACKAGES       := $(TEST_PACKAGES) apache2 lighttpd squid
 # make soak (Tests/python/test_soak.py): nginx as the origin, curl, pytest.
 SOAK_PACKAGES          := nginx-light curl python3-pytest
-# make feed-shapes (scripts/feed-shapes.py): nginx serves the static feeds (the scripted origins need only python3).
-FEED_SHAPES_PACKAGES   := nginx-light
+# make feed-shapes (Tests/python/test_feed_shapes.py): nginx serves the static feeds (the scripted origins need only python3), pytest.
+FEED_SHAPES_PACKAGES   := nginx-light python3-pytest
 # make browser-scale (Tests/python/test_page_scale.py): nginx as the origin, headless Chromium, curl, pytest.
 BROWSER_SCALE_PACKAGES := nginx-light chromium curl python3-pytest
 # make bench and the other bench targets: the peers (Redis, nginx, aria2c, curl, wrk, vipsthumbnail), GNU time, btrfs, perf (a missed goal's profile).
@@ -91,8 +91,7 @@ check: deps
 # the Debian package.
 TEST_FUZZ_SECONDS ?= 20
 test: lint check-version check
-	$(PYTHON) scripts/feed-shapes.py --quick "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
-	CACHED_BIN_DIR="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" PAGE_SCALE_OUT=.build/page-scale-test \
+	CACHED_BIN_DIR="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" PAGE_SCALE_OUT=.build/page-scale-test FEED_SHAPES_QUICK=1 \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider Tests/python
 	$(MAKE) --no-print-directory clients
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
@@ -147,24 +146,27 @@ soak: release
 	CACHED_BIN_DIR="$$($(SWIFT) build -c release $(BUILD_FLAGS) --show-bin-path)" SOAK_ARGS="$(SOAK_ARGS)" \
 	  $(PYTHON) -m pytest -q -s -p no:cacheprovider Tests/python/test_soak.py
 
-# The feed shapes of issues 23 and 32 (scripts/feed-shapes.py): JSON Feed,
+# The feed shapes of issues 23 and 32 (Tests/python/test_feed_shapes.py, the
+# pytest suite's; the flows in Tests/python/feed_shapes.py): JSON Feed,
 # Mastodon, WordPress, GitHub, GitLab, Discourse, JSON:API, Algolia, an RSS
 # blog, a podcast and Atom served by a real nginx; Reddit, Bluesky, Slack,
 # Stripe, YouTube, X, Lemmy, HN Search, Contentful, json-server and
 # Confluence by scripted origins computing each page from its cursor,
 # offset or page number (Tests/Fixtures/feeds/api-origin.py, stdlib Python),
 # each shaped as its API documents it. A reference client reads every
-# fixture first (--reference: that alone, no daemon). Then per feed three
+# fixture first (-k reference: that alone, no daemon). Then per feed three
 # prefetches read from the origin's log, every post by id, a restart, an
 # edit on page 2, the "has more" warning with the paging settings left out;
 # then the faults only these shapes make (a repeated cursor, an offset not
 # moving on, HTML, XML entity and depth attacks; loops, max-pages, 401s and
 # credentials on other hosts are the Swift suite's) and posts-keep = all
-# over 20 refreshes of an RSS window. make test runs it with --quick (11
-# posts a feed 5 to a page instead of 35 by 10).
+# over 20 refreshes of an RSS window. One test per shape and per fault;
+# make test runs them with FEED_SHAPES_QUICK=1 (11 posts a feed 5 to a page
+# instead of 35 by 10).
 feed-shapes: build
 	$(call install_missing,$(FEED_SHAPES_PACKAGES))
-	$(PYTHON) scripts/feed-shapes.py "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
+	CACHED_BIN_DIR="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" \
+	  $(PYTHON) -m pytest -q -s -p no:cacheprovider Tests/python/test_feed_shapes.py
 
 # The page at `/` at the scale of issue 24 (Tests/python/test_page_scale.py,
 # the pytest suite's; its measurements in Tests/python/page_scale.py):

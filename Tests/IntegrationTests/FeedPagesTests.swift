@@ -142,7 +142,7 @@ import CacheSystem
 
     /// A `Link: rel="next"` back to the first page, and a later page that is
     /// a 404, each fail the refresh naming the page, and the posts stay as
-    /// the last good refresh left them (moved here from scripts/feed-shapes.py).
+    /// the last good refresh left them (moved here from the feed shapes' Python).
     @Test func aLinkHeaderLoopOrALaterPageThatFailsChangesNothing() throws {
         let extra = """
         location = /gl/1.json { add_header Link '</gl/2.json>; rel="next"' always; }

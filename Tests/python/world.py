@@ -5,6 +5,7 @@ daemon-and-origin fixture is conftest.py's `module_world`, made of these).
 import os
 import resource
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -38,40 +39,68 @@ class Origin:
 
 
 class Daemon:
-    """`cached` on `store` and the socket `sock`, started when it answers
-    `cachectl ping`: with the HTTP front-end on `http_port` when given
-    (its admin routes on unless `admin` is false), standard error into
-    `log` when given, RLIMIT_NOFILE `nofile` when given, and `extra`
-    arguments."""
+    """`cached` on `store` and the socket `sock`: with the HTTP front-end on
+    `http_port` when given (its admin routes on unless `admin` is false),
+    standard error appended to `log` when given, RLIMIT_NOFILE `nofile`
+    when given, the configuration file `config` when given, and `extra`
+    arguments. Started at once unless `start` is false (then `start()`
+    starts it, and again after `stop()` or `kill()`, on the same store)."""
 
-    def __init__(self, bins, store, sock, http_port=None, extra=(), log=None, nofile=None, admin=True, log_level="warning"):
+    def __init__(self, bins, store, sock, http_port=None, extra=(), log=None, nofile=None, admin=True,
+                 log_level="warning", start=True, config=None):
         self.bins, self.store, self.sock, self.port, self.log = bins, store, sock, http_port, log
-        self.cachectl = bins + "/cachectl"
-        args = [bins + "/cached", "--store", store, "--socket", sock, "--log-level", log_level]
-        if http_port:
-            args += ["--http-listen", "127.0.0.1:%d" % http_port] + (["--http-allow-admin", "true"] if admin else [])
-        args += list(extra)
+        self.cached, self.cachectl = bins + "/cached", bins + "/cachectl"
+        self.extra, self.nofile, self.admin, self.log_level, self.config = list(extra), nofile, admin, log_level, config
+        self.p, self.failure, self.mark = None, "", 0
+        if start and not self.start():
+            raise RuntimeError("cached did not start: " + self.failure)
+
+    def argv(self):
+        args = [self.cached] + (["--config", self.config] if self.config else [])
+        args += ["--store", self.store, "--socket", self.sock, "--log-level", self.log_level]
+        if self.port:
+            args += ["--http-listen", "127.0.0.1:%d" % self.port] + (["--http-allow-admin", "true"] if self.admin else [])
+        return args + self.extra
+
+    def start(self, seconds=60):
+        """True once it answers `cachectl ping`; False, the reason in
+        `failure`, when it exits first or never answers (then it is stopped)."""
+        self.mark = os.path.getsize(self.log) if self.log and os.path.exists(self.log) else 0
+        nofile = self.nofile
 
         def limit():
-            if nofile:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-        self.p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(log, "ab") if log else subprocess.DEVNULL,
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        self.p = subprocess.Popen(self.argv(), stdout=subprocess.DEVNULL,
+                                  stderr=open(self.log, "ab") if self.log else subprocess.DEVNULL,
                                   preexec_fn=limit if nofile else None)
-        if not wait_for(lambda: self.ctl("ping").returncode == 0, 60):
-            self.stop()
-            raise RuntimeError("cached did not start" + (": " + open(log).read()[-2000:] if log else ""))
+        up = wait_for(lambda: self.p.poll() is not None or self.ctl("ping", timeout=5).returncode == 0, seconds, 0.05)
+        if up and self.p.poll() is None:
+            self.failure = ""
+            return True
+        said = " ".join(self.stderr_since(self.mark).split())[-600:] if self.log else ""
+        self.failure = "exit status %s: %s" % (self.p.poll(), said)
+        self.stop()
+        return False
+
+    def stderr_since(self, mark=0):
+        """What the daemon wrote to `log` after byte `mark`."""
+        with open(self.log, "rb") as f:
+            f.seek(mark)
+            return f.read().decode("utf-8", "replace")
 
     def ctl(self, *args, timeout=600):
-        """`cachectl` on this daemon's socket."""
-        return subprocess.run([self.bins + "/cachectl", "--socket", self.sock] + list(args),
-                              capture_output=True, text=True, timeout=timeout)
+        """`cachectl` on this daemon's socket; exit status 124 when it gives no answer in `timeout` s."""
+        try:
+            return subprocess.run([self.cachectl, "--socket", self.sock] + list(args), capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess(args, 124, "", "cachectl gave no answer in %d s" % timeout)
 
-    def call(self, request):
+    def call(self, request, timeout=None):
         """One request over the socket; its answer line as JSON."""
-        return call_socket(self.sock, request)
+        return call_socket(self.sock, request, timeout=timeout)
 
     def alive(self):
-        return self.p.poll() is None
+        return self.p is not None and self.p.poll() is None
 
     def log_bytes(self):
         return os.path.getsize(self.log)
@@ -94,8 +123,15 @@ class Daemon:
         finally:
             s.close()
 
+    def kill(self):
+        """SIGKILL, and waits for it to end."""
+        if self.p and self.p.poll() is None:
+            self.p.send_signal(signal.SIGKILL)
+            self.p.wait()
+
     def stop(self):
-        stop(self.p)
+        if self.p:
+            stop(self.p)
 
 
 class Scratch:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The APIs of issue 32 whose pages are computed per request (a cursor, a
-token, an offset or a page number sent back), for scripts/feed-shapes.py.
+token, an offset or a page number sent back), for Tests/python/feed_shapes.py.
 Each answers as its public documentation shows (body layout, parameter
 names, where the next cursor is, how the last page looks); the documents
 are in Tests/Fixtures/feeds/shapes.py.

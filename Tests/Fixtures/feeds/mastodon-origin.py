@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A Mastodon-style timeline for scripts/feed-shapes.py: the one feed shape
+"""A Mastodon-style timeline for Tests/python/feed_shapes.py: the one feed shape
 whose pages need logic nginx cannot give (they are computed from the query).
 
     mastodon-origin.py --data FILE --token TOKEN --port-file FILE --log FILE

@@ -1,5 +1,5 @@
 """The feed shapes of issue 23 ("Real feeds") as documents, and what the
-daemon should make of each: scripts/feed-shapes.py writes them under nginx's
+daemon should make of each: Tests/python/feed_shapes.py writes them under nginx's
 roots (nginx-shapes.conf) or the Mastodon origin's data file
 (mastodon-origin.py), then checks the daemon against `Shape`'s expectations.
 

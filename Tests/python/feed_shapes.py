@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The feed shapes of issue 23 ("Real feeds") against the built daemon, each
 served by a real nginx (static files with nginx's own ETags, Link headers
 from its configuration: Tests/Fixtures/feeds/nginx-shapes.conf) or, where a
@@ -6,7 +5,9 @@ shape needs logic, by a small scripted origin (the Mastodon timeline:
 Tests/Fixtures/feeds/mastodon-origin.py). The documents and what the daemon
 should make of them are in Tests/Fixtures/feeds/shapes.py.
 
-    scripts/feed-shapes.py BIN_DIR [--quick] [--only NAME[,NAME...]] [--keep] [--reference]
+These are test_feed_shapes.py's tests (the pytest suite, Tests/python):
+one for the reference client, one per shape, one per fault; `-k NAME`
+runs some; FEED_SHAPES_QUICK=1 (make test) makes each API's feed shorter.
 
 First a reference client (a few lines of Python here) reads every good
 shape as issue 23 says a feed is read, so that the fixtures are known to be
@@ -51,14 +52,14 @@ whose paging settings are added later, by SIGHUP and by a restart: every
 page must then be ingested. The shapes reddit-thumbnails (images-url =
 posts-url inheriting the posts' items, item and cursor paging) and
 azure-tables (posts-cursor = header:x-ms-continuation-NextTableName) go
-through the whole flow above. --reference runs the reference client alone
-(no daemon).
+through the whole flow above. `-k reference` runs the reference client
+alone (no daemon).
 
-Each check prints one line, PASS or FAIL and what it saw; at the end, per
+Each check prints one line, PASS or FAIL and what it saw; a test fails
+with its checks that failed. At the end of the module (`report`), per
 shape, the settings used and the requests the origin's log shows for the
-three prefetches. Exits 1 if any check failed.
+three prefetches.
 """
-import argparse
 import http.client
 import json
 import os
@@ -67,17 +68,17 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FIXTURES = os.path.join(HERE, "..", "Tests", "Fixtures", "feeds")
+FIXTURES = os.path.join(HERE, "..", "Fixtures", "feeds")
 sys.path.insert(0, HERE)
 sys.path.insert(0, FIXTURES)
-from benchlib import call_socket, free_port, stop, wait_for  # noqa: E402
+import world  # noqa: E402  (puts scripts/ on the path for benchlib)
+from benchlib import free_port, stop, wait_for  # noqa: E402
 import shapes  # noqa: E402
 import apis  # noqa: E402
 
@@ -224,47 +225,21 @@ class Origins:
 
 # --- the daemon ----------------------------------------------------------------
 
-class Daemon:
+class Daemon(world.Daemon):
     """cached on its own store, socket and HTTP port, configured on the
-    command line only (--config /dev/null)."""
+    command line only (--config /dev/null), started by `start()`."""
 
-    def __init__(self, bin_dir, tmp, name, settings):
+    def __init__(self, bin_dir, tmp, name, settings, config="/dev/null"):
         self.dir = os.path.join(tmp, "d-" + name)
         os.makedirs(self.dir)
-        self.cached, self.cachectl = os.path.join(bin_dir, "cached"), os.path.join(bin_dir, "cachectl")
-        self.sock, self.http_port, self.settings = self.dir + "/sock", free_port(), settings
-        self.stderr_path = self.dir + "/stderr"
-        self.p = None
-
-    def argv(self):
-        args = [self.cached, "--config", "/dev/null", "--store", self.dir + "/store", "--socket", self.sock,
-                "--http-listen", "127.0.0.1:%d" % self.http_port, "--log-level", "info", "--retry-delay", "0.05"]
-        for k, v in self.settings:
-            args += ["--" + k, v]
-        return args
-
-    def start(self):
-        """True once it answers ping; False (the reason in `failure`) if it exits or never answers."""
-        self.mark = os.path.getsize(self.stderr_path) if os.path.exists(self.stderr_path) else 0
-        self.p = subprocess.Popen(self.argv(), stdout=subprocess.DEVNULL, stderr=open(self.stderr_path, "ab"))
-        up = wait_for(lambda: self.p.poll() is not None or self.ctl("ping", timeout=5).returncode == 0, 30, 0.05)
-        if up and self.p.poll() is None:
-            self.failure = ""
-            return True
-        self.failure = "exit status %s: %s" % (self.p.poll(), short(self.stderr_since(self.mark), 600))
-        self.stop()
-        return False
-
-    def stderr_since(self, mark=0):
-        with open(self.stderr_path, "rb") as f:
-            f.seek(mark)
-            return f.read().decode("utf-8", "replace")
+        self.settings = settings
+        extra = ["--retry-delay", "0.05"] + [x for k, v in settings for x in ("--" + k, v)]
+        world.Daemon.__init__(self, os.path.abspath(bin_dir), self.dir + "/store", self.dir + "/sock", http_port=free_port(),
+                              extra=extra, log=self.dir + "/stderr", admin=False, log_level="info", start=False, config=config)
+        self.http_port, self.stderr_path = self.port, self.log
 
     def ctl(self, *args, timeout=300):
-        try:
-            return subprocess.run([self.cachectl, "--socket", self.sock] + list(args), capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return subprocess.CompletedProcess(args, 124, "", "cachectl gave no answer in %d s" % timeout)
+        return world.Daemon.ctl(self, *args, timeout=timeout)
 
     def prefetch(self, what):
         """cachectl --json prefetch WHAT: (exit status, answer or None, stderr)."""
@@ -277,8 +252,8 @@ class Daemon:
                 pass
         return r.returncode, answer, r.stderr.strip()
 
-    def call(self, request):
-        return call_socket(self.sock, request, timeout=60)
+    def call(self, request, timeout=60):
+        return world.Daemon.call(self, request, timeout=timeout)
 
     def http(self, path):
         c = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=30)
@@ -299,15 +274,6 @@ class Daemon:
                 except OSError:
                     pass
         return total
-
-    def kill(self):
-        if self.p and self.p.poll() is None:
-            self.p.send_signal(signal.SIGKILL)
-            self.p.wait()
-
-    def stop(self):
-        if self.p:
-            stop(self.p)
 
 
 # --- helpers for the checks -------------------------------------------------------
@@ -1035,33 +1001,64 @@ def unchanged(d, ids_titles, total, name):
           "%s posts (wanted %d)%s" % (got_total, total, "; " + "; ".join(bad) if bad else ""))
 
 
-def run_faults(bin_dir, tmp, o, quick, only):
+def faults(bin_dir, tmp, o, quick):
+    """The faults and the other flows only these shapes make, by name: each
+    a function of its summary entry."""
     # The faults the Swift suite holds against the daemon and a real nginx
     # are not repeated here: link and document loops, a later page that
     # fails, posts-max-pages, posts-items naming an object
     # (IntegrationTests/FeedPagesTests), a fetch-header-file others can
     # read, 401s, credentials across a redirect, back again and to another
     # origin (IntegrationTests/CredentialsTests, CacheFetchTests/HTTPCredentialTests).
-    faults = [("keep-all", lambda e: run_keep_all(bin_dir, tmp, o, e)),
-              ("keep-all-stops", lambda e: run_keep_stops(bin_dir, tmp, o, e, quick)),
-              ("keep-n", lambda e: run_keep_n(bin_dir, tmp, o, e)),
-              ("images-cursor", lambda e: run_images_cursor(bin_dir, tmp, o, e, quick)),
-              ("images-has-more", lambda e: run_images_has_more(bin_dir, tmp, o, e, quick)),
-              ("http-charset", lambda e: run_http_charset(bin_dir, tmp, o, e)),
-              ("sighup-paging", lambda e: run_paging_change(bin_dir, tmp, o, e, quick, "sighup")),
-              ("restart-paging", lambda e: run_paging_change(bin_dir, tmp, o, e, quick, "restart")),
-              ("cursor-repeats", lambda e: fault_cursor_repeat(bin_dir, tmp, o, e, quick)),
-              ("offset-ignored", lambda e: fault_offset_stall(bin_dir, tmp, o, e, quick)),
-              ("html-answer", lambda e: fault_html(bin_dir, tmp, o, e))] + [
-              ("xml-" + kind, (lambda k, mk, w: lambda e: run_xml_attack(bin_dir, tmp, o, e, k, mk, w))(kind, make, words))
-              for kind, make, words in ATTACKS]
-    for name, run in faults:
-        if only and name not in only and "faults" not in only:
-            continue
-        print("== fault: %s" % name, flush=True)
-        entry = {"name": "fault " + name, "settings": [], "fault": True}
-        SUMMARY.append(entry)
-        run(entry)
+    return dict([("keep-all", lambda e: run_keep_all(bin_dir, tmp, o, e)),
+                 ("keep-all-stops", lambda e: run_keep_stops(bin_dir, tmp, o, e, quick)),
+                 ("keep-n", lambda e: run_keep_n(bin_dir, tmp, o, e)),
+                 ("images-cursor", lambda e: run_images_cursor(bin_dir, tmp, o, e, quick)),
+                 ("images-has-more", lambda e: run_images_has_more(bin_dir, tmp, o, e, quick)),
+                 ("http-charset", lambda e: run_http_charset(bin_dir, tmp, o, e)),
+                 ("sighup-paging", lambda e: run_paging_change(bin_dir, tmp, o, e, quick, "sighup")),
+                 ("restart-paging", lambda e: run_paging_change(bin_dir, tmp, o, e, quick, "restart")),
+                 ("cursor-repeats", lambda e: fault_cursor_repeat(bin_dir, tmp, o, e, quick)),
+                 ("offset-ignored", lambda e: fault_offset_stall(bin_dir, tmp, o, e, quick)),
+                 ("html-answer", lambda e: fault_html(bin_dir, tmp, o, e))] + [
+                 ("xml-" + kind, (lambda k, mk, w: lambda e: run_xml_attack(bin_dir, tmp, o, e, k, mk, w))(kind, make, words))
+                 for kind, make, words in ATTACKS])
+
+
+def run_fault(name, run):
+    """Runs one of `faults`, with its entry in the report."""
+    print("== fault: %s" % name, flush=True)
+    entry = {"name": "fault " + name, "settings": [], "fault": True}
+    SUMMARY.append(entry)
+    run(entry)
+
+
+# The shapes and faults by name, known before the origins run (pytest's
+# parameters); test_feed_shapes.py holds them equal to what is built.
+SHAPE_NAMES = ["bare", "jsonfeed", "mastodon", "wordpress", "github", "jsonapi", "algolia", "jsonplaceholder", "mixed",
+               "reddit", "bluesky", "slack", "stripe", "youtube", "x", "lemmy", "hn-algolia", "contentful",
+               "jsonplaceholder-offset", "confluence", "gitlab", "discourse", "rss-blog", "podcast", "atom", "rss1",
+               "reddit-thumbnails", "azure-tables"]
+FAULT_NAMES = ["keep-all", "keep-all-stops", "keep-n", "images-cursor", "images-has-more", "http-charset", "sighup-paging",
+               "restart-paging", "cursor-repeats", "offset-ignored", "html-answer", "xml-billion-laughs",
+               "xml-external-entity", "xml-10000-deep"]
+
+
+def build(tmp, procs, quick):
+    """The origins (nginx and the scripted ones, started into `procs`) and every good shape."""
+    if not shutil.which("nginx") and not os.path.exists("/usr/sbin/nginx"):
+        raise RuntimeError("nginx is needed (make feed-shapes and make test install nginx-light)")
+    o = Origins(tmp, procs, quick)
+    good = shapes.good_shapes(o.files, o.ports, tmp)
+    good += apis.api_shapes(apis.Ctx(o.files, o.ports, o.api_data, quick))
+    return o, good
+
+
+def run_good_shape(bin_dir, tmp, o, shape):
+    """A good shape's whole flow, and its run without its paging settings when it has signs of more."""
+    run_shape(bin_dir, tmp, o, shape)
+    if shape.unset is not None:
+        run_has_more(bin_dir, tmp, o, shape)
 
 
 # --- issue 32: every post by id, "has more", posts-keep = all, XML attacks, paging faults --------
@@ -1467,7 +1464,7 @@ class ConfigDaemon(Daemon):
     """cached reading its feed settings from a configuration file (--config FILE), so SIGHUP can change them."""
 
     def __init__(self, bin_dir, tmp, name, lines):
-        Daemon.__init__(self, bin_dir, tmp, name, [])
+        Daemon.__init__(self, bin_dir, tmp, name, [], config=None)
         self.config = os.path.join(self.dir, "cached.conf")
         self.write_config(lines)
 
@@ -1476,10 +1473,6 @@ class ConfigDaemon(Daemon):
             f.write("# feed-shapes: sighup-paging\n" + "".join("%s = %s\n" % kv for kv in lines))
         os.chmod(self.config + ".tmp", 0o644)
         os.rename(self.config + ".tmp", self.config)
-
-    def argv(self):
-        return [self.cached, "--config", self.config, "--store", self.dir + "/store", "--socket", self.sock,
-                "--http-listen", "127.0.0.1:%d" % self.http_port, "--log-level", "info", "--retry-delay", "0.05"]
 
 
 def run_paging_change(bin_dir, tmp, o, entry, quick, how):
@@ -1703,53 +1696,3 @@ def report(o):
             print("  prefetch after the edit: %d requests" % len(e["edit"]))
             for r in e["edit"]:
                 print("    " + describe(r))
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("bin_dir")
-    ap.add_argument("--quick", action="store_true", help="the 21-page feed past posts-max-pages=20 instead of 1001 pages")
-    ap.add_argument("--only", default="", help="comma-separated shape or fault names (or 'faults')")
-    ap.add_argument("--keep", action="store_true", help="keep the scratch directory (printed)")
-    ap.add_argument("--reference", action="store_true",
-                    help="only the reference client's reading of the fixtures (no daemon: BIN_DIR is not used)")
-    a = ap.parse_args()
-    only = [x for x in a.only.split(",") if x]
-    for b in ("cached", "cachectl"):
-        if not a.reference and not os.access(os.path.join(a.bin_dir, b), os.X_OK):
-            raise SystemExit("%s is not built in %s (swift build)" % (b, a.bin_dir))
-    if not shutil.which("nginx") and not os.path.exists("/usr/sbin/nginx"):
-        raise SystemExit("nginx is needed (make feed-shapes and make test install nginx-light)")
-    tmp = tempfile.mkdtemp(prefix="cached-shapes-")
-    os.chmod(tmp, 0o755)
-    procs = []
-    t0 = time.time()
-    try:
-        o = Origins(tmp, procs, a.quick)
-        good = shapes.good_shapes(o.files, o.ports, tmp)
-        good += apis.api_shapes(apis.Ctx(o.files, o.ports, o.api_data, a.quick))
-        chosen = [shape for shape in good if not only or shape.name in only]
-        for shape in chosen:
-            reference_check(shape)
-        if not a.reference:
-            for shape in chosen:
-                run_shape(a.bin_dir, tmp, o, shape)
-                if shape.unset is not None:
-                    run_has_more(a.bin_dir, tmp, o, shape)
-            run_faults(a.bin_dir, tmp, o, a.quick, only)
-            report(o)
-    finally:
-        for p in procs:
-            stop(p)
-        if a.keep:
-            print("scratch directory kept: " + tmp)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    failed = [n for n, ok in RESULTS if not ok]
-    print()
-    print("feed-shapes: %d passed, %d failed in %.0f s" % (len(RESULTS) - len(failed), len(failed), time.time() - t0))
-    sys.exit(1 if failed else 0)
-
-
-if __name__ == "__main__":
-    main()
