@@ -92,7 +92,7 @@ check: deps
 TEST_FUZZ_SECONDS ?= 20
 test: lint check-version check
 	CACHED_BIN_DIR="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" PAGE_SCALE_OUT=.build/page-scale-test FEED_SHAPES_QUICK=1 \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider Tests/python
+	  SOAK_ARGS= PAGE_SCALE_POSTS=50000 PAGE_SCALE_ROWS=5000 $(PYTHON) -m pytest -q -p no:cacheprovider Tests/python
 	$(MAKE) --no-print-directory clients
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 	$(MAKE) --no-print-directory check-docs check-package check-install
@@ -154,7 +154,7 @@ soak: release
 # Confluence by scripted origins computing each page from its cursor,
 # offset or page number (Tests/Fixtures/feeds/api-origin.py, stdlib Python),
 # each shaped as its API documents it. A reference client reads every
-# fixture first (-k reference: that alone, no daemon). Then per feed three
+# fixture first (-k reference: that alone, no daemon started). Then per feed three
 # prefetches read from the origin's log, every post by id, a restart, an
 # edit on page 2, the "has more" warning with the paging settings left out;
 # then the faults only these shapes make (a repeated cursor, an offset not
@@ -165,7 +165,7 @@ soak: release
 # instead of 35 by 10).
 feed-shapes: build
 	$(call install_missing,$(FEED_SHAPES_PACKAGES))
-	CACHED_BIN_DIR="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" \
+	CACHED_BIN_DIR="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" FEED_SHAPES_QUICK= \
 	  $(PYTHON) -m pytest -q -s -p no:cacheprovider Tests/python/test_feed_shapes.py
 
 # The page at `/` at the scale of issue 24 (Tests/python/test_page_scale.py,

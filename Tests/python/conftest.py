@@ -3,9 +3,10 @@ the built `cached` on a store of its own, a real nginx as the origin, and
 the scratch directory both live in, each stopped and removed at the end.
 
 The binaries are CACHED_BIN_DIR's (make test sets it to the debug build,
-make browser-scale to the release build). Tests that need more than one
-daemon or origin call the factories; every process they start is stopped
-when the test (or the module, for `module_origin`/`module_daemon`) ends.
+make soak and make browser-scale to the release build). A module's tests
+start origins and daemons through `module_world`'s factories, and every
+process they start is stopped, and the scratch directory removed, when the
+module ends (CACHED_PYTEST_KEEP=1 keeps the directory).
 """
 import os
 import sys

@@ -53,7 +53,7 @@ page must then be ingested. The shapes reddit-thumbnails (images-url =
 posts-url inheriting the posts' items, item and cursor paging) and
 azure-tables (posts-cursor = header:x-ms-continuation-NextTableName) go
 through the whole flow above. `-k reference` runs the reference client
-alone (no daemon).
+alone (no daemon is started).
 
 Each check prints one line, PASS or FAIL and what it saw; a test fails
 with its checks that failed. At the end of the module (`report`), per

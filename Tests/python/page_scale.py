@@ -171,14 +171,15 @@ def search_time(port, query):
     return {"query": query, "ms": round((time.monotonic() - t) * 1000, 1), "total": total, "bytes": len(body)}
 
 
-def measure(bins, store, out, chromium, tmp):
+def measure(bins, store, out, chromium, tmp, posts=None, rows=None):
     """Serves `store` over HTTP and measures `/` at both widths; the report."""
     os.makedirs(out, exist_ok=True)
-    report = {}
+    report = {"posts": posts, "rows": rows}
     port = free_port()
     daemon = Daemon(bins, store, tmp + "/sock", port)
-    browser = page_check.Browser(chromium, 60)
+    browser = None
     try:
+        browser = page_check.Browser(chromium, 60)
         browser.wait_ready()
         count_images(browser)
         url = "http://127.0.0.1:%d/" % port
@@ -195,7 +196,8 @@ def measure(bins, store, out, chromium, tmp):
         report["search"] = [search_time(port, q) for q in ("tango", "zulu%20alpha", "nothing-matches")]
         print("search: %s" % json.dumps(report["search"]))
     finally:
-        browser.close()
+        if browser:
+            browser.close()
         daemon.stop()
     with open(out + "/report.json", "w") as f:
         json.dump(report, f, indent=2)
@@ -237,7 +239,7 @@ def main():
     try:
         if not os.path.exists(store + "/index.log"):
             prefetch(bins, store, a.posts, a.rows, tmp)
-        report = measure(bins, store, a.out, a.chromium, tmp)
+        report = measure(bins, store, a.out, a.chromium, tmp, a.posts, a.rows)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for name in ("desktop", "phone"):

@@ -5,6 +5,7 @@ each, over one set of origins for the module (nginx and the scripted
 Mastodon and API origins). FEED_SHAPES_QUICK=1 (make test) makes each
 API's feed shorter (11 posts 5 to a page instead of 35 by 10).
 """
+import contextlib
 import os
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 import feed_shapes
 
 QUICK = os.environ.get("FEED_SHAPES_QUICK") == "1"
+REPORT = os.environ.get("FEED_SHAPES_REPORT", ".build/feed-shapes-report.txt")
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +23,12 @@ def shapes_world(module_world):
     try:
         o, good = feed_shapes.build(module_world.path, procs, QUICK)
         yield o, {shape.name: shape for shape in good}
-        feed_shapes.report(o)
+        # Per shape, the settings and the requests the origins' logs show;
+        # a file, since pytest keeps the output of a passing run to itself.
+        os.makedirs(".build", exist_ok=True)
+        with open(REPORT, "w") as f, contextlib.redirect_stdout(f):
+            feed_shapes.report(o)
+        print("feed shapes: the requests of each flow in " + REPORT)
     finally:
         for p in procs:
             feed_shapes.stop(p)

@@ -135,13 +135,17 @@ class Daemon:
 
 
 class Scratch:
-    """A directory others may traverse (nginx's workers), removed at the end."""
+    """A directory others may traverse (nginx's workers), removed at the
+    end unless CACHED_PYTEST_KEEP=1 (then its path is printed)."""
 
     def __init__(self, prefix):
         self.path = tempfile.mkdtemp(prefix=prefix)
         os.chmod(self.path, 0o755)
 
     def remove(self):
+        if os.environ.get("CACHED_PYTEST_KEEP") == "1":
+            print("scratch directory kept: " + self.path, file=sys.stderr)
+            return
         shutil.rmtree(self.path, ignore_errors=True)
 
 

@@ -5,7 +5,7 @@ GitLab, Discourse, an RSS blog, a podcast, an Atom feed, an RSS 1.0 feed,
 a sliding RSS window), the settings of each (the recipes of docs/operations.md, "Feeds in
 the wild") and what the daemon should make of them (shapes.Shape).
 
-Sizes: the full run lists 35 posts 10 to a page (4 pages); --quick 11 posts
+Sizes: the full run lists 35 posts 10 to a page (4 pages); FEED_SHAPES_QUICK=1 11 posts
 5 to a page (3 pages; Lemmy's empty 4th page, which ends its walk, too).
 """
 import datetime
