@@ -32,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from benchlib import free_port, interleave, start_cached, stop  # noqa: E402
+from benchlib import free_port, interleave, start_cached, status_kib, stop  # noqa: E402
 
 PAGE = 10
 
@@ -98,14 +98,6 @@ def serve(posts):
     srv = ThreadingHTTPServer(("127.0.0.1", free_port()), H)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv, len(whole), len(xml)
-
-
-def status_kib(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def run_side(bin_dir, base, name, n):

@@ -1,6 +1,6 @@
 """What the bench scripts share: running a command, waiting for a condition,
 a free TCP port, stopping a process, rotated rounds, loading a sibling script,
-a feed of posts."""
+a feed of posts, a process's /proc/PID/status figures."""
 import importlib.util
 import json
 import os
@@ -16,6 +16,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def sh(cmd, **kw):
     """Runs `cmd` (a list, or a string for the shell); its stdout, or an exception."""
     return subprocess.run(cmd, shell=isinstance(cmd, str), check=True, capture_output=True, text=True, **kw).stdout
+
+
+def status_kib(pid, field):
+    """A figure of /proc/PID/status in KiB (`VmRSS`, `VmHWM`, ...); 0 when absent."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
 
 
 def wait_for(cond, seconds=30, step=0.02):

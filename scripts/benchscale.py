@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 
-from benchlib import free_port, nginx_conf, post_title, wait_for, write_posts  # noqa: E402
+from benchlib import free_port, nginx_conf, post_title, status_kib, wait_for, write_posts  # noqa: E402
 
 SECTION = "scale-posts"
 MIB = 1 << 20
@@ -71,14 +71,6 @@ def sqlite_version():
     """The SQLite library of the Python the bench runs (its ingest runs there)."""
     import sqlite3
     return sqlite3.sqlite_version
-
-
-def status_kib(pid, field):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def rollup(pid):

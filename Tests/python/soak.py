@@ -36,7 +36,7 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import world  # noqa: E402  (puts scripts/ on the path for benchlib)
-from benchlib import call_socket, free_port, stop, wait_for  # noqa: E402
+from benchlib import call_socket, free_port, status_kib, stop, wait_for  # noqa: E402
 import soak_posts  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -49,16 +49,8 @@ def check(name, ok, detail=""):
     print("%s %s%s" % ("ok  " if ok else "FAIL", name, (": " + detail) if detail else ""), flush=True)
 
 
-def proc_status(pid, field):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
 def rss_mib(pid):
-    return proc_status(pid, "VmRSS") / 1024.0
+    return status_kib(pid, "VmRSS") / 1024.0
 
 
 def fds(pid):
