@@ -32,7 +32,7 @@ extension CacheService {
     /// The miss path: a worker may write the log (an object whose file went
     /// missing is forgotten) and start a download.
     private func imageOnWorker(row index: Int, fetch: Bool, countingHit: Bool, _ completion: @escaping Completion<ImageEntry>) {
-        ensureManifest { [self] manifest in
+        refresher.ensureManifest { [self] manifest in
             if case .failure(let e) = manifest { completion(.failure(e)); return }
             guard let row = store.row(index) else { completion(.failure(noSuchRow(index))); return }
             let view = manifestView()
@@ -64,7 +64,7 @@ extension CacheService {
             pool.submit { [self] in completion(.success(imagesPage(offset: offset, limit: limit))) }
             return .later
         }
-        ensureManifest { [self] result in completion(result.map { _ in imagesPage(offset: offset, limit: limit) }) }
+        refresher.ensureManifest { [self] result in completion(result.map { _ in imagesPage(offset: offset, limit: limit) }) }
         return .later
     }
 

@@ -48,7 +48,7 @@ extension CacheService {
 
     /// The report with the standing "has more" warnings of the feeds in `scope`.
     private func withWarnings(_ result: Result<PrefetchReport, CacheError>, _ scope: PrefetchTarget) -> Result<PrefetchReport, CacheError> {
-        let warnings = (scope.posts ? currentWarnings(.posts) : []) + (scope.images ? currentWarnings(.manifest) : [])
+        let warnings = (scope.posts ? refresher.currentWarnings(.posts) : []) + (scope.images ? refresher.currentWarnings(.manifest) : [])
         switch result {
         case .success(var r): r.warnings = warnings; return .success(r)
         case .failure(.partialPrefetch(var r, let e)): r.warnings = warnings; return .failure(.partialPrefetch(r, failure: e))
@@ -97,7 +97,7 @@ extension CacheService {
         }
         guard scope.posts else { images(nil, nil); return }
         progress(Progress(phase: "posts", done: 0, total: 1, bytes: 0))
-        refreshPosts(force: force) { result in
+        refresher.refreshPosts(force: force) { result in
             progress(Progress(phase: "posts", done: 1, total: 1, bytes: 0))
             switch result {
             case .success(let s): images(s, nil)

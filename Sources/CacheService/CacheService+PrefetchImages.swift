@@ -78,7 +78,7 @@ extension CacheService {
 
     func prefetchImages(force: Bool, walked: SharedManifest?, progress: @escaping @Sendable (Progress) -> Void,
                         completion: @escaping Completion<ImagesSummary>) {
-        refreshManifest(force: force, walked: walked) { [self] result in
+        refresher.refreshManifest(force: force, walked: walked) { [self] result in
             if case .failure(let e) = result { completion(.failure(e)); return }
             let rows = store.rows(offset: 0, limit: Int.max).page
             let plan = plan(rows, force: force)

@@ -25,8 +25,6 @@ public final class CacheService: Sendable {
     let maxBytes: Int64
     let started = Clock.monotonicNanoseconds()
 
-    let postsFlight = SingleFlight<Int, Result<PostsRefresh, CacheError>>()
-    let manifestFlight = SingleFlight<Int, Result<Int, CacheError>>()
     /// Objects quarantined and being downloaded again (`repair`): nil when
     /// it came back, else why not.
     let repairFlight: SingleFlight<Hash128, String?>
@@ -34,14 +32,6 @@ public final class CacheService: Sendable {
     let imageFetcher: ImageFetcher
     /// The last prefetch that finished, for `status`.
     let lastPrefetch = Locked<LastPrefetch?>(nil)
-    /// What revalidation of each feed may send (Service+Feeds.swift).
-    let revalidation = Locked(FeedRevalidation())
-    /// Held while the posts are read and replaced (a refresh's store, a `delete_post`).
-    let postsEdits = Locked((), rank: .postsEdit)
-    /// Held while `feeds.state` is brought up to date and written.
-    let feedsStateWrites = Locked((), rank: .feedsState)
-    /// The "has more" warning each feed's last refresh ended with (FeedHistory.swift).
-    let warnings = Locked(FeedWarnings())
     /// The manifest's URLs resolved, rebuilt when the manifest changes.
     let manifestViews = Locked<ManifestView?>(nil)
     /// The running prefetches, by arguments: who waits for each and hears its progress (CacheService+Prefetch.swift).
@@ -54,7 +44,10 @@ public final class CacheService: Sendable {
     /// Set when large work (a feed walk) freed its memory: the access-time
     /// thread gives the heap's free pages back within a second. Not at once:
     /// the worker that finished may still hold the walk's pages.
-    let trimWanted = Locked(false)
+    let trimWanted: Locked<Bool>
+    /// Refreshes the feeds and owns what lasts between refreshes: their
+    /// flights, revalidation, `feeds.state`, the posts' edit lock (FeedRefresher.swift).
+    let refresher: FeedRefresher
     /// The scrub: its thread, settings and progress (ScrubRunner.swift).
     let scrub: ScrubRunner
     /// Makes variants and owns all their state: the helpers, the settings,
@@ -85,7 +78,13 @@ public final class CacheService: Sendable {
             bounds: { feeds.withLock { ($0.maxObjectSize, $0.minFreeSpace) } },
             unreadable: { path, error in Self.readFailed(store, pool, path: path, file: nil, error) },
             count: { change in counters.withLock { change(&$0) } })
-        loadFeedsState()
+        let http = http, trim = Locked(false)
+        trimWanted = trim
+        refresher = FeedRefresher(store: store, pages: HTTPPages(http: http, onWorker: { pool.submit($0) }), log: log,
+                                  onWorker: { pool.submit($0) }, settings: { feeds.withLock { $0 } },
+                                  credentials: { http.credentials.description },
+                                  count: { change in counters.withLock { change(&$0) } },
+                                  largeWalkEnded: { trim.withLock { $0 = true } })
     }
 
     // MARK: Counting for front-ends
@@ -134,7 +133,7 @@ public final class CacheService: Sendable {
                              lastPrefetch: lastPrefetch.withLock { $0 },
                              verifyReads: store.readVerification.mode.rawValue, variants: s.variants,
                              scrub: scrub.status())
-        status.feedWarnings = feedWarnings()
+        status.feedWarnings = refresher.feedWarnings()
         return status
     }
 
@@ -175,7 +174,7 @@ public final class CacheService: Sendable {
     public func posts(offset: Int, limit: Int?, query: String? = nil,
                       then completion: @escaping Completion<PostsPage>) -> Outcome<PostsPage> {
         guard store.postsKnown else {
-            ensurePosts { [self] result in completion(result.map { posts(offset: offset, limit: limit, query: query) }) }
+            refresher.ensurePosts { [self] result in completion(result.map { posts(offset: offset, limit: limit, query: query) }) }
             return .later
         }
         let total = store.posts(offset: 0, limit: 0).total
@@ -215,6 +214,13 @@ public final class CacheService: Sendable {
         return PostsPage(total: p.total, ids: p.ids, posts: p.bodies)
     }
 
+    /// `delete_post`: removes one post from the store (docs/protocol.md,
+    /// "History"); the id finds the other spelling as `get_post`'s does.
+    /// Succeeds with the id of the post removed.
+    public func deletePost(id: PostID, then completion: @escaping Completion<PostID>) {
+        refresher.deletePost(id: id, then: completion)
+    }
+
     // MARK: Reload
 
     /// New `scrub-interval` and `scrub-rate` (a reload): taken at once.
@@ -223,14 +229,8 @@ public final class CacheService: Sendable {
     /// Applies reloaded feed settings. A feed whose URL changed is fetched
     /// next without validators (they belong to the old URL).
     public func apply(_ new: FeedConfiguration) {
-        // Marked before the URL changes: a refresh that starts in between
-        // goes unconditional once, never sends the old URL's validators to
-        // the new one. (Only the loop thread applies a reload.)
-        let old = feeds.withLock { $0 }
-        revalidation.withLock { r in
-            if old.postsURL != new.postsURL { r.urlChanged(.posts) }
-            if old.imagesURL != new.imagesURL { r.urlChanged(.manifest) }
-        }
+        // The refresher is told before the URL changes (only the loop thread applies a reload).
+        refresher.urlsChanging(from: feeds.withLock { $0 }, to: new)
         feeds.withLock { $0 = new }
     }
 }

@@ -118,7 +118,7 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         let stored = walk.stored.first { $0.url == url }
             ?? (progress.pages.isEmpty && !ignoreFirstStored ? walk.stored.first { $0.url.isEmpty } : nil)
         let sent = walk.force ? Validators() : (stored?.validators.sanitized ?? Validators())
-        let request = FetchRequest(url: url, headers: CacheService.conditionalHeaders(sent) + [FeedContent.accept], maxBodySize: Int64(pageLimit), maxBodySetting: "feed-max-size")
+        let request = FetchRequest(url: url, headers: FeedRefresher.conditionalHeaders(sent) + [FeedContent.accept], maxBodySize: Int64(pageLimit), maxBodySetting: "feed-max-size")
         fetcher.fetchPage(request) { result in
             switch result {
             case .failure(let e): completion(.failure(OriginFailure(subject: "\(subject(progress)) \(url.cut(toBytes: 500))", e)))

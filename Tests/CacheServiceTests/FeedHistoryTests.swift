@@ -127,10 +127,10 @@ import TestSupport
     @Test func historyAndTrimArePure() {
         func posts(_ ids: [String]) -> [(id: PostID, json: [UInt8])] { ids.map { (.string($0), Array("{}".utf8)) } }
         let stored = posts(["c", "b", "a"])
-        #expect(CacheService.history(.feed, listed: 1, stored: stored, storedListed: 3, seen: [.string("d")]).isEmpty)
-        #expect(CacheService.history(.all, listed: 2, stored: stored, storedListed: 3, seen: [.string("d"), .string("b")]).map(\.id) == [.string("c"), .string("a")])
-        #expect(CacheService.history(.newest(3), listed: 2, stored: stored, storedListed: 1, seen: [.string("d"), .string("e")]).map(\.id) == [.string("c")])
-        #expect(CacheService.history(.newest(2), listed: 2, stored: stored, storedListed: 3, seen: []).isEmpty)
+        #expect(FeedRefresher.history(.feed, listed: 1, stored: stored, storedListed: 3, seen: [.string("d")]).isEmpty)
+        #expect(FeedRefresher.history(.all, listed: 2, stored: stored, storedListed: 3, seen: [.string("d"), .string("b")]).map(\.id) == [.string("c"), .string("a")])
+        #expect(FeedRefresher.history(.newest(3), listed: 2, stored: stored, storedListed: 1, seen: [.string("d"), .string("e")]).map(\.id) == [.string("c")])
+        #expect(FeedRefresher.history(.newest(2), listed: 2, stored: stored, storedListed: 3, seen: []).isEmpty)
         // By date where the posts have one: a feed that listed an older post
         // first (a "hot" order) leaves it in the history where its date puts it.
         func dated(_ id: String, _ date: String?) -> (id: PostID, json: [UInt8]) {
@@ -138,11 +138,11 @@ import TestSupport
         }
         let listedBefore = [dated("x", "2024-03-01T00:00:00Z"), dated("old", "2023-01-01T00:00:00+01:00"), dated("new", "2024-05-01T12:00:00-02:00")]
         let kept = [dated("k1", "2024-04-01T00:00:00Z"), dated("k2", "2024-02-01T00:00:00Z"), dated("k3", nil)]
-        let h = CacheService.history(.all, listed: 1, stored: listedBefore + kept, storedListed: 3, seen: [.string("x")])
+        let h = FeedRefresher.history(.all, listed: 1, stored: listedBefore + kept, storedListed: 3, seen: [.string("x")])
         #expect(h.map(\.id.description) == ["new", "k1", "k2", "old", "k3"])
         var pages = [FeedPage(url: "1", count: 2), FeedPage(url: "2", count: 2)]
         var list = posts(["a", "b", "c", "d"])
-        CacheService.trim(&pages, &list, to: .newest(3))
+        FeedRefresher.trim(&pages, &list, to: .newest(3))
         #expect(list.map(\.id) == [.string("a"), .string("b"), .string("c")])
         #expect(pages.map(\.count) == [2, 1])
     }
@@ -167,8 +167,8 @@ extension FeedHistoryTests {
             #expect(r.posts?.fetched == 1)
             #expect(Self.ids(h.service) == ["1", "2", "3", "4"])
         }
-        #expect(CacheService.listsOldestFirst([(.string("109"), []), (.string("110"), [])]))
-        #expect(!CacheService.listsOldestFirst([(.string("p2"), Array(#"{"date_published":"2024-02-01T00:00:00Z"}"#.utf8)),
+        #expect(FeedRefresher.listsOldestFirst([(.string("109"), []), (.string("110"), [])]))
+        #expect(!FeedRefresher.listsOldestFirst([(.string("p2"), Array(#"{"date_published":"2024-02-01T00:00:00Z"}"#.utf8)),
                                                (.string("p1"), Array(#"{"date_published":"2024-01-01T00:00:00Z"}"#.utf8))]))
     }
 }

@@ -50,7 +50,7 @@ import CacheSystem
     func walk(_ origin: Pages, url: String, shape: FeedShape, stored: [FeedPage] = [], id: JSONPointer = .member("id"))
         -> Result<WalkResult<DecodedPostsPage>, OriginFailure> {
         let walk = PageWalk<DecodedPostsPage>(
-            fetch: CacheService.FeedFetch(setting: "posts-url", url: url, feed: .posts), shape: shape, stored: stored, force: false,
+            fetch: FeedRefresher.FeedFetch(setting: "posts-url", url: url, feed: .posts), shape: shape, stored: stored, force: false,
             decode: { body, type, room throws(FeedError) in
                 let p = try FeedDecoder.postsPage(consuming: body.take(), shape: shape, id: id, contentType: type, room: room)
                 return (p, p.facts)
@@ -424,7 +424,7 @@ extension FeedWalkerReviewTests {
             }
         }
         let walk = PageWalk<DecodedPostsPage>(
-            fetch: CacheService.FeedFetch(setting: "posts-url", url: "https://d.test/p", feed: .posts),
+            fetch: FeedRefresher.FeedFetch(setting: "posts-url", url: "https://d.test/p", feed: .posts),
             shape: FeedShape(prefix: "posts", paging: .page(PageNumberPaging())), stored: [], force: false,
             decode: { body, type, room throws(FeedError) in
                 let p = try FeedDecoder.postsPage(body.take(), shape: FeedShape(prefix: "posts"), id: .member("id"), contentType: type)

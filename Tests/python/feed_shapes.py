@@ -1121,21 +1121,7 @@ def run_has_more(bin_dir, tmp, o, shape):
         check("%s: the 2nd prefetch (page 1 answered 304) still answers ok with warnings naming it" % name,
               answer is not None and answer.get("ok") and ok_w and code in (0, 7) and [e["status"] for e in again] == [304],
               "exit %d, warnings %s; requests %s" % (code, short(canon(warnings), 300), "; ".join(describe(e) for e in again)))
-        r = d.ctl("--json", "status")
-        try:
-            status = json.loads(r.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            status = {}
-        check("%s: cachectl --json status has feed_warnings, the same strings" % name,
-              ok_w and status.get("feed_warnings") == warnings, "feed_warnings %s" % short(canon(status.get("feed_warnings")), 300))
-        try:
-            st, body = d.http("/metrics")
-            text = body.decode("utf-8", "replace")
-        except (OSError, http.client.HTTPException) as e:
-            st, text = 0, str(e)
-        check("%s: /metrics has cached_feed_incomplete{feed=\"posts\"} 1" % name,
-              st == 200 and 'cached_feed_incomplete{feed="posts"} 1' in text.splitlines(),
-              "status %d; %s" % (st, short(" | ".join(x for x in text.splitlines() if "incomplete" in x), 200) or "no such line"))
+        feed_warning_checks(d, name, "posts", answer, ok_w)
         log = d.stderr_since(0)
         check("%s: the daemon's log has the warning" % name,
               any("has more" in x and any(t in x for t in texts) and "warn" in x.lower() for x in log.splitlines()),

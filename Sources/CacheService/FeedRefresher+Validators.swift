@@ -22,8 +22,8 @@ struct FeedRevalidation: Sendable {
     }
 }
 
-/// Feed refreshes: conditional requests, decoding, storing (docs/protocol.md, "Feeds").
-extension CacheService {
+/// Feed refreshes' conditional requests (docs/protocol.md, "Feeds").
+extension FeedRefresher {
     static func conditionalHeaders(_ v: Validators) -> [String] {
         var h: [String] = []
         if let e = v.etag, !v.etagIgnored { h.append("If-None-Match: \(e)") }
@@ -47,12 +47,6 @@ extension CacheService {
         }
         if v.lastModified != nil, ignored { v.etag = Validators.ignoredETag }
         return v
-    }
-
-    /// An origin failure, counted as one.
-    func originFailure(_ f: OriginFailure) -> CacheError {
-        counters.withLock { $0.upstreamErrors += 1 }
-        return .origin(f)
     }
 
     /// One feed: its setting's name, its URL now, and where its state lives.

@@ -21,7 +21,7 @@ enum PageResult<Decoded: Sendable>: Sendable {
 /// A walk over a feed's pages: where it starts, how pages are decoded and
 /// what was stored of them last time.
 struct PageWalk<Decoded: Sendable>: Sendable {
-    var fetch: CacheService.FeedFetch
+    var fetch: FeedRefresher.FeedFetch
     var shape: FeedShape
     /// The pages as stored: matched to the pages met by URL (a version-1
     /// store's one page, URL "", stands for the first).
@@ -38,17 +38,18 @@ struct PageWalk<Decoded: Sendable>: Sendable {
 }
 
 /// Paged feeds (docs/protocol.md, "Feeds", "Pages", "Paging"): the walk
-/// itself is `FeedWalker`; the service gives it the network and its state.
-extension CacheService: PageFetching {
+/// itself is `FeedWalker`; the refresher gives it the network and its state.
+extension FeedRefresher {
     /// Walks every page of `walk` and hands over the pages in order, or
     /// the first failure (nothing is stored here).
     func fetchPages<D>(_ walk: PageWalk<D>, completion: @escaping @Sendable (Result<WalkResult<D>, CacheError>) -> Void) {
         guard walk.fetch.url != nil else {
-            pool.submit { completion(.failure(.notConfigured(setting: walk.fetch.setting))) }
+            onWorker { completion(.failure(.notConfigured(setting: walk.fetch.setting))) }
             return
         }
         let ignoreFirstStored = revalidation.withLock { $0.unvalidated.remove(walk.fetch.feed) != nil }
-        let (limit, timeout) = feeds.withLock { (Int($0.feedMaxSize), $0.feedTimeout) }
+        let config = settings()
+        let (limit, timeout) = (Int(config.feedMaxSize), config.feedTimeout)
         var walk = walk
         let decode = walk.decode
         walk.decode = { body, type, room throws(FeedError) in
@@ -64,11 +65,11 @@ extension CacheService: PageFetching {
             }) { Memory.returnFreePages() }
             return decoded
         }
-        FeedWalker(walk: walk, fetcher: self, pageLimit: limit, ignoreFirstStored: ignoreFirstStored, timeout: timeout).run { [self] result in
+        FeedWalker(walk: walk, fetcher: pages, pageLimit: limit, ignoreFirstStored: ignoreFirstStored, timeout: timeout).run { [self] result in
             // The walk ends inside the last page's handling, on its stack (the
             // page's answer, what its decode held): what follows (the store, a
             // million post files) runs as a job of its own once that has returned.
-            pool.submit { [self] in finishWalk(result, completion) }
+            onWorker { [self] in finishWalk(result, completion) }
         }
     }
 
@@ -83,21 +84,13 @@ extension CacheService: PageFetching {
         // worker now (this task's closures still hold the pages, and a
         // trim on the other worker could run before they are freed). A
         // failed walk's too.
-        if large { trimWanted.withLock { $0 = true } }
+        if large { largeWalkEnded() }
     }
 
     /// Pages at least this large give their parse's memory back once decoded.
     static let trimmedPage = 1 << 20
     /// When a page last gave its memory back (`Clock.monotonicNanoseconds`).
     private static let lastPageTrim = Locked<UInt64>(0)
-
-    /// One page into memory, its completion on a worker.
-    func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, PageBody), FetchError>) -> Void) {
-        let sink = MemorySink(limit: Int(request.maxBodySize ?? Int64(Int.max)), setting: request.maxBodySetting)
-        http.fetch(request, into: sink) { [self] result in
-            pool.submit { completion(result.map { ($0, PageBody(sink.take())) }) }
-        }
-    }
 
     /// The stored items of each page that answered 304: page k's are the
     /// `count` items after the stored pages before it (by the stored order).
