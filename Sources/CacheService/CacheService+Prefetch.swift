@@ -48,7 +48,7 @@ extension CacheService {
 
     /// The report with the standing "has more" warnings of the feeds in `scope`.
     private func withWarnings(_ result: Result<PrefetchReport, CacheError>, _ scope: PrefetchTarget) -> Result<PrefetchReport, CacheError> {
-        let warnings = (scope.posts ? refresher.currentWarnings(.posts) : []) + (scope.images ? refresher.currentWarnings(.manifest) : [])
+        let warnings = refresher.feedWarnings(posts: scope.posts, images: scope.images)
         switch result {
         case .success(var r): r.warnings = warnings; return .success(r)
         case .failure(.partialPrefetch(var r, let e)): r.warnings = warnings; return .failure(.partialPrefetch(r, failure: e))

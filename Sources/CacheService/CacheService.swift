@@ -69,21 +69,18 @@ public final class CacheService: Sendable {
         scrub = ScrubRunner(configuration.scrub, store: store, log: log) { hash, back in
             Self.awaitRepair(hash, repairs, store, then: back)
         }
-        imageFetcher = ImageFetcher(store: store, transfers: http, log: log, onWorker: { pool.submit($0) },
-                                    bounds: { feeds.withLock { ($0.maxObjectSize, $0.minFreeSpace) } },
-                                    count: { change in counters.withLock { change(&$0) } })
+        let onWorker: @Sendable (@escaping WorkerPool.Job) -> Void = { pool.submit($0) }
+        let count: @Sendable (@Sendable (inout CounterValues) -> Void) -> Void = { change in counters.withLock { change(&$0) } }
+        let bounds: @Sendable () -> (maxObjectSize: Int64, minFreeSpace: Int64) = { feeds.withLock { ($0.maxObjectSize, $0.minFreeSpace) } }
+        imageFetcher = ImageFetcher(store: store, transfers: http, log: log, onWorker: onWorker, bounds: bounds, count: count)
         variants = VariantMaker(
             store: store, runner: configuration.variantPool.map { VariantHelpers($0, log: log) }, settings: configuration.variants,
-            log: log, onWorker: { pool.submit($0) },
-            bounds: { feeds.withLock { ($0.maxObjectSize, $0.minFreeSpace) } },
-            unreadable: { path, error in Self.readFailed(store, pool, path: path, file: nil, error) },
-            count: { change in counters.withLock { change(&$0) } })
-        let http = http, trim = Locked(false)
+            log: log, onWorker: onWorker, bounds: bounds,
+            unreadable: { path, error in Self.readFailed(store, pool, path: path, file: nil, error) }, count: count)
+        let trim = Locked(false)
         trimWanted = trim
-        refresher = FeedRefresher(store: store, pages: HTTPPages(http: http, onWorker: { pool.submit($0) }), log: log,
-                                  onWorker: { pool.submit($0) }, settings: { feeds.withLock { $0 } },
-                                  credentials: { http.credentials.description },
-                                  count: { change in counters.withLock { change(&$0) } },
+        refresher = FeedRefresher(store: store, pages: HTTPPages(http: http, onWorker: onWorker), log: log, onWorker: onWorker,
+                                  settings: { feeds.withLock { $0 } }, credentials: { http.credentials.description }, count: count,
                                   largeWalkEnded: { trim.withLock { $0 = true } })
     }
 
@@ -229,8 +226,7 @@ public final class CacheService: Sendable {
     /// Applies reloaded feed settings. A feed whose URL changed is fetched
     /// next without validators (they belong to the old URL).
     public func apply(_ new: FeedConfiguration) {
-        // The refresher is told before the URL changes (only the loop thread applies a reload).
-        refresher.urlsChanging(from: feeds.withLock { $0 }, to: new)
-        feeds.withLock { $0 = new }
+        // Only the loop thread applies a reload.
+        refresher.apply(new, was: feeds.withLock { $0 }) { [feeds] in feeds.withLock { $0 = new } }
     }
 }

@@ -85,6 +85,8 @@ extension FeedRefresher {
         return warnings.withLock { w in w.state.entries[feed].flatMap { $0.settings == digest ? $0.warning : nil } }.map { [$0] } ?? []
     }
 
-    /// Every standing warning: the posts' first, then the manifest's.
-    func feedWarnings() -> [String] { currentWarnings(.posts) + currentWarnings(.manifest) }
+    /// The standing warnings of the feeds asked for: the posts' first, then the manifest's.
+    func feedWarnings(posts: Bool = true, images: Bool = true) -> [String] {
+        (posts ? currentWarnings(.posts) : []) + (images ? currentWarnings(.manifest) : [])
+    }
 }

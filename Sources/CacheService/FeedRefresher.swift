@@ -18,7 +18,7 @@ final class FeedRefresher: Sendable {
     let pages: any PageFetching
     let log: Logger
     let onWorker: @Sendable (@escaping @Sendable () -> Void) -> Void
-    /// The feed settings now (a reload changes them; `urlsChanging` is told first).
+    /// The feed settings now (a reload changes them, through `apply`).
     let settings: @Sendable () -> FeedConfiguration
     /// The configured credentials as their digest shows them (names, never values): a reload changes them.
     let credentials: @Sendable () -> String
@@ -43,7 +43,7 @@ final class FeedRefresher: Sendable {
          onWorker: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void,
          settings: @escaping @Sendable () -> FeedConfiguration, credentials: @escaping @Sendable () -> String,
          count: @escaping @Sendable (@Sendable (inout CounterValues) -> Void) -> Void,
-         largeWalkEnded: @escaping @Sendable () -> Void = {}) {
+         largeWalkEnded: @escaping @Sendable () -> Void) {
         self.store = store
         self.pages = pages
         self.log = log
@@ -70,16 +70,18 @@ final class FeedRefresher: Sendable {
         refreshManifest(force: false, completion: completion)
     }
 
-    /// Told before a reload's settings take effect: a feed whose URL
-    /// changed is fetched next without validators (they belong to the old
-    /// URL). Marked before the URL changes, so a refresh that starts in
-    /// between goes unconditional once, never sends the old URL's
-    /// validators to the new one.
-    func urlsChanging(from old: FeedConfiguration, to new: FeedConfiguration) {
+    /// A reload's feed settings `new` (the settings were `old`): marks each
+    /// feed whose URL changed, then `commit`s the new settings (whoever
+    /// keeps them: `settings` reads them). A marked feed is fetched next
+    /// without validators (they belong to the old URL); marked first, so a
+    /// refresh that starts in between goes unconditional once, never sends
+    /// the old URL's validators to the new one.
+    func apply(_ new: FeedConfiguration, was old: FeedConfiguration, commit: () -> Void) {
         revalidation.withLock { r in
             if old.postsURL != new.postsURL { r.urlChanged(.posts) }
             if old.imagesURL != new.imagesURL { r.urlChanged(.manifest) }
         }
+        commit()
     }
 
     /// An origin failure, counted as one.

@@ -8,10 +8,10 @@ public enum LockRank: Int32, Sendable, Comparable {
     /// A download's body sink: held while the chunk goes to its temp file
     /// (which names the file, under a leaf lock). Never contended.
     case bodySink = 5
-    /// Service: a read-modify-write of the posts (a refresh's store, a
+    /// FeedRefresher: a read-modify-write of the posts (a refresh's store, a
     /// `delete_post`), so neither writes over what the other just changed.
     case postsEdit = 8
-    /// Service: the writer of `feeds.state` (a refresh's, under `postsEdit`
+    /// FeedRefresher: the writer of `feeds.state` (a refresh's, under `postsEdit`
     /// for the posts), so the file never goes back to an older state.
     case feedsState = 9
     /// Store: the writers of `posts/` (a refresh, the start-up reconciliation).
