@@ -42,7 +42,7 @@ public struct FileDescriptor: Sendable, Hashable {
         guard !name.isEmpty, name != ".", name != "..", !name.utf8.contains(UInt8(ascii: "/")) else {
             throw SystemError("open", display, errno: EINVAL)
         }
-        let fd = try retryingOnInterrupt("open", display) { Glibc.openat(rawValue, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
+        let fd = try retryingOnInterrupt("open", display) { Glibc.openat(rawValue, name, OpenFlags([.readOnly, .noFollow, .nonBlocking]).rawValue | O_CLOEXEC) }
         return FileDescriptor(rawValue: fd, path: display)
     }
 

@@ -37,7 +37,7 @@ final class HelperProcess {
     /// no_new_privs in `/proc/PID/status`). A helper that does not is killed.
     static func start(_ c: VariantPoolConfiguration) throws(VariantFailure) -> HelperProcess {
         let toChild = try pipe(), fromChild = try pipe()
-        let devNull = Glibc.open("/dev/null", O_WRONLY | O_CLOEXEC)
+        let devNull = Glibc.open("/dev/null", OpenFlags.writeOnly.rawValue | O_CLOEXEC)
         defer {
             Glibc.close(toChild.0)
             Glibc.close(fromChild.1)

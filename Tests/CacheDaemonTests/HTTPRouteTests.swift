@@ -136,19 +136,38 @@ import CacheStore
         }
     }
 
+    static let post = "Content-Length: 0\n"
+
+    @Test func postVerifyChecksEveryObject() throws {
+        let f = try DispatchFixture(allowAdmin: true); defer { f.remove() }
+        let verify = try f.http("/verify", method: "POST", headers: Self.post)
+        #expect(verify.status == 200 && verify.json?["checked"]?.integer == 1, "\(String(decoding: verify.body, as: UTF8.self))")
+    }
+
+    @Test func postGcRemovesWhatNoRowMaps() throws {
+        let f = try DispatchFixture(allowAdmin: true); defer { f.remove() }
+        let gc = try f.http("/gc", method: "POST", headers: Self.post)
+        #expect(gc.status == 200 && gc.json?["removed"]?.integer == 0, "the fixture's one object is mapped")
+    }
+
+    @Test func postCompactRewritesTheLog() throws {
+        let f = try DispatchFixture(allowAdmin: true); defer { f.remove() }
+        let compact = try f.http("/compact", method: "POST", headers: Self.post)
+        #expect(compact.status == 200 && compact.json?["ok"] == .bool(true))
+    }
+
+    @Test func postPrefetchTakesWhatAndSaysWhyItFailed() throws {
+        let f = try DispatchFixture(allowAdmin: true); defer { f.remove() }
+        let prefetch = try f.http("/prefetch?what=posts", method: "POST", headers: Self.post)
+        #expect(prefetch.status == 502 && prefetch.errorCode == "upstream", "no posts-url: \(prefetch.status)")
+        #expect(try f.http("/prefetch?what=nothing", method: "POST", headers: Self.post).status == 400)
+    }
+
     @Test func theAdminRoutesArePostsFromThisOriginOnly() throws {
         let f = try DispatchFixture(allowAdmin: true); defer { f.remove() }
-        let post = "Content-Length: 0\n"
-        let verify = try f.http("/verify", method: "POST", headers: post)
-        #expect(verify.status == 200 && verify.json?["checked"]?.integer == 1, "\(String(decoding: verify.body, as: UTF8.self))")
-        #expect(try f.http("/gc", method: "POST", headers: post).json?["removed"]?.integer == 0)
-        #expect(try f.http("/compact", method: "POST", headers: post).json?["ok"] == .bool(true))
-        let prefetch = try f.http("/prefetch?what=posts", method: "POST", headers: post)
-        #expect(prefetch.status == 502 && prefetch.errorCode == "upstream", "no posts-url: \(prefetch.status)")
-        #expect(try f.http("/prefetch?what=nothing", method: "POST", headers: post).status == 400)
         let get = try f.http("/gc")
         #expect(get.status == 405 && get.headers["allow"] == "POST")
-        #expect(try f.http("/gc", method: "POST", headers: post + "Origin: http://evil.example\n").status == 403)
+        #expect(try f.http("/gc", method: "POST", headers: Self.post + "Origin: http://evil.example\n").status == 403)
         #expect(try f.http("/gc", method: "POST", headers: "Content-Length: 0\nContent-Type: text/plain\n").status == 403)
     }
 }

@@ -102,7 +102,7 @@ extension EventLoop {
 
     /// A descriptor kept open to be closed when the process runs out.
     static func openSpare() -> Int32 {
-        open("/dev/null", O_RDONLY | O_CLOEXEC)
+        open("/dev/null", OpenFlags.readOnly.rawValue | O_CLOEXEC)
     }
 
     private func pauseListener(_ i: Int) {
