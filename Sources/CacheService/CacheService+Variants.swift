@@ -13,55 +13,59 @@ extension CacheService {
     public func imageVariant(row index: Int, _ request: VariantRequest,
                              then completion: @escaping Completion<ImageEntry>) -> Outcome<ImageEntry> {
         let settings = variants.current
-        // What can be refused before the original is known is refused now.
+        // What can be refused before the original is known is refused now,
+        // before any download; the rest once its type is (`resolved`).
         if case .failure(let e) = settings.resolve(request, originalCode: 0) { return .now(.failure(e)) }
         let original = image(row: index, fetch: true, countingHit: false) { [self] result in
             switch result {
             case .failure(let e): completion(.failure(e))
-            case .success(let entry): variant(of: entry, request, settings, completion)
+            case .success(let entry):
+                switch resolved(entry, request, settings) {
+                case .failure(let e): completion(.failure(e))
+                case .success(let found): variant(of: entry, found, settings, completion)
+                }
             }
         }
         switch original {
         case .later: return .later
         case .now(.failure(let e)): return .now(.failure(e))
         case .now(.success(let entry)):
-            if let stored = storedVariant(entry, request, settings) { return .now(stored) }
-            pool.submit { [self] in variant(of: entry, request, settings, completion) }
+            let found: (source: ObjectRef, spec: VariantSpec)
+            switch resolved(entry, request, settings) {
+            case .failure(let e): return .now(.failure(e))
+            case .success(let f): found = f
+            }
+            if let stored = storedVariant(entry, found, settings) { return .now(.success(stored)) }
+            pool.submit { [self] in variant(of: entry, found, settings, completion) }
             return .later
         }
     }
 
-    /// The entry with its stored variant (a hit: counted, its use noted);
-    /// a refusal of the request; or nil when the variant must be made.
-    private func storedVariant(_ entry: ImageEntry, _ request: VariantRequest, _ settings: VariantSettings) -> Result<ImageEntry, CacheError>? {
-        guard let source = sourceObject(entry) else { return nil }
-        let spec: VariantSpec
-        switch settings.resolve(request, originalCode: source.type.rawValue) {
-        case .success(let s): spec = s
-        case .failure(let e): return .failure(e)
-        }
-        guard let v = store.variant(of: source.hash, spec), settings.admits(v), store.objectFileLooksRight(v.object) else { return nil }
-        counters.withLock { $0.variantHits += 1 }
-        store.touch(v.object.hash)
-        store.touch(source.hash)
-        return .success(with(entry, v))
+    /// The original a cached entry names and the variant `request` of it,
+    /// resolved once for the original's type: refused, or what to look up and make.
+    private func resolved(_ entry: ImageEntry, _ request: VariantRequest,
+                          _ settings: VariantSettings) -> Result<(source: ObjectRef, spec: VariantSpec), CacheError> {
+        guard let source = sourceObject(entry) else { return .failure(.notFound("row \(entry.row)'s image is no longer cached")) }
+        return settings.resolve(request, originalCode: source.type.rawValue).map { (source, $0) }
     }
 
-    /// On a worker: the stored variant, or the one made now.
-    private func variant(of entry: ImageEntry, _ request: VariantRequest, _ settings: VariantSettings,
+    /// The entry with its stored variant (a hit: counted, its use noted),
+    /// or nil when the variant must be made.
+    private func storedVariant(_ entry: ImageEntry, _ found: (source: ObjectRef, spec: VariantSpec), _ settings: VariantSettings) -> ImageEntry? {
+        guard let v = store.variant(of: found.source.hash, found.spec), settings.admits(v), store.objectFileLooksRight(v.object) else { return nil }
+        counters.withLock { $0.variantHits += 1 }
+        store.touch(v.object.hash)
+        store.touch(found.source.hash)
+        return with(entry, v)
+    }
+
+    /// On a worker: the stored variant (one may have been stored
+    /// meanwhile), or the one made now.
+    private func variant(of entry: ImageEntry, _ found: (source: ObjectRef, spec: VariantSpec), _ settings: VariantSettings,
                          _ completion: @escaping Completion<ImageEntry>) {
-        if let stored = storedVariant(entry, request, settings) { completion(stored); return }
-        guard let source = sourceObject(entry) else {
-            completion(.failure(.notFound("row \(entry.row)'s image is no longer cached")))
-            return
-        }
-        let spec: VariantSpec
-        switch settings.resolve(request, originalCode: source.type.rawValue) {
-        case .success(let s): spec = s
-        case .failure(let e): completion(.failure(e)); return
-        }
-        variants.make(source, spec, settings) { [self] result in
-            completion(result.map { with(entry, $0) }.mapError { $0.about("row \(entry.row) variant \(spec)") })
+        if let stored = storedVariant(entry, found, settings) { completion(.success(stored)); return }
+        variants.make(found.source, found.spec, settings) { [self] result in
+            completion(result.map { with(entry, $0) }.mapError { $0.about("row \(entry.row) variant \(found.spec)") })
         }
     }
 
