@@ -81,8 +81,19 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         var started = Clock.monotonicNanoseconds()
     }
 
+    /// One page asked for: its URL, the validators sent, and the page as
+    /// stored that they came from (matched by URL).
+    private struct Asked: Sendable {
+        var url: String
+        var sent: Validators
+        var stored: FeedPage?
+    }
+
+    /// What a step hands on: the pages or the first failure.
+    typealias Completion = @Sendable (Result<WalkResult<Decoded>, OriginFailure>) -> Void
+
     /// Walks the feed from its first URL; `completion` gets the pages or the first failure.
-    func run(completion: @escaping @Sendable (Result<WalkResult<Decoded>, OriginFailure>) -> Void) {
+    func run(completion: @escaping Completion) {
         guard let configured = walk.fetch.url else {
             completion(.failure(OriginFailure(subject: walk.fetch.setting, url: "", attempts: 0, reason: "\(walk.fetch.setting) is not configured")))
             return
@@ -98,7 +109,8 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         OriginFailure(subject: "\(subject(progress)) \(url.cut(toBytes: 500))", url: url, attempts: response?.attempts ?? 1, reason: reason)
     }
 
-    private func step(_ url: String, _ progress: Progress, _ completion: @escaping @Sendable (Result<WalkResult<Decoded>, OriginFailure>) -> Void) {
+    /// Asks for page `url` (after the pages in `progress`), unless the walk must end first.
+    private func step(_ url: String, _ progress: Progress, _ completion: @escaping Completion) {
         let number = progress.pages.count + 1
         if let earlier = progress.fetched[url] {
             let why = walk.shape.paging == .link
@@ -117,24 +129,24 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         }
         let stored = walk.stored.first { $0.url == url }
             ?? (progress.pages.isEmpty && !ignoreFirstStored ? walk.stored.first { $0.url.isEmpty } : nil)
-        let sent = walk.force ? Validators() : (stored?.validators.sanitized ?? Validators())
-        let request = FetchRequest(url: url, headers: FeedRefresher.conditionalHeaders(sent) + [FeedContent.accept], maxBodySize: Int64(pageLimit), maxBodySetting: "feed-max-size")
+        let asked = Asked(url: url, sent: walk.force ? Validators() : (stored?.validators.sanitized ?? Validators()), stored: stored)
+        let request = FetchRequest(url: url, headers: FeedRefresher.conditionalHeaders(asked.sent) + [FeedContent.accept],
+                                   maxBodySize: Int64(pageLimit), maxBodySetting: "feed-max-size")
         fetcher.fetchPage(request) { result in
             switch result {
             case .failure(let e): completion(.failure(OriginFailure(subject: "\(subject(progress)) \(url.cut(toBytes: 500))", e)))
             case .success(let (response, body)):
-                do throws(OriginFailure) {
-                    try received(url, response, body, sent: sent, stored: stored, progress, completion)
-                } catch { completion(.failure(error)) }
+                do throws(OriginFailure) { try received(asked, response, body, progress, completion) } catch { completion(.failure(error)) }
             }
         }
     }
 
     /// One answer: the page it makes, then the next step or the end.
-    private func received(_ url: String, _ response: HTTPResponse, _ body: PageBody, sent: Validators, stored: FeedPage?, _ before: Progress,
-                          _ completion: @escaping @Sendable (Result<WalkResult<Decoded>, OriginFailure>) -> Void) throws(OriginFailure) {
+    private func received(_ asked: Asked, _ response: HTTPResponse, _ body: PageBody, _ before: Progress,
+                          _ completion: @escaping Completion) throws(OriginFailure) {
         var progress = before
-        let (page, facts) = try pageResult(url, response, body, sent: sent, stored: stored, progress)
+        let url = asked.url
+        let (page, facts) = try pageResult(asked, response, body, progress)
         let number = progress.pages.count + 1
         if let facts, walk.shape.paging != .link, facts.items > 0 {
             if facts.digest == progress.lastDigest {
@@ -170,10 +182,11 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
 
     /// What one answer makes of a page: the stored page on a 304, else the
     /// decoded body with the next request its paging makes of it.
-    private func pageResult(_ url: String, _ response: HTTPResponse, _ body: PageBody, sent: Validators, stored: FeedPage?,
+    private func pageResult(_ asked: Asked, _ response: HTTPResponse, _ body: PageBody,
                             _ progress: Progress) throws(OriginFailure) -> (PageResult<Decoded>, PageFacts?) {
+        let url = asked.url
         if response.status == 304 {
-            guard var page = stored, sent != Validators() else {
+            guard var page = asked.stored, asked.sent != Validators() else {
                 throw failure(progress, url, "answered 304 Not Modified to a request that sent no validators", response)
             }
             page.url = url
@@ -205,7 +218,7 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         if let n = next, n.utf8.count > Self.maxURLBytes {
             throw failure(progress, url, "its next page's URL is \(n.utf8.count) bytes, more than \(Self.maxURLBytes): \(n.cut())", response)
         }
-        let validators = walk.validatorsToStore(sent, response)
+        let validators = walk.validatorsToStore(asked.sent, response)
         return (.fresh(FeedPage(url: url, validators: validators, next: next, count: 0), decoded.0), decoded.1)
     }
 }
