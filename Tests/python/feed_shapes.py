@@ -65,7 +65,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -158,16 +157,6 @@ class Logs:
         return out
 
 
-def wait_port(host, port, seconds=10):
-    def up():
-        try:
-            socket.create_connection((host, port), 0.5).close()
-            return True
-        except OSError:
-            return False
-    return wait_for(up, seconds, 0.05)
-
-
 class Origins:
     def __init__(self, tmp, procs, quick=False):
         self.tmp = tmp
@@ -175,7 +164,6 @@ class Origins:
         roots = {k: os.path.join(tmp, "www-" + k) for k in "ab"}
         for r in roots.values():
             os.makedirs(r)
-        os.makedirs(os.path.join(tmp, "ntmp"))
         self.files = shapes.Files(roots)
         with open(os.path.join(FIXTURES, "nginx-shapes.conf")) as f:
             conf = f.read()
@@ -184,16 +172,11 @@ class Origins:
                   "USER": "user root;" if os.geteuid() == 0 else "", "MAPS": apis.gitlab_maps(self.ports["A"], n, size)}
         for k, v in values.items():
             conf = conf.replace("@%s@" % k, v)
-        with open(os.path.join(tmp, "nginx.conf"), "w") as f:
-            f.write(conf)
-        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-        self.nginx = subprocess.Popen([nginx, "-p", tmp, "-c", tmp + "/nginx.conf", "-e", tmp + "/nginx-error.log"],
-                                      stdout=subprocess.DEVNULL, stderr=open(tmp + "/nginx.out", "wb"))
+        try:
+            self.nginx = world.Origin(tmp, conf=conf, ports=[self.ports["A"], self.ports["B"]]).p
+        except RuntimeError as e:
+            raise SystemExit(str(e))
         procs.append(self.nginx)
-        for host, port in (("127.0.0.1", self.ports["A"]), ("127.0.0.1", self.ports["B"])):
-            if not wait_port(host, port):
-                raise SystemExit("nginx did not start: " + open(tmp + "/nginx.out").read()[-1500:] +
-                                 open(tmp + "/nginx-error.log").read()[-1500:])
         port_file = os.path.join(tmp, "mastodon.port")
         self.mastodon_data = os.path.join(tmp, "mastodon.json")
         with open(self.mastodon_data, "w") as f:

@@ -18,21 +18,27 @@ from benchlib import call_socket, free_port, nginx_conf, stop, wait_for  # noqa:
 
 
 class Origin:
-    """nginx serving `www` on 127.0.0.1 and a free port, from `tmp`."""
+    """nginx on 127.0.0.1, from `tmp`: serving `www` on a free port, or run
+    with `conf`, a whole nginx.conf whose listening `ports` the caller chose
+    (the feed shapes' two hosts). Started at once; waits until each port answers."""
 
-    def __init__(self, tmp, www):
-        self.port = free_port()
+    def __init__(self, tmp, www=None, conf=None, ports=None):
+        self.port = ports[0] if ports else free_port()
         self.tmp = tmp
         os.makedirs(tmp + "/ntmp", exist_ok=True)
         with open(tmp + "/nginx.conf", "w") as f:
             user = "user root;" if os.getuid() == 0 else ""
-            f.write(nginx_conf(tmp, self.port, www).replace("worker_processes 1;", "worker_processes 1; " + user))
-        self.p = subprocess.Popen(["/usr/sbin/nginx", "-p", tmp, "-c", tmp + "/nginx.conf", "-e", tmp + "/nginx-error.log"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            f.write(conf if conf is not None else nginx_conf(tmp, self.port, www).replace("worker_processes 1;", "worker_processes 1; " + user))
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        self.p = subprocess.Popen([nginx, "-p", tmp, "-c", tmp + "/nginx.conf", "-e", tmp + "/nginx-error.log"],
+                                  stdout=subprocess.DEVNULL, stderr=open(tmp + "/nginx.out", "wb"))
         self.base = "http://127.0.0.1:%d" % self.port
-        if not wait_for(lambda: subprocess.run(["curl", "-sf", self.base + "/", "-o", "/dev/null"]).returncode in (0, 22), 10):
-            self.stop()
-            raise RuntimeError("nginx did not start: " + open(tmp + "/nginx-error.log").read()[-1000:])
+        for port in ports or [self.port]:
+            url = "http://127.0.0.1:%d/" % port
+            if not wait_for(lambda: subprocess.run(["curl", "-sf", url, "-o", "/dev/null"]).returncode in (0, 22), 10):
+                self.stop()
+                raise RuntimeError("nginx did not start: " + open(tmp + "/nginx.out").read()[-1000:]
+                                   + open(tmp + "/nginx-error.log").read()[-1000:])
 
     def stop(self):
         stop(self.p)
