@@ -64,6 +64,11 @@ extension CacheService {
     private func variant(of entry: ImageEntry, _ found: (source: ObjectRef, spec: VariantSpec), _ settings: VariantSettings,
                          _ completion: @escaping Completion<ImageEntry>) {
         if let stored = storedVariant(entry, found, settings) { completion(.success(stored)); return }
+        // Gone while the job waited for a worker (gc, eviction): said as a read before it would be.
+        guard store.objectRef(found.source.hash) != nil else {
+            completion(.failure(.notFound("row \(entry.row)'s image is no longer cached")))
+            return
+        }
         variants.make(found.source, found.spec, settings) { [self] result in
             completion(result.map { with(entry, $0) }.mapError { $0.about("row \(entry.row) variant \(found.spec)") })
         }

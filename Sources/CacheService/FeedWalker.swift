@@ -82,7 +82,8 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
     }
 
     /// One page asked for: its URL, the validators sent, and the page as
-    /// stored that they came from (matched by URL).
+    /// stored that they came from (matched by URL; for the first page, a
+    /// version-1 store's page of no URL too).
     private struct Asked: Sendable {
         var url: String
         var sent: Validators
@@ -90,10 +91,10 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
     }
 
     /// What a step hands on: the pages or the first failure.
-    typealias Completion = @Sendable (Result<WalkResult<Decoded>, OriginFailure>) -> Void
+    typealias WalkCompletion = @Sendable (Result<WalkResult<Decoded>, OriginFailure>) -> Void
 
     /// Walks the feed from its first URL; `completion` gets the pages or the first failure.
-    func run(completion: @escaping Completion) {
+    func run(completion: @escaping WalkCompletion) {
         guard let configured = walk.fetch.url else {
             completion(.failure(OriginFailure(subject: walk.fetch.setting, url: "", attempts: 0, reason: "\(walk.fetch.setting) is not configured")))
             return
@@ -110,7 +111,7 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
     }
 
     /// Asks for page `url` (after the pages in `progress`), unless the walk must end first.
-    private func step(_ url: String, _ progress: Progress, _ completion: @escaping Completion) {
+    private func step(_ url: String, _ progress: Progress, _ completion: @escaping WalkCompletion) {
         let number = progress.pages.count + 1
         if let earlier = progress.fetched[url] {
             let why = walk.shape.paging == .link
@@ -143,7 +144,7 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
 
     /// One answer: the page it makes, then the next step or the end.
     private func received(_ asked: Asked, _ response: HTTPResponse, _ body: PageBody, _ before: Progress,
-                          _ completion: @escaping Completion) throws(OriginFailure) {
+                          _ completion: @escaping WalkCompletion) throws(OriginFailure) {
         var progress = before
         let url = asked.url
         let (page, facts) = try pageResult(asked, response, body, progress)

@@ -144,16 +144,18 @@ import CacheStore
         #expect(verify.status == 200 && verify.json?["checked"]?.integer == 1, "\(String(decoding: verify.body, as: UTF8.self))")
     }
 
-    @Test func postGcRemovesWhatNoRowMaps() throws {
+    @Test func postGcAnswersHowManyItRemoved() throws {
         let f = try DispatchFixture(allowAdmin: true); defer { f.remove() }
         let gc = try f.http("/gc", method: "POST", headers: Self.post)
         #expect(gc.status == 200 && gc.json?["removed"]?.integer == 0, "the fixture's one object is mapped")
     }
 
-    @Test func postCompactRewritesTheLog() throws {
+    @Test func postCompactAnswersOkAndTheStoreStillServes() throws {
         let f = try DispatchFixture(allowAdmin: true); defer { f.remove() }
         let compact = try f.http("/compact", method: "POST", headers: Self.post)
         #expect(compact.status == 200 && compact.json?["ok"] == .bool(true))
+        let verify = try f.http("/verify", method: "POST", headers: Self.post)
+        #expect(verify.json?["checked"]?.integer == 1, "the compacted log lost the object")
     }
 
     @Test func postPrefetchTakesWhatAndSaysWhyItFailed() throws {

@@ -17,12 +17,22 @@ sys.path.insert(0, os.path.join(ROOT, "Tests", "Fixtures", "browser"))
 from benchlib import call_socket, free_port, nginx_conf, stop, wait_for  # noqa: E402
 
 
+def tail(path, size=1500):
+    """The end of a log file, or why there is none."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()[-size:]
+    except OSError as e:
+        return "(%s)" % e
+
+
 class Origin:
     """nginx on 127.0.0.1, from `tmp`: serving `www` on a free port, or run
     with `conf`, a whole nginx.conf whose listening `ports` the caller chose
     (the feed shapes' two hosts). Started at once; waits until each port answers."""
 
     def __init__(self, tmp, www=None, conf=None, ports=None):
+        assert (www is None) != (conf is None), "an Origin serves a www directory or runs a conf, one of the two"
         self.port = ports[0] if ports else free_port()
         self.tmp = tmp
         os.makedirs(tmp + "/ntmp", exist_ok=True)
@@ -30,15 +40,15 @@ class Origin:
             user = "user root;" if os.getuid() == 0 else ""
             f.write(conf if conf is not None else nginx_conf(tmp, self.port, www).replace("worker_processes 1;", "worker_processes 1; " + user))
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-        self.p = subprocess.Popen([nginx, "-p", tmp, "-c", tmp + "/nginx.conf", "-e", tmp + "/nginx-error.log"],
-                                  stdout=subprocess.DEVNULL, stderr=open(tmp + "/nginx.out", "wb"))
+        with open(tmp + "/nginx.out", "wb") as err:
+            self.p = subprocess.Popen([nginx, "-p", tmp, "-c", tmp + "/nginx.conf", "-e", tmp + "/nginx-error.log"],
+                                      stdout=subprocess.DEVNULL, stderr=err)
         self.base = "http://127.0.0.1:%d" % self.port
         for port in ports or [self.port]:
             url = "http://127.0.0.1:%d/" % port
-            if not wait_for(lambda: subprocess.run(["curl", "-sf", url, "-o", "/dev/null"]).returncode in (0, 22), 10):
+            if not wait_for(lambda url=url: subprocess.run(["curl", "-sf", "-m", "2", "--noproxy", "*", url, "-o", "/dev/null"]).returncode in (0, 22), 10):
                 self.stop()
-                raise RuntimeError("nginx did not start: " + open(tmp + "/nginx.out").read()[-1000:]
-                                   + open(tmp + "/nginx-error.log").read()[-1000:])
+                raise RuntimeError("nginx did not answer on port %d: %s | %s" % (port, tail(tmp + "/nginx.out"), tail(tmp + "/nginx-error.log")))
 
     def stop(self):
         stop(self.p)

@@ -88,7 +88,7 @@ extension Settings {
     }
 
     /// A byte count as the largest exact K, M or G spelling ("67108864" → "64M").
-    static func sizeText(_ bytes: String) -> String {
+    private static func sizeText(_ bytes: String) -> String {
         guard var n = Int64(bytes), n > 0 else { return bytes }
         for suffix in ["", "K", "M", "G"] {
             if n % 1024 != 0 || suffix == "G" { return "\(n)\(suffix)" }
