@@ -206,6 +206,15 @@ class Origins:
                           AccessLog(os.path.join(tmp, "api.log"), names)])
 
 
+def json_lines(text):
+    """Each line of `text` that is JSON, parsed (cachectl --json prints one document a line)."""
+    for line in text.splitlines():
+        try:
+            yield json.loads(line)
+        except ValueError:
+            pass
+
+
 # --- the daemon ----------------------------------------------------------------
 
 class Daemon(world.Daemon):
@@ -228,11 +237,8 @@ class Daemon(world.Daemon):
         """cachectl --json prefetch WHAT: (exit status, answer or None, stderr)."""
         r = self.ctl("--json", "prefetch", what)
         answer = None
-        for line in r.stdout.splitlines():
-            try:
-                answer = json.loads(line)
-            except ValueError:
-                pass
+        for answer in json_lines(r.stdout):
+            pass
         return r.returncode, answer, r.stderr.strip()
 
     def call(self, request, timeout=60):
@@ -1265,11 +1271,7 @@ def cachectl_get_images(d):
     """`cachectl --json get images`: (exit status, the rows or None, the output)."""
     r = d.ctl("--json", "get", "images")
     rows = None
-    for line in r.stdout.splitlines():
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
+    for doc in json_lines(r.stdout):
         if isinstance(doc, dict) and isinstance(doc.get("images"), list):
             rows = (rows or []) + doc["images"]
     return r.returncode, rows, r.stdout + r.stderr
