@@ -9,11 +9,16 @@ PNG signature) from nginx on 127.0.0.1, configured as in scripts/bench.py.
 Each round runs, one after the other: `cachectl prefetch images` into a fresh
 store (`--concurrency 16`; the daemon is started and pinged first, only the
 prefetch is timed), `curl --parallel --parallel-max 16` into an empty folder,
-and `aria2c -j 16 -x 1 --file-allocation=none`. With `--base`, a second
+`aria2c -j 16 -x 1 --file-allocation=none`, and the durable-files floor:
+the same bytes, already in this script's memory, written as the store
+writes an object (a temp file, `fsync`, `rename` into a fan-out directory,
+`fsync` of that directory; a new fan-out directory's parent fsynced too) on
+16 threads, with no network, hashing or log: what durability alone costs
+on this file system, which curl does not pay. With `--base`, a second
 cached (an older build) runs in every round too, before or after the first in
 alternate rounds, for an A/B of a change. Prints the medians of the rounds
 and the ratios; the last line is JSON (cached_s, curl_s, aria2c_s, and
-base_s with --base, plus the daemon's CPU seconds per prefetch).
+floor_s, base_s with --base, plus the daemon's CPU seconds per prefetch).
 
 With `--profile`, one more prefetch each under `perf stat -e task-clock`,
 `perf record -g` (cpu-clock) and `strace -c -f`, attached to the daemon, and
@@ -24,6 +29,9 @@ A benchmark: it prints figures and asserts nothing. scripts/bench.py can
 import `measure_prefetch(bin_dir, runs, tmp, small, large)`.
 """
 import argparse
+import concurrent.futures
+import hashlib
+import threading
 import json
 import os
 import shutil
@@ -98,11 +106,14 @@ class Origin:
         self.port = _free_port()
         self.urls = []
         self.bytes = 0
+        self.bodies = []  # the floor's input (_floor_round)
         for i in range(small + large):
             n = 100 * 1024 if i < small else 2 * 1024 * 1024
             name = "img/%04d.png" % i
+            body = b"\x89PNG\r\n\x1a\n" + os.urandom(n - 8)
             with open(os.path.join(www, name), "wb") as f:
-                f.write(b"\x89PNG\r\n\x1a\n" + os.urandom(n - 8))
+                f.write(body)
+            self.bodies.append(body)
             self.bytes += n
             self.urls.append("http://127.0.0.1:%d/%s" % (self.port, name))
         with open(os.path.join(www, "manifest.json"), "w") as f:
@@ -204,8 +215,54 @@ def _aria_round(tmp, name, origin):
     return wall
 
 
+def _floor_round(tmp, name, origin):
+    """Wall seconds of writing origin's files durably, as the store does (module doc)."""
+    out = os.path.join(tmp, "floor-" + name)
+    temp, objects = os.path.join(out, "tmp"), os.path.join(out, "objects")
+    os.makedirs(temp)
+    os.makedirs(objects)
+    made, lock = set(), threading.Lock()
+
+    def sync_dir(path):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def store(i, body):
+        name = hashlib.md5(body[-4096:]).hexdigest()
+        part = os.path.join(temp, "%d.part" % i)
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(body)
+            while view:
+                view = view[os.write(fd, view[:1 << 20]):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fan = os.path.join(objects, name[:2])
+        with lock:
+            new = name[:2] not in made
+            if new:
+                os.mkdir(fan)
+                made.add(name[:2])
+        if new:
+            sync_dir(objects)
+        os.rename(part, os.path.join(fan, name[2:]))
+        sync_dir(fan)
+
+    t = time.time()
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        for f in [pool.submit(store, i, b) for i, b in enumerate(origin.bodies)]:
+            f.result()
+    wall = time.time() - t
+    _remove(out)
+    return wall
+
+
 def _rounds(bin_dir, runs, tmp, origin, base=None, env=None, base_env=None, peers=True):
-    cached, cpu_user, cpu_sys, curl, aria, based, based_cpu = [], [], [], [], [], [], []
+    cached, cpu_user, cpu_sys, curl, aria, based, based_cpu, floor = [], [], [], [], [], [], [], []
     for r in range(runs):
         sides = [("new", bin_dir, env)] + ([("base", base, base_env)] if base else [])
         if r % 2 == 1:
@@ -218,9 +275,10 @@ def _rounds(bin_dir, runs, tmp, origin, base=None, env=None, base_env=None, peer
                 based.append(wall); based_cpu.append(u + s)
         curl.append(_curl_round(tmp, "curl-%d" % r, origin) if peers else float("nan"))
         aria.append(_aria_round(tmp, "aria-%d" % r, origin) if peers else float("nan"))
-        print("  round %d: cached %.3f s (daemon cpu %.2f user + %.2f sys)%s, curl %.3f s, aria2c %.3f s"
+        floor.append(_floor_round(tmp, "%d" % r, origin) if peers else float("nan"))
+        print("  round %d: cached %.3f s (daemon cpu %.2f user + %.2f sys)%s, curl %.3f s, aria2c %.3f s, durable floor %.3f s"
               % (r + 1, cached[-1], cpu_user[-1], cpu_sys[-1], (", base %.3f s (cpu %.2f)" % (based[-1], based_cpu[-1])) if base else "",
-                 curl[-1], aria[-1]),
+                 curl[-1], aria[-1], floor[-1]),
               file=sys.stderr, flush=True)
     med = statistics.median
     out = {"cached_s": med(cached), "curl_s": med(curl), "aria2c_s": med(aria),
@@ -229,6 +287,9 @@ def _rounds(bin_dir, runs, tmp, origin, base=None, env=None, base_env=None, peer
            # round's tools ran seconds apart, under the same other load.
            "cached_vs_curl_paired": med([a / b for a, b in zip(cached, curl)]) if peers else float("nan"),
            "cached_vs_aria2c_paired": med([a / b for a, b in zip(cached, aria)]) if peers else float("nan"),
+           # The floor: durability alone (_floor_round) against curl, and cached against it.
+           "floor_s": med(floor), "floor_vs_curl": med(floor) / med(curl), "cached_vs_floor": med(cached) / med(floor),
+           "floor_vs_curl_paired": med([a / b for a, b in zip(floor, curl)]) if peers else float("nan"),
            "daemon_cpu_user_s": med(cpu_user), "daemon_cpu_sys_s": med(cpu_sys),
            "runs": runs, "files": len(origin.urls), "bytes": origin.bytes}
     if base:
@@ -362,8 +423,10 @@ def main():
         if a.profile:
             profile(os.path.abspath(a.bin_dir), tmp, origin, os.path.abspath(a.profile))
         if result:
-            print("medians: cached %.3f s, curl %.3f s (cached/curl %.2fx, goal <= 1.2x), aria2c %.3f s (cached/aria2c %.2fx, goal <= 0.5x)%s"
+            print("medians: cached %.3f s, curl %.3f s (cached/curl %.2fx, goal <= 1.2x), aria2c %.3f s (cached/aria2c %.2fx, goal <= 0.5x), "
+                  "durable floor %.3f s (floor/curl %.2fx, cached/floor %.2fx)%s"
                   % (result["cached_s"], result["curl_s"], result["cached_vs_curl"], result["aria2c_s"], result["cached_vs_aria2c"],
+                     result["floor_s"], result["floor_vs_curl"], result["cached_vs_floor"],
                      (", base %.3f s (new/base %.2fx, median of the rounds' ratios %.2fx)" % (result["base_s"], result["cached_vs_base"], result["cached_vs_base_paired"])) if a.base else ""))
             print(json.dumps(result))
     finally:
