@@ -43,15 +43,16 @@ extension CacheService {
         }
         var policy = configuration.fetch
         policy.userAgent = userAgent
-        let http: HTTPClient, pool: WorkerPool
+        let http: HTTPClient, pool: WorkerPool, commits: WorkerPool
         do throws(SystemError) {
             http = try HTTPClient(policy: policy, credentials: configuration.credentials)
             pool = try WorkerPool(threads: configuration.workerThreads, name: "cached-worker")
+            commits = try WorkerPool(threads: configuration.commitThreads, name: "cached-commit")
         } catch {
             store.close()
             throw .store(.io(error), doing: "cannot start the daemon's threads")
         }
-        let service = CacheService(store: store, http: http, pool: pool, log: log, configuration: configuration)
+        let service = CacheService(store: store, http: http, pool: pool, commits: commits, log: log, configuration: configuration)
         setAside.connect(service)
         return service
     }
@@ -157,8 +158,10 @@ extension CacheService {
     /// Asks every long pass to stop (`Store.stopPasses`: the start's
     /// passes, compaction, gc, `verify`, the scrub's hash), stops the scrub
     /// (its position saved), cancels transfers (their temp files are
-    /// discarded), lets the workers finish what is queued (commits in
-    /// progress complete or roll back; a pass they run returns early), and
+    /// discarded), lets the commit threads and then the workers finish what
+    /// is queued (commits in progress complete or roll back; a pass they run
+    /// returns early; nothing queues a commit once transfers are cancelled:
+    /// a failed transfer is reported by a worker), and
     /// only then logs the use times and closes the store, recording a clean
     /// stop when the workers all ended (`Store.close(clean:)`). Anything
     /// abandoned in tmp/ is removed at the next start.
@@ -168,7 +171,8 @@ extension CacheService {
         scrub.stop()
         variants.stop()
         http.shutdown(timeout: Self.transferCancelTimeout)
-        let drained = pool.stop(timeout: Self.workerDrainTimeout)
+        let committed = commits.stop(timeout: Self.workerDrainTimeout)
+        let drained = pool.stop(timeout: Self.workerDrainTimeout) && committed
         if !drained { log.warning("workers still busy at exit; their work is abandoned") }
         logAccessTimes()
         store.close(clean: drained)

@@ -18,6 +18,8 @@ public final class CacheService: Sendable {
     let store: Store
     let http: HTTPClient
     let pool: WorkerPool
+    /// Commits finished image downloads (`ServiceConfiguration.commitThreads`).
+    let commits: WorkerPool
     let log: Logger
     let counters: Locked<CounterValues>
     /// The feed settings a reload may change.
@@ -55,10 +57,11 @@ public final class CacheService: Sendable {
     let variants: VariantMaker
 
     /// A service over an open store (`open` opens one from a configuration).
-    init(store: Store, http: HTTPClient, pool: WorkerPool, log: Logger, configuration: ServiceConfiguration) {
+    init(store: Store, http: HTTPClient, pool: WorkerPool, commits: WorkerPool, log: Logger, configuration: ServiceConfiguration) {
         self.store = store
         self.http = http
         self.pool = pool
+        self.commits = commits
         self.log = log
         let feeds = Locked(configuration.feeds), counters = Locked(CounterValues())
         self.feeds = feeds
@@ -72,7 +75,8 @@ public final class CacheService: Sendable {
         let onWorker: @Sendable (@escaping WorkerPool.Job) -> Void = { pool.submit($0) }
         let count: @Sendable (@Sendable (inout CounterValues) -> Void) -> Void = { change in counters.withLock { change(&$0) } }
         let bounds: @Sendable () -> (maxObjectSize: Int64, minFreeSpace: Int64) = { feeds.withLock { ($0.maxObjectSize, $0.minFreeSpace) } }
-        imageFetcher = ImageFetcher(store: store, transfers: http, log: log, onWorker: onWorker, bounds: bounds, count: count)
+        imageFetcher = ImageFetcher(store: store, transfers: http, log: log, onWorker: onWorker, onCommit: { commits.submit($0) },
+                                    bounds: bounds, count: count)
         variants = VariantMaker(
             store: store, runner: configuration.variantPool.map { VariantHelpers($0, log: log) }, settings: configuration.variants,
             log: log, onWorker: onWorker, bounds: bounds,

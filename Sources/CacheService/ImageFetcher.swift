@@ -27,6 +27,8 @@ final class ImageFetcher: Sendable {
     private let store: any ImageStore
     private let transfers: any ImageTransfers
     private let onWorker: @Sendable (@escaping @Sendable () -> Void) -> Void
+    /// Runs a finished transfer's commit (CacheService: the commit threads).
+    private let onCommit: @Sendable (@escaping @Sendable () -> Void) -> Void
     private let log: Logger
     /// The largest object the store takes and the free space kept (the feeds' settings, which a reload changes).
     private let bounds: @Sendable () -> (maxObjectSize: Int64, minFreeSpace: Int64)
@@ -38,12 +40,14 @@ final class ImageFetcher: Sendable {
 
     init(store: any ImageStore, transfers: any ImageTransfers, log: Logger,
          onWorker: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void,
+         onCommit: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void,
          bounds: @escaping @Sendable () -> (maxObjectSize: Int64, minFreeSpace: Int64),
          count: @escaping @Sendable (@Sendable (inout CounterValues) -> Void) -> Void) {
         self.store = store
         self.transfers = transfers
         self.log = log
         self.onWorker = onWorker
+        self.onCommit = onCommit
         self.bounds = bounds
         self.count = count
     }
@@ -90,8 +94,15 @@ final class ImageFetcher: Sendable {
         }
         let sent = revalidating?.freshness?.validators ?? Validators()
         let request = FetchRequest(url: url, headers: Self.imageConditionalHeaders(sent), maxBodySize: maxSize)
+        // An answer (200 or 304) is committed on a commit thread: its fsyncs
+        // overlap with the other transfers' (ServiceConfiguration.commitThreads).
+        // A failure has nothing to sync and goes to a worker, as everything
+        // does once the transfers are cancelled at shutdown (CacheService.shutdown
+        // stops the commit threads before the workers).
         transfers.fetch(request, into: sink) { [self] result in
-            onWorker { [self] in
+            var run = onWorker
+            if case .success = result { run = onCommit }
+            run { [self] in
                 let outcome = commit(url, result, sink, revalidating: revalidating, sent: sent, rows: rows(url), headroom: headroom)
                 noteOutcome(url, outcome)
                 flight.finish(url, outcome)
@@ -126,7 +137,7 @@ final class ImageFetcher: Sendable {
         }
     }
 
-    /// Stores a finished fetch (on a worker).
+    /// Stores a finished fetch (on a commit thread; a failed one on a worker).
     private func commit(_ url: String, _ result: Result<HTTPResponse, FetchError>, _ sink: ObjectSink,
                         revalidating: Revalidation?, sent: Validators, rows: [(row: Int, url: String)],
                         headroom: Int64) -> Result<FetchedImage, CacheError> {

@@ -15,7 +15,8 @@ public struct ServiceConfiguration: Sendable, Equatable {
     public var fetch: FetchPolicy
     /// Headers for the feeds' origins (a reload changes them: `apply(_:)`).
     public var credentials: FetchCredentials
-    /// Threads that run disk work: commits, verification, maintenance.
+    /// Threads that run disk work: verification, feed decoding and storing,
+    /// maintenance (an image download's commit has its own: `commitThreads`).
     public var workerThreads: Int
     /// Log records beyond the live ones before the log is compacted.
     public var compactionSlack: Int
@@ -48,6 +49,18 @@ public struct ServiceConfiguration: Sendable, Equatable {
     /// cores without queueing behind one slow disk call, few enough that
     /// the event loop keeps a core.
     public static let defaultWorkerThreads = 4
+
+    /// Threads that commit finished image downloads (`cached-commit-N`):
+    /// one per transfer the client runs at once (`concurrency`), at most
+    /// `maxCommitThreads`. A commit is three waits on the disk (the file's
+    /// fsync, its directory's, the log's group commit) and almost no CPU, so
+    /// `concurrency` downloads' syncs overlap (a journaling file system joins
+    /// concurrent fsyncs into one journal commit) and none queues behind the
+    /// workers' CPU work (docs/performance.md, "Prefetch").
+    public var commitThreads: Int { min(max(1, fetch.concurrency), Self.maxCommitThreads) }
+
+    /// The most commit threads, whatever `concurrency` says (it goes to 256).
+    public static let maxCommitThreads = 64
 }
 
 /// The feed URLs and the body limit: the part of the configuration a reload applies.

@@ -52,7 +52,7 @@ import CacheSystem
             let counters = counters, headroom = Locked(minFreeSpace)
             self.minFreeSpace = headroom
             fetcher = ImageFetcher(store: store, transfers: transfers, log: Logger(level: .error, environment: [:]),
-                                   onWorker: { $0() }, bounds: { (1 << 20, headroom.withLock { $0 }) },
+                                   onWorker: { $0() }, onCommit: { $0() }, bounds: { (1 << 20, headroom.withLock { $0 }) },
                                    count: { change in counters.withLock { change(&$0) } })
         }
 

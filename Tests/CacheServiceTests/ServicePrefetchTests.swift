@@ -70,6 +70,31 @@ import CacheSystem
         #expect(log.count == 20, "\(log.map(\.path))")
     }
 
+    /// A finished download is committed by a commit thread, not a worker:
+    /// with every worker held, an image still lands in the store (and its
+    /// syncs never queue behind the workers' CPU work: ServiceConfiguration.commitThreads).
+    @Test func aDownloadIsCommittedWhileEveryWorkerIsBusy() async throws {
+        let workers = 2
+        let h = try await Harness.start(workerThreads: workers)
+        defer { h.close() }
+        let s = h.service
+        // Held without a time limit (Gate's gives up after 20 s, as long as waitUntil waits).
+        let held = Locked(0), release = DispatchSemaphore(value: 0)
+        for _ in 0..<workers { s.pool.submit { held.withLock { $0 += 1 }; release.wait() } }
+        defer { for _ in 0..<workers { release.signal() } }
+        await waitUntil { held.withLock { $0 } == workers }
+
+        let url = h.origin!.url("/images/" + (try ExampleOrigin.manifestURLs()[0]))
+        try s.store.replaceManifest([(url, nil)], pages: [FeedPage(url: "", count: 1)])
+        let done = Locked<Result<FetchedImage, CacheError>?>(nil)
+        s.imageFetcher.fetch(url: url, revalidating: nil, rows: { [(row: 0, url: $0)] }) { r in done.withLock { $0 = r } }
+        await waitUntil { done.withLock { $0 != nil } }
+        let got = try #require(done.withLock { $0 })
+        let ref = try got.get().ref
+        #expect(s.store.objectRef(ref.hash) != nil, "committed while both workers were held")
+        #expect(s.status().counters.downloads == 1)
+    }
+
     @Test func twoIdenticalPrefetchesAreJoined() async throws {
         let workers = 2
         let h = try await Harness.start(workerThreads: workers)
