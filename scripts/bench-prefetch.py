@@ -2,7 +2,7 @@
 """An images prefetch from nginx: cached against curl and aria2c, interleaved.
 
   scripts/bench-prefetch.py BIN_DIR [--runs N] [--files-small N --files-large N]
-                            [--base BASE_BIN_DIR] [--profile [DIR]]
+                            [--base BASE_BIN_DIR] [--profile [DIR]] [--ext4-journal]
 
 Serves SMALL files of 100 KiB and LARGE files of 2 MiB (random bytes after a
 PNG signature) from nginx on 127.0.0.1, configured as in scripts/bench.py.
@@ -19,6 +19,9 @@ cached (an older build) runs in every round too, before or after the first in
 alternate rounds, for an A/B of a change. Prints the medians of the rounds
 and the ratios; the last line is JSON (cached_s, curl_s, aria2c_s, and
 floor_s, base_s with --base, plus the daemon's CPU seconds per prefetch).
+
+With `--ext4-journal` it all runs on an ext4 made with mkfs's defaults (so
+with a journal) on a loop device, rather than in $TMPDIR.
 
 With `--profile`, one more prefetch each under `perf stat -e task-clock`,
 `perf record -g` (cpu-clock) and `strace -c -f`, attached to the daemon, and
@@ -46,6 +49,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchfs  # noqa: E402
 from benchlib import nginx_conf, wait_for as _wait_for, free_port as _free_port, stop as _stop  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -408,11 +412,21 @@ def main():
     ap.add_argument("--base-env", action="append", default=[], metavar="K=V", help="environment of the base's daemon")
     ap.add_argument("--no-peers", action="store_true", help="skip curl and aria2c (a quicker A/B with --base)")
     ap.add_argument("--keep-files", action="store_true", help="remove what rounds downloaded only at the end (no deletions between rounds)")
+    ap.add_argument("--ext4-journal", action="store_true",
+                    help="run on an ext4 with its default journal, made on a loop device for the run (needs root)")
     a = ap.parse_args()
     _keep_files[0] = a.keep_files
     env = dict(kv.split("=", 1) for kv in a.env)
     base_env = dict(kv.split("=", 1) for kv in a.base_env)
     tmp = tempfile.mkdtemp(prefix="cached-pf-")
+    loop = None
+    if a.ext4_journal:
+        os.chmod(tmp, 0o755)  # nginx's workers (an unprivileged user) pass through it to the mount
+        loop = benchfs.LoopFS(tmp, "ext4")
+        if not loop.path():
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise SystemExit("--ext4-journal: " + loop.reason)
+        tmp = tempfile.mkdtemp(prefix="cached-pf-", dir=loop.path())
     origin = None
     try:
         origin = Origin(tmp, a.files_small, a.files_large)
@@ -433,6 +447,9 @@ def main():
         if origin:
             origin.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+        if loop:
+            loop.remove()
+            shutil.rmtree(os.path.dirname(loop.image), ignore_errors=True)
 
 
 if __name__ == "__main__":

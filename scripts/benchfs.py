@@ -5,8 +5,9 @@ file system the bench makes itself on a loop device (where `auto` means
 `on-change`: btrfs checks a checksum of every data block it reads from the
 disk, so an unchanged file in the page cache is not hashed again).
 
-  Btrfs                a sparse image in the tmp dir, mkfs.btrfs, mount -o loop;
-                       unmounted and removed by `remove()` (bench.py's finally)
+  LoopFS, Btrfs        a sparse image in the tmp dir, mkfs (btrfs, or ext4 with
+                       its default journal), mount -o loop; unmounted and
+                       removed by `remove()` (bench.py's finally)
   serving(bench)       open, read, cat against the object files read directly,
                        each file system against its own files, all rotated
   http_large_images(bench)
@@ -48,17 +49,20 @@ def mount_type(path):
     return kind
 
 
-class Btrfs:
-    """A btrfs file system on a sparse image file under `tmp`, made and
-    mounted on the first `path()`. `path()` is its mount point, or None when
-    it cannot be made; `reason` then says exactly why (the failing command
-    and its message)."""
+class LoopFS:
+    """A file system of `kind` on a sparse image file under `tmp`, made with
+    its mkfs's defaults and mounted on the first `path()`. `path()` is its
+    mount point, or None when it cannot be made; `reason` then says exactly
+    why (the failing command and its message)."""
 
     SIZE = 4 << 30  # sparse: only what the bench writes takes disk space
+    MKFS = {"btrfs": ["mkfs.btrfs", "-q", "-f"], "ext4": ["mkfs.ext4", "-q", "-F"]}
 
-    def __init__(self, tmp):
-        self.image = os.path.join(tmp, "btrfs.img")
-        self.mount_point = os.path.join(tmp, "btrfs")
+    def __init__(self, tmp, kind, size=SIZE):
+        self.kind = kind
+        self.size = size
+        self.image = os.path.join(tmp, kind + ".img")
+        self.mount_point = os.path.join(tmp, kind)
         self.mounted = False
         self.tried = False
         self.reason = None
@@ -68,7 +72,7 @@ class Btrfs:
             self.tried = True
             self.reason = self.make()
             if self.reason:
-                print("  btrfs: not measured: %s" % self.reason, flush=True)
+                print("  %s: not measured: %s" % (self.kind, self.reason), flush=True)
         return self.mount_point if self.mounted else None
 
     def make(self):
@@ -76,18 +80,18 @@ class Btrfs:
         if os.geteuid() != 0:
             return "mounting a loop device needs root, and this runs as uid %d" % os.geteuid()
         with open(self.image, "wb") as f:
-            f.truncate(self.SIZE)
+            f.truncate(self.size)
         os.makedirs(self.mount_point)
-        why = run_for_reason(["mkfs.btrfs", "-q", "-f", self.image]) or \
+        why = run_for_reason(self.MKFS[self.kind] + [self.image]) or \
             run_for_reason(["mount", "-o", "loop", self.image, self.mount_point])
         if why:
             return why
         self.mounted = True
         os.chmod(self.mount_point, 0o755)  # nginx's workers run as an unprivileged user
         kind = mount_type(self.mount_point)
-        if kind != "btrfs":
+        if kind != self.kind:
             return "%s is mounted, but as %s" % (self.mount_point, kind)
-        print("  btrfs: %s (sparse, %d GiB) mounted on %s" % (self.image, self.SIZE >> 30, self.mount_point), flush=True)
+        print("  %s: %s (sparse, %d GiB) mounted on %s" % (self.kind, self.image, self.size >> 30, self.mount_point), flush=True)
         return None
 
     def remove(self):
@@ -102,7 +106,7 @@ class Btrfs:
                     break
                 time.sleep(0.5)
             if self.mounted:
-                print("btrfs: %s; unmounting lazily" % why, flush=True)
+                print("%s: %s; unmounting lazily" % (self.kind, why), flush=True)
                 run_for_reason(["umount", "-l", self.mount_point])
                 self.mounted = False
         try:
@@ -110,7 +114,12 @@ class Btrfs:
         except FileNotFoundError:
             pass
         except OSError as e:
-            print("btrfs: could not remove %s: %s" % (self.image, e), flush=True)
+            print("%s: could not remove %s: %s" % (self.kind, self.image, e), flush=True)
+
+
+def Btrfs(tmp):
+    """The btrfs the serving sections measure on (LoopFS)."""
+    return LoopFS(tmp, "btrfs")
 
 
 def run_for_reason(cmd):
