@@ -93,11 +93,16 @@ public final class HTTPClient: Sendable {
 
     /// Cancels queued and running transfers (their completions report
     /// `cancelled`) and waits up to `timeout` for the fetch thread to end.
-    public func shutdown(timeout: Duration = .seconds(5)) {
+    /// Returns false when it had not ended then (blocked in a sink's write to
+    /// a failing disk): it may still hand over a transfer that finished.
+    @discardableResult
+    public func shutdown(timeout: Duration = .seconds(5)) -> Bool {
         shared.withLock { $0.stopping = true }
         wake()
         // The thread signals once; passed on, so a later shutdown returns at once too.
-        if exited.wait(timeout: .now() + .nanoseconds(Int(timeout.wholeNanoseconds))) == .success { exited.signal() }
+        guard exited.wait(timeout: .now() + .nanoseconds(Int(timeout.wholeNanoseconds))) == .success else { return false }
+        exited.signal()
+        return true
     }
 
     private func wake() {

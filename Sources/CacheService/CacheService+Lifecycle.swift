@@ -47,7 +47,7 @@ extension CacheService {
         do throws(SystemError) {
             http = try HTTPClient(policy: policy, credentials: configuration.credentials)
             pool = try WorkerPool(threads: configuration.workerThreads, name: "cached-worker")
-            commits = try WorkerPool(threads: configuration.commitThreads, name: "cached-commit")
+            commits = try WorkerPool(threads: configuration.commitThreads, name: "cached-sync")
         } catch {
             store.close()
             throw .store(.io(error), doing: "cannot start the daemon's threads")
@@ -170,18 +170,24 @@ extension CacheService {
         store.stopPasses()
         scrub.stop()
         variants.stop()
-        http.shutdown(timeout: Self.transferCancelTimeout)
-        let committed = commits.stop(timeout: Self.workerDrainTimeout)
-        let drained = pool.stop(timeout: Self.workerDrainTimeout) && committed
+        // A fetch thread still blocked (in a write to a failing disk) may
+        // yet hand a finished transfer over: no clean stop is claimed then.
+        let transfersEnded = http.shutdown(timeout: Self.transferCancelTimeout)
+        // One deadline for both drains: the commit threads first (their
+        // completions queue work on the workers), then the workers.
+        let deadline = Clock.instant(after: Self.workerDrainTimeout)
+        let committed = commits.stop(timeout: Clock.elapsed(since: Clock.monotonicNanoseconds(), now: deadline))
+        let drained = pool.stop(timeout: Clock.elapsed(since: Clock.monotonicNanoseconds(), now: deadline)) && committed && transfersEnded
         if !drained { log.warning("workers still busy at exit; their work is abandoned") }
         logAccessTimes()
         store.close(clean: drained)
     }
 
-    /// systemd's default stop timeout is 90 s; 5 s for transfers and 10 s
-    /// for queued disk work stay well inside it.
+    /// The units stop the daemon with `TimeoutStopSec=15s` (systemd/): the
+    /// scrub's 2 s (`ScrubRunner.stopTimeout`), 5 s for transfers and 7 s
+    /// for the commit threads and workers together stay inside it.
     static let transferCancelTimeout = Duration.seconds(5)
-    static let workerDrainTimeout = Duration.seconds(10)
+    static let workerDrainTimeout = Duration.seconds(7)
 }
 
 /// Carries the store's `onSetAside` reports to the service, which is made

@@ -88,7 +88,7 @@ extension CacheService {
             let run = ImagesRun(total: rows.count, summary: plan.summary, done: already)
             let waiting = Locked(plan.order[...])
             // At most `prefetchWindow` transfers at once: each holds a temp
-            // file until a worker commits it, and a 10,000-row manifest
+            // file until a commit thread commits it, and a 10,000-row manifest
             // handed to curl whole held thousands (EMFILE under a low limit).
             @Sendable func next() {
                 guard let url = waiting.withLock({ $0.popFirst() }), let planned = plan.fetches[url] else { return }

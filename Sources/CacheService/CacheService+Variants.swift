@@ -22,7 +22,9 @@ extension CacheService {
             case .success(let entry):
                 switch resolved(entry, request, settings) {
                 case .failure(let e): completion(.failure(e))
-                case .success(let found): variant(of: entry, found, settings, completion)
+                // On a worker: after a download this runs on the commit thread
+                // that stored the original, which keeps to commits.
+                case .success(let found): pool.submit { [self] in variant(of: entry, found, settings, completion) }
                 }
             }
         }

@@ -36,6 +36,8 @@ public final class CacheService: Sendable {
     let lastPrefetch = Locked<LastPrefetch?>(nil)
     /// The manifest's URLs resolved, rebuilt when the manifest changes.
     let manifestViews = Locked<ManifestView?>(nil)
+    /// Held while the view is rebuilt, so one thread rebuilds it (ManifestView.swift).
+    let manifestRebuild = Locked((), rank: .manifestView)
     /// The running prefetches, by arguments: who waits for each and hears its progress (CacheService+Prefetch.swift).
     let prefetchFlight = UpdatingFlight<String, Progress, Result<PrefetchReport, CacheError>>()
     /// Closures behind a lock are kept in a `Handler` (Handler.swift says why).

@@ -59,13 +59,19 @@ extension CacheService {
     /// The current view, rebuilt only when the manifest or the base
     /// changed: a walk of every row, so never on the event loop (checked in
     /// debug builds; the loop asks `currentManifestView` or `resolvedURL`).
+    /// One thread rebuilds it at a time (`manifestRebuild`); the others,
+    /// as many as the commit threads that finish after a manifest change,
+    /// wait for it and take its view rather than each copy every row.
     func manifestView() -> ManifestView {
         if let v = currentManifestView() { return v }
         NonBlockingThread.assertMayBlock("rebuilding the manifest's view of every row")
-        let v = ManifestView(rows: store.rows(offset: 0, limit: Int.max).page, generation: store.manifestGeneration,
-                             settings: baseSettings)
-        manifestViews.withLock { $0 = v }
-        return v
+        return manifestRebuild.withLock { _ in
+            if let v = currentManifestView() { return v }
+            let v = ManifestView(rows: store.rows(offset: 0, limit: Int.max).page, generation: store.manifestGeneration,
+                                 settings: baseSettings)
+            manifestViews.withLock { $0 = v }
+            return v
+        }
     }
 
     /// The view when it is current, else nil (memory only).

@@ -13,8 +13,8 @@ final class ObjectSink: BodySink {
         /// What the store refused while streaming (a full disk, too large), if anything.
         var failure: StoreError?
     }
-    // The fetch thread writes while the transfer runs, then one worker
-    // finishes it; the lock (never contended) orders the two.
+    // The fetch thread writes while the transfer runs, then one commit
+    // thread (or a worker, for a failure) finishes it; the lock (never contended) orders the two.
     private let state = Locked(State(), rank: .bodySink)
     private let open: @Sendable () throws(StoreError) -> ObjectWriter
     private let headroom: @Sendable (_ needed: Int64) throws(StoreError) -> Void

@@ -45,12 +45,14 @@ public struct ServiceConfiguration: Sendable, Equatable {
         self.compactionSlack = compactionSlack
     }
 
-    /// Four workers: enough to overlap fsyncs of concurrent commits on two
-    /// cores without queueing behind one slow disk call, few enough that
-    /// the event loop keeps a core.
+    /// Four workers: enough to overlap the fsyncs of concurrent disk work (a
+    /// feed's store, a variant's commit, maintenance) on two cores without
+    /// queueing behind one slow disk call, few enough that the event loop
+    /// keeps a core. Image downloads commit on their own threads (`commitThreads`).
     public static let defaultWorkerThreads = 4
 
-    /// Threads that commit finished image downloads (`cached-commit-N`):
+    /// Threads that commit finished image downloads (`cached-sync-N`: a
+    /// thread's name has 15 bytes at most, so "cached-commit-10" would not fit):
     /// one per transfer the client runs at once (`concurrency`), at most
     /// `maxCommitThreads`. A commit is three waits on the disk (the file's
     /// fsync, its directory's, the log's group commit) and almost no CPU, so

@@ -8,9 +8,9 @@ import CacheSystem
 /// image never has to sit whole in memory nor be read back.
 ///
 /// Owned by one thread at a time: the fetch thread while bytes arrive, then
-/// the worker that commits it. `Store.commitObject` or `discard()` ends it.
+/// the commit thread that commits it (a worker, for a failed transfer). `Store.commitObject` or `discard()` ends it.
 // Safe unchecked: the fetch thread appends while the transfer runs, then
-// it is handed to the one worker that commits or discards it; no two
+// it is handed to the one thread that commits or discards it; no two
 // threads ever use it at once. The hand-over goes through the lock of the
 // sink that holds it (`ObjectSink`), which orders the accesses.
 public final class ObjectWriter: @unchecked Sendable {

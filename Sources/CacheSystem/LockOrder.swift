@@ -20,6 +20,9 @@ public enum LockRank: Int32, Sendable, Comparable {
     case storeWriter = 20
     /// Service: one images prefetch's tally; progress events are posted under it.
     case prefetchTally = 30
+    /// Service: the rebuild of the manifest's view of every row, one at a
+    /// time (`CacheService.manifestView`); it reads the index inside.
+    case manifestView = 35
     /// Store: the in-memory index.
     case storeState = 40
     /// CachedClient: held while a request is written to the shared

@@ -43,16 +43,20 @@ import CacheSystem
         let counters = Locked(CounterValues())
         let minFreeSpace: Locked<Int64>
         let fetcher: ImageFetcher
+        /// Where each finished transfer was handed: "commit" or "worker".
+        let handedTo: Locked<[String]>
 
         init(minFreeSpace: Int64 = 0) throws {
             var template = Array("/tmp/cached-fetcher-XXXXXX".utf8CString)
             directory = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
             store = try Store(StoreConfiguration(directory: directory))
             try store.replaceManifest([(ImageFetcherTests.url, nil)], pages: [FeedPage(url: "", count: 1)])
-            let counters = counters, headroom = Locked(minFreeSpace)
+            let counters = counters, headroom = Locked(minFreeSpace), handedTo = Locked<[String]>([])
             self.minFreeSpace = headroom
+            self.handedTo = handedTo
             fetcher = ImageFetcher(store: store, transfers: transfers, log: Logger(level: .error, environment: [:]),
-                                   onWorker: { $0() }, onCommit: { $0() }, bounds: { (1 << 20, headroom.withLock { $0 }) },
+                                   onWorker: { [handedTo] job in handedTo.withLock { $0.append("worker") }; job() },
+                                   onCommit: { [handedTo] job in handedTo.withLock { $0.append("commit") }; job() }, bounds: { (1 << 20, headroom.withLock { $0 }) },
                                    count: { change in counters.withLock { change(&$0) } })
         }
 
@@ -82,6 +86,23 @@ import CacheSystem
         #expect(s.store.objectRef(ref.hash) == ref && s.store.row(0)?.object == ref, "stored, and the row maps it")
         let c = s.counters.withLock { $0 }
         #expect(c.coalesced == 4 && c.downloads == 1 && c.downloadBytes == Int64(Self.png.count))
+    }
+
+    /// Answers are committed on the commit threads; failures, which have
+    /// nothing to sync, go to a worker (as does every transfer cancelled
+    /// at shutdown, after the commit threads stopped: CacheService.shutdown).
+    @Test func answersGoToTheCommitThreadsAndFailuresToAWorker() throws {
+        let s = try Setup()
+        _ = s.fetch()
+        try s.transfers.answer(200, Self.png, headers: ["etag": "\"v1\""])
+        let ref = try #require(s.store.row(0)?.object)
+        _ = s.fetch(revalidating: Revalidation(ref: ref, freshness: ImageFreshness(validators: Validators(etag: "\"v1\""), fetched: 0, lifetime: .noCache)))
+        try s.transfers.answer(304)
+        _ = s.fetch()
+        try s.transfers.fail(.status(url: Self.url, code: 500, attempts: 3))
+        _ = s.fetch()
+        try s.transfers.fail(.cancelled(url: Self.url))
+        #expect(s.handedTo.withLock { $0 } == ["commit", "commit", "worker", "worker"])
     }
 
     @Test func anOriginsFailureIsTheRowsLastErrorUntilASuccess() throws {
