@@ -39,7 +39,10 @@ final class GroupCommit: Sendable {
     func commit(_ ref: ObjectRef, rows: [(row: Int, url: String)], freshness: ImageFreshness? = nil, refreshOnly: Bool = false,
                 chunks: ChunkDigests? = nil, variant: (key: VariantKey, width: Int, height: Int)? = nil,
                 log: ([Pending]) throws(StoreError) -> Void) throws(StoreError) {
-        let id = state.update { g -> UInt64 in
+        // Queued without waking anyone: the waiters wait for a result or for
+        // the leader to finish, and this changes neither (with a commit
+        // thread per transfer, a wake here was up to 63 threads woken for nothing).
+        let id = state.update(wake: .none) { g -> UInt64 in
             g.nextID += 1
             g.queue.append(Pending(id: g.nextID, ref: ref, rows: rows, freshness: freshness, refreshOnly: refreshOnly,
                                    chunks: chunks, variant: variant))

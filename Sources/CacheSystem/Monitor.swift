@@ -12,6 +12,9 @@ public final class Monitor<State> {
         case all
         /// One waiter: for work that one thread takes (a queued job).
         case one
+        /// None: a change no waiter can proceed on (it adds to what a
+        /// thread that is not waiting will take).
+        case none
     }
 
     public init(_ state: State, rank: LockRank = .leaf) {
@@ -23,7 +26,11 @@ public final class Monitor<State> {
     public func update<R>(wake: Wake = .all, _ body: (inout State) -> R) -> R {
         lock()
         defer {
-            if wake == .all { condition.broadcast() } else { condition.signal() }
+            switch wake {
+            case .all: condition.broadcast()
+            case .one: condition.signal()
+            case .none: break
+            }
             unlock()
         }
         return body(&state)

@@ -281,6 +281,39 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
 @Suite struct GroupCommitAndRecencyTests {
     private static func image(_ n: Int) -> [UInt8] { png + Array("image number \(n)".utf8) }
 
+    /// As many committers as commit threads there can be, each committing
+    /// in turn: a commit is queued without waking anyone (GroupCommit), so
+    /// a lost wakeup would leave one waiting for ever. Every commit returns
+    /// and every row is in the log after a reopen.
+    @Test func sixtyFourThreadsCommittingInTurnAllReturnAndAreDurable() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let store = try Store(StoreConfiguration(directory: dir.path))
+        let threads = 64, each = 4, n = threads * each
+        try store.replaceManifest((0..<n).map { ("\($0).png", nil) }, validators: Validators())
+        let failures = Locked<[String]>([])
+        let finished = DispatchGroup()
+        for t in 0..<threads {
+            finished.enter()
+            Thread {
+                for k in 0..<each {
+                    let i = t * each + k
+                    do { _ = try store.commitObject(try write(Self.image(i), to: store), rows: [(i, "\(i).png")]) } catch {
+                        failures.withLock { $0.append("\(i): \(error)") }
+                    }
+                }
+                finished.leave()
+            }.start()
+        }
+        // Not a time limit on the work: a bound on a hang (a lost wakeup waits for ever).
+        #expect(finished.wait(timeout: .now() + 120) == .success, "every commit returned")
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+        #expect(store.stats().rowsCached == n)
+        store.close()
+        let reopened = try Store(StoreConfiguration(directory: dir.path))
+        defer { reopened.close() }
+        #expect((0..<n).allSatisfy { reopened.row($0)?.object?.hash == Hash128(of: Self.image($0)) })
+    }
+
     @Test func overlappingCommitsShareOneLogTransaction() throws {
         let dir = TempDir(); defer { dir.cleanup() }
         let store = try Store(StoreConfiguration(directory: dir.path))
