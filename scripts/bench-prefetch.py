@@ -158,6 +158,11 @@ class Origin:
         _stop(self.proc)
 
 
+# The daemons started and not yet stopped: main's `finally` stops them (a
+# failed prefetch or profile must not keep a store, or a mount, busy).
+_running = set()
+
+
 class Daemon:
     def __init__(self, bin_dir, store, sock, manifest, env=None):
         self.bin = bin_dir
@@ -168,7 +173,9 @@ class Daemon:
                                       "--images-url", manifest, "--concurrency", "16"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      env=dict(os.environ, **(env or {})))
+        _running.add(self)
         if not _wait_for(lambda: subprocess.run(self.ctl("ping"), capture_output=True).returncode == 0):
+            _running.discard(self)
             _stop(self.proc)
             raise SystemExit("cached did not start: " + bin_dir)
 
@@ -185,6 +192,7 @@ class Daemon:
         return wall, u1 - u0, s1 - s0
 
     def stop(self):
+        _running.discard(self)
         _stop(self.proc)
         _remove(self.store)
 
@@ -257,9 +265,12 @@ def _floor_round(tmp, name, origin):
         sync_dir(fan)
 
     t = time.time()
-    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(16)
+    try:
         for f in [pool.submit(store, i, b) for i, b in enumerate(origin.bodies)]:
             f.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # on an error, the writes not begun are dropped
     wall = time.time() - t
     _remove(out)
     return wall
@@ -410,25 +421,29 @@ def main():
     ap.add_argument("--profile", nargs="?", const="prefetch-profile", metavar="DIR")
     ap.add_argument("--env", action="append", default=[], metavar="K=V", help="environment of BIN_DIR's daemon (experiments)")
     ap.add_argument("--base-env", action="append", default=[], metavar="K=V", help="environment of the base's daemon")
-    ap.add_argument("--no-peers", action="store_true", help="skip curl and aria2c (a quicker A/B with --base)")
+    ap.add_argument("--no-peers", action="store_true", help="skip curl, aria2c and the durable floor (a quicker A/B with --base)")
     ap.add_argument("--keep-files", action="store_true", help="remove what rounds downloaded only at the end (no deletions between rounds)")
     ap.add_argument("--ext4-journal", action="store_true",
                     help="run on an ext4 with its default journal, made on a loop device for the run (needs root)")
     a = ap.parse_args()
+    # A SIGTERM or SIGHUP unwinds through `finally` too: no daemon, nginx or mount outlives the run.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
     _keep_files[0] = a.keep_files
     env = dict(kv.split("=", 1) for kv in a.env)
     base_env = dict(kv.split("=", 1) for kv in a.base_env)
-    tmp = tempfile.mkdtemp(prefix="cached-pf-")
+    outer = tmp = tempfile.mkdtemp(prefix="cached-pf-")
     loop = None
-    if a.ext4_journal:
-        os.chmod(tmp, 0o755)  # nginx's workers (an unprivileged user) pass through it to the mount
-        loop = benchfs.LoopFS(tmp, "ext4")
-        if not loop.path():
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise SystemExit("--ext4-journal: " + loop.reason)
-        tmp = tempfile.mkdtemp(prefix="cached-pf-", dir=loop.path())
     origin = None
     try:
+        if a.ext4_journal:
+            os.chmod(outer, 0o755)  # nginx's workers (an unprivileged user) pass through it to the mount
+            # Sparse: room for every copy a run keeps (each round's four with --keep-files).
+            files = (a.files_small * 100 + a.files_large * 2048) << 10
+            loop = benchfs.LoopFS(outer, "ext4", max(4 << 30, files * (4 * a.runs + 8 if a.keep_files else 8)))
+            if not loop.path():
+                raise SystemExit("--ext4-journal: " + loop.reason)
+            tmp = tempfile.mkdtemp(prefix="cached-pf-", dir=loop.path())
         origin = Origin(tmp, a.files_small, a.files_large)
         print("prefetch: %d x 100 KiB + %d x 2 MiB (%.1f MiB) from nginx on 127.0.0.1, %d rounds"
               % (a.files_small, a.files_large, origin.bytes / 1048576, a.runs), file=sys.stderr, flush=True)
@@ -444,12 +459,14 @@ def main():
                      (", base %.3f s (new/base %.2fx, median of the rounds' ratios %.2fx)" % (result["base_s"], result["cached_vs_base"], result["cached_vs_base_paired"])) if a.base else ""))
             print(json.dumps(result))
     finally:
+        for d in list(_running):
+            d.stop()
         if origin:
             origin.stop()
         shutil.rmtree(tmp, ignore_errors=True)
         if loop:
             loop.remove()
-            shutil.rmtree(os.path.dirname(loop.image), ignore_errors=True)
+        shutil.rmtree(outer, ignore_errors=True)
 
 
 if __name__ == "__main__":

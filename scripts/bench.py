@@ -200,6 +200,7 @@ class Bench:
             self.row("prefetch", "wall s, %s" % label, got["cached_s"], "durable floor", got["floor_s"], "lower", "(reported)")
             self.row("prefetch", "daemon CPU s (user + system), %s" % where, got["daemon_cpu_user_s"] + got["daemon_cpu_sys_s"],
                      "", None, "lower", "(reported)")
+        self.ext4_journal.remove()  # no later section uses it
 
     # 4. cachectl as scripts use it ------------------------------------------
     def cli(self):

@@ -75,7 +75,7 @@ final class GroupCommit: Sendable {
     }
 
     /// Log transactions written for object commits.
-    var transactions: Int { state.update { $0.transactions } }
+    var transactions: Int { state.update(wake: .none) { $0.transactions } }
     /// Commits waiting for the log (queued or taken by the leader).
-    var waiting: Int { state.update { $0.queue.count + $0.leaderBatch } }
+    var waiting: Int { state.update(wake: .none) { $0.queue.count + $0.leaderBatch } }
 }

@@ -12,8 +12,9 @@ public final class Monitor<State> {
         case all
         /// One waiter: for work that one thread takes (a queued job).
         case one
-        /// None: a change no waiter can proceed on (it adds to what a
-        /// thread that is not waiting will take).
+        /// None: a read, or a change no waiter's condition depends on (a
+        /// commit queued while the group commit's waiters wait for a result
+        /// or for the leader to finish).
         case none
     }
 
@@ -22,7 +23,7 @@ public final class Monitor<State> {
         self.rank = rank
     }
 
-    /// Changes the state and wakes waiters.
+    /// Changes the state and wakes waiters, as `wake` says.
     public func update<R>(wake: Wake = .all, _ body: (inout State) -> R) -> R {
         lock()
         defer {

@@ -292,20 +292,25 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         try store.replaceManifest((0..<n).map { ("\($0).png", nil) }, validators: Validators())
         let failures = Locked<[String]>([])
         let finished = DispatchGroup()
-        for t in 0..<threads {
-            finished.enter()
-            Thread {
-                for k in 0..<each {
-                    let i = t * each + k
-                    do { _ = try store.commitObject(try write(Self.image(i), to: store), rows: [(i, "\(i).png")]) } catch {
-                        failures.withLock { $0.append("\(i): \(error)") }
+        // The log held until every thread's first commit is queued, so
+        // commits queue while a leader writes, from then on as well.
+        store.writerForTests.withLock { _ in
+            for t in 0..<threads {
+                finished.enter()
+                Thread {
+                    for k in 0..<each {
+                        let i = t * each + k
+                        do { _ = try store.commitObject(try write(Self.image(i), to: store), rows: [(i, "\(i).png")]) } catch {
+                            failures.withLock { $0.append("\(i): \(error)") }
+                        }
                     }
-                }
-                finished.leave()
-            }.start()
+                    finished.leave()
+                }.start()
+            }
+            while store.queuedCommitsForTests < threads { usleep(1000) }
         }
         // Not a time limit on the work: a bound on a hang (a lost wakeup waits for ever).
-        #expect(finished.wait(timeout: .now() + 120) == .success, "every commit returned")
+        try #require(finished.wait(timeout: .now() + 120) == .success, "every commit returned")
         #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
         #expect(store.stats().rowsCached == n)
         store.close()
