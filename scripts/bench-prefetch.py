@@ -50,7 +50,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchfs  # noqa: E402
-from benchlib import nginx_conf, wait_for as _wait_for, free_port as _free_port, stop as _stop  # noqa: E402
+from benchlib import fsync_dir, nginx_conf, wait_for as _wait_for, free_port as _free_port, stop as _stop  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -235,13 +235,6 @@ def _floor_round(tmp, name, origin):
     os.makedirs(objects)
     made, lock = set(), threading.Lock()
 
-    def sync_dir(path):
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
     def store(i, body):
         name = hashlib.md5(body[-4096:]).hexdigest()
         part = os.path.join(temp, "%d.part" % i)
@@ -260,9 +253,9 @@ def _floor_round(tmp, name, origin):
                 os.mkdir(fan)
                 made.add(name[:2])
         if new:
-            sync_dir(objects)
+            fsync_dir(objects)
         os.rename(part, os.path.join(fan, name[2:]))
-        sync_dir(fan)
+        fsync_dir(fan)
 
     t = time.time()
     pool = concurrent.futures.ThreadPoolExecutor(16)

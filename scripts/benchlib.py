@@ -27,6 +27,15 @@ def status_kib(pid, field):
     return 0
 
 
+def fsync_dir(path):
+    """fsync of a directory (what makes a rename or a new entry in it durable)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def wait_for(cond, seconds=30, step=0.02):
     """True once `cond()` is, False after `seconds`."""
     end = time.time() + seconds

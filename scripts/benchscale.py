@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 
-from benchlib import free_port, nginx_conf, post_title, status_kib, wait_for, write_posts  # noqa: E402
+from benchlib import free_port, fsync_dir, nginx_conf, post_title, status_kib, wait_for, write_posts  # noqa: E402
 
 SECTION = "scale-posts"
 MIB = 1 << 20
@@ -153,9 +153,7 @@ def files_floor(root, n, fsync, threads):
     for t in lanes:
         t.join()
     if fsync:
-        fd = os.open(root + "/posts", os.O_RDONLY | os.O_DIRECTORY)
-        os.fsync(fd)
-        os.close(fd)
+        fsync_dir(root + "/posts")
     return time.time() - t0
 
 

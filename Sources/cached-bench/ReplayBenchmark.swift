@@ -32,17 +32,10 @@ enum ReplayBenchmark {
     /// the kernel would still be writing back a 10,000,000-record log
     /// (300 MB) during its replay, a 1,000,000-record one's far less.
     static func writeSynced(_ bytes: [UInt8], to path: String) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw SystemError("open", path) }
-        defer { close(fd) }
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw SystemError("write", path, errno: n == 0 ? EIO : errno) }
-            done += n
-        }
-        guard fsync(fd) == 0 else { throw SystemError("fsync", path) }
+        let fd = try FileDescriptor.open(path, [.writeOnly, .create, .truncate])
+        defer { fd.close() }
+        try fd.writeAll(bytes)
+        try fd.sync()
     }
 
     // A script of steps (write a log, replay it, start the daemon, measure),

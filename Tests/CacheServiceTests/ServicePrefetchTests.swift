@@ -95,6 +95,35 @@ import CacheSystem
         #expect(s.status().counters.downloads == 1)
     }
 
+    /// After a manifest change, threads that ask for the manifest's view at
+    /// once get one view, built once (`manifestView`'s lock): its arrays
+    /// share one buffer. Built by each, they would each hold their own.
+    @Test func aStaleManifestViewIsRebuiltOnceForEveryThreadAskingAtOnce() async throws {
+        let h = try await Harness.start()
+        defer { h.close() }
+        let s = h.service
+        let rows = 20_000
+        try s.store.replaceManifest((0..<rows).map { ("images/\($0).png", nil) }, pages: [FeedPage(url: "", count: rows)])
+        let threads = 8
+        let start = DispatchSemaphore(value: 0), done = DispatchGroup()
+        let buffers = Locked<[UInt]>([])
+        for _ in 0..<threads {
+            done.enter()
+            Thread {
+                start.wait()
+                let v = s.manifestView()
+                let address = v.resolvedURLs.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) }
+                buffers.withLock { $0.append(address) }
+                done.leave()
+            }.start()
+        }
+        for _ in 0..<threads { start.signal() }
+        try #require(done.wait(timeout: .now() + 60) == .success)
+        let got = buffers.withLock { $0 }
+        #expect(got.count == threads && Set(got).count == 1, "\(Set(got).count) views built")
+        #expect(s.manifestView().resolvedURLs.count == rows)
+    }
+
     @Test func twoIdenticalPrefetchesAreJoined() async throws {
         let workers = 2
         let h = try await Harness.start(workerThreads: workers)
