@@ -10,6 +10,7 @@ extension Store {
 
     /// A temp file under `tmp/` to stream one download into.
     public func newObjectWriter(maxSize: Int64) throws(StoreError) -> ObjectWriter {
+        try checkWritable()
         do throws(SystemError) {
             return try ObjectWriter(tempPath: "\(tempDirectory)/\(TempName.next(".part"))", maxSize: maxSize, files: files,
                                     onWarning: configuration.onWarning)
@@ -81,10 +82,16 @@ extension Store {
         // The file part needs no lock: names are contents, so two commits of
         // the same bytes rename the same bytes to the same name.
         let path = objectPath(ref.hash)
-        do throws(StoreError) { try checkWritable() } catch {
+        do throws(StoreError) {
+            try writingFiles { () throws(StoreError) in try placeChecked(objectWriter, ref, path) }
+        } catch {
             objectWriter.discard()
             throw error
         }
+    }
+
+    /// `placeObject` once writes are known to be allowed.
+    private func placeChecked(_ objectWriter: ObjectWriter, _ ref: ObjectRef, _ path: String) throws(StoreError) {
         do throws(SystemError) {
             let existing = try files.status(path)
             // The same bytes are stored already (logged, or placed by a commit

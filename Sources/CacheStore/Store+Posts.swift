@@ -28,8 +28,7 @@ extension Store {
         // a large refresh (one fsync per changed post) must not hold up object
         // commits, evictions or gc. Only the log transaction takes the writer
         // lock. Posts change nowhere else, so the snapshot below stays current.
-        return try postFiles.withLock { (_) throws(StoreError) -> PostsChange in
-            try checkWritable()
+        return try postFiles.withLock { (_) throws(StoreError) -> PostsChange in try writingFiles { () throws(StoreError) -> PostsChange in
             // The snapshot goes before the transaction changes the posts: kept, it
             // would make that change copy the table (copies share storage until one changes).
             var (plan, generation) = { () -> (PostsPlan, Int) in
@@ -91,7 +90,7 @@ extension Store {
             if !plan.removals.isEmpty { failures.attempt { () throws(SystemError) in try files.syncDirectory(postsDirectory) } }
             warn(failures, "remove the files of removed posts", then: "they are removed at the next start")
             return plan.change
-        }
+        } }
     }
 
     /// The path of the post file named `name` (`PostFileNames.name(of:)`).

@@ -34,6 +34,19 @@ extension Store {
         if let why = stopReason.withLock({ $0 }) { throw .writesStopped(why) }
     }
 
+    /// Runs `body`, a writer of the store's files outside the writer lock
+    /// (an object's placement, a posts refresh's files), after
+    /// `checkWritable`: refused once writes stopped or the store was closed,
+    /// and counted while it runs, so that `close` leaves the store's
+    /// directory open under it. Counted before the check: a writer `close`
+    /// did not count sees the stop.
+    func writingFiles<T>(_ body: () throws(StoreError) -> T) throws(StoreError) -> T {
+        fileWriters.withLock { $0 += 1 }
+        defer { fileWriters.withLock { $0 -= 1 } }
+        try checkWritable()
+        return try body()
+    }
+
     /// Appends one transaction and publishes the new record count. A
     /// transaction holding a record the log's format version does not (a
     /// string id, an order, pages: version 2; a freshness: 3; chunk

@@ -248,13 +248,31 @@ public final class Store: Sendable {
     /// `clean`: the daemon stopped with nothing left running on the store,
     /// and records so in `posts.state` when every post file matches the log
     /// (`recordCleanStop`), so that the next start need not check them.
+    ///
+    /// Every write after it is refused (`StoreError.writesStopped`, "the
+    /// store is closed"): a thread the daemon's shutdown stopped waiting for
+    /// (a disk that hangs) must not write through descriptors closed here,
+    /// whose numbers the process may already have given to other files. A
+    /// file writer already past its check keeps the store's directory open
+    /// (`writingFiles`) until the process ends.
     public func close(clean: Bool = false) {
         guard closed.withLock({ c -> Bool in defer { c = true }; return !c }) else { return }
         if clean { recordCleanStop() }
-        writer.withLock { $0.log.close() }
+        stopReason.withLock { $0 = $0 ?? Self.closedReason }
+        writer.withLock { w in
+            w.stopped = w.stopped ?? Self.closedReason
+            w.log.close()
+        }
         lockFD.close()
-        directoryFD.close()
+        let writing = fileWriters.withLock { $0 }
+        if writing == 0 {
+            directoryFD.close()
+        } else {
+            configuration.onWarning?("\(directory) stays open: \(writing) file write(s) still running at close, refused from here on")
+        }
     }
+    /// Why writes are refused once the store is closed.
+    static let closedReason = "the store is closed"
     let closed = Locked(false)
     /// Serialises the writers of `posts/` (a refresh, the start-up
     /// reconciliation). Taken before the writer lock, never after it.
@@ -440,6 +458,8 @@ public final class Store: Sendable {
 
     /// Why writes stopped, readable without the writer lock.
     let stopReason = Locked<String?>(nil)
+    /// Writers of files outside the writer lock running now (`writingFiles`).
+    let fileWriters = Locked(0)
     /// Posts reported as having no file (`warnWithoutFile`), each once.
     let postsWithoutFile = Locked<Set<PostID>>([])
 }
