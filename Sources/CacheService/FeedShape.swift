@@ -13,7 +13,8 @@ public struct FeedShape: Sendable, Equatable {
     /// Feed's `next_url`, else none. A `Link` header's `rel="next"` is
     /// followed either way.
     public var next: JSONPointer?
-    /// Pages followed at most (`posts-max-pages`); one more fails the refresh.
+    /// Pages followed at most (`posts-max-pages`); one more that holds
+    /// posts fails the refresh (an empty page ending the feed is not one).
     public var maxPages: Int
     /// Items one refresh reads at most, from all its pages together
     /// (`posts-max-items`); more fail the refresh before they are decoded.

@@ -124,7 +124,10 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
             completion(.failure(failure(progress, url, "the refresh took more than feed-timeout \(seconds) s; it had read \(progress.pages.count) page\(progress.pages.count == 1 ? "" : "s") and page \(number) would be \(url.cut(toBytes: 500))")))
             return
         }
-        guard progress.pages.count < walk.shape.maxPages else {
+        // One request past the bound is made: an empty page there is the
+        // end of a feed of exactly `maxPages` pages (page and offset paging,
+        // Mastodon's last `Link`), not one more (`received`).
+        guard progress.pages.count <= walk.shape.maxPages else {
             completion(.failure(failure(progress, url, "more than \(walk.shape.setting("max-pages")) \(walk.shape.maxPages) pages; page \(number) would be \(url.cut(toBytes: 500))")))
             return
         }
@@ -149,6 +152,13 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         let url = asked.url
         let (page, facts) = try pageResult(asked, response, body, progress)
         let number = progress.pages.count + 1
+        if number > walk.shape.maxPages {
+            let items = facts?.items ?? page.page.count
+            if items > 0 || page.page.next != nil {
+                let holds = items > 0 ? "holds \(NumberText.grouped(items)) item\(items == 1 ? "" : "s")" : "links to another"
+                throw failure(before, url, "more than \(walk.shape.setting("max-pages")) \(walk.shape.maxPages) pages; page \(number) \(holds)", response)
+            }
+        }
         if let facts, walk.shape.paging != .link, facts.items > 0 {
             if facts.digest == progress.lastDigest {
                 throw failure(progress, url, "page \(number) holds the same items as page \(number - 1): the origin does not move on by the \(walk.shape.paging.name) parameter (is it the one the API takes?)", response)

@@ -217,7 +217,9 @@ public enum FeedDecoder {
     private static func firstByte(_ body: [UInt8]) -> UInt8? { FeedContent.start(of: body).first }
 
     /// Decodes one page of a posts feed. A page whose items are not where
-    /// the shape says throws; bad elements are skipped and counted.
+    /// the shape says throws, as does one whose items are all bad (not one
+    /// has an id: the feed's shape changed); bad elements beside good ones
+    /// are skipped and counted.
     public static func postsPage(_ body: [UInt8], shape: FeedShape, id: JSONPointer, contentType: String? = nil,
                                  room: Int = .max) throws(FeedError) -> DecodedPostsPage {
         var shared = body
@@ -268,6 +270,13 @@ public enum FeedDecoder {
             case .success(let postID): posts.append((postID, text(element, in: body)))
             case .failure(let why): invalid += 1; problems.append("element \(index) \(why)")
             }
+        }
+        // Items, and not one of them a post: the feed's shape changed (an id
+        // renamed) or the settings do not fit it. Storing the page would
+        // remove every post it used to list; the refresh fails instead.
+        if posts.isEmpty, invalid > 0, let first = problems.first {
+            throw FeedError("none of its \(invalid) item\(invalid == 1 ? " is a post" : "s is a post") that can be kept (\(first)); "
+                            + "check \(shape.setting("id")) (now \(id)) and \(shape.setting("item")): the posts were left as they were")
         }
         return DecodedPostsPage(posts: posts, invalid: invalid, problems: problems, facts: doc.facts)
     }

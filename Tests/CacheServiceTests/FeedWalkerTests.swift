@@ -223,8 +223,27 @@ import CacheSystem
         let shape = FeedShape(prefix: "posts", maxPages: 3, paging: .page(PageNumberPaging()))
         var pages: [String: Pages.Page] = [:]
         for n in 1...10 { pages["https://p.test/x?page=\(n)"] = .init(body: "[{\"id\":\(n)}]") }
-        guard case .failure(let f) = walk(Pages(pages), url: "https://p.test/x", shape: shape) else { Issue.record("walked"); return }
-        #expect(f.description.contains("more than posts-max-pages 3 pages; page 4 would be https://p.test/x?page=4"))
+        let origin = Pages(pages)
+        guard case .failure(let f) = walk(origin, url: "https://p.test/x", shape: shape) else { Issue.record("walked"); return }
+        #expect(f.description == "posts-url page 4 https://p.test/x?page=4: more than posts-max-pages 3 pages; page 4 holds 1 item", "\(f)")
+        #expect(origin.urls.count == 4, "page 4 is asked, to learn whether it ends the feed; page 5 never")
+    }
+
+    /// A feed of exactly `posts-max-pages` pages fits, though its walk ends
+    /// with one request more (an empty page: Lemmy, json-server's `_start`,
+    /// Mastodon's last `Link`); the newcomer's try found it refused.
+    @Test func aFeedOfExactlyTheMaxPagesEndsAtItsEmptyPage() {
+        let base = "https://l.test/api/v3/post/list?limit=2"
+        func page(_ ids: [Int]) -> Pages.Page { .init(body: #"{"posts":[\#(ids.map { #"{"post":{"id":\#($0)}}"# }.joined(separator: ","))]}"#) }
+        let pages = [base + "&page=1": page([1, 2]), base + "&page=2": page([3, 4]), base + "&page=3": page([5, 6]), base + "&page=4": page([])]
+        let shape = FeedShape(prefix: "posts", items: pointer("/posts"), maxPages: 3, paging: .page(PageNumberPaging()), item: pointer("/post"))
+        #expect(ids(walk(Pages(pages), url: base, shape: shape)) == ["1", "2", "3", "4", "5", "6"])
+        // A fourth page of posts is one more.
+        var more = pages
+        more[base + "&page=4"] = page([7])
+        more[base + "&page=5"] = page([])
+        guard case .failure(let f) = walk(Pages(more), url: base, shape: shape) else { Issue.record("walked"); return }
+        #expect(f.description.hasSuffix("more than posts-max-pages 3 pages; page 4 holds 1 item"), "\(f)")
     }
 
     /// Issue 33: sixteen pages of `{"id":N}` made two million posts. The

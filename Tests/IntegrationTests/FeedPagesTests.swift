@@ -129,7 +129,7 @@ import CacheSystem
 
         let few = try Daemon(origin: nil, arguments: base + ["--posts-max-pages", "2"])
         let tooMany = try cachectl(["prefetch", "posts"], socket: few.socket)
-        #expect(tooMany.stderr.contains("more than posts-max-pages 2 pages; page 3 would be \(nginx.base)/feed/p3.json"), "\(tooMany.stderr)")
+        #expect(tooMany.stderr.contains("page 3 \(nginx.base)/feed/p3.json: more than posts-max-pages 2 pages; page 3 holds 1 item"), "\(tooMany.stderr)")
         // Nothing was stored: the first listing fetches the posts again, and fails alike.
         let listed = try few.call("list_posts")
         #expect(listed["error"]?["code"] == .string("upstream") && listed["error"]?["message"]?.string?.contains("more than posts-max-pages 2 pages") == true, "\(listed)")
@@ -138,6 +138,34 @@ import CacheSystem
         let r = try wrong.call("prefetch", [("what", .string("posts"))])
         #expect(r["error"]?["code"]?.string == "upstream")
         #expect(r["error"]?["message"]?.string?.contains("posts-items /links is an object, not an array") == true, "\(r)")
+    }
+
+    /// The API renames its id (or `posts-id` is wrong): a page whose items
+    /// are all there but not one has an id fails the refresh, naming the
+    /// page and the setting, and the posts stay; before, every post was
+    /// removed and the prefetch succeeded ("20 removed, 20 invalid", exit 0).
+    @Test func aPageWhoseItemsAllLackTheIdFailsAndChangesNothing() throws {
+        let nginx = try Nginx()
+        try serve(Self.pages, in: nginx)
+        let d = try Daemon(origin: nil, arguments: ["--posts-url", nginx.base + "/feed/p1.json", "--posts-items", "/data", "--posts-next", "/links/next"])
+        _ = try prefetchPosts(d)
+        let before = try d.call("list_posts")
+        #expect(before["ids"]?.array?.count == 4, "\(before)")
+
+        try nginx.files!.edit("feed/p2.json", replacing: #"{"id":"..","title":"dots"},{"id":"109""#, with: #"{"uuid":"..","title":"dots"},{"uuid":"109""#)
+        let renamed = try cachectl(["prefetch", "posts"], socket: d.socket)
+        #expect(renamed.status == 6, "\(renamed)")
+        #expect(renamed.stderr.contains("page 2 \(nginx.base)/feed/p2.json"), "\(renamed.stderr)")
+        #expect(renamed.stderr.contains(#"none of its 2 items is a post that can be kept (element 0 has no "/id"); check posts-id (now /id) and posts-item"#),
+                "\(renamed.stderr)")
+        #expect(try d.call("list_posts") == before)
+        let status = try cachectl(["status"], socket: d.socket)
+        #expect(status.stdout.contains("none of its 2 items"), "\(status.stdout)")
+
+        // One good item beside bad ones is a page: the bad are skipped and counted.
+        try nginx.files!.edit("feed/p2.json", replacing: #"{"uuid":"109""#, with: #"{"id":"109""#)
+        let partly = try prefetchPosts(d)
+        #expect(partly["posts"]?["invalid"]?.integer == 2, "\(partly)")
     }
 
     /// A `Link: rel="next"` back to the first page, and a later page that is

@@ -23,7 +23,7 @@ extension Settings {
               \.postsID, parse: { k, v throws(SettingsError) in try ValueParser.fieldPointer(k, v) }, format: { $0.description }),
         .make("posts-next", "POINTER", .live, "JSON Pointer to the next page's URL in each page (Link rel=next is followed anyway)",
               \.postsNext, parse: { k, v throws(SettingsError) in try ValueParser.pointer(k, v, emptyIsNone: true) }, format: pointer),
-        .make("posts-max-pages", "N", .live, "pages of posts followed at most, 1 to 100000; one more fails the refresh",
+        .make("posts-max-pages", "N", .live, "pages of posts followed at most, 1 to 100000; one more that holds posts fails the refresh (an empty page that ends the feed is not one)",
               \.postsMaxPages, parse: { k, v throws(SettingsError) in try ValueParser.whole(k, v, 1...100_000) }, format: { String($0) }),
         .make("posts-max-items", "N", .live, "posts one refresh reads at most from all its pages, 1 to 100000000; more fail the refresh, which stores nothing",
               \.postsMaxItems, parse: { k, v throws(SettingsError) in try ValueParser.whole(k, v, 1...100_000_000) }, format: { String($0) }),
