@@ -7,13 +7,15 @@ import CacheSystem
 /// refresh just walked, when both feeds share them), then every row stored
 /// as one transaction (docs/protocol.md, "Feeds").
 extension FeedRefresher {
-    /// Refreshes the image manifest (joins a refresh already running), or
+    /// Refreshes the image manifest (joins a refresh already running that
+    /// does as much: `ForcibleFlight`), or
     /// stores `walked` pages when the posts refresh just walked them.
     /// Succeeds with the number of rows.
     func refreshManifest(force: Bool, walked: SharedManifest? = nil,
                          completion: @escaping @Sendable (Result<Int, CacheError>) -> Void) {
-        guard manifestFlight.join(0, completion) else { count { $0.coalesced += 1 }; return }
-        let finish: @Sendable (Result<Int, CacheError>) -> Void = { [self] r in manifestFlight.finish(0, r) }
+        let again: @Sendable () -> Void = { [self] in refreshManifest(force: true, completion: completion) }
+        guard manifestFlight.join(force: force, waiter: completion, again: again) == .run else { count { $0.coalesced += 1 }; return }
+        let finish: @Sendable (Result<Int, CacheError>) -> Void = { [self] r in manifestFlight.finish(r) }
         // Within the flight no other manifest refresh stores: the walked
         // pages stand if the manifest is still the one they were walked over.
         let config = settings()

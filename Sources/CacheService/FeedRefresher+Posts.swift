@@ -37,12 +37,14 @@ struct SharedPage: Sendable {
 /// The posts' refresh: every page walked, then the whole feed stored as
 /// one transaction (docs/protocol.md, "Feeds").
 extension FeedRefresher {
-    /// Refreshes the posts (joins a refresh already running).
+    /// Refreshes the posts (joins a refresh already running that does as
+    /// much: `ForcibleFlight`).
     func refreshPosts(force: Bool, completion: @escaping @Sendable (Result<PostsRefresh, CacheError>) -> Void) {
-        guard postsFlight.join(0, completion) else { count { $0.coalesced += 1 }; return }
+        let again: @Sendable () -> Void = { [self] in refreshPosts(force: true, completion: completion) }
+        guard postsFlight.join(force: force, waiter: completion, again: again) == .run else { count { $0.coalesced += 1 }; return }
         let config = settings()
         let fetch = FeedFetch(setting: "posts-url", url: config.postsURL, feed: .posts)
-        let finish: @Sendable (Result<PostsRefresh, CacheError>) -> Void = { [self] r in postsFlight.finish(0, r) }
+        let finish: @Sendable (Result<PostsRefresh, CacheError>) -> Void = { [self] r in postsFlight.finish(r) }
         let stored = store.postPages
         let shape = config.postsShape
         let validators: @Sendable (Validators, HTTPResponse) -> Validators = { [self] sent, response in

@@ -27,8 +27,8 @@ final class FeedRefresher: Sendable {
     /// Called once a large walk let go of its memory (the heap is trimmed soon after).
     let largeWalkEnded: @Sendable () -> Void
 
-    let postsFlight = SingleFlight<Int, Result<PostsRefresh, CacheError>>()
-    let manifestFlight = SingleFlight<Int, Result<Int, CacheError>>()
+    let postsFlight = ForcibleFlight<Result<PostsRefresh, CacheError>>()
+    let manifestFlight = ForcibleFlight<Result<Int, CacheError>>()
     /// What revalidation of each feed may send (FeedRefresher+Validators.swift).
     let revalidation = Locked(FeedRevalidation())
     /// Held while the posts are read and replaced (a refresh's store, a `delete_post`).

@@ -70,17 +70,24 @@ final class ImageFetcher: Sendable {
     /// object conditionally (a 304 keeps it, its rows' freshness logged; a
     /// 200 is stored and remaps the rows), once however many callers ask at
     /// the same time: a caller joining a flight already running gets its
-    /// result, whichever kind it is. The rows mapped are those `rows` gives
+    /// result (a conditional request joins a download, never the reverse).
+    /// The rows mapped are those `rows` gives
     /// for the URL when the transfer ends (the manifest as it is then).
     func fetch(url: String, revalidating: Revalidation?, rows: @escaping @Sendable (String) -> [(row: Int, url: String)],
                completion: @escaping @Sendable (Result<FetchedImage, CacheError>) -> Void) {
-        guard flight.join(url, completion) else { count { $0.coalesced += 1 }; return }
+        // A conditional request joins an unconditional download of the URL
+        // that is running (it gets the current bytes); an unconditional one
+        // never joins a conditional one, whose 304 would not be the download
+        // it asked for (`prefetch --force` during a prefetch).
+        let key = revalidating == nil ? url : "?" + url
+        if revalidating != nil, flight.joinIfRunning(url, completion) { count { $0.coalesced += 1 }; return }
+        guard flight.join(key, completion) else { count { $0.coalesced += 1 }; return }
         let (maxSize, headroom) = bounds()
         // Under min-free-space nothing is asked of the origin: the room left is the posts' and the log's.
         do throws(StoreError) { try store.checkHeadroom(headroom, needed: 0) } catch {
             let refused = CacheError.store(error, doing: "")
             log.warning("image \(url.cut(toBytes: 1024)) not downloaded: \(error)")
-            onWorker { [self] in flight.finish(url, .failure(refused)) }
+            onWorker { [self] in flight.finish(key, .failure(refused)) }
             return
         }
         // The temp file is opened when the first byte arrives, not when the
@@ -105,7 +112,7 @@ final class ImageFetcher: Sendable {
             run { [self] in
                 let outcome = commit(url, result, sink, revalidating: revalidating, sent: sent, rows: rows(url), headroom: headroom)
                 noteOutcome(url, outcome)
-                flight.finish(url, outcome)
+                flight.finish(key, outcome)
             }
         }
     }

@@ -147,6 +147,32 @@ import CacheSystem
         #expect(fetched.notModified && fetched.ref == ref && s.counters.withLock { $0.downloads } == 1)
     }
 
+    /// A download (`prefetch --force`) does not join a conditional request
+    /// of the same URL that is running: its caller would get a 304, not the
+    /// bytes. A conditional request does join a running download.
+    @Test func aDownloadNeverJoinsARevalidationButARevalidationJoinsADownload() throws {
+        let s = try Setup()
+        _ = s.fetch()
+        try s.transfers.answer(200, Self.png, headers: ["etag": "\"v1\""])
+        let ref = try #require(s.store.row(0)?.object)
+        let stale = Revalidation(ref: ref, freshness: ImageFreshness(validators: Validators(etag: "\"v1\""), fetched: 0, lifetime: .noCache))
+
+        let conditional = s.fetch(revalidating: stale)
+        let forced = s.fetch()
+        #expect(s.transfers.held.withLock { $0.map(\.request.headers) } == [["If-None-Match: \"v1\""], []], "two transfers: the download is its own")
+        try s.transfers.answer(304)
+        try s.transfers.answer(200, Self.png)
+        #expect(try conditional.withLock { $0 }.first?.get().notModified == true)
+        #expect(try forced.withLock { $0 }.first?.get().notModified == false, "the forced caller got the download")
+
+        let download = s.fetch()
+        let joining = s.fetch(revalidating: stale)
+        #expect(s.transfers.count == 1, "the revalidation joined the download")
+        try s.transfers.answer(200, Self.png)
+        #expect(try download.withLock { $0 }.first?.get().ref == ref)
+        #expect(try joining.withLock { $0 }.first?.get().ref == ref)
+    }
+
     @Test func a304ToARequestWithoutValidatorsIsAFailure() throws {
         let s = try Setup()
         let r = s.fetch()

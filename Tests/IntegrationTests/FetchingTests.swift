@@ -5,6 +5,28 @@ import CacheSystem
 
 /// Read-through, single flight and the feed rules of docs/protocol.md, "Feeds".
 @Suite struct FetchingTests {
+    /// `prefetch --force` while an unforced prefetch walks the feed: the
+    /// force is not answered by the running walk's conditional request (a
+    /// 304), but walks the feed again without validators once it ends.
+    @Test func aForcedPrefetchDuringAnUnforcedOneStillFetchesWithoutValidators() throws {
+        let origin = try Origin(delay: 1.0)
+        let daemon = try Daemon(origin: origin)
+        _ = try daemon.call("prefetch", [("what", .string("posts"))])
+        let before = try origin.requests().count
+
+        let unforced = try daemon.client()
+        try unforced.send(Request.line(op: "prefetch", [("what", .string("posts"))]))
+        usleep(300_000)  // its walk is under way: the origin answers after 1 s
+        let forced = try daemon.call("prefetch", [("what", .string("posts")), ("force", .bool(true))])
+        #expect(forced["ok"] == .bool(true), "\(forced)")
+        #expect(try unforced.readJSON()["ok"] == .bool(true))
+
+        let asked = try origin.requests().dropFirst(before).filter { $0.path == "/posts.json" }
+        let conditional = asked.map { $0.ifNoneMatch != nil || $0.ifModifiedSince != nil }
+        #expect(conditional == [true, false], "the unforced walk's conditional request, then the forced one's: \(asked.map { ($0.ifNoneMatch, $0.ifModifiedSince) })")
+        #expect(asked.first?.status == 304 && asked.last?.status == 200, "\(asked.map(\.status))")
+    }
+
     @Test func concurrentRequestsForAnUncachedRowMakeOneDownload() throws {
         let origin = try Origin(delay: 0.3)
         let daemon = try Daemon(origin: origin)
