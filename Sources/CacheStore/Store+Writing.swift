@@ -133,6 +133,11 @@ extension Store {
     /// image. Writes nothing when nothing changed and the manifest is known.
     /// Returns how many rows changed.
     @discardableResult
+    ///
+    /// A row whose URL was another row's before keeps that row's object and
+    /// freshness (logged in the same transaction): the manifest of a feed
+    /// that lists newest first shifts every row by one at each new post, and
+    /// the images, by URL, are the same.
     public func replaceManifest(_ rows: [(url: String, description: String?)], pages unchecked: [FeedPage]) throws(StoreError) -> Int {
         try Self.check(EmptyCollection<PostID>(), items: rows.count, pages: unchecked, feed: "manifest")
         let pages = unchecked.map(\.sanitized)
@@ -141,8 +146,14 @@ extension Store {
                 ($0.rows, $0.manifestKnown, $0.pages[.manifest], $0.damagedValidators.contains(.manifest))
             }
             var records: [LogRecord] = []
+            var cachedByURL: [String: Row]?
             for (i, row) in rows.enumerated() where i >= current.count || current[i].url != row.url || current[i].description != row.description {
                 records.append(.row(row: i, url: row.url, description: row.description))
+                // A URL that moved to another row keeps its image: rows
+                // shifted by one new at the top are not downloaded again.
+                guard i >= current.count || current[i].url != row.url, !row.url.isEmpty else { continue }
+                if cachedByURL == nil { cachedByURL = Self.cachedRowsByURL(current) }
+                if let moved = cachedByURL?[row.url] { records += Self.mapping(of: moved, to: i) }
             }
             let changed = records.count + max(0, current.count - rows.count)
             let pagesChanged = damaged || stored != StoredPages(pages)
@@ -154,5 +165,20 @@ extension Store {
             try compactIfNeeded(&w)
             return changed
         }
+    }
+
+    /// The cached rows of `rows` by URL (the first row of each URL).
+    static func cachedRowsByURL(_ rows: ChunkedArray<Row>) -> [String: Row] {
+        var out: [String: Row] = [:]
+        for r in rows where r.object != nil && !r.url.isEmpty && out[r.url] == nil { out[r.url] = r }
+        return out
+    }
+
+    /// The records that map row `i` to `cached`'s object, with its freshness.
+    static func mapping(of cached: Row, to i: Int) -> [LogRecord] {
+        guard let ref = cached.object else { return [] }
+        var records: [LogRecord] = [.rowObject(row: i, hash: ref.hash, size: ref.size, type: ref.type)]
+        if let f = cached.freshness { records.append(.rowFreshness(row: i, freshness: f)) }
+        return records
     }
 }

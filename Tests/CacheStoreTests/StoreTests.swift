@@ -143,6 +143,33 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         #expect(store.stats().rowsCached == 2)
     }
 
+    /// A newest-first manifest gains a row at the top: every row shifts by
+    /// one, and each keeps, by its URL, the object and freshness it had
+    /// (before, every image was downloaded again); after a reopen too.
+    @Test func rowsThatMovedKeepTheirObjectsByURL() throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        var store = try Store(StoreConfiguration(directory: dir.path))
+        try store.replaceManifest([("a.png", "A"), ("b.gif", "B"), ("", "no image")], validators: Validators())
+        let fresh = ImageFreshness(validators: Validators(etag: "\"a1\""), fetched: 1_700_000_000_000, lifetime: .seconds(3600))
+        let a = try store.commitObject(try write(png, to: store), rows: [(0, "a.png")], declaredContentType: nil, freshness: fresh)
+        let b = try store.commitObject(try write(gif, to: store), rows: [(1, "b.gif")])
+
+        try store.replaceManifest([("new.png", "N"), ("a.png", "A"), ("b.gif", "B"), ("", "no image"), ("a.png", "again")], validators: Validators())
+        for _ in 0..<2 {
+            #expect(store.row(0)?.object == nil, "a new URL is not cached")
+            #expect(store.row(1)?.object == a && store.row(1)?.freshness == fresh)
+            #expect(store.row(2)?.object == b && store.row(2)?.freshness == nil)
+            #expect(store.row(3)?.object == nil && store.row(3)?.url == "")
+            #expect(store.row(4)?.object == a, "a second row of the URL maps it too")
+            store.close()
+            store = try Store(StoreConfiguration(directory: dir.path))
+        }
+        // A URL gone from the manifest leaves nothing mapped to it.
+        try store.replaceManifest([("b.gif", "B")], validators: Validators())
+        #expect(store.row(0)?.object == b && store.stats().rowsCached == 1)
+        store.close()
+    }
+
     @Test func nonImageBytesAreRefusedAndLeaveNoFile() throws {
         let dir = TempDir(); defer { dir.cleanup() }
         let store = try Store(StoreConfiguration(directory: dir.path))

@@ -27,6 +27,32 @@ import CacheSystem
         #expect(asked.first?.status == 304 && asked.last?.status == 200, "\(asked.map(\.status))")
     }
 
+    /// One row added at the top of the manifest shifts every row: each
+    /// keeps its image by URL, and only the new one is downloaded (before,
+    /// all of them were, unconditionally).
+    @Test func aRowAddedAtTheTopDownloadsOnlyItsOwnImage() throws {
+        let origin = try Origin()
+        let daemon = try Daemon(origin: origin)
+        let first = try daemon.call("prefetch", [("what", .string("images"))])
+        let rows = try #require(first["images"]?["downloaded"]?.int)
+        let path = origin.root + "/images/manifest.json"
+        var manifest = try String(contentsOfFile: path, encoding: .utf8)
+        manifest = manifest.replacingOccurrences(of: "[", with: #"[{"url": "00-new.png", "description": "new"},"#, options: [], range: manifest.range(of: "["))
+        try manifest.write(toFile: path, atomically: true, encoding: .utf8)
+        // Dated later: the origin's validators (from the time) change with it.
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(60)], ofItemAtPath: path)
+        try FileManager.default.copyItem(atPath: origin.root + "/images/01-sunrise.png", toPath: origin.root + "/images/00-new.png")
+        let before = try origin.counts()
+
+        let second = try daemon.call("prefetch", [("what", .string("images"))])
+        #expect(second["images"]?["downloaded"]?.int == 1 && second["images"]?["transfers"]?.int == 1, "\(second)")
+        #expect(second["images"]?["cached"]?.int == rows, "\(second)")
+        let after = try origin.counts()
+        let fetchedAgain = after.filter { $0.key.hasSuffix(".png") && $0.key != "/images/00-new.png" && $0.value != before[$0.key] }
+        #expect(fetchedAgain.isEmpty, "\(fetchedAgain)")
+        #expect(try daemon.call("get_image", [("row", num(1)), ("fetch", .bool(false))])["ok"] == .bool(true), "row 1, the old row 0, is cached")
+    }
+
     @Test func concurrentRequestsForAnUncachedRowMakeOneDownload() throws {
         let origin = try Origin(delay: 0.3)
         let daemon = try Daemon(origin: origin)
