@@ -180,6 +180,13 @@ public enum FeedDecoder {
 
     /// The JSON text of an item as it is stored: the element's own text
     /// without insignificant whitespace, or the value written compactly.
+    /// The largest post kept, 64 MiB: its `get_post` answer must fit the
+    /// line a client reads (`ProtocolLimits.maxAnswerLine`, docs/protocol.md,
+    /// "What the clients refuse"); a feed document, bounded by
+    /// `feed-max-size`, may hold a larger one, which is skipped and counted
+    /// as invalid rather than stored where no client could read it.
+    static let maxPostBytes = 64 << 20
+
     static func text(_ item: Item, in body: [UInt8]) -> [UInt8] {
         if let range = item.range { return JSONParser.minify(body[range]) }
         return item.value?.encoded ?? []
@@ -267,7 +274,15 @@ public enum FeedDecoder {
                 continue
             }
             switch postID(value, pointer: id) {
-            case .success(let postID): posts.append((postID, text(element, in: body)))
+            case .success(let postID):
+                let json = text(element, in: body)
+                guard json.count <= Self.maxPostBytes else {
+                    invalid += 1
+                    problems.append("element \(index) is a post of \(NumberText.grouped(json.count)) bytes, more than the \(NumberText.grouped(Self.maxPostBytes)) "
+                                    + "(64 MiB) a post can be: its get_post answer would not fit the line a client reads")
+                    continue
+                }
+                posts.append((postID, json))
             case .failure(let why): invalid += 1; problems.append("element \(index) \(why)")
             }
         }

@@ -11,6 +11,25 @@ func decodePosts(_ body: String, shape: FeedShape = FeedShape(prefix: "posts"), 
 }
 
 @Suite struct PostsDecodingTests {
+    /// A post whose `get_post` answer could not fit a client's line is
+    /// skipped and counted, not stored where no client could read it (the
+    /// newcomer's 70 MiB post was stored with exit 0, then unreadable).
+    @Test func aPostLongerThan64MiBIsSkippedAndCounted() throws {
+        func post(_ id: Int, padding: Int) -> [UInt8] {
+            Array(#"{"id":\#(id),"body":""#.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: padding) + Array(#""}"#.utf8)
+        }
+        let envelope = post(0, padding: 0).count
+        let largest = post(1, padding: FeedDecoder.maxPostBytes - envelope)
+        let tooLarge = post(2, padding: FeedDecoder.maxPostBytes - envelope + 1)
+        let body = [UInt8(ascii: "[")] + largest + [UInt8(ascii: ",")] + tooLarge + Array(#",{"id":3}]"#.utf8)
+        let d = try FeedDecoder.postsPage(body, shape: FeedShape(prefix: "posts"), id: .member("id"))
+        #expect(d.posts.map(\.id) == [.int(1), .int(3)])
+        #expect(d.posts.first?.json.count == FeedDecoder.maxPostBytes)
+        #expect(d.invalid == 1)
+        #expect(d.problems == ["element 1 is a post of 67,108,865 bytes, more than the 67,108,864 (64 MiB) a post can be: its get_post answer would not fit the line a client reads"],
+                "\(d.problems)")
+    }
+
     @Test func keepsValidPostsWithUnknownFieldsAndSkipsInvalidOnes() throws {
         let feed = """
         [
