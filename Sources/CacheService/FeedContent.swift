@@ -11,6 +11,45 @@ enum FeedContent {
 
     /// The body after a UTF-8 byte order mark and white space: where its
     /// first byte tells JSON (`[`, `{`) from markup (`<`).
+    /// `body` with a leading UTF-8 byte order mark turned into spaces (the
+    /// same length, so offsets into it are the body's); `body` itself, not
+    /// copied, when it has none.
+    static func blankingByteOrderMark(_ body: [UInt8]) -> [UInt8] {
+        guard body.starts(with: [0xEF, 0xBB, 0xBF]) else { return body }
+        var blanked = body
+        blanked.replaceSubrange(0..<3, with: [0x20, 0x20, 0x20])
+        return blanked
+    }
+
+    /// Why a body that starts with a UTF-16 byte order mark and is declared
+    /// JSON is refused (JSON between systems is UTF-8, RFC 8259 8.1): nil
+    /// for any other body, which XML may still read in UTF-16.
+    static func utf16JSONRefusal(_ body: [UInt8], contentType: String?) -> String? {
+        guard body.starts(with: [0xFF, 0xFE]) || body.starts(with: [0xFE, 0xFF]),
+              let type = contentType?.lowercased(), type.contains("json") else { return nil }
+        return "a JSON document in UTF-16 (it starts with a UTF-16 byte order mark, Content-Type \(contentType!.cut(toBytes: 100))): "
+            + "JSON between systems is UTF-8 (RFC 8259, 8.1), which is what cached reads"
+    }
+
+    /// What a body that fails as JSON is, when it was never JSON (nothing,
+    /// or text that does not begin as JSON does): its Content-Type and its
+    /// first bytes, rather than the parser's "invalid JSON at byte 0". Nil
+    /// for a body that begins as JSON (the parser's error says where it broke).
+    static func notAFeed(_ body: [UInt8], contentType: String?) -> String? {
+        let type = contentType.map { "Content-Type \($0.cut(toBytes: 100))" } ?? "no Content-Type"
+        let start = Self.start(of: body)
+        guard let first = start.first else {
+            return "an empty document (\(type)), not JSON, RSS or Atom"
+        }
+        let jsonStart: Set<UInt8> = Set("[{\"-0123456789tfn".utf8)
+        guard !jsonStart.contains(first) else { return nil }
+        let shown = String(decoding: start.prefix(80), as: UTF8.self).map { $0.isLetter || $0.isNumber || $0.isPunctuation || $0 == " " ? $0 : " " }
+        var begins = String(shown)
+        while begins.last == " " { begins.removeLast() }
+        begins = begins.cut(toBytes: 80)
+        return "the document is not JSON, RSS or Atom (\(type)); it begins \"\(begins)\""
+    }
+
     static func start(of body: [UInt8]) -> ArraySlice<UInt8> {
         let rest = body.starts(with: [0xEF, 0xBB, 0xBF]) ? body.dropFirst(3) : body[...]
         return rest.drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }

@@ -127,6 +127,7 @@ public enum FeedDecoder {
     /// is refused as soon as the parse passes it.
     static func document(_ body: [UInt8], shape: FeedShape, contentType: String? = nil, room: Int = .max) throws(FeedError) -> Document {
         if let refusal = FeedContent.htmlRefusal(body, contentType: contentType) { throw FeedError(refusal) }
+        if let refusal = FeedContent.utf16JSONRefusal(body, contentType: contentType) { throw FeedError(refusal) }
         if XMLFeedReader.looksLikeXML(body) {
             let doc = try xmlDocument(body, shape: shape, contentType: contentType)
             if doc.count > room { throw tooManyItems(shape, room: room) }
@@ -134,8 +135,14 @@ public enum FeedDecoder {
         }
         let parsed: (document: JSON, ranges: [Range<Int>]?)
         let path = shape.items?.tokens ?? (firstByte(body) == UInt8(ascii: "{") ? ["items"] : [])
-        do throws(JSONError) { parsed = try JSONParser.parseDocument(body, capturingArrayAt: path, maxElements: max(room, 0)) }
-        catch { throw error.elementLimit != nil ? tooManyItems(shape, room: room) : FeedError("\(error)") }
+        // A UTF-8 byte order mark, which RFC 8259 (8.1) lets a parser
+        // ignore, is read as whitespace: the items' ranges stay the body's.
+        let parseable = FeedContent.blankingByteOrderMark(body)
+        do throws(JSONError) { parsed = try JSONParser.parseDocument(parseable, capturingArrayAt: path, maxElements: max(room, 0)) }
+        catch {
+            if error.elementLimit != nil { throw tooManyItems(shape, room: room) }
+            throw FeedError(FeedContent.notAFeed(body, contentType: contentType) ?? "\(error)")
+        }
         let root = parsed.document
         let isJSONFeed = root["version"]?.string?.hasPrefix(jsonFeedVersionPrefix) ?? false
         guard let ranges = parsed.ranges, JSONPointer.resolve(path, in: root)?.array != nil else {

@@ -11,6 +11,31 @@ func decodePosts(_ body: String, shape: FeedShape = FeedShape(prefix: "posts"), 
 }
 
 @Suite struct PostsDecodingTests {
+    /// A UTF-8 byte order mark before the JSON (IIS, some WordPress
+    /// plugins) is read as whitespace, as RFC 8259 (8.1) allows; UTF-16
+    /// JSON, and bodies that are no feed at all, are refused saying what
+    /// they are, not "invalid JSON at byte 0" or broken XML.
+    @Test func aByteOrderMarkIsIgnoredAndNonFeedsSayWhatTheyAre() throws {
+        let withBOM: [UInt8] = [0xEF, 0xBB, 0xBF] + Array(#"[{"id":1,"title":"a"},{"id":2}]"#.utf8)
+        let d = try FeedDecoder.postsPage(withBOM, shape: FeedShape(prefix: "posts"), id: .member("id"), contentType: "application/json")
+        #expect(d.posts.map(\.id) == [.int(1), .int(2)])
+        #expect(d.posts.first.map { String(decoding: $0.json, as: UTF8.self) } == #"{"id":1,"title":"a"}"#)
+
+        let utf16: [UInt8] = [0xFF, 0xFE] + Array("[{\"id\":1}]".utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] })
+        #expect(throws: FeedError("a JSON document in UTF-16 (it starts with a UTF-16 byte order mark, Content-Type application/json; charset=utf-16): "
+                                  + "JSON between systems is UTF-8 (RFC 8259, 8.1), which is what cached reads")) {
+            try FeedDecoder.postsPage(utf16, shape: FeedShape(prefix: "posts"), id: .member("id"), contentType: "application/json; charset=utf-16")
+        }
+        #expect(throws: FeedError(#"the document is not JSON, RSS or Atom (Content-Type text/plain); it begins "Service temporarily unavailable""#)) {
+            try FeedDecoder.postsPage(Array("Service temporarily unavailable\n".utf8), shape: FeedShape(prefix: "posts"), id: .member("id"), contentType: "text/plain")
+        }
+        #expect(throws: FeedError("an empty document (Content-Type application/rss+xml), not JSON, RSS or Atom")) {
+            try FeedDecoder.postsPage([], shape: FeedShape(prefix: "posts"), id: .member("id"), contentType: "application/rss+xml")
+        }
+        // JSON that breaks later is still named by the parser.
+        #expect(throws: FeedError.self) { try decodePosts("[{\"id\":1},") }
+    }
+
     /// A post whose `get_post` answer could not fit a client's line is
     /// skipped and counted, not stored where no client could read it (the
     /// newcomer's 70 MiB post was stored with exit 0, then unreadable).
