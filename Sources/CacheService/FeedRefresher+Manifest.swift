@@ -28,7 +28,7 @@ extension FeedRefresher {
         let fetch = FeedFetch(setting: "images-url", url: config.imagesURL, feed: .manifest)
         let shape = config.imagesShape
         let walk = PageWalk<DecodedManifestPage>(fetch: fetch, shape: shape, stored: store.manifestPages, force: force, decode: { page, type, room throws(FeedError) in
-            let m = try FeedDecoder.manifestPage(page.take(), shape: shape, fields: config.fields, contentType: type, room: room)
+            let m = try FeedDecoder.manifestPage(page.take(), shape: shape, fields: config.fields, contentType: type, room: room, url: page.url)
             return (m, m.facts)
         }, validatorsToStore: { [self] sent, response in validatorsToStore(.manifest, setting: fetch.setting, sent: sent, response: response) })
         fetchPages(walk) { [self] result in finish(result.flatMap { storeManifest($0.pages, warning: $0.warning, settings: digest) }) }

@@ -72,13 +72,14 @@ extension FeedRefresher {
             let manifestBase = store.manifestPages
             var walk = PageWalk<SharedPage>(fetch: fetch, shape: shape, stored: stored, force: force, decode: { page, type, room throws(FeedError) in
                 let body = page.take()
+                let url = page.url
                 // The manifest first: then the posts' decode is the body's last
                 // reader, and gives its pages back as it goes. A page the posts
                 // refuse fails the walk whatever the manifest made of it.
                 let m = Result { () throws(FeedError) in
-                    try FeedDecoder.manifestPage(body, shape: config.imagesShape, fields: config.fields, contentType: type, room: room)
+                    try FeedDecoder.manifestPage(body, shape: config.imagesShape, fields: config.fields, contentType: type, room: room, url: url)
                 }
-                let p = try FeedDecoder.postsPage(consuming: consume body, shape: shape, id: config.fields.postID, contentType: type, room: room)
+                let p = try FeedDecoder.postsPage(consuming: consume body, shape: shape, id: config.fields.postID, contentType: type, room: room, url: url)
                 return (SharedPage(posts: p, manifest: m), p.facts)
             }, validatorsToStore: validators)
             if let nothingNew { walk.stopAfter = { nothingNew($0.map(\.posts)) } }
@@ -97,7 +98,7 @@ extension FeedRefresher {
         } else {
             var walk = PageWalk<DecodedPostsPage>(fetch: fetch, shape: shape, stored: stored, force: force, decode: { page, type, room throws(FeedError) in
                 // Taken, not shared: the decoder gives back the body's pages as it copies the posts out.
-                let p = try FeedDecoder.postsPage(consuming: page.take(), shape: shape, id: config.fields.postID, contentType: type, room: room)
+                let p = try FeedDecoder.postsPage(consuming: page.take(), shape: shape, id: config.fields.postID, contentType: type, room: room, url: page.url)
                 return (p, p.facts)
             }, validatorsToStore: validators)
             walk.stopAfter = nothingNew

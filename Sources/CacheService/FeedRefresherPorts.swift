@@ -51,7 +51,7 @@ struct HTTPPages: PageFetching {
     func fetchPage(_ request: FetchRequest, completion: @escaping @Sendable (Result<(HTTPResponse, PageBody), FetchError>) -> Void) {
         let sink = MemorySink(limit: Int(request.maxBodySize ?? Int64(Int.max)), setting: request.maxBodySetting)
         http.fetch(request, into: sink) { [onWorker] result in
-            onWorker { completion(result.map { ($0, PageBody(sink.take())) }) }
+            onWorker { completion(result.map { ($0, PageBody(sink.take(), url: $0.url)) }) }
         }
     }
 }

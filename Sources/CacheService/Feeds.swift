@@ -125,11 +125,11 @@ public enum FeedDecoder {
     /// when it is an array, else a JSON Feed's `items`. An HTML page is refused.
     /// A page of more than `room` items (what `max-items` leaves the walk)
     /// is refused as soon as the parse passes it.
-    static func document(_ body: [UInt8], shape: FeedShape, contentType: String? = nil, room: Int = .max) throws(FeedError) -> Document {
+    static func document(_ body: [UInt8], shape: FeedShape, contentType: String? = nil, room: Int = .max, url: String? = nil) throws(FeedError) -> Document {
         if let refusal = FeedContent.htmlRefusal(body, contentType: contentType) { throw FeedError(refusal) }
         if let refusal = FeedContent.utf16JSONRefusal(body, contentType: contentType) { throw FeedError(refusal) }
         if XMLFeedReader.looksLikeXML(body) {
-            let doc = try xmlDocument(body, shape: shape, contentType: contentType)
+            let doc = try xmlDocument(body, shape: shape, contentType: contentType, url: url)
             if doc.count > room { throw tooManyItems(shape, room: room) }
             return doc
         }
@@ -163,8 +163,8 @@ public enum FeedDecoder {
     }
 
     /// An RSS or Atom page: its entries as JSON Feed 1.1 items, its `rel="next"` link.
-    static func xmlDocument(_ body: [UInt8], shape: FeedShape, contentType: String?) throws(FeedError) -> Document {
-        let page = try XMLFeedReader.read(body, charset: FeedContent.charset(contentType))
+    static func xmlDocument(_ body: [UInt8], shape: FeedShape, contentType: String?, url: String? = nil) throws(FeedError) -> Document {
+        let page = try XMLFeedReader.read(body, charset: FeedContent.charset(contentType), url: url)
         var facts = PageFacts()
         facts.items = page.items.count
         facts.documentNext = page.next
@@ -235,9 +235,9 @@ public enum FeedDecoder {
     /// has an id: the feed's shape changed); bad elements beside good ones
     /// are skipped and counted.
     public static func postsPage(_ body: [UInt8], shape: FeedShape, id: JSONPointer, contentType: String? = nil,
-                                 room: Int = .max) throws(FeedError) -> DecodedPostsPage {
+                                 room: Int = .max, url: String? = nil) throws(FeedError) -> DecodedPostsPage {
         var shared = body
-        return try postsPage(&shared, shape: shape, id: id, contentType: contentType, room: room, discarding: false)
+        return try postsPage(&shared, shape: shape, id: id, contentType: contentType, room: room, url: url, discarding: false)
     }
 
     /// `postsPage`, of a body handed over: as the posts of a large JSON page
@@ -248,18 +248,18 @@ public enum FeedDecoder {
     /// given back (never changed under another holder): the refresh's is
     /// not shared (`PageBody.take`), a test's may be.
     public static func postsPage(consuming body: consuming [UInt8], shape: FeedShape, id: JSONPointer, contentType: String? = nil,
-                                 room: Int = .max) throws(FeedError) -> DecodedPostsPage {
+                                 room: Int = .max, url: String? = nil) throws(FeedError) -> DecodedPostsPage {
         var owned = consume body
         let large = owned.count >= Memory.largeBody
-        return try postsPage(&owned, shape: shape, id: id, contentType: contentType, room: room, discarding: large)
+        return try postsPage(&owned, shape: shape, id: id, contentType: contentType, room: room, url: url, discarding: large)
     }
 
     /// The bytes read between two give-backs.
     static let discardStep = 4 << 20
 
     private static func postsPage(_ body: inout [UInt8], shape: FeedShape, id: JSONPointer, contentType: String?,
-                                  room: Int, discarding: Bool) throws(FeedError) -> DecodedPostsPage {
-        let doc = try document(body, shape: shape, contentType: contentType, room: room)
+                                  room: Int, url: String?, discarding: Bool) throws(FeedError) -> DecodedPostsPage {
+        let doc = try document(body, shape: shape, contentType: contentType, room: room, url: url)
         var posts: [(id: PostID, json: [UInt8])] = []
         posts.reserveCapacity(doc.count)
         var invalid = 0
@@ -322,8 +322,8 @@ public enum FeedDecoder {
     /// Decodes one page of an image manifest: its items' positions are rows.
     /// An item without a string URL keeps its row but cannot be fetched.
     public static func manifestPage(_ body: [UInt8], shape: FeedShape, fields: ItemFields, contentType: String? = nil,
-                                    room: Int = .max) throws(FeedError) -> DecodedManifestPage {
-        let doc = try document(body, shape: shape, contentType: contentType, room: room)
+                                    room: Int = .max, url: String? = nil) throws(FeedError) -> DecodedManifestPage {
+        let doc = try document(body, shape: shape, contentType: contentType, room: room, url: url)
         var entries: [ManifestEntry] = []
         entries.reserveCapacity(doc.count)
         doc.forEachItem(in: body) { _, item in

@@ -8,10 +8,15 @@ import CacheSystem
 final class PageBody: Sendable {
     /// The body's size, known also once it is taken.
     let count: Int
+    /// The URL that answered (after any redirect): what the document's
+    /// relative URLs resolve against (RSS and Atom's, for their items);
+    /// nil when not known.
+    let url: String?
     private let bytes: Locked<[UInt8]>
 
-    init(_ bytes: consuming [UInt8]) {
+    init(_ bytes: consuming [UInt8], url: String? = nil) {
         count = bytes.count
+        self.url = url
         self.bytes = Locked(bytes)
     }
 

@@ -12,11 +12,16 @@ struct XMLFeedEntry {
     /// RSS 1.0's `rdf:about`.
     var about: String?
     var guid: String?
+    /// The guid when it is an absolute http(s) URL (a permalink).
+    var guidURL: String?
     var guidIsPermaLink = true
+    /// `link` as written (an id when there is no guid), and resolved (the item's URL).
     var link: String?
+    var linkURL: String?
     var atomID: String?
-    /// Atom's `link rel="alternate"` (or no rel).
+    /// Atom's `link rel="alternate"` (or no rel), as written and resolved.
     var alternate: String?
+    var alternateURL: String?
     var title: String?
     var contentEncoded: String?
     var description: String?
@@ -48,13 +53,13 @@ struct XMLFeedEntry {
         switch format {
         case .rss2:
             add("id", guid ?? link)
-            add("url", link ?? (guidIsPermaLink ? guid : nil))
+            add("url", linkURL ?? (guidIsPermaLink ? guidURL : nil))
         case .rss1:
             add("id", about ?? link)
-            add("url", link)
+            add("url", linkURL)
         case .atom:
             add("id", atomID ?? alternate)
-            add("url", alternate)
+            add("url", alternateURL)
         }
         add("title", title)
         if format == .atom {

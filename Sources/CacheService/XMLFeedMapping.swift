@@ -1,4 +1,6 @@
+import CacheHTTP
 import CacheProtocol
+import CacheSystem
 
 /// RSS 2.0, RSS 1.0 and Atom 1.0 elements to JSON Feed 1.1 items, from the
 /// reader's events (docs/protocol.md, "RSS and Atom"). Namespaces are
@@ -13,6 +15,7 @@ struct XMLFeedMapping: XMLEventSink {
         static let dc = "http://purl.org/dc/elements/1.1/"
         static let media = "http://search.yahoo.com/mrss/"
         static let itunes = "http://www.itunes.com/dtds/podcast-1.0.dtd"
+        static let xml = "http://www.w3.org/XML/1998/namespace"
     }
     static let htmlRefusal = "an HTML document (its root is <html>), not an RSS or Atom feed"
 
@@ -28,6 +31,8 @@ struct XMLFeedMapping: XMLEventSink {
         var field: Field
         var depth: Int
         var markup: Bool
+        /// What a URL in the text resolves against.
+        var base: String?
         var text = ""
     }
 
@@ -45,6 +50,27 @@ struct XMLFeedMapping: XMLEventSink {
     /// An Atom `author` being read.
     private var author: (name: String?, url: String?)?
     private var stack: [XMLName] = []
+    /// The document's URL, and each open element's base URL (`xml:base`,
+    /// resolved against its parent's, else the document's URL).
+    private let documentURL: String?
+    private var bases: [String?] = []
+
+    /// `documentURL`: what the document's relative URLs resolve against
+    /// (nil: they are kept as written).
+    init(documentURL: String? = nil) {
+        self.documentURL = documentURL
+    }
+
+    /// The base URL of the element being read.
+    private var base: String? { bases.isEmpty ? documentURL : bases[bases.count - 1] }
+
+    /// `url` resolved against `base` (RFC 3986, as a browser does) when it
+    /// is relative; an absolute URL, or one that does not resolve to an
+    /// http or https URL, is kept as written.
+    private func absolute(_ url: String, against base: String?) -> String {
+        guard let base, URIReference.parse(url).scheme == nil, let resolved = FeedDecoder.resolve(url, base: base) else { return url }
+        return resolved
+    }
 
     /// The page once the whole document was read.
     func page() throws(FeedError) -> XMLFeedPage {
@@ -59,6 +85,9 @@ struct XMLFeedMapping: XMLEventSink {
     mutating func start(_ name: XMLName, attributes: [XMLAttribute], depth: Int) throws(FeedError) {
         let parent = stack.last
         stack.append(name)
+        let inherited = base
+        let own = attributes.first { $0.namespace == Namespace.xml && $0.local == "base" }?.value.trimmingXMLSpace().nonEmpty
+        bases.append(own.map { absolute($0, against: inherited) } ?? inherited)
         if var capture {
             if capture.markup, !isWrappingDiv(name, depth: depth, in: capture) {
                 capture.text += XMLMarkup.startTag(name, attributes: attributes)
@@ -69,10 +98,12 @@ struct XMLFeedMapping: XMLEventSink {
         let attribute = { (local: String) -> String? in
             attributes.first { $0.namespace.isEmpty && $0.local == local }?.value.trimmingXMLSpace().nonEmpty
         }
+        let here = base
+        let url = { [self] (local: String) -> String? in attribute(local).map { absolute($0, against: here) } }
         if depth == 0 {
             try root(name)
         } else if entry != nil {
-            entryStart(name, attribute: attribute, attributes: attributes, depth: depth, parent: parent)
+            entryStart(name, attribute: attribute, url: url, depth: depth, parent: parent)
         } else if isEntry(name, depth: depth, parent: parent) {
             var started = XMLFeedEntry()
             if format == .rss1 {
@@ -83,9 +114,9 @@ struct XMLFeedMapping: XMLEventSink {
         } else if format == .atom ? depth == 1 : depth == 2 && parent?.local == "channel" {
             // The channel's own elements: the next page, the podcast's image.
             if name == XMLName(namespace: Namespace.atom, local: "link"), relation(attribute("rel")) == "next", next == nil {
-                next = attribute("href")
+                next = url("href")
             } else if name == XMLName(namespace: Namespace.itunes, local: "image"), channelImage == nil {
-                channelImage = attribute("href")
+                channelImage = url("href")
             }
         }
     }
@@ -98,6 +129,7 @@ struct XMLFeedMapping: XMLEventSink {
 
     mutating func end(_ name: XMLName, depth: Int) {
         stack.removeLast()
+        bases.removeLast()
         if var capture {
             if depth == capture.depth {
                 finish(capture)
@@ -142,14 +174,15 @@ struct XMLFeedMapping: XMLEventSink {
     }
 
     /// An element inside an item or entry: which field or attributes it gives.
-    private mutating func entryStart(_ name: XMLName, attribute: (String) -> String?, attributes: [XMLAttribute],
+    /// `url` reads an attribute as a URL, resolved against the element's base.
+    private mutating func entryStart(_ name: XMLName, attribute: (String) -> String?, url: (String) -> String?,
                                      depth: Int, parent: XMLName?) {
         let level = depth - entryDepth
         if name.namespace == Namespace.media {  // Media RSS, also inside media:group or media:content
-            if name.local == "content", let url = attribute("url"),
+            if name.local == "content", let url = url("url"),
                attribute("medium") == "image" || attribute("type").map(isImageType) == true {
                 entry?.mediaImages.append(url)
-            } else if name.local == "thumbnail", let url = attribute("url") {
+            } else if name.local == "thumbnail", let url = url("url") {
                 entry?.thumbnails.append(url)
             }
             return
@@ -167,8 +200,8 @@ struct XMLFeedMapping: XMLEventSink {
         case (Namespace.content, "encoded"): begin(.contentEncoded, depth)
         case (Namespace.dc, "creator"): begin(.author, depth)
         case (Namespace.dc, "date"): begin(.dcDate, depth)
-        case (Namespace.itunes, "image"): if entry?.itunesImage == nil { entry?.itunesImage = attribute("href") }
-        case (core, _) where format == .atom: atomStart(name.local, attribute: attribute, depth: depth)
+        case (Namespace.itunes, "image"): if entry?.itunesImage == nil { entry?.itunesImage = url("href") }
+        case (core, _) where format == .atom: atomStart(name.local, attribute: attribute, url: url, depth: depth)
         case (core, "title"): begin(.title, depth)
         case (core, "link"): begin(.link, depth)
         case (core, "description"): begin(.description, depth)
@@ -179,14 +212,14 @@ struct XMLFeedMapping: XMLEventSink {
         case (core, "author") where format == .rss2: begin(.author, depth)
         case (core, "category") where format == .rss2: begin(.category, depth)
         case (core, "enclosure") where format == .rss2:
-            if let url = attribute("url") {
+            if let url = url("url") {
                 entry?.enclosures.append(.init(url: url, type: attribute("type"), length: attribute("length")))
             }
         default: break
         }
     }
 
-    private mutating func atomStart(_ local: String, attribute: (String) -> String?, depth: Int) {
+    private mutating func atomStart(_ local: String, attribute: (String) -> String?, url: (String) -> String?, depth: Int) {
         let type = attribute("type")?.lowercased()
         switch local {
         case "id": begin(.atomID, depth)
@@ -206,10 +239,12 @@ struct XMLFeedMapping: XMLEventSink {
             default: break
             }
         case "link":
-            guard let href = attribute("href") else { return }
+            guard let href = attribute("href"), let resolved = url("href") else { return }
             switch relation(attribute("rel")) {
-            case "alternate": if entry?.alternate == nil { entry?.alternate = href }
-            case "enclosure": entry?.enclosures.append(.init(url: href, type: attribute("type"), length: attribute("length")))
+            case "alternate":
+                // As written for the id (a store's ids never move), resolved for the URL.
+                if entry?.alternate == nil { entry?.alternate = href; entry?.alternateURL = resolved }
+            case "enclosure": entry?.enclosures.append(.init(url: resolved, type: attribute("type"), length: attribute("length")))
             default: break
             }
         default: break
@@ -228,7 +263,7 @@ struct XMLFeedMapping: XMLEventSink {
     }
 
     private mutating func begin(_ field: Field, _ depth: Int, markup: Bool = false) {
-        capture = Capture(field: field, depth: depth, markup: markup)
+        capture = Capture(field: field, depth: depth, markup: markup, base: base)
     }
 
     /// A gathered text: surrounding whitespace dropped, an empty one is no value.
@@ -240,8 +275,15 @@ struct XMLFeedMapping: XMLEventSink {
         }
         switch capture.field {
         case .title: set(\.title)
-        case .link: set(\.link)
-        case .guid: set(\.guid)
+        case .link:
+            // As written for the id, resolved for the URL.
+            let resolved = absolute(text, against: capture.base)
+            if entry?.link == nil { entry?.linkURL = resolved }
+            set(\.link)
+        case .guid:
+            // A permalink is a URL: a guid that is not an absolute one is no item URL.
+            if entry?.guid == nil, let scheme = URIReference.parse(text).scheme, URLScheme.isHTTP(scheme: scheme) { entry?.guidURL = text }
+            set(\.guid)
         case .description: set(\.description)
         case .contentEncoded: set(\.contentEncoded)
         case .pubDate: set(\.pubDate)
@@ -255,7 +297,9 @@ struct XMLFeedMapping: XMLEventSink {
         case .author: entry?.authors.append((text, nil))
         case .category: entry?.tags.append(text)
         case .authorName: author?.name = text
-        case .authorURI: author?.url = text
+        case .authorURI:
+            let resolved = absolute(text, against: capture.base)
+            author?.url = resolved
         }
     }
 }

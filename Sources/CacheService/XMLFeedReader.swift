@@ -25,8 +25,9 @@ public enum XMLFeedReader {
     }
 
     /// Reads one page. `charset` is the HTTP Content-Type's charset parameter if any (RFC 7303: it wins over the XML declaration).
-    public static func read(_ body: [UInt8], charset: String?) throws(FeedError) -> XMLFeedPage {
-        var mapping = XMLFeedMapping()
+    /// `url`, the document's URL, is what its relative URLs resolve against (after any `xml:base`).
+    public static func read(_ body: [UInt8], charset: String?, url: String? = nil) throws(FeedError) -> XMLFeedPage {
+        var mapping = XMLFeedMapping(documentURL: url)
         try XMLStream.walk(body, charset: charset, into: &mapping)
         return try mapping.page()
     }
