@@ -43,9 +43,18 @@ extension CacheService {
         var plan = FetchPlan()
         var stale: [String: Revalidation] = [:]
         var needsDownload: Set<String> = []
+        // A row with no URL has nothing to fetch (a feed's post without an
+        // image, when the feed is its own manifest): skipped, not failed,
+        // unless no row has one (then `images-url-field` is likely wrong).
+        let someURL = rows.contains { !$0.url.isEmpty }
         for (i, row) in rows.enumerated() {
             guard let url = view.resolved(i) else {
-                let reason = row.url.isEmpty ? "no url in the manifest" : "not an http or https URL"
+                if row.url.isEmpty && someURL {
+                    plan.summary.skipped += 1
+                    continue
+                }
+                let reason = row.url.isEmpty ? "no url in the manifest (no row has one: is images-url-field the member that names the image?)"
+                                             : "not an http or https URL"
                 plan.summary.failed += 1
                 plan.summary.failures.append(RowFailure(row: i, url: row.url, error: reason))
                 imageFetcher.failed(row.url, RowError(time: Double(now) / 1000, reason: reason))

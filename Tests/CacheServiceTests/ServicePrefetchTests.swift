@@ -17,6 +17,24 @@ import CacheSystem
         r.path.hasPrefix("/images/") && r.path != "/images/manifest.json"
     }
 
+    /// A feed that is its own manifest has posts without an image: their
+    /// rows have no URL and are skipped, not failed (every prefetch exited
+    /// 5 before). When no row has a URL, the field is likely wrong: failed.
+    @Test func rowsWithoutAURLAreSkippedUnlessNoRowHasOne() async throws {
+        let manifest = Array(#"[{"url": "01-sunrise.png"}, {"description": "a post without an image"}, {"url": ""}]"#.utf8)
+        let h = try await Harness.start(extra: ["images/manifest.json": manifest])
+        defer { h.close() }
+        let some = try await completion { h.service.prefetch(.images, force: false, progress: { _ in }, then: $0) }.get()
+        #expect(some.images?.downloaded == 1 && some.images?.skipped == 2 && some.images?.failed == 0, "\(String(describing: some.images))")
+        #expect(some.images?.failures.isEmpty == true)
+
+        let none = try await Harness.start(extra: ["images/manifest.json": Array(#"[{"image": "01-sunrise.png"}, {"image": "02-ocean.png"}]"#.utf8)])
+        defer { none.close() }
+        let wrong = try await completion { none.service.prefetch(.images, force: false, progress: { _ in }, then: $0) }.get()
+        #expect(wrong.images?.failed == 2 && wrong.images?.skipped == 0)
+        #expect(wrong.images?.failures.first?.error == "no url in the manifest (no row has one: is images-url-field the member that names the image?)")
+    }
+
     @Test func prefetchAllDownloadsEverythingOnceThenFindsItCached() async throws {
         let h = try await Harness.start()
         defer { h.close() }
