@@ -76,8 +76,23 @@ extension CacheService {
         }
     }
 
-    private func runPrefetch(_ scope: PrefetchTarget, force: Bool, progress: @escaping @Sendable (Progress) -> Void,
+    /// `all` is what is configured: a daemon with only `posts-url` (a
+    /// timeline mirrored with no images) or only `images-url` prefetches
+    /// that feed, and succeeds, rather than failing on the other's absence.
+    /// Neither configured, or a feed named that is not, still fails.
+    func configuredScope(_ scope: PrefetchTarget) -> PrefetchTarget {
+        guard scope == .all else { return scope }
+        let config = refresher.settings()
+        switch (config.postsURL != nil, config.imagesURL != nil) {
+        case (true, false): return .posts
+        case (false, true): return .images
+        default: return .all
+        }
+    }
+
+    private func runPrefetch(_ asked: PrefetchTarget, force: Bool, progress: @escaping @Sendable (Progress) -> Void,
                              completion: @escaping Completion<PrefetchReport>) {
+        let scope = configuredScope(asked)
         let images: @Sendable (PostsRefresh?, CacheError?) -> Void = { [self] refresh, postsError in
             let posts = refresh?.summary
             guard scope.images else {

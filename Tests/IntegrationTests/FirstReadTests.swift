@@ -39,6 +39,22 @@ import CacheProtocol
         #expect(daemon.isRunning)
     }
 
+    /// `prefetch` (`all`) on a daemon that mirrors only a posts feed does
+    /// that feed and succeeds (it exited 6, "images-url is not configured",
+    /// and status said failed); `images` named on its own still fails.
+    @Test func prefetchAllOfADaemonWithOnlyAPostsFeedSucceeds() throws {
+        let origin = try Origin()
+        let daemon = try Daemon(origin: nil, arguments: ["--posts-url", origin.postsURL])
+        let all = try cachectl(["prefetch"], socket: daemon.socket)
+        #expect(all.status == 0, "\(all)")
+        let answer = try daemon.call("prefetch")
+        #expect(answer["ok"] == .bool(true) && answer["posts"]?["unchanged"]?.int == 100 && answer["images"] == .null, "\(answer)")
+        let status = try cachectl(["status"], socket: daemon.socket)
+        #expect(!status.stdout.contains("failed"), "\(status.stdout)")
+        let images = try cachectl(["prefetch", "images"], socket: daemon.socket)
+        #expect(images.status == 6 && images.stderr.contains("images-url is not configured"), "\(images)")
+    }
+
     /// A feed that cannot be fetched fails the first listing as it fails a
     /// prefetch (the same codes for both feeds), and a later one tries again.
     @Test func aFeedThatCannotBeFetchedFailsTheFirstListingOfBothAlike() throws {
