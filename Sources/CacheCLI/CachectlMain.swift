@@ -128,7 +128,9 @@ struct Invocation {
                                        refresh the feeds and download missing images
       delete post ID                   remove one post from the store (one a feed kept
                                        with posts-keep; a feed that still lists it brings
-                                       it back at its next refresh)
+                                       it back when it next reads that page whole: when
+                                       the page changes, or at every refresh from an
+                                       origin that sends no ETag or Last-Modified)
       status                           counts and counters
       verify                           re-hash every object, repair corrupt ones
       gc                               delete unreferenced object files

@@ -94,7 +94,7 @@ enum Format {
 
     static func image(_ i: JSON) -> String {
         let cached = i["hash"].map { !$0.isNull } ?? false
-        var lines = ["Row \(text(i["row"])): \(text(i["description"]))", "url:   \(text(i["url"]))"]
+        var lines = ["Row \(text(i["row"])): \(text(i["description"]))", "url:   \(text(i["url"]).hidingURLPassword)"]
         if cached {
             lines += ["hash:  \(text(i["hash"]))", "size:  \(size(i["size"]?.integer ?? 0)) (\(text(i["size"])) bytes)",
                       "type:  \(text(i["type"]))", "path:  \(text(i["path"]))"]
@@ -139,7 +139,7 @@ enum Format {
         let error = i["last_error"].flatMap { $0.isNull ? nil : $0 }
         return pad(text(i["row"]), 5) + "  " + (cached ? "cached    " : error != nil ? "failed    " : "missing   ") +
             pad(cached ? size(i["size"]?.integer ?? 0) : "-", 9) + "  " +
-            left(cached ? text(i["type"]) : "-", typeWidth) + "  " + text(i["url"]) +
+            left(cached ? text(i["type"]) : "-", typeWidth) + "  " + text(i["url"]).hidingURLPassword +
             (error.map { "  (" + (cached ? "last check failed: " : "") + text($0["reason"]) + ")" } ?? "") + "\n"
     }
 
@@ -156,7 +156,7 @@ enum Format {
                          + "\(text(i["skipped"])) skipped; \(text(i["transfers"])) transfers, \(size(i["bytes"]?.integer ?? 0))")
         }
         for f in a["failures"]?.array ?? [] {
-            lines.append("  row \(text(f["row"])) \(text(f["url"])): \(text(f["error"]))")
+            lines.append("  row \(text(f["row"])) \(text(f["url"]).hidingURLPassword): \(text(f["error"]))")
         }
         return lines.joined(separator: "\n")
     }

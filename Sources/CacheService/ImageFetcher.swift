@@ -86,7 +86,7 @@ final class ImageFetcher: Sendable {
         // Under min-free-space nothing is asked of the origin: the room left is the posts' and the log's.
         do throws(StoreError) { try store.checkHeadroom(headroom, needed: 0) } catch {
             let refused = CacheError.store(error, doing: "")
-            log.warning("image \(url.cut(toBytes: 1024)) not downloaded: \(error)")
+            log.warning("image \(url.hidingURLPassword.cut(toBytes: 1024)) not downloaded: \(error)")
             onWorker { [self] in flight.finish(key, .failure(refused)) }
             return
         }
@@ -132,7 +132,7 @@ final class ImageFetcher: Sendable {
         case .success: failures.withLock { $0.succeeded(url) }
         case .failure(let e):
             if case .origin = e { count { $0.upstreamErrors += 1 } }
-            log.warning("image \(url.cut(toBytes: 1024)) failed: \(e.reason)")
+            log.warning("image \(url.hidingURLPassword.cut(toBytes: 1024)) failed: \(e.reason)")
             if e.reason == FetchError.cancelled(url: url).reason { return }  // the daemon is stopping: not the row's failure
             // The store's failures (a full disk, min-free-space) are not the
             // row's: no last_error, no backoff; the next prefetch tries again.

@@ -30,6 +30,23 @@ extension StringProtocol {
         return kept + "... (\(utf8.count - kept.utf8.count) more bytes)"
     }
 
+    /// A URL as shown to people (a table, the log): a password in its
+    /// userinfo (`http://user:secret@host/`) reads `***`, so a manifest row
+    /// with credentials does not print them. Anything else, URL or not, is
+    /// unchanged.
+    public var hidingURLPassword: String {
+        let s = String(self)
+        let chars = Array(s)
+        var start = 0
+        while start + 2 < chars.count, !(chars[start] == ":" && chars[start + 1] == "/" && chars[start + 2] == "/") { start += 1 }
+        guard start + 2 < chars.count else { return s }
+        var end = start + 3
+        while end < chars.count, chars[end] != "/", chars[end] != "?", chars[end] != "#" { end += 1 }
+        let authority = chars[(start + 3)..<end]
+        guard let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") else { return s }
+        return String(chars[...colon]) + "***" + String(chars[at...])
+    }
+
     /// Without leading and trailing spaces, tabs, CR and LF.
     ///
     /// Works on the UTF-8 bytes: in Swift `"\r\n"` is one `Character`, which a
