@@ -77,9 +77,14 @@ enum Format {
         return lines.joined(separator: "\n")
     }
 
-    /// A post's title: a string, or WordPress's `{"rendered": ...}`.
+    /// A post's title as `list_posts` searches it (docs/protocol.md): its
+    /// `title` string, or WordPress's `title.rendered`; without a `title`,
+    /// its `name` (Lemmy), `record.text` (Bluesky) or `text` (Slack, X).
     static func title(_ p: JSON) -> String {
         if let rendered = p["title"]?["rendered"], rendered.string != nil { return text(rendered) }
+        if p["title"] == nil {
+            for found in [p["name"], p["record"]?["text"], p["text"]] where found?.string != nil { return text(found) }
+        }
         return text(p["title"])
     }
 

@@ -35,6 +35,23 @@ import CachedClient
         try stdout.split(separator: "\n").map { try JSONParser.parse(Array($0.utf8)) }
     }
 
+    /// The table's title is the one `list_posts` searches: without a
+    /// `title`, a Lemmy post's `name`, a Bluesky post's `record.text`, a
+    /// Slack or X post's `text` (they printed "-"), a line break escaped.
+    @Test func getPostsShowsTheTitleASearchMatches() throws {
+        let origin = try Origin()
+        try origin.write("posts.json", #"""
+            [{"id":1,"name":"lemmy name"},{"id":2,"record":{"text":"bluesky text"}},{"id":3,"text":"slack\ntext"},
+             {"id":4,"title":{"rendered":"wordpress"}},{"id":5,"title":"plain","name":"not this"},{"id":6}]
+            """#)
+        let daemon = try Daemon(origin: origin)
+        let table = try cachectl(["get", "posts"], socket: daemon.socket)
+        let titles = table.stdout.split(separator: "\n").dropFirst().dropLast().map { String($0.dropFirst(13)) }
+        #expect(titles == ["lemmy name", "bluesky text", #"slack\ntext"#, "wordpress", "plain", "-"], "\(table.stdout)")
+        let found = try cachectl(["get", "posts", "--query", "bluesky"], socket: daemon.socket)
+        #expect(found.stdout.contains("bluesky text"), "\(found.stdout)")
+    }
+
     @Test func getPostsPrintsEveryPostOrThePageAsked() throws {
         let origin = try Origin()
         try origin.write("posts.json", Self.feed(3500))
