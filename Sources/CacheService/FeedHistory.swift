@@ -28,11 +28,15 @@ extension FeedRefresher {
     /// `date_published` where they have one (`byDate`), else in the order
     /// they had. `stored` is the feed order as stored: the `storedListed`
     /// posts the feed listed last time, then the history kept before.
+    /// they had: reversed, so newest first, when the feed lists
+    /// `oldestFirst`.
     static func history(_ keep: PostsKeep, listed: Int, stored: [(id: PostID, json: [UInt8])], storedListed: Int,
-                        seen: Set<PostID>) -> [(id: PostID, json: [UInt8])] {
+                        seen: Set<PostID>, oldestFirst: Bool = false) -> [(id: PostID, json: [UInt8])] {
         if keep == .feed { return [] }
         let split = min(max(0, storedListed), stored.count)
-        let out = byDate(displaced: stored[..<split].filter { !seen.contains($0.id) }, older: stored[split...].filter { !seen.contains($0.id) })
+        var displaced = stored[..<split].filter { !seen.contains($0.id) }
+        if oldestFirst { displaced.reverse() }
+        let out = byDate(displaced: displaced, older: stored[split...].filter { !seen.contains($0.id) })
         if case .newest(let n) = keep { return Array(out.prefix(max(0, n - listed))) }
         return out
     }
@@ -85,15 +89,32 @@ extension FeedRefresher {
     }
 
     /// With `newest(N)`, a feed that itself lists more than N keeps its
-    /// first N: the later pages' counts shrink to what is kept of them.
-    static func trim(_ pages: inout [FeedPage], _ posts: inout [(id: PostID, json: [UInt8])], to keep: PostsKeep) {
+    /// newest N: its first N, the later pages' counts shrinking to what is
+    /// kept of them, or for a feed that lists `oldestFirst` its last N, the
+    /// first pages' counts shrinking. `history`: how many of `posts`, at
+    /// their end, were kept from before (none are left when the feed's own
+    /// fill N).
+    static func trim(_ pages: inout [FeedPage], _ posts: inout [(id: PostID, json: [UInt8])], to keep: PostsKeep,
+                     oldestFirst: Bool = false, history: Int = 0) {
         guard case .newest(let n) = keep, posts.count > n else { return }
-        posts.removeLast(posts.count - n)
-        var budget = n
-        for i in pages.indices {
-            let c = min(pages[i].count, budget)
-            pages[i].count = c
-            budget -= c
+        let own = posts.count - history
+        guard oldestFirst, own > n else {
+            posts.removeLast(posts.count - n)
+            var budget = n
+            for i in pages.indices {
+                let c = min(pages[i].count, budget)
+                pages[i].count = c
+                budget -= c
+            }
+            return
+        }
+        posts.removeLast(history)
+        var drop = own - n
+        posts.removeFirst(drop)
+        for i in pages.indices where drop > 0 {
+            let d = min(pages[i].count, drop)
+            pages[i].count -= d
+            drop -= d
         }
     }
 }

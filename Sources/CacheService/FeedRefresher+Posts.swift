@@ -192,12 +192,19 @@ extension FeedRefresher {
             newPages.append(page)
         }
         for p in problems.prefix(Self.loggedFeedProblems) { log.warning("posts feed: skipped \(p)") }
+        // An oldest-first feed's newest posts are its last (docs/protocol.md, "History").
+        let oldestFirst = keep != .feed && Self.listsOldestFirst([posts.first, posts.last].compactMap { $0 })
         let history = keep == .feed ? [] : Self.history(keep, listed: posts.count, stored: store.postsInFeedOrder(),
-                                                        storedListed: storedPages.reduce(0) { $0 + $1.count }, seen: seen)
+                                                        storedListed: storedPages.reduce(0) { $0 + $1.count }, seen: seen,
+                                                        oldestFirst: oldestFirst)
         posts += history
         // Let go before the store plans the refresh: a million ids are 48 MB of table.
         _ = consume seen
-        if keep == .feed { Self.forgetLonePageURL(&newPages) } else { Self.trim(&newPages, &posts, to: keep) }
+        if keep == .feed {
+            Self.forgetLonePageURL(&newPages)
+        } else {
+            Self.trim(&newPages, &posts, to: keep, oldestFirst: oldestFirst, history: history.count)
+        }
         let kept = posts.count - newPages.reduce(0) { $0 + $1.count }
         let change: PostsChange
         let headroom = settings().postsMinFreeSpace

@@ -146,6 +146,25 @@ import TestSupport
         #expect(list.map(\.id) == [.string("a"), .string("b"), .string("c")])
         #expect(pages.map(\.count) == [2, 1])
     }
+
+    /// `posts-keep N` on a feed that lists oldest first keeps the newest N:
+    /// its own last N (the first pages shrink), and of the posts it stopped
+    /// listing the last it listed (the newcomer's 4...28 kept 1 and 2, not 3).
+    @Test func anOldestFirstFeedKeepsItsNewestPosts() {
+        func posts(_ ids: [Int]) -> [(id: PostID, json: [UInt8])] { ids.map { (.int(Int64($0)), Array("{}".utf8)) } }
+        let h = FeedRefresher.history(.newest(27), listed: 25, stored: posts(Array(1...25)), storedListed: 25,
+                                      seen: Set((4...28).map { PostID.int(Int64($0)) }), oldestFirst: true)
+        #expect(h.map(\.id) == [.int(3), .int(2)])
+        var pages = [FeedPage(url: "1", count: 10), FeedPage(url: "2", count: 10), FeedPage(url: "3", count: 10)]
+        var list = posts(Array(1...30))
+        FeedRefresher.trim(&pages, &list, to: .newest(27), oldestFirst: true, history: 0)
+        #expect(list.map(\.id) == (4...30).map { .int(Int64($0)) })
+        #expect(pages.map(\.count) == [7, 10, 10])
+        var withHistory = posts(Array(1...5) + [90, 91])
+        var two = [FeedPage(url: "1", count: 5)]
+        FeedRefresher.trim(&two, &withHistory, to: .newest(3), oldestFirst: true, history: 2)
+        #expect(withHistory.map(\.id) == [.int(3), .int(4), .int(5)] && two.map(\.count) == [3])
+    }
 }
 
 extension FeedHistoryTests {
