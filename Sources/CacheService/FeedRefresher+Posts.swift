@@ -165,6 +165,7 @@ extension FeedRefresher {
         var seen = Set<PostID>(minimumCapacity: listed)
         var invalid = 0
         var problems: [String] = []
+        var fresh = (posts: 0, notPosts: 0, first: nil as (page: Int, url: String, why: String, count: Int)?)
         for (n, result) in pages.enumerated() {
             var page = result.page
             let before = posts.count
@@ -177,6 +178,9 @@ extension FeedRefresher {
             case .fresh(_, let decoded):
                 // Taken: from here this list holds the page's posts alone.
                 items = decoded.takePosts()
+                fresh.posts += items.count
+                fresh.notPosts += decoded.notPosts
+                if fresh.first == nil, let why = decoded.firstNotPost { fresh.first = (n, page.url, why, decoded.notPosts) }
                 invalid += decoded.invalid
                 problems += decoded.problems.prefix(Self.loggedFeedProblems).map { label + $0 }
             }
@@ -192,6 +196,7 @@ extension FeedRefresher {
             newPages.append(page)
         }
         for p in problems.prefix(Self.loggedFeedProblems) { log.warning("posts feed: skipped \(p)") }
+        if fresh.posts == 0, let first = fresh.first { return .failure(Self.noPosts(first, of: fresh.notPosts, pages: pages.count)) }
         // An oldest-first feed's newest posts are its last (docs/protocol.md, "History").
         let oldestFirst = keep != .feed && Self.listsOldestFirst([posts.first, posts.last].compactMap { $0 })
         let history = keep == .feed ? [] : Self.history(keep, listed: posts.count, stored: store.postsInFeedOrder(),
@@ -218,6 +223,17 @@ extension FeedRefresher {
                                    kept: kept, warnings: currentWarnings(.posts))
         log.info("posts refreshed from \(pages.count) page\(pages.count == 1 ? "" : "s")\(walked.stoppedEarly ? " (the rest holds nothing new)" : ""): \(summary.fetched) new or changed, \(summary.unchanged) unchanged, \(summary.removed) removed, \(summary.invalid) invalid\(keep == .feed ? "" : ", \(kept) kept from before")")
         return .success(summary)
+    }
+
+    /// The failure of a refresh whose fresh pages hold items but not one
+    /// post (the API renamed its id, or `posts-id` or `posts-item` does not
+    /// fit the feed): stored, it would remove every post those pages listed.
+    /// Posts refused for their size alone do not count here.
+    static func noPosts(_ first: (page: Int, url: String, why: String, count: Int), of total: Int, pages: Int) -> CacheError {
+        let subject = "posts-url" + (pages == 1 ? "" : " page \(first.page + 1)") + " \(first.url.cut(toBytes: 500))"
+        let reason = "not one of the \(total) item\(total == 1 ? "" : "s") read is a post that can be kept (here \(first.why)); "
+            + "check posts-id and posts-item: the posts were left as they were"
+        return .origin(OriginFailure(subject: subject, url: first.url, attempts: 1, reason: reason))
     }
 
     /// A feed of one page is stored as version 1 stored it: validators with

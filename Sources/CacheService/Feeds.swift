@@ -18,8 +18,13 @@ public struct DecodedPostsPage: Sendable {
     /// post, and each post's bytes are freed as the post table takes them in
     /// (a million posts are not held twice: issue 34).
     private let batch: Locked<[(id: PostID, json: [UInt8])]>
-    /// Elements skipped: not an object, or without a valid id.
+    /// Elements skipped: not an object, without a valid id, or too large.
     public var invalid: Int
+    /// Of `invalid`, the elements that are no post at all (not an object,
+    /// or without a valid id), and the first one's fault: a refresh whose
+    /// fresh pages give no post but some of these fails (`storePosts`).
+    public var notPosts = 0
+    public var firstNotPost: String?
     /// One line per skipped element, for the log.
     public var problems: [String]
     /// What paging reads from the page (its next URL, cursor, counts).
@@ -231,9 +236,8 @@ public enum FeedDecoder {
     private static func firstByte(_ body: [UInt8]) -> UInt8? { FeedContent.start(of: body).first }
 
     /// Decodes one page of a posts feed. A page whose items are not where
-    /// the shape says throws, as does one whose items are all bad (not one
-    /// has an id: the feed's shape changed); bad elements beside good ones
-    /// are skipped and counted.
+    /// the shape says throws; bad elements are skipped and counted (and
+    /// those that are no post at all apart: `notPosts`).
     public static func postsPage(_ body: [UInt8], shape: FeedShape, id: JSONPointer, contentType: String? = nil,
                                  room: Int = .max, url: String? = nil) throws(FeedError) -> DecodedPostsPage {
         var shared = body
@@ -264,6 +268,14 @@ public enum FeedDecoder {
         posts.reserveCapacity(doc.count)
         var invalid = 0
         var problems: [String] = []
+        var notPosts = 0
+        var firstNotPost: String?
+        func notAPost(_ why: String) {
+            invalid += 1
+            notPosts += 1
+            problems.append(why)
+            if firstNotPost == nil { firstNotPost = why }
+        }
         // The bytes given back so far; only a JSON page's (its items are ranges, read in order).
         var given = 0
         let discards = discarding && doc.values == nil
@@ -275,9 +287,8 @@ public enum FeedDecoder {
                 }
             }
             guard let value = element.value, value.isObject else {
-                invalid += 1
-                problems.append(element.value == nil ? "element \(index) has no object at \(shape.setting("item")) \(shape.item?.description ?? "")"
-                                                     : "element \(index) is not an object")
+                notAPost(element.value == nil ? "element \(index) has no object at \(shape.setting("item")) \(shape.item?.description ?? "")"
+                                              : "element \(index) is not an object")
                 continue
             }
             switch postID(value, pointer: id) {
@@ -290,17 +301,13 @@ public enum FeedDecoder {
                     continue
                 }
                 posts.append((postID, json))
-            case .failure(let why): invalid += 1; problems.append("element \(index) \(why)")
+            case .failure(let why): notAPost("element \(index) \(why)")
             }
         }
-        // Items, and not one of them a post: the feed's shape changed (an id
-        // renamed) or the settings do not fit it. Storing the page would
-        // remove every post it used to list; the refresh fails instead.
-        if posts.isEmpty, invalid > 0, let first = problems.first {
-            throw FeedError("none of its \(invalid) item\(invalid == 1 ? " is a post" : "s is a post") that can be kept (\(first)); "
-                            + "check \(shape.setting("id")) (now \(id)) and \(shape.setting("item")): the posts were left as they were")
-        }
-        return DecodedPostsPage(posts: posts, invalid: invalid, problems: problems, facts: doc.facts)
+        var page = DecodedPostsPage(posts: posts, invalid: invalid, problems: problems, facts: doc.facts)
+        page.notPosts = notPosts
+        page.firstNotPost = firstNotPost
+        return page
     }
 
     /// The id at `pointer` in a post: a JSON integer or a non-empty string

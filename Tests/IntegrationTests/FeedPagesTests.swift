@@ -140,11 +140,11 @@ import CacheSystem
         #expect(r["error"]?["message"]?.string?.contains("posts-items /links is an object, not an array") == true, "\(r)")
     }
 
-    /// The API renames its id (or `posts-id` is wrong): a page whose items
-    /// are all there but not one has an id fails the refresh, naming the
-    /// page and the setting, and the posts stay; before, every post was
+    /// The API renames its id (or `posts-id` is wrong): a refresh whose
+    /// pages hold items but not one with an id fails, naming the first such
+    /// page and the settings, and the posts stay; before, every post was
     /// removed and the prefetch succeeded ("20 removed, 20 invalid", exit 0).
-    @Test func aPageWhoseItemsAllLackTheIdFailsAndChangesNothing() throws {
+    @Test func aFeedWhoseItemsAllLackTheIdFailsAndChangesNothing() throws {
         let nginx = try Nginx()
         try serve(Self.pages, in: nginx)
         let d = try Daemon(origin: nil, arguments: ["--posts-url", nginx.base + "/feed/p1.json", "--posts-items", "/data", "--posts-next", "/links/next"])
@@ -152,20 +152,24 @@ import CacheSystem
         let before = try d.call("list_posts")
         #expect(before["ids"]?.array?.count == 4, "\(before)")
 
-        try nginx.files!.edit("feed/p2.json", replacing: #"{"id":"..","title":"dots"},{"id":"109""#, with: #"{"uuid":"..","title":"dots"},{"uuid":"109""#)
+        for (page, ids) in [("feed/p1.json", [#"https://ex.org/a/b"#, "109"]), ("feed/p2.json", ["..", "109"]), ("feed/p3.json", ["-x/é"])] {
+            for id in ids { try nginx.files!.edit(page, replacing: #"{"id":"\#(id)""#, with: #"{"uuid":"\#(id)""#) }
+        }
         let renamed = try cachectl(["prefetch", "posts"], socket: d.socket)
         #expect(renamed.status == 6, "\(renamed)")
-        #expect(renamed.stderr.contains("page 2 \(nginx.base)/feed/p2.json"), "\(renamed.stderr)")
-        #expect(renamed.stderr.contains(#"none of its 2 items is a post that can be kept (element 0 has no "/id"); check posts-id (now /id) and posts-item"#),
+        #expect(renamed.stderr.contains("page 1 \(nginx.base)/feed/p1.json"), "\(renamed.stderr)")
+        #expect(renamed.stderr.contains(#"not one of the 5 items read is a post that can be kept (here element 0 has no "/id"); check posts-id and posts-item"#),
                 "\(renamed.stderr)")
         #expect(try d.call("list_posts") == before)
         let status = try cachectl(["status"], socket: d.socket)
-        #expect(status.stdout.contains("none of its 2 items"), "\(status.stdout)")
+        #expect(status.stdout.contains("not one of the 5 items read"), "\(status.stdout)")
 
-        // One good item beside bad ones is a page: the bad are skipped and counted.
-        try nginx.files!.edit("feed/p2.json", replacing: #"{"uuid":"109""#, with: #"{"id":"109""#)
+        // A page of only items that are no post, beside pages of posts (a
+        // page of tombstones), is skipped and counted, not a failure.
+        try nginx.files!.edit("feed/p1.json", replacing: #"{"uuid":"https://ex.org/a/b""#, with: #"{"id":"https://ex.org/a/b""#)
+        try nginx.files!.edit("feed/p1.json", replacing: #"{"uuid":"109""#, with: #"{"id":"109""#)
         let partly = try prefetchPosts(d)
-        #expect(partly["posts"]?["invalid"]?.integer == 2, "\(partly)")
+        #expect(partly["posts"]?["invalid"]?.integer == 3, "\(partly)")
     }
 
     /// A `Link: rel="next"` back to the first page, and a later page that is
