@@ -35,7 +35,7 @@ extension CacheService {
             prefetchFlight.update(key, p)
             emit(.progress(p))
         }, completion: { [self] done in
-            let result = withWarnings(done, scope)
+            let result = withWarnings(done, configuredScope(scope))
             logFinished(key, result, took: Clock.elapsed(since: started))
             let finished = LastPrefetch(started: startedWall, finished: Double(Clock.wallMilliseconds()) / 1000,
                                         report: try? result.get(), error: result.failureReason)  // the error is kept beside

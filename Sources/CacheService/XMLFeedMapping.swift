@@ -66,9 +66,10 @@ struct XMLFeedMapping: XMLEventSink {
 
     /// `url` resolved against `base` (RFC 3986, as a browser does) when it
     /// is relative; an absolute URL, or one that does not resolve to an
-    /// http or https URL, is kept as written.
+    /// http or https URL (a base of another scheme), is kept as written.
     private func absolute(_ url: String, against base: String?) -> String {
-        guard let base, URIReference.parse(url).scheme == nil, let resolved = FeedDecoder.resolve(url, base: base) else { return url }
+        guard let base, URIReference.parse(url).scheme == nil, let resolved = FeedDecoder.resolve(url, base: base),
+              let scheme = URIReference.parse(resolved).scheme, URLScheme.isHTTP(scheme: scheme) else { return url }
         return resolved
     }
 
@@ -87,7 +88,11 @@ struct XMLFeedMapping: XMLEventSink {
         stack.append(name)
         let inherited = base
         let own = attributes.first { $0.namespace == Namespace.xml && $0.local == "base" }?.value.trimmingXMLSpace().nonEmpty
-        bases.append(own.map { absolute($0, against: inherited) } ?? inherited)
+        // An xml:base that is no http(s) URL once resolved is ignored.
+        let ownBase = own.map { absolute($0, against: inherited) }.flatMap { b in
+            URIReference.parse(b).scheme.map { URLScheme.isHTTP(scheme: $0) } == true ? b : nil
+        }
+        bases.append(ownBase ?? inherited)
         if var capture {
             if capture.markup, !isWrappingDiv(name, depth: depth, in: capture) {
                 capture.text += XMLMarkup.startTag(name, attributes: attributes)

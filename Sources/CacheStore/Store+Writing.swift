@@ -132,12 +132,12 @@ extension Store {
     /// in one transaction. Rows whose URL is unchanged keep their cached
     /// image. Writes nothing when nothing changed and the manifest is known.
     /// Returns how many rows changed.
-    @discardableResult
     ///
     /// A row whose URL was another row's before keeps that row's object and
     /// freshness (logged in the same transaction): the manifest of a feed
     /// that lists newest first shifts every row by one at each new post, and
     /// the images, by URL, are the same.
+    @discardableResult
     public func replaceManifest(_ rows: [(url: String, description: String?)], pages unchecked: [FeedPage]) throws(StoreError) -> Int {
         try Self.check(EmptyCollection<PostID>(), items: rows.count, pages: unchecked, feed: "manifest")
         let pages = unchecked.map(\.sanitized)
@@ -155,7 +155,7 @@ extension Store {
                 if cachedByURL == nil { cachedByURL = Self.cachedRowsByURL(current) }
                 if let moved = cachedByURL?[row.url] { records += Self.mapping(of: moved, to: i) }
             }
-            let changed = records.count + max(0, current.count - rows.count)
+            let changed = records.reduce(0) { n, r in if case .row = r { n + 1 } else { n } } + max(0, current.count - rows.count)
             let pagesChanged = damaged || stored != StoredPages(pages)
             if changed == 0 && known && !pagesChanged { return 0 }
             records.insert(.manifestSize(count: rows.count), at: 0)

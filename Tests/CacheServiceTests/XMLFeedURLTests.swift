@@ -45,6 +45,13 @@ import CacheProtocol
                 + #""attachments":[{"url":"https://h.test/feeds/img/8.png","mime_type":"image/png"}]}"#,
             #"{"id":"9"}"#,
         ], "a guid that is no URL gives no url")
+        // An xml:base of another scheme, or relative with nothing to resolve
+        // it against, is ignored: the URL resolves against what is left.
+        let ftp = #"<feed xmlns="http://www.w3.org/2005/Atom" xml:base="ftp://f.test/x/"><entry><id>1</id><link href="a.html"/></entry></feed>"#
+        #expect(try Self.items(ftp, url: "https://h.test/f/atom.xml") == [#"{"id":"1","url":"https://h.test/f/a.html"}"#])
+        #expect(try Self.items(ftp, url: nil) == [#"{"id":"1","url":"a.html"}"#])
+        let file = #"<feed xmlns="http://www.w3.org/2005/Atom"><entry xml:base="file:///etc/"><id>2</id><link href="passwd"/></entry></feed>"#
+        #expect(try Self.items(file, url: "https://h.test/f/atom.xml") == [#"{"id":"2","url":"https://h.test/f/passwd"}"#])
         // Without the document's URL, relative URLs are kept as written.
         #expect(try Self.items(rss, url: nil).first == #"{"id":"7","url":"/posts/7","image":"../img/7.jpg"}"#)
     }

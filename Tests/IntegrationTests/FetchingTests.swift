@@ -13,18 +13,21 @@ import CacheSystem
         let daemon = try Daemon(origin: origin)
         _ = try daemon.call("prefetch", [("what", .string("posts"))])
         let before = try origin.requests().count
+        let asked = try origin.count("/posts.json")
 
         let unforced = try daemon.client()
         try unforced.send(Request.line(op: "prefetch", [("what", .string("posts"))]))
-        usleep(300_000)  // its walk is under way: the origin answers after 1 s
+        // Its walk is under way once the origin counted its request (the count
+        // comes before the 1 s delay): the force then finds it running.
+        #expect(waitUntil(10) { ((try? origin.count("/posts.json")) ?? 0) > asked })
         let forced = try daemon.call("prefetch", [("what", .string("posts")), ("force", .bool(true))])
         #expect(forced["ok"] == .bool(true), "\(forced)")
         #expect(try unforced.readJSON()["ok"] == .bool(true))
 
-        let asked = try origin.requests().dropFirst(before).filter { $0.path == "/posts.json" }
-        let conditional = asked.map { $0.ifNoneMatch != nil || $0.ifModifiedSince != nil }
-        #expect(conditional == [true, false], "the unforced walk's conditional request, then the forced one's: \(asked.map { ($0.ifNoneMatch, $0.ifModifiedSince) })")
-        #expect(asked.first?.status == 304 && asked.last?.status == 200, "\(asked.map(\.status))")
+        let requested = try origin.requests().dropFirst(before).filter { $0.path == "/posts.json" }
+        let conditional = requested.map { $0.ifNoneMatch != nil || $0.ifModifiedSince != nil }
+        #expect(conditional == [true, false], "the unforced walk's conditional request, then the forced one's: \(requested.map { ($0.ifNoneMatch, $0.ifModifiedSince) })")
+        #expect(requested.first?.status == 304 && requested.last?.status == 200, "\(requested.map(\.status))")
     }
 
     /// One row added at the top of the manifest shifts every row: each
