@@ -126,8 +126,10 @@ extension Store {
     /// fsync of the store directory. Refused once writes stopped.
     public func writeFeedsState(_ state: FeedsState) throws(StoreError) {
         if let why = writesStopped { throw .writesStopped(why) }
-        do throws(SystemError) {
-            try files.writeDurably(state.encoded, to: directory + "/" + StoreNames.feedsStateFile, tempDirectory: tempDirectory, mode: 0o600)
-        } catch { throw .io(error) }
+        try writingFiles { () throws(StoreError) in
+            do throws(SystemError) {
+                try files.writeDurably(state.encoded, to: directory + "/" + StoreNames.feedsStateFile, tempDirectory: tempDirectory, mode: 0o600)
+            } catch { throw .io(error) }
+        }
     }
 }

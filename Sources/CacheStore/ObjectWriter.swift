@@ -26,15 +26,20 @@ public final class ObjectWriter: @unchecked Sendable {
     private var head: [UInt8] = []
     private var closed = false
 
-    /// The store's directory, through which the temp file is created and removed.
+    /// The store's directory, through which the temp file is created.
     private let files: ConfinedDirectory
+    /// Removes the temp file through the store (`Store.removeTemp`), which
+    /// does nothing once the store is closed.
+    private let remove: @Sendable (String) throws(SystemError) -> Void
     /// The store's `onWarning`: told when the temp file cannot be removed.
     private let onWarning: (@Sendable (String) -> Void)?
 
-    init(tempPath: String, maxSize: Int64, files: ConfinedDirectory, onWarning: (@Sendable (String) -> Void)?) throws(SystemError) {
+    init(tempPath: String, maxSize: Int64, files: ConfinedDirectory, remove: @escaping @Sendable (String) throws(SystemError) -> Void,
+         onWarning: (@Sendable (String) -> Void)?) throws(SystemError) {
         self.tempPath = tempPath
         self.maxSize = maxSize
         self.files = files
+        self.remove = remove
         self.onWarning = onWarning
         fd = try files.open(tempPath, [.writeOnly, .create, .exclusive], mode: 0o644)
     }
@@ -95,7 +100,7 @@ public final class ObjectWriter: @unchecked Sendable {
     public func discard() {
         close()
         if !done {
-            do throws(SystemError) { try files.unlink(tempPath) } catch {
+            do throws(SystemError) { try remove(tempPath) } catch {
                 onWarning?("could not remove the temp file \(tempPath) (\(error)); it is removed at the next start")
             }
         }

@@ -10,11 +10,13 @@ extension Store {
 
     /// A temp file under `tmp/` to stream one download into.
     public func newObjectWriter(maxSize: Int64) throws(StoreError) -> ObjectWriter {
-        try checkWritable()
-        do throws(SystemError) {
-            return try ObjectWriter(tempPath: "\(tempDirectory)/\(TempName.next(".part"))", maxSize: maxSize, files: files,
-                                    onWarning: configuration.onWarning)
-        } catch { throw .io(error) }
+        try writingFiles { () throws(StoreError) -> ObjectWriter in
+            do throws(SystemError) {
+                return try ObjectWriter(tempPath: "\(tempDirectory)/\(TempName.next(".part"))", maxSize: maxSize, files: files,
+                                        remove: { [weak self] path throws(SystemError) in try self?.removeTemp(path) },
+                                        onWarning: configuration.onWarning)
+            } catch { throw .io(error) }
+        }
     }
 
     /// Makes a finished download durable and points `rows` at it, refusing

@@ -73,7 +73,7 @@ extension Store {
     /// clean stop be recorded (`postFilesMatch`).
     @discardableResult
     public func reconcilePostFiles(reason: String? = nil) -> PostFilesReport {
-        postFiles.withLock { _ in
+        holdingDirectory { postFiles.withLock { _ in
             let posts = state.withLock { $0.posts }
             let hashedOwners = PostFileNames.owners(posts.keys)
             // Each post's file name and id (its bytes are read from the table
@@ -135,7 +135,7 @@ extension Store {
             warn(failures, "make every post file match the index", then: "what failed is tried again at the next start")
             if !report.stopped && failures.count == 0 { postFilesMatch.withLock { $0 = true } }
             return report
-        }
+        } }
     }
 
     /// Threads comparing post files at once: reads from a cold page cache

@@ -56,10 +56,12 @@ extension Store {
     /// may have been replaced under the daemon).
     public func writeScrubState(_ scrub: ScrubState) throws(StoreError) {
         if let why = writesStopped { throw .writesStopped(why) }
-        do throws(SystemError) {
-            try files.writeDurably(scrub.encoded, to: directory + "/" + StoreNames.scrubStateFile,
-                                   tempDirectory: tempDirectory, mode: 0o600)
-        } catch { throw .io(error) }
+        try writingFiles { () throws(StoreError) in
+            do throws(SystemError) {
+                try files.writeDurably(scrub.encoded, to: directory + "/" + StoreNames.scrubStateFile,
+                                       tempDirectory: tempDirectory, mode: 0o600)
+            } catch { throw .io(error) }
+        }
     }
 
     /// The objects the index knows whose hash comes after `position` (all

@@ -254,7 +254,7 @@ public final class Store: Sendable {
     /// (a disk that hangs) must not write through descriptors closed here,
     /// whose numbers the process may already have given to other files. A
     /// file writer already past its check keeps the store's directory open
-    /// (`writingFiles`) until the process ends.
+    /// (`writingFiles`): the last of them to end closes it.
     public func close(clean: Bool = false) {
         guard closed.withLock({ c -> Bool in defer { c = true }; return !c }) else { return }
         if clean { recordCleanStop() }
@@ -264,11 +264,14 @@ public final class Store: Sendable {
             w.log.close()
         }
         lockFD.close()
-        let writing = fileWriters.withLock { $0 }
+        let writing = fileWriters.withLock { w -> Int in
+            w.directoryLeftOpen = w.running > 0
+            return w.running
+        }
         if writing == 0 {
             directoryFD.close()
         } else {
-            configuration.onWarning?("\(directory) stays open: \(writing) file write(s) still running at close, refused from here on")
+            configuration.onWarning?("\(directory) stays open until the \(writing) file write(s) running at close end; later ones are refused")
         }
     }
     /// Why writes are refused once the store is closed.
@@ -458,8 +461,9 @@ public final class Store: Sendable {
 
     /// Why writes stopped, readable without the writer lock.
     let stopReason = Locked<String?>(nil)
-    /// Writers of files outside the writer lock running now (`writingFiles`).
-    let fileWriters = Locked(0)
+    /// Writers of files outside the writer lock running now (`writingFiles`),
+    /// and whether `close` left the directory open for them to close.
+    let fileWriters = Locked((running: 0, directoryLeftOpen: false))
     /// Posts reported as having no file (`warnWithoutFile`), each once.
     let postsWithoutFile = Locked<Set<PostID>>([])
 }
