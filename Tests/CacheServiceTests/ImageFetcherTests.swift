@@ -134,12 +134,17 @@ import CacheSystem
         #expect(s.transfers.count == 0 && s.fetcher.lastError(Self.url) == nil)
     }
 
-    @Test func a304ToARevalidationKeepsTheObject() throws {
-        let s = try Setup()
+    /// The URL downloaded (ETag "v1") and at once stale: its object and the revalidation a prefetch would ask.
+    static func cachedAndStale(_ s: Setup) throws -> (ObjectRef, Revalidation) {
         _ = s.fetch()
         try s.transfers.answer(200, Self.png, headers: ["etag": "\"v1\""])
         let ref = try #require(s.store.row(0)?.object)
-        let stale = Revalidation(ref: ref, freshness: ImageFreshness(validators: Validators(etag: "\"v1\""), fetched: 0, lifetime: .noCache))
+        return (ref, Revalidation(ref: ref, freshness: ImageFreshness(validators: Validators(etag: "\"v1\""), fetched: 0, lifetime: .noCache)))
+    }
+
+    @Test func a304ToARevalidationKeepsTheObject() throws {
+        let s = try Setup()
+        let (ref, stale) = try Self.cachedAndStale(s)
         let r = s.fetch(revalidating: stale)
         #expect(s.transfers.held.withLock { $0.first?.request.headers } == ["If-None-Match: \"v1\""])
         try s.transfers.answer(304)
@@ -152,10 +157,7 @@ import CacheSystem
     /// bytes. A conditional request does join a running download.
     @Test func aDownloadNeverJoinsARevalidationButARevalidationJoinsADownload() throws {
         let s = try Setup()
-        _ = s.fetch()
-        try s.transfers.answer(200, Self.png, headers: ["etag": "\"v1\""])
-        let ref = try #require(s.store.row(0)?.object)
-        let stale = Revalidation(ref: ref, freshness: ImageFreshness(validators: Validators(etag: "\"v1\""), fetched: 0, lifetime: .noCache))
+        let (ref, stale) = try Self.cachedAndStale(s)
 
         let conditional = s.fetch(revalidating: stale)
         let forced = s.fetch()
