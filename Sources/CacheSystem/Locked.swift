@@ -11,12 +11,22 @@
 /// every access until calling it overflows the stack. Keep a closure in a
 /// `Handler` (a class) instead; debug builds trap on such a state at `init`.
 public final class Locked<State> {
-    private var state: State
+    private var storage: Storage
     private let mutex = PosixMutex()
     private let rank: LockRank
 
+    /// The state and a byte: an empty state (`Locked(())`, a lock that
+    /// guards no value) has no size, and its exclusive access was then
+    /// tracked at the object's own address, which every call reads before
+    /// it locks; ThreadSanitizer took the two for a race. With the byte,
+    /// the access has a place of its own.
+    private struct Storage {
+        var state: State
+        var byte: UInt8 = 0
+    }
+
     public init(_ state: State, rank: LockRank = .leaf) {
-        self.state = state
+        self.storage = Storage(state: state)
         self.rank = rank
         #if DEBUG
         precondition(!Self.isFunctionShaped(State.self), "Locked<\(State.self)>: keep a closure behind a lock in a Handler (Handler.swift)")
@@ -44,11 +54,11 @@ public final class Locked<State> {
             mutex.unlock()
             rank.release()
         }
-        return try body(&state)
+        return try body(&storage.state)
     }
 }
 
-// Safe because every access to `state` happens inside `withLock`, under the
+// Safe because every access to the state happens inside `withLock`, under the
 // mutex; and only for Sendable state, so what a body copies out may cross
 // threads. Non-Sendable state behind a lock does not compile.
 extension Locked: @unchecked Sendable where State: Sendable {}
