@@ -321,7 +321,7 @@ class Bench:
             for _ in range(self.runs if records <= 1000000 else 1):
                 out = sh([os.path.join(self.bin, "cached-bench"), "replay", str(records), "--daemon", os.path.join(self.bin, "cached")])
                 for line in out.splitlines():
-                    if line.startswith("daemon:"):
+                    if line.startswith("daemon: first ping answered"):
                         readies.append(float(line.split("answered ")[1].split(" s")[0]))
                         per.append(float(line.split("= ")[1].split(" bytes")[0]))
                     if line.startswith("in-process replay:"):

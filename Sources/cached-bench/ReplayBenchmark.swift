@@ -104,7 +104,7 @@ enum ReplayBenchmark {
                      replaySeconds, Double(written) / replaySeconds, formatSize(Int64(rssAfter - rssBefore)), perRecord, stats.rowsCached))
         // On a shared machine the wall time also holds the other tenants'
         // turns on the CPU; the CPU time is the replay's own work.
-        print(String(format: "in-process replay: %.3f s of CPU (user and system)", replayCPU))
+        print(String(format: "in-process CPU: %.3f s (user and system)", replayCPU))
 
         guard let daemon else { return }
         let socket = dir + "/sock"
@@ -136,7 +136,7 @@ enum ReplayBenchmark {
         p.waitUntilExit()
         print(String(format: "daemon: first ping answered %.3f s after exec, resident %@ = %.0f bytes/record",
                      ready, formatSize(Int64(rss)), Double(rss) / Double(written)))
-        print("daemon: " + daemonReplay(log: logPath))
+        print("daemon's own replay: " + daemonReplay(log: logPath))
     }
 
     /// The daemon's own figure of its replay, from its log: "the log
