@@ -41,5 +41,12 @@ import CacheProtocol
         #expect(r.status == 0, "\(r.output)")
         #expect(r.output.contains("1000 rows cached"), "\(r.output)")
         #expect(r.output.contains("first ping answered"), "\(r.output)")
+        // scripts/bench.py and bench-compare.py read the lines by these
+        // prefixes: one line each, or they read the wrong one (they crashed).
+        let lines = r.output.split(separator: "\n")
+        #expect(lines.filter { $0.hasPrefix("in-process replay:") }.count == 1 && lines.contains { $0.contains(" records/s") }, "\(r.output)")
+        #expect(lines.filter { $0.hasPrefix("daemon:") }.count == 1, "\(r.output)")
+        #expect(lines.contains { $0.hasPrefix("in-process CPU: ") }, "\(r.output)")
+        #expect(lines.contains { $0.hasPrefix("daemon's own replay: the log replayed in ") }, "\(r.output)")
     }
 }
