@@ -34,52 +34,6 @@ extension Store {
         if let why = stopReason.withLock({ $0 }) { throw .writesStopped(why) }
     }
 
-    /// Runs `body`, a writer of the store's files outside the writer lock
-    /// (an object's placement, a posts refresh's files), after
-    /// `checkWritable`: refused once writes stopped or the store was closed,
-    /// and counted while it runs, so that `close` leaves the store's
-    /// directory open under it. Counted before the check: a writer `close`
-    /// did not count sees the stop.
-    func writingFiles<T>(_ body: () throws(StoreError) -> T) throws(StoreError) -> T {
-        enterFileWriter()
-        defer { leaveFileWriter() }
-        try checkWritable()
-        return try body()
-    }
-
-    func enterFileWriter() { fileWriters.withLock { $0.running += 1 } }
-
-    /// The last file writer to leave a closed store closes the directory
-    /// `close` left open under it.
-    func leaveFileWriter() {
-        let last = fileWriters.withLock { w -> Bool in
-            w.running -= 1
-            guard w.running == 0, w.directoryLeftOpen else { return false }
-            w.directoryLeftOpen = false
-            return true
-        }
-        if last { directoryFD.close() }
-    }
-
-    /// Runs `body`, which uses the store's directory and ends on its own
-    /// (the start's reconciliation of post files, which stops at the stop
-    /// flag), counted as `writingFiles` counts but not refused.
-    func holdingDirectory<T>(_ body: () -> T) -> T {
-        enterFileWriter()
-        defer { leaveFileWriter() }
-        return body()
-    }
-
-    /// Removes a temp file of this store (an `ObjectWriter`'s), unless the
-    /// store is closed: its directory descriptor may name another file by
-    /// then, and `tmp/` is emptied at the next open anyway.
-    func removeTemp(_ path: String) throws(SystemError) {
-        enterFileWriter()
-        defer { leaveFileWriter() }
-        guard !closed.withLock({ $0 }) else { return }
-        try files.unlink(path)
-    }
-
     /// Appends one transaction and publishes the new record count. A
     /// transaction holding a record the log's format version does not (a
     /// string id, an order, pages: version 2; a freshness: 3; chunk

@@ -243,39 +243,6 @@ public final class Store: Sendable {
         }
     }
 
-    /// Releases the log and the locks. A second call does nothing (closing
-    /// a descriptor number twice could close another file that reused it).
-    /// `clean`: the daemon stopped with nothing left running on the store,
-    /// and records so in `posts.state` when every post file matches the log
-    /// (`recordCleanStop`), so that the next start need not check them.
-    ///
-    /// Every write after it is refused (`StoreError.writesStopped`, "the
-    /// store is closed"): a thread the daemon's shutdown stopped waiting for
-    /// (a disk that hangs) must not write through descriptors closed here,
-    /// whose numbers the process may already have given to other files. A
-    /// file writer already past its check keeps the store's directory open
-    /// (`writingFiles`): the last of them to end closes it.
-    public func close(clean: Bool = false) {
-        guard closed.withLock({ c -> Bool in defer { c = true }; return !c }) else { return }
-        if clean { recordCleanStop() }
-        stopReason.withLock { $0 = $0 ?? Self.closedReason }
-        writer.withLock { w in
-            w.stopped = w.stopped ?? Self.closedReason
-            w.log.close()
-        }
-        lockFD.close()
-        let writing = fileWriters.withLock { w -> Int in
-            w.directoryLeftOpen = w.running > 0
-            return w.running
-        }
-        if writing == 0 {
-            directoryFD.close()
-        } else {
-            configuration.onWarning?("\(directory) stays open until the \(writing) file write(s) running at close end; later ones are refused")
-        }
-    }
-    /// Why writes are refused once the store is closed.
-    static let closedReason = "the store is closed"
     let closed = Locked(false)
     /// Serialises the writers of `posts/` (a refresh, the start-up
     /// reconciliation). Taken before the writer lock, never after it.
