@@ -16,6 +16,29 @@ extension Store {
         }
     }
 
+    /// Evicts again once a commit is no longer in flight, if the store is
+    /// still past `max-size` or `variant-max-size`. The group commit's
+    /// eviction (`evictIfNeeded`) spares every commit in flight, so under
+    /// many concurrent downloads the last batches alone can pass the cap:
+    /// each commit, as it leaves, lets the objects no longer in flight be
+    /// evicted, sparing only its own (the one just committed). The commit is
+    /// durable already, so a failure here is a warning, not the commit's
+    /// error; the next commit tries again.
+    func evictSpared(keeping hash: Hash128) {
+        let (maxBytes, maxVariants) = (configuration.maxBytes, configuration.maxVariantBytes)
+        guard maxBytes > 0 || maxVariants > 0 else { return }
+        let over = state.withLock { s in
+            (maxBytes > 0 && s.bytes > maxBytes) || (maxVariants > 0 && s.variantBytes > maxVariants)
+        }
+        guard over else { return }
+        do throws(StoreError) {
+            try writer.withLock { (w) throws(StoreError) in try evictIfNeeded(&w, keep: [hash]) }
+        } catch {
+            if case .writesStopped = error { return }
+            configuration.onWarning?("eviction past max-size failed (\(error)); the next commit tries again")
+        }
+    }
+
     /// Removes the least recently used of `candidates` until `total` is
     /// within `limit` (0: no limit).
     private func evict(_ w: inout WriterState, limit: Int64, keep: Set<Hash128>,

@@ -66,15 +66,23 @@ extension Store {
 
     /// Runs `body` with `ref` registered as a commit in flight, so that gc
     /// and eviction leave its file alone meanwhile (`unlinkObjectFile`).
+    /// Once it is no longer in flight, evicts what the commits' own
+    /// eviction had to spare (`evictSpared`).
     func placing(_ ref: ObjectRef, _ body: () throws(StoreError) -> Void) throws(StoreError) {
         pendingObjects.withLock { $0[ref.hash, default: 0] += 1 }
-        defer {
-            pendingObjects.withLock { p in
-                p[ref.hash, default: 1] -= 1
-                if p[ref.hash] == 0 { p[ref.hash] = nil }
-            }
+        do throws(StoreError) { try body() } catch {
+            donePlacing(ref.hash)
+            throw error
         }
-        try body()
+        donePlacing(ref.hash)
+        evictSpared(keeping: ref.hash)
+    }
+
+    private func donePlacing(_ hash: Hash128) {
+        pendingObjects.withLock { p in
+            p[hash, default: 1] -= 1
+            if p[hash] == 0 { p[hash] = nil }
+        }
     }
 
     /// Puts the finished temp file in place as `objects/ab/<rest>`, durably:

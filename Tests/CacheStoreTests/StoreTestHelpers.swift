@@ -37,3 +37,10 @@ extension PostTable: ExpressibleByDictionaryLiteral {
         for (id, json) in elements { set(id, json) }
     }
 }
+
+/// An object writer of `store` holding `bytes`, ready to commit.
+func objectWriter(holding bytes: [UInt8], in store: Store) throws -> ObjectWriter {
+    let w = try store.newObjectWriter(maxSize: 1 << 20)
+    try bytes.withUnsafeBytes { try w.append($0) }
+    return w
+}

@@ -28,9 +28,7 @@ private let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + Ar
 private let gif: [UInt8] = Array("GIF89a and the rest".utf8)
 
 private func write(_ bytes: [UInt8], to store: Store) throws -> ObjectWriter {
-    let w = try store.newObjectWriter(maxSize: 1 << 20)
-    try bytes.withUnsafeBytes { try w.append($0) }
-    return w
+    try objectWriter(holding: bytes, in: store)
 }
 
 private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [UInt8])] {
