@@ -66,7 +66,15 @@ public enum LinkHeader {
                 if peek == UInt8(ascii: "=") {
                     pos += 1
                     skipSpace()
-                    guard let v = peek == UInt8(ascii: "\"") ? quoted() : token() else { return nil }
+                    // Single quotes are not RFC 8288's, but servers write them
+                    // (`rel='next'`) and clients read them (Python requests):
+                    // taken as a token, `'next'` would end a walk silently.
+                    let v = switch peek {
+                    case UInt8(ascii: "\""): quoted()
+                    case UInt8(ascii: "'"): singleQuoted()
+                    default: token()
+                    }
+                    guard let v else { return nil }
                     value = v
                 }
                 // RFC 8288 3.3: a repeated rel is ignored after the first.
@@ -102,6 +110,16 @@ public enum LinkHeader {
                 }
             }
             return nil
+        }
+
+        /// A value in single quotes, as written (no escapes).
+        mutating func singleQuoted() -> String? {
+            pos += 1
+            let start = pos
+            skip { $0 != UInt8(ascii: "'") }
+            guard !atEnd else { return nil }
+            defer { pos += 1 }
+            return String(decoding: bytes[start..<pos], as: UTF8.self)
         }
 
         /// Past the comma that ends a malformed link (not one inside `<>` or quotes).

@@ -217,7 +217,11 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         } catch { throw failure(progress, url, error.description, response) }
         var next: String?
         switch step {
-        case .end: next = nil
+        case .end:
+            next = nil
+            if decoded.1.hint == nil {
+                decoded.1.hint = MoreHint.find(inHeaders: response.headers, page: progress.pages.count + 1, prefix: walk.shape.prefix)
+            }
         case .url(let u): next = u
         case .link(let written):
             // Resolved against the URL that answered (a redirect's).

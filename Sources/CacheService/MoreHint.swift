@@ -4,7 +4,7 @@ import CacheProtocol
 /// (docs/protocol.md, "Never a silent first page"): a member such as
 /// `next_cursor` or `has_more: true` at the top level or one level down.
 public struct MoreHint: Sendable, Equatable {
-    /// Where it is, as a JSON Pointer (`/data/after`).
+    /// Where it is, as a JSON Pointer (`/data/after`), or `header NAME`.
     public var pointer: String
     /// Its value, as JSON text (cut to `maxValueBytes`).
     public var value: String
@@ -45,6 +45,29 @@ public struct MoreHint: Sendable, Equatable {
         if let c = candidates.first(where: { $0.name == "has_more" && $0.value.bool == true }) {
             return MoreHint(pointer: c.pointer, value: "true",
                             advice: "set \(prefix)-paging = cursor with \(prefix)-has-more = \(c.pointer) and \(prefix)-cursor or \(prefix)-cursor-last")
+        }
+        return nil
+    }
+
+    /// The response headers that count pages or name the next one, as
+    /// APIs spell them: WordPress, GitLab.
+    static let pageCountHeaders = ["X-WP-TotalPages", "X-Total-Pages"]
+    static let nextPageHeaders = ["X-Next-Page"]
+
+    /// A sign of more in the last page's headers (a walk that ended at
+    /// page `page` of a feed whose headers count more pages, or name a next
+    /// page); nil when there is none. Read only where the page itself gave
+    /// no sign: a feed whose `Link` header a proxy dropped still says so.
+    static func find(inHeaders headers: [String: String], page: Int, prefix: String) -> MoreHint? {
+        for name in pageCountHeaders {
+            guard let text = headers[name.lowercased()], let count = Int(text.trimmed()), count > page else { continue }
+            return MoreHint(pointer: "header \(name)", value: String(count),
+                            advice: "set \(prefix)-paging = page, \(prefix)-total-pages = header:\(name)")
+        }
+        for name in nextPageHeaders {
+            guard let text = headers[name.lowercased()]?.trimmed(), !text.isEmpty else { continue }
+            return MoreHint(pointer: "header \(name)", value: quoted(.string(text)),
+                            advice: "set \(prefix)-paging = cursor, \(prefix)-cursor = header:\(name), \(prefix)-cursor-param = page")
         }
         return nil
     }

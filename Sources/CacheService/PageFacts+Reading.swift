@@ -34,9 +34,9 @@ extension PageFacts {
             }
             if let p = c.hasMore { facts.hasMore = resolve(p); followed.insert(p.description) }
         case .offset(let o):
-            if let p = o.total { facts.total = resolve(p) }
+            if case .pointer(let p)? = o.total { facts.total = resolve(p) }
         case .page(let p):
-            if let t = p.totalPages { facts.total = resolve(t) }
+            if case .pointer(let t)? = p.totalPages { facts.total = resolve(t) }
         }
         facts.hint = MoreHint.find(in: root, prefix: shape.prefix, followed: followed)
         return facts

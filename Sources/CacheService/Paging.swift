@@ -21,7 +21,7 @@ public enum Paging: Sendable, Equatable {
     /// limit 100 /total`; `page page 0 /nbPages` (`-` for one unset).
     /// What `feeds.state`'s digest is made of (docs/storage-format.md).
     public var canonical: String {
-        func p(_ x: JSONPointer?) -> String { x?.description ?? "-" }
+        func p(_ x: (some CustomStringConvertible)?) -> String { x?.description ?? "-" }
         switch self {
         case .link: return "link"
         case .cursor(let c):
@@ -57,6 +57,25 @@ public enum CursorSource: Sendable, Equatable {
     case lastItem(JSONPointer)
 }
 
+/// Where a count is read (`posts-total`, `posts-total-pages`): a member of
+/// the page, or a response header (WordPress `X-WP-TotalPages`, json-server
+/// `X-Total-Count`, GitLab `X-Total-Pages`).
+public enum CountSource: Sendable, Equatable, CustomStringConvertible {
+    /// A JSON Pointer into the page (`posts-total = /total`).
+    case pointer(JSONPointer)
+    /// A response header (`posts-total-pages = header:X-WP-TotalPages`), its name lowercased.
+    case header(String)
+
+    /// As the setting is written: the pointer, or `header:NAME`
+    /// (`feeds.state`'s digest is made of it: a pointer reads as it always did).
+    public var description: String {
+        switch self {
+        case .pointer(let p): p.description
+        case .header(let h): "header:\(h)"
+        }
+    }
+}
+
 /// `posts-paging = cursor`.
 public struct CursorPaging: Sendable, Equatable {
     public var source: CursorSource
@@ -79,9 +98,9 @@ public struct OffsetPaging: Sendable, Equatable {
     /// Items asked per page (`posts-page-size`); nil: a limit already in the URL, if any.
     public var pageSize: Int?
     /// The total count of items in each page (`posts-total`), if the API gives it.
-    public var total: JSONPointer?
+    public var total: CountSource?
 
-    public init(offsetParameter: String = "offset", limitParameter: String = "limit", pageSize: Int? = nil, total: JSONPointer? = nil) {
+    public init(offsetParameter: String = "offset", limitParameter: String = "limit", pageSize: Int? = nil, total: CountSource? = nil) {
         self.offsetParameter = offsetParameter
         self.limitParameter = limitParameter
         self.pageSize = pageSize
@@ -94,10 +113,11 @@ public struct PageNumberPaging: Sendable, Equatable {
     public var parameter: String
     /// The first page's number (`posts-page-start`): 1, or 0 (Algolia).
     public var start: Int
-    /// The page count in each page (`posts-total-pages`, Algolia's `/nbPages`), if the API gives it.
-    public var totalPages: JSONPointer?
+    /// The page count in each page (`posts-total-pages`, Algolia's
+    /// `/nbPages`, WordPress's `header:X-WP-TotalPages`), if the API gives it.
+    public var totalPages: CountSource?
 
-    public init(parameter: String = "page", start: Int = 1, totalPages: JSONPointer? = nil) {
+    public init(parameter: String = "page", start: Int = 1, totalPages: CountSource? = nil) {
         self.parameter = parameter
         self.start = start
         self.totalPages = totalPages
@@ -115,7 +135,8 @@ public struct PageFacts: Sendable, Equatable {
     public var cursor: JSON?
     /// The value at `posts-has-more`; nil: none.
     public var hasMore: JSON?
-    /// The value at `posts-total` or `posts-total-pages`; nil: none.
+    /// The value at `posts-total` or `posts-total-pages` when it is a
+    /// pointer (a header is read by `CountSource.count`); nil: none.
     public var total: JSON?
     /// A sign of more pages that the settings do not follow (`MoreHint`).
     public var hint: MoreHint?
@@ -160,8 +181,8 @@ extension Paging {
             if let n = facts.documentNext ?? linkHeader { return .link(n) }
             return .end
         case .cursor(let c): return try c.next(facts, url: url, headers: headers, shape: shape)
-        case .offset(let o): return try o.next(facts, url: url, shape: shape)
-        case .page(let p): return try p.next(facts, url: url, shape: shape)
+        case .offset(let o): return try o.next(facts, url: url, headers: headers, shape: shape)
+        case .page(let p): return try p.next(facts, url: url, headers: headers, shape: shape)
         }
     }
 }
@@ -209,13 +230,32 @@ extension CursorPaging {
     }
 }
 
+extension CountSource {
+    /// The count the page at hand gives, nil when it gives none (a missing
+    /// or `null` member, a missing header); anything but a whole number
+    /// fails the refresh, naming `setting`.
+    func count(_ facts: PageFacts, headers: [String: String], setting: String) throws(FeedError) -> Int64? {
+        switch self {
+        case .pointer(let p):
+            guard let value = facts.total, !value.isNull else { return nil }
+            guard let count = value.integer else { throw FeedError("\(setting) \(p) is \(value.kindName), not a whole number") }
+            return count
+        case .header(let h):
+            guard let text = headers[h] else { return nil }
+            guard let count = Int64(text.trimmed()), count >= 0 else {
+                throw FeedError("\(setting) \(self) is \(MoreHint.quoted(.string(text))), not a whole number")
+            }
+            return count
+        }
+    }
+}
+
 extension OffsetPaging {
-    func next(_ facts: PageFacts, url: String, shape: FeedShape) throws(FeedError) -> NextStep {
+    func next(_ facts: PageFacts, url: String, headers: [String: String], shape: FeedShape) throws(FeedError) -> NextStep {
         guard facts.items > 0 else { return .end }
         let offset = QueryParameters.value(offsetParameter, in: url).flatMap { Int($0) } ?? 0
         let next = offset + facts.items
-        if let pointer = total, let value = facts.total, !value.isNull {
-            guard let count = value.integer else { throw FeedError("\(shape.setting("total")) \(pointer) is \(value.kindName), not a whole number") }
+        if let count = try total?.count(facts, headers: headers, setting: shape.setting("total")) {
             if next >= count { return .end }
         } else if facts.largestBefore > 0, facts.items < facts.largestBefore {
             // Shorter than a page before it: the last. A first page shorter
@@ -228,11 +268,10 @@ extension OffsetPaging {
 }
 
 extension PageNumberPaging {
-    func next(_ facts: PageFacts, url: String, shape: FeedShape) throws(FeedError) -> NextStep {
+    func next(_ facts: PageFacts, url: String, headers: [String: String], shape: FeedShape) throws(FeedError) -> NextStep {
         guard facts.items > 0 else { return .end }
         let current = QueryParameters.value(parameter, in: url).flatMap { Int($0) } ?? start
-        if let pointer = totalPages, let value = facts.total, !value.isNull {
-            guard let count = value.integer else { throw FeedError("\(shape.setting("total-pages")) \(pointer) is \(value.kindName), not a whole number") }
+        if let count = try totalPages?.count(facts, headers: headers, setting: shape.setting("total-pages")) {
             if Int64(current - start + 1) >= count { return .end }
         }
         return .url(QueryParameters.setting(parameter, to: String(current + 1), in: url))

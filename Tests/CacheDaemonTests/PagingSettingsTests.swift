@@ -32,9 +32,13 @@ import CacheService
         #expect(header.feedConfiguration.postsShape.paging == .cursor(CursorPaging(source: .header("x-next-cursor"))))
         let contentful = try settings(["--posts-paging", "offset", "--posts-offset-param", "skip", "--posts-page-size", "100", "--posts-total", "/total"])
         #expect(contentful.feedConfiguration.postsShape.paging
-                == .offset(OffsetPaging(offsetParameter: "skip", limitParameter: "limit", pageSize: 100, total: .member("total"))))
+                == .offset(OffsetPaging(offsetParameter: "skip", limitParameter: "limit", pageSize: 100, total: .pointer(.member("total")))))
         let algolia = try settings(["--posts-paging", "page", "--posts-page-start", "0", "--posts-total-pages", "/nbPages"])
-        #expect(algolia.feedConfiguration.postsShape.paging == .page(PageNumberPaging(parameter: "page", start: 0, totalPages: .member("nbPages"))))
+        #expect(algolia.feedConfiguration.postsShape.paging == .page(PageNumberPaging(parameter: "page", start: 0, totalPages: .pointer(.member("nbPages")))))
+        let wordpress = try settings(["--posts-paging", "page", "--posts-page-param", "page", "--posts-total-pages", "header:X-WP-TotalPages"])
+        #expect(wordpress.feedConfiguration.postsShape.paging == .page(PageNumberPaging(totalPages: .header("x-wp-totalpages"))))
+        let jsonServer = try settings(["--posts-paging", "offset", "--posts-total", "HEADER: X-Total-Count"])
+        #expect(jsonServer.feedConfiguration.postsShape.paging == .offset(OffsetPaging(total: .header("x-total-count"))))
         #expect(try settings([]).feedConfiguration.postsShape.paging == .link)
         #expect(try settings(["--posts-keep", "all"]).feedConfiguration.postsKeep == .all)
         #expect(try settings(["--posts-keep", "500"]).feedConfiguration.postsKeep == .newest(500))
@@ -53,6 +57,8 @@ import CacheService
         #expect(refusal(["--posts-cursor-param", "p%5B"]).contains("query parameter name"))
         #expect(refusal(["--posts-paging", "cursor", "--posts-cursor", "nope"]).contains("JSON Pointer"))
         #expect(refusal(["--posts-paging", "cursor", "--posts-cursor", "header:"]).contains("header:NAME needs a header name"))
+        #expect(refusal(["--posts-paging", "page", "--posts-total-pages", "header:a b"]).contains("posts-total-pages header:NAME needs a header name"))
+        #expect(refusal(["--posts-paging", "offset", "--posts-total", "total"]).contains("posts-total"))
     }
 
     @Test func theManifestTakesThePostsSettingsOnlyWhenItIsTheSameURL() throws {

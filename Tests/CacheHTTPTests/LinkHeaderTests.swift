@@ -14,6 +14,16 @@ import CacheHTTP
         #expect(LinkHeader.next(#"<a>; rel="nextpage""#) == nil)
     }
 
+    /// Not RFC 8288's grammar, but servers write it and clients read it:
+    /// read as a token, `'next'` was no `next`, and the walk ended at page 1
+    /// without a word.
+    @Test func singleQuotedRelationsAreRead() {
+        #expect(LinkHeader.next("<https://h/2>; rel='next'") == "https://h/2")
+        #expect(LinkHeader.next("<https://h/1>; rel='prev first', <https://h/3>; rel='next'") == "https://h/3")
+        #expect(LinkHeader.links("<a>; rel='next'; title='x'") == [LinkHeader.Link(target: "a", relations: ["next"])])
+        #expect(LinkHeader.next("<a>; rel='next") == nil, "an unterminated quote is malformed")
+    }
+
     @Test func commasInsideTargetsAndQuotesDoNotSplitLinks() {
         let v = #"<https://h/x?a=1,2>; title="a, b"; rel="next", <https://h/y>; rel="last""#
         #expect(LinkHeader.links(v) == [LinkHeader.Link(target: "https://h/x?a=1,2", relations: ["next"]),

@@ -141,7 +141,7 @@ import CacheSystem
         }
         let origin = Pages([base + "&skip=0": page(0, [1, 2]), base + "&skip=2": page(2, [3, 4]), base + "&skip=4": page(4, [5])])
         let shape = FeedShape(prefix: "posts", items: pointer("/items"),
-                              paging: .offset(OffsetPaging(offsetParameter: "skip", limitParameter: "limit", total: pointer("/total"))))
+                              paging: .offset(OffsetPaging(offsetParameter: "skip", limitParameter: "limit", total: .pointer(pointer("/total")))))
         #expect(ids(walk(origin, url: base, shape: shape, id: pointer("/sys/id"))) == ["e1", "e2", "e3", "e4", "e5"])
         #expect(origin.urls == [base + "&skip=0", base + "&skip=2", base + "&skip=4"])
     }
@@ -157,7 +157,7 @@ import CacheSystem
         }
         // Full pages to the end: only the total says page 2 is the last.
         let origin = Pages([base + "&offset=0": page([1, 2]), base + "&offset=2": page([3, 4])])
-        let shape = FeedShape(prefix: "posts", paging: .offset(OffsetPaging(total: pointer("/0/total_count"))))
+        let shape = FeedShape(prefix: "posts", paging: .offset(OffsetPaging(total: .pointer(pointer("/0/total_count")))))
         #expect(ids(walk(origin, url: base, shape: shape)) == ["1", "2", "3", "4"])
         #expect(origin.urls == [base + "&offset=0", base + "&offset=2"])
     }
@@ -204,9 +204,72 @@ import CacheSystem
             .init(body: #"{"hits":[{"objectID":"\#(n)a"},{"objectID":"\#(n)b"}],"page":\#(n),"nbPages":3,"hitsPerPage":2}"#)
         }
         let origin = Pages([base + "&page=0": page(0), base + "&page=1": page(1), base + "&page=2": page(2)])
-        let shape = FeedShape(prefix: "posts", items: pointer("/hits"), paging: .page(PageNumberPaging(start: 0, totalPages: pointer("/nbPages"))))
+        let shape = FeedShape(prefix: "posts", items: pointer("/hits"), paging: .page(PageNumberPaging(start: 0, totalPages: .pointer(pointer("/nbPages")))))
         #expect(ids(walk(origin, url: base, shape: shape, id: pointer("/objectID"))).count == 6)
         #expect(origin.urls.count == 3)
+    }
+
+    /// WordPress answers 400 `rest_post_invalid_page_number` past its last
+    /// page, so a page walk must stop at `X-WP-TotalPages` (FEEDS.md; the
+    /// newcomer's try had no way to read it and the walk failed at page 4).
+    @Test func wordpressPagesUntilTheTotalPagesHeader() {
+        let base = "https://wp.test/wp-json/wp/v2/posts?per_page=2"
+        func page(_ ids: [Int]) -> Pages.Page {
+            .init(body: "[" + ids.map { #"{"id":\#($0),"title":{"rendered":"p\#($0)"}}"# }.joined(separator: ",") + "]",
+                  headers: ["x-wp-total": "5", "x-wp-totalpages": " 3 "])
+        }
+        let gone = Pages.Page(body: #"{"code":"rest_post_invalid_page_number","message":"The page number requested is larger than the number of pages available.","data":{"status":400}}"#, status: 400)
+        let origin = Pages([base + "&page=1": page([1, 2]), base + "&page=2": page([3, 4]), base + "&page=3": page([5]), base + "&page=4": gone])
+        let shape = FeedShape(prefix: "posts", paging: .page(PageNumberPaging(totalPages: .header("x-wp-totalpages"))))
+        #expect(ids(walk(origin, url: base, shape: shape)) == ["1", "2", "3", "4", "5"])
+        #expect(origin.urls == [base + "&page=1", base + "&page=2", base + "&page=3"])
+        // Without the header's count the walk asks page 4 and fails on its 400, never silently.
+        let unbounded = Pages([base + "&page=1": page([1, 2]), base + "&page=2": page([3, 4]), base + "&page=3": page([5]), base + "&page=4": gone])
+        guard case .failure = walk(unbounded, url: base, shape: FeedShape(prefix: "posts", paging: .page(PageNumberPaging()))) else {
+            Issue.record("a 400 past the last page was taken for the end"); return
+        }
+    }
+
+    /// A feed whose headers count more pages than were read (WordPress
+    /// behind a proxy that drops `Link`, GitLab's `X-Next-Page`) is no
+    /// silent first page: the walk stores page 1 and says how to go on.
+    @Test func pageCountHeadersAreASignOfMore() {
+        let base = "https://wp.test/wp-json/wp/v2/posts"
+        let wp = Pages([base: .init(body: #"[{"id":1}]"#, headers: ["x-wp-total": "30", "x-wp-totalpages": "3"])])
+        guard case .success(let w) = walk(wp, url: base, shape: FeedShape(prefix: "posts")) else { Issue.record("failed"); return }
+        #expect(w.warning.text(feed: "posts") == "posts page 1 has more: header X-WP-TotalPages = 3; set posts-paging = page, posts-total-pages = header:X-WP-TotalPages")
+        let gitlab = Pages([base: .init(body: #"[{"id":1}]"#, headers: ["x-next-page": "2", "x-total-pages": ""])])
+        guard case .success(let g) = walk(gitlab, url: base, shape: FeedShape(prefix: "posts")) else { Issue.record("failed"); return }
+        #expect(g.warning.text(feed: "posts") == #"posts page 1 has more: header X-Next-Page = "2"; set posts-paging = cursor, posts-cursor = header:X-Next-Page, posts-cursor-param = page"#)
+        // The last page of the count, and an empty next page, say nothing.
+        let last = Pages([base: .init(body: #"[{"id":1}]"#, headers: ["x-wp-totalpages": "1", "x-next-page": ""])])
+        guard case .success(let l) = walk(last, url: base, shape: FeedShape(prefix: "posts")) else { Issue.record("failed"); return }
+        #expect(l.warning == WalkWarning.none)
+    }
+
+    /// json-server's `X-Total-Count` ends an offset walk whose pages are all full.
+    @Test func anOffsetWalkEndsAtATotalCountHeader() {
+        let base = "https://j.test/posts"
+        func page(_ ids: [Int]) -> Pages.Page {
+            .init(body: "[" + ids.map { #"{"id":\#($0)}"# }.joined(separator: ",") + "]", headers: ["x-total-count": "4"])
+        }
+        let origin = Pages([base + "?_start=0&_limit=2": page([1, 2]), base + "?_start=2&_limit=2": page([3, 4])])
+        let shape = FeedShape(prefix: "posts", paging: .offset(OffsetPaging(offsetParameter: "_start", limitParameter: "_limit", pageSize: 2,
+                                                                           total: .header("x-total-count"))))
+        #expect(ids(walk(origin, url: base, shape: shape)) == ["1", "2", "3", "4"])
+        #expect(origin.urls.count == 2, "no request past the total")
+    }
+
+    /// A count header that is not a whole number fails the refresh naming
+    /// the setting and the value; a page without the header walks on.
+    @Test func aCountHeaderThatIsNoNumberFails() {
+        let base = "https://wp.test/posts"
+        let origin = Pages([base + "?page=1": .init(body: #"[{"id":1}]"#, headers: ["x-wp-totalpages": "many"])])
+        let shape = FeedShape(prefix: "posts", paging: .page(PageNumberPaging(totalPages: .header("x-wp-totalpages"))))
+        guard case .failure(let f) = walk(origin, url: base, shape: shape) else { Issue.record("walked"); return }
+        #expect(f.description.contains(#"posts-total-pages header:x-wp-totalpages is "many", not a whole number"#), "\(f)")
+        let missing = Pages([base + "?page=1": .init(body: #"[{"id":1}]"#), base + "?page=2": .init(body: "[]")])
+        #expect(ids(walk(missing, url: base, shape: shape)) == ["1"])
     }
 
     @Test func lemmyPagesUntilAnEmptyPage() {

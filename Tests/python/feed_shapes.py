@@ -1026,7 +1026,7 @@ def run_fault(name, run):
 # parameters); test_feed_shapes.py holds them equal to what is built.
 SHAPE_NAMES = ["bare", "jsonfeed", "mastodon", "wordpress", "github", "jsonapi", "algolia", "jsonplaceholder", "mixed",
                "reddit", "bluesky", "slack", "stripe", "youtube", "x", "lemmy", "hn-algolia", "contentful",
-               "jsonplaceholder-offset", "confluence", "gitlab", "discourse", "rss-blog", "podcast", "atom", "rss1",
+               "jsonplaceholder-offset", "wordpress-pages", "confluence", "gitlab", "discourse", "rss-blog", "podcast", "atom", "rss1",
                "reddit-thumbnails", "azure-tables"]
 FAULT_NAMES = ["keep-all", "keep-all-stops", "keep-n", "images-cursor", "images-has-more", "http-charset", "sighup-paging",
                "restart-paging", "cursor-repeats", "offset-ignored", "html-answer", "xml-billion-laughs",

@@ -13,10 +13,10 @@ public struct FeedPagingSettings: Sendable, Equatable {
     public var offsetParam: String?
     public var limitParam: String?
     public var pageSize: Int?
-    public var total: JSONPointer?
+    public var total: CountSource?
     public var pageParam: String?
     public var pageStart: Int?
-    public var totalPages: JSONPointer?
+    public var totalPages: CountSource?
     /// The post (or row) inside each item (`posts-item`).
     public var item: JSONPointer?
 
@@ -83,17 +83,31 @@ public struct FeedPagingSettings: Sendable, Equatable {
     }
 
     private static func cursorSource(_ prefix: String, _ text: String) throws(SettingsError) -> CursorSource {
-        if text.lowercased().hasPrefix("header:") {
-            let name = String(text.dropFirst("header:".count)).trimmed()
-            guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") }) else {
-                throw SettingsError("\(prefix)-cursor header:NAME needs a header name, not \"\(text)\"")
-            }
-            return .header(name.lowercased())
-        }
+        if let name = try headerName("\(prefix)-cursor", text) { return .header(name) }
         guard let p = try ValueParser.pointer("\(prefix)-cursor", text, emptyIsNone: false) else {
             throw SettingsError("\(prefix)-cursor must be a JSON Pointer or header:NAME")
         }
         return .pointer(p)
+    }
+}
+
+extension FeedPagingSettings {
+    /// The header named by `header:NAME`, lowercased; nil when `text` is not
+    /// of that form.
+    static func headerName(_ setting: String, _ text: String) throws(SettingsError) -> String? {
+        guard text.lowercased().hasPrefix("header:") else { return nil }
+        let name = String(text.dropFirst("header:".count)).trimmed()
+        guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") }) else {
+            throw SettingsError("\(setting) header:NAME needs a header name, not \"\(text)\"")
+        }
+        return name.lowercased()
+    }
+
+    /// `posts-total` or `posts-total-pages`: a JSON Pointer, or
+    /// `header:NAME`; empty: none.
+    static func countSource(_ setting: String, _ text: String) throws(SettingsError) -> CountSource? {
+        if let name = try headerName(setting, text) { return .header(name) }
+        return try ValueParser.pointer(setting, text, emptyIsNone: true).map(CountSource.pointer)
     }
 }
 
@@ -145,6 +159,7 @@ extension Settings {
         let name: @Sendable (String?) -> String = { $0 ?? "-" }
         let pointer: @Sendable (JSONPointer?) -> String = { $0?.description ?? "-" }
         let number: @Sendable (Int?) -> String = { $0.map(String.init) ?? "-" }
+        let count: @Sendable (CountSource?) -> String = { $0?.description ?? "-" }
         let param: @Sendable (String, String) throws(SettingsError) -> String? = { k, v throws(SettingsError) in
             guard !v.isEmpty else { return nil }
             guard v.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && !"&=#%+".utf8.contains($0) }) else {
@@ -178,14 +193,14 @@ extension Settings {
                  parse: param, format: name),
             spec(feed, "page-size", "N", "paging = offset: items asked per page, 1 to 100000 (default: a limit in the URL)", \.pageSize,
                  parse: { k, v throws(SettingsError) in v.isEmpty ? nil : try ValueParser.whole(k, v, 1...100_000) }, format: number),
-            spec(feed, "total", "POINTER", "paging = offset: JSON Pointer to the total count of items", \.total,
-                 parse: ptr, format: pointer),
+            spec(feed, "total", "POINTER", "paging = offset: JSON Pointer to the total count of items, or header:NAME (X-Total-Count)", \.total,
+                 parse: FeedPagingSettings.countSource, format: count),
             spec(feed, "page-param", "NAME", "paging = page: the page number's query parameter (default page)", \.pageParam,
                  parse: param, format: name),
             spec(feed, "page-start", "N", "paging = page: the first page's number, 0 or 1 (default 1)", \.pageStart,
                  parse: { k, v throws(SettingsError) in v.isEmpty ? nil : try ValueParser.whole(k, v, 0...1) }, format: number),
-            spec(feed, "total-pages", "POINTER", "paging = page: JSON Pointer to the number of pages", \.totalPages,
-                 parse: ptr, format: pointer),
+            spec(feed, "total-pages", "POINTER", "paging = page: JSON Pointer to the number of pages, or header:NAME (X-WP-TotalPages)", \.totalPages,
+                 parse: FeedPagingSettings.countSource, format: count),
             spec(feed, "item", "POINTER", "JSON Pointer inside each item to the object that is the \(feed == .posts ? "post" : "image row") (Reddit: /data)", \.item,
                  parse: ptr, format: pointer),
         ]

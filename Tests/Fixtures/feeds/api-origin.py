@@ -275,6 +275,29 @@ def jsonserver(h, query, st):
     return 200, page, [("X-Total-Count", str(len(items))), ("Access-Control-Expose-Headers", "X-Total-Count")]
 
 
+def wordpress(h, query, st):
+    """WordPress REST /wp-json/wp/v2/posts?per_page=N&page=K: X-WP-Total and X-WP-TotalPages on
+    every page, a Link with prev/next, and 400 rest_post_invalid_page_number past the last page."""
+    items, per = st["items"], bounded(q(query, "per_page"), 10, 1, 100)
+    page_no = bounded(q(query, "page"), 1, 1, 10 ** 6)
+    pages = max(1, (len(items) + per - 1) // per)
+    if page_no > pages:
+        return 400, {"code": "rest_post_invalid_page_number",
+                     "message": "The page number requested is larger than the number of pages available.",
+                     "data": {"status": 400}}
+    base = "http://%s:%d%s" % (h.server.server_address + (urllib.parse.urlsplit(h.path).path,))
+    keep = [(k, v) for k, v in urllib.parse.parse_qsl(urllib.parse.urlsplit(h.path).query) if k != "page"]
+    links = []
+    if page_no > 1:
+        links.append('<%s?%s>; rel="prev"' % (base, urllib.parse.urlencode(keep + [("page", page_no - 1)])))
+    if page_no < pages:
+        links.append('<%s?%s>; rel="next"' % (base, urllib.parse.urlencode(keep + [("page", page_no + 1)])))
+    headers = [("X-WP-Total", str(len(items))), ("X-WP-TotalPages", str(pages))]
+    if links:
+        headers.append(("Link", ", ".join(links)))
+    return 200, items[(page_no - 1) * per:page_no * per], headers
+
+
 def confluence(h, query, st):
     items, limit = st["items"], bounded(q(query, "limit"), 25, 1, 200)
     start = bounded(q(query, "start"), 0, 0, 10 ** 9)
@@ -301,6 +324,7 @@ ROUTES = {
     "/spaces/cachedspace/environments/master/entries": ("contentful", contentful),
     "/posts": ("jsonplaceholder-offset", jsonserver),
     "/wiki/rest/api/content": ("confluence", confluence),
+    "/blog/wp-json/wp/v2/posts": ("wordpress-pages", wordpress),
     "/youtube/v3/search": ("youtube-search", youtube),
     "/Tables": ("azure-tables", azure_tables),
     "/fault/cursor": ("fault-cursor", slack),

@@ -412,6 +412,28 @@ def jsonserver(c):
                      first, settings, wrapped, pages, "id", lambda p: p["id"], c.size + 1, edit, [])
 
 
+def wordpress_pages(c):
+    """WordPress REST by page number (?page=N, per_page), ended by the X-WP-TotalPages header: WordPress
+    answers 400 rest_post_invalid_page_number past its last page, so a walk to an empty page fails."""
+    wrapped = [{"id": 500 - n, "date": iso(n, ""), "date_gmt": iso(n, ""), "slug": "post-%d" % n, "status": "publish",
+                "type": "post", "link": "https://blog.example/post-%d/" % n,
+                "title": {"rendered": "Numbered post %d &#8211; WordPress" % n},
+                "content": {"rendered": "<p>%s</p>\n" % lorem(n), "protected": False},
+                "excerpt": {"rendered": "<p>%s&#8230;</p>\n" % lorem(n)[:20], "protected": False},
+                "author": 1, "featured_media": 0, "sticky": False, "format": "standard", "categories": [1], "tags": []}
+               for n in range(c.n)]
+    first = "/blog/wp-json/wp/v2/posts?per_page=%d" % c.size
+    count = len(chunks(wrapped, c.size))
+    pages = [with_params(first, [("page", k)]) for k in range(1, count + 1)]  # none past the last: it answers 400
+    settings = [("posts-paging", "page"), ("posts-total-pages", "header:X-WP-TotalPages")]
+
+    def edit(x):
+        x["title"]["rendered"] += ", edited"
+        return x
+    return api_shape(c, "wordpress-pages", "WordPress REST by ?page=N up to the X-WP-TotalPages header (400 past the last page)",
+                     first, settings, wrapped, pages, "id", lambda p: p["id"], c.size + 1, edit, [])
+
+
 def confluence(c):
     """Confluence REST v1 /wiki/rest/api/content: {"results":[...],"start":0,"limit":L,"size":n,"_links":{"next":...}}."""
     def page(n):
@@ -904,7 +926,7 @@ def rss1(c):
 
 def api_shapes(c):
     return [reddit(c), bluesky(c), slack(c), stripe(c), youtube(c), xv2(c), lemmy(c), hn(c), contentful(c), jsonserver(c),
-            confluence(c), gitlab(c), discourse(c), blog(c), podcast(c), atom(c), rss1(c), reddit_thumbnails(c),
+            wordpress_pages(c), confluence(c), gitlab(c), discourse(c), blog(c), podcast(c), atom(c), rss1(c), reddit_thumbnails(c),
             azure_tables(c)]
 
 
