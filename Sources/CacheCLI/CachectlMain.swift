@@ -97,6 +97,10 @@ struct Invocation {
     /// `get image ROW --width W ...`: the members of `get_image`'s `variant`.
     var variant: [(String, JSON)] = []
     var force = false
+    /// `get post --string ID`, `delete post --string ID`: the string id of
+    /// that spelling first, where the text spells an integer (a feed that
+    /// holds both `5` and `"5"`; docs/protocol.md, "Post ids").
+    var stringID = false
     /// Seconds to wait for the daemon (see `Commands.connect`); 0 for no limit.
     var timeout = Invocation.defaultTimeout
 
@@ -111,7 +115,9 @@ struct Invocation {
            cachectl --version | --help
 
     commands:
-      get post ID                      print one post (ID may be negative: get post -5)
+      get post [--string] ID           print one post (ID may be negative: get post -5);
+                                       an ID spelled as an integer is the integer id
+                                       first, with --string the string id first
       get posts [--query TEXT]         all posts, ascending id; with --query those whose
         [--offset N] [--limit N]       title holds TEXT (any case, at most 256 bytes);
                                        with --offset and --limit, that page of them
@@ -126,7 +132,7 @@ struct Invocation {
                                        stdout, in order); one that fails is named on stderr
       prefetch [all|posts|images] [--force]
                                        refresh the feeds and download missing images
-      delete post ID                   remove one post from the store (one a feed kept
+      delete post [--string] ID        remove one post from the store (one a feed kept
                                        with posts-keep; a feed that still lists it brings
                                        it back when it next reads that page whole: when
                                        the page changes, or at every refresh from an
@@ -201,6 +207,7 @@ struct Invocation {
                 return inv
             case "--json": inv.json = true
             case "--force", "-f": inv.force = true
+            case "--string": inv.stringID = true
             case "--socket", "-s":
                 guard i < args.count else { throw CLIError(code: .usage, message: "--socket needs a path") }
                 try nameSocket("--socket", args[i])
@@ -245,6 +252,9 @@ struct Invocation {
         guard !inv.command.isEmpty else { throw CLIError(code: .usage, message: "no command given (see cachectl --help)") }
         if !inv.variant.isEmpty && !(inv.command.count == 3 && inv.command.prefix(2) == ["get", "image"]) {
             throw CLIError(code: .usage, message: "--width, --height, --fit and --format go with get image ROW")
+        }
+        if inv.stringID && !(inv.command.count == 3 && (inv.command.prefix(2) == ["get", "post"] || inv.command.prefix(2) == ["delete", "post"])) {
+            throw CLIError(code: .usage, message: "--string goes with get post ID and delete post ID")
         }
         if inv.offset != nil || inv.limit != nil, inv.command != ["get", "posts"] && inv.command != ["get", "images"] {
             throw CLIError(code: .usage, message: "--offset and --limit go with get posts and get images")

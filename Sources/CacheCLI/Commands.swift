@@ -24,7 +24,7 @@ struct Commands {
             }
             try prefetch(what)
         case ("delete", 3) where words[1] == "post":
-            let answer = try call(connect(mayTakeLong: true), "delete_post", [("id", try Self.postID(words[2]))])
+            let answer = try call(connect(mayTakeLong: true), "delete_post", [("id", try Self.postID(words[2], string: invocation.stringID))])
             if json { printJSON(answer) } else { print("deleted post \(Format.text(answer["id"]))") }
         case ("status", 1): try simple("status", Format.status)
         case ("verify", 1): try simple("verify", mayTakeLong: true, Format.verify)
@@ -84,11 +84,13 @@ struct Commands {
     }
 
     /// A post id from the command line: an integer when it is spelled as
-    /// one, else a string (docs/protocol.md, "Post ids").
-    static func postID(_ text: String) throws -> JSON {
+    /// one, else a string (docs/protocol.md, "Post ids"); always the string
+    /// with `string` (`--string`).
+    static func postID(_ text: String, string: Bool = false) throws -> JSON {
         guard !text.isEmpty, text.utf8.count <= PostID.maxStringBytes else {
             throw CLIError(code: .usage, message: "a post id is an integer or a string of 1 to \(PostID.maxStringBytes) bytes")
         }
+        if string { return .string(text) }
         return Int64(text).map { String($0) == text ? JSON.number(text) : .string(text) } ?? .string(text)
     }
 
@@ -104,7 +106,7 @@ struct Commands {
         case ("post", 2):
             // An integer id and a string id of the same spelling find each
             // other (docs/protocol.md, "Post ids"): the shell's text is enough.
-            let answer = try call(connect(), "get_post", [("id", try Self.postID(args[1]))])
+            let answer = try call(connect(), "get_post", [("id", try Self.postID(args[1], string: invocation.stringID))])
             if json { printJSON(answer) } else { print(Format.post(answer["post"] ?? .null, id: answer["id"])) }
         case ("posts", 1):
             try list(.posts)

@@ -45,6 +45,16 @@ import CacheSystem
         #expect(row.status == 2)
         #expect(row.stderr == "cachectl: row must be a non-negative integer, not \"-1\"\n", "\(row.stderr)")
 
+        // --string asks for the string id first: the post stored as the integer
+        // -6 is missing, so is "-6"; a negative id after it is the id. It goes
+        // with get post and delete post alone.
+        let string = try cachectl(["get", "post", "--string", "-6"], socket: s)
+        #expect(string.status == 4 && string.stderr.contains(#"post "-6" not found"#), "\(string.stderr)")
+        for args in [["get", "posts", "--string"], ["--string", "status"], ["get", "image", "1", "--string"]] {
+            let r = try cachectl(args, socket: s)
+            #expect(r.status == 2 && r.stderr == "cachectl: --string goes with get post ID and delete post ID\n", "\(args): \(r.stderr)")
+        }
+
         // Unknown options are still errors, a number-like one too where no number is due.
         let unknown: [([String], String)] = [
             (["get", "post", "1", "-x"], "-x"), (["-5", "status"], "-5"), (["get", "posts", "-5"], "-5"),

@@ -67,6 +67,13 @@ import CacheSystem
         #expect(httpBody(port, "/posts/https%3A%2F%2Fex.org%2Fa%2Fb")?["title"]?.string == "A")
         #expect(httpBody(port, "/posts/%2E%2E")?["title"]?.string == "dots")
         #expect(httpBody(port, "/posts/-x%2F%C3%A9")?["title"]?.string == "last")
+        // The string id "109" through its integer spelling, and by kind; a kind
+        // that cannot be, or is no kind, is a bad request.
+        #expect(httpBody(port, "/posts/109")?["title"]?.string == "M")
+        #expect(httpBody(port, "/posts/109?kind=string")?["title"]?.string == "M")
+        #expect(httpBody(port, "/posts/109?kind=integer")?["title"]?.string == "M", "no integer 109: the string of its spelling")
+        #expect((try? SimpleHTTP.get(port: port, path: "/posts/dots?kind=integer"))?.status == 400)
+        #expect((try? SimpleHTTP.get(port: port, path: "/posts/109?kind=float"))?.status == 400)
 
         // Nothing changed: every page answers 304 and the log gains nothing.
         let logSize = try size(d.store + "/index.log")

@@ -301,11 +301,11 @@ def is_decimal(s):
     return isinstance(s, str) and s.lstrip("-").isdigit() and s == str(int(s))
 
 
-def cachectl_post_args(pid):
+def cachectl_post_args(pid, string=False):
     """cachectl's words for get post ID: the id's text, whatever its kind (an
     integer and a string of the same spelling find each other, docs/protocol.md
-    "Post ids")."""
-    return ["get", "post", str(pid)]
+    "Post ids"); with --string the string id of that spelling first."""
+    return ["get", "post"] + (["--string"] if string else []) + [str(pid)]
 
 
 def same_id(a, b):
@@ -329,9 +329,10 @@ def resolve(shape, posts, pid, kind):
 
 
 def get_post_checks(d, shape, pid, label, posts=None):
-    """get_post of `pid` over the socket (its own kind first), cachectl (the
-    text: an integer when it spells one) and HTTP (a string first): each must
-    answer the exact item it should find and the id that item is kept by."""
+    """get_post of `pid` over the socket (its own kind first), cachectl and
+    HTTP (the text: an integer when it spells one; with --string and
+    ?kind=string the string first): each must answer the exact item it should
+    find and the id that item is kept by."""
     posts = shape.posts if posts is None else posts
     requests = [("over the socket", pid, "int" if isinstance(pid, int) else "string")]
     if isinstance(pid, str) and is_decimal(pid):
@@ -347,19 +348,33 @@ def get_post_checks(d, shape, pid, label, posts=None):
         ok = got == want and canon(a.get("id")) == canon(shape.id_of(item))
         check("%s: %s get_post %s %s is the exact item %s" % (shape.name, label, canon(value), how, canon(shape.id_of(item))), ok,
               "id %s, %d bytes" % (canon(a.get("id")), len(want.encode())) if ok else "id %s, %s" % (canon(a.get("id")), short(got, 160)))
-    item = resolve(shape, posts, pid, "int" if is_decimal(str(pid)) else "string")
+    # cachectl and HTTP read the text alike: the integer id when it spells
+    # one, else the string; --string and ?kind=string ask for the string first.
+    first = "int" if is_decimal(str(pid)) else "string"
+    cachectl_check(d, shape, posts, pid, label, first, cachectl_post_args(pid))
+    http_post_check(d, shape, posts, pid, label, first, "")
+    if is_decimal(str(pid)):
+        cachectl_check(d, shape, posts, pid, label, "string", cachectl_post_args(pid, string=True))
+        http_post_check(d, shape, posts, pid, label, "string", "?kind=string")
+
+
+def cachectl_check(d, shape, posts, pid, label, kind, args):
+    item = resolve(shape, posts, pid, kind)
     want = shape.text(item)
-    r = d.ctl("--json", *cachectl_post_args(pid))
+    r = d.ctl("--json", *args)
     try:
         answer = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
     except (ValueError, IndexError):
         answer = {}
     ok = shape.text(answer.get("post")) == want and canon(answer.get("id")) == canon(shape.id_of(item))
-    check("%s: %s cachectl %s is the exact item %s" % (shape.name, label, " ".join(cachectl_post_args(pid)), canon(shape.id_of(item))), ok,
+    check("%s: %s cachectl %s is the exact item %s" % (shape.name, label, " ".join(args), canon(shape.id_of(item))), ok,
           "exit 0" if ok else "exit %d %s" % (r.returncode, short(r.stdout + r.stderr, 200)))
-    item = resolve(shape, posts, pid, "string")
+
+
+def http_post_check(d, shape, posts, pid, label, kind, query):
+    item = resolve(shape, posts, pid, kind)
     want = shape.text(item)
-    path = "/posts/" + urllib.parse.quote(str(pid), safe="")
+    path = "/posts/" + urllib.parse.quote(str(pid), safe="") + query
     try:
         status, body = d.http(path)
         got = shape.text(json.loads(body)) if status == 200 else None

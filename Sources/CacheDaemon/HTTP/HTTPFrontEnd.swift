@@ -104,10 +104,23 @@ import CacheSystem
     }
 
     private func post(_ text: String, _ request: HTTPRequest) -> Answer {
-        // The decoded segment as a string id: `post(id:)` finds an integer
-        // id by its decimal spelling too (docs/http.md, "/posts/{id}").
-        guard let id = PostID(string: text) else {
+        // The decoded segment as cachectl reads its argument: the integer id
+        // when it spells one, else a string id; `post(id:)` finds the other
+        // kind of the same spelling when there is none. `?kind=string` asks
+        // for the string first (docs/http.md, "/posts/{id}").
+        guard let asString = PostID(string: text) else {
             return .now(fail(.badRequest, .badRequest, "a post id is at most \(PostID.maxStringBytes) bytes", request))
+        }
+        let id: PostID
+        switch request.query("kind") {
+        case nil, "": id = asString.otherSpelling ?? asString
+        case "string": id = asString
+        case "integer":
+            guard let integer = asString.otherSpelling else {
+                return .now(fail(.badRequest, .badRequest, "kind=integer needs an id spelled as an integer", request))
+            }
+            id = integer
+        default: return .now(fail(.badRequest, .badRequest, "kind is integer or string", request))
         }
         switch service.post(id: id) {
         case .success(let post): return .now(responses.body(.ok, request, type: HTTPResponses.json, post.json))

@@ -83,10 +83,14 @@ function postMeta(id, p) {
   return "#" + str(id) + (user ? " · user " + user : "");
 }
 
+// A string id spelled as an integer ("5") is asked for as a string: /posts/5
+// finds the integer id 5 first, and a feed may hold both.
+const spellsInteger = (id) => typeof id === "string" && /^(0|-?[1-9][0-9]{0,18})$/.test(id);
+
 function postItem(id, p) {
   const a = el("article", "post"), h = el("h2"), link = el("a", "", postTitle(p) || "(untitled)");
   a.setAttribute("data-id", str(id));
-  link.href = "#post/" + encodeURIComponent(str(id));
+  link.href = "#post/" + encodeURIComponent(str(id)) + (spellsInteger(id) ? "?string" : "");
   h.append(link);
   a.append(h, el("p", "meta", postMeta(id, p)), el("p", "body", postBody(p)));
   return a;
@@ -277,9 +281,11 @@ async function loadImages() {
 function route() {
   const h = location.hash;
   if (h.startsWith("#post/")) {
+    // An id's own "?" is encoded: a "?string" after it is the kind.
+    const [encoded, kind] = h.slice(6).split("?");
     let id = null;
-    try { id = decodeURIComponent(h.slice(6)); } catch (e) { /* not an encoding */ }
-    showDetail(id);
+    try { id = decodeURIComponent(encoded); } catch (e) { /* not an encoding */ }
+    showDetail(id, kind === "string");
     return;
   }
   st.view = "list";
@@ -296,7 +302,7 @@ function selectTab(tab) {
   summary();
 }
 
-async function showDetail(id) {
+async function showDetail(id, asString) {
   const seq = ++st.detailSeq;
   st.view = "detail";
   $("main").dataset.view = "detail";
@@ -308,7 +314,7 @@ async function showDetail(id) {
   window.scrollTo(0, 0);
   if (!id) { box.replaceChildren(); showError("detail", "not a post id"); return; }
   try {
-    const { body } = await getJSON("/posts/" + encodeURIComponent(id));
+    const { body } = await getJSON("/posts/" + encodeURIComponent(id) + (asString ? "?kind=string" : ""));
     if (seq !== st.detailSeq || st.view !== "detail") return;  // another post, or the list, since
     if (!body || typeof body !== "object") throw new Error("/posts/{id}: not an object");
     const h = el("h2", "", postTitle(body) || "(untitled)");
