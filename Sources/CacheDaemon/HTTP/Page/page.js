@@ -13,7 +13,14 @@ function el(tag, cls, text) {
   if (text !== undefined) e.textContent = text;
   return e;
 }
-const str = (v) => (typeof v === "string" ? v : (typeof v === "number" ? String(v) : ""));
+const str = (v) => (typeof v === "string" ? v : (typeof v === "number" ? String(v) :
+  (v instanceof BigId ? v.text : "")));
+// An integer id past a double's (Twitter's, Discord's): JSON.parse would round
+// 9007199254740993 to ...992 and the link would name another post. Kept as its
+// text where the browser gives the reviver the source (Chromium 114, Firefox 135).
+class BigId { constructor(text) { this.text = text; } }
+const keepBigIds = (key, v, ctx) =>
+  (key === "id" && typeof v === "number" && !Number.isSafeInteger(v) && ctx && typeof ctx.source === "string" ? new BigId(ctx.source) : v);
 const count = (n) => n.toLocaleString("en");
 
 function summary() {
@@ -41,7 +48,7 @@ async function getJSON(path) {
   let r, body = null;
   try { r = await fetch(path, { cache: "no-store" }); }
   catch (e) { throw new Error("the daemon does not answer"); }
-  try { body = await r.json(); } catch (e) { /* not JSON */ }
+  try { body = JSON.parse(await r.text(), keepBigIds); } catch (e) { /* not JSON */ }
   if (!r.ok) {
     const m = body && body.error && typeof body.error.message === "string" ? body.error.message : "";
     throw new Error(m || `${path}: HTTP ${r.status}`);
