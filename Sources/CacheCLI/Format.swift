@@ -88,13 +88,36 @@ enum Format {
         return text(p["title"])
     }
 
+    /// The widths of `get posts`' ID and USER columns.
+    struct PostColumns: Equatable {
+        var id = 5
+        var user = 4
+        /// The widest a column grows to fit a page: a longer id (a URL)
+        /// stands out of its column rather than push every title right.
+        static let maxWidth = 40
+
+        /// Wide enough for every id and user of `entries` (whose ids kept
+        /// by are `ids`), never narrower than now.
+        func fitting(_ entries: [JSON], ids: [JSON]?) -> PostColumns {
+            var c = self
+            for (i, p) in entries.enumerated() {
+                let id = text(ids.flatMap { i < $0.count ? $0[i] : nil } ?? p["id"]).count
+                c.id = max(c.id, min(id, Self.maxWidth))
+                c.user = max(c.user, min(text(p["userId"]).count, Self.maxWidth))
+            }
+            return c
+        }
+    }
+
     /// The head of `get posts`' table.
-    static let postsHeader = "   ID  USER  TITLE\n"
+    static func postsHeader(_ c: PostColumns = PostColumns()) -> String {
+        pad("ID", c.id) + "  " + pad("USER", c.user) + "  TITLE\n"
+    }
 
     /// One post's line of `get posts`' table; `id` is the id it is kept by
     /// (`list_posts`' `ids`), else its own `id`.
-    static func postLine(_ p: JSON, id: JSON?) -> String {
-        pad(text(id ?? p["id"]), 5) + "  " + pad(text(p["userId"]), 4) + "  " + title(p) + "\n"
+    static func postLine(_ p: JSON, id: JSON?, _ c: PostColumns = PostColumns()) -> String {
+        pad(text(id ?? p["id"]), c.id) + "  " + pad(text(p["userId"]), c.user) + "  " + title(p) + "\n"
     }
 
     static func image(_ i: JSON) -> String {

@@ -66,6 +66,8 @@ struct Table {
     /// page, wider for a longer one in a later page (its rows then stand out
     /// of the column: the head was printed already).
     private var typeWidth = 0
+    /// `get posts`' ID and USER columns: as wide as the first page needs.
+    private var columns = Format.PostColumns()
     private var started = false
     /// Rows printed that are cached.
     private var cached = 0
@@ -76,9 +78,13 @@ struct Table {
         var out = ""
         switch kind {
         case .posts:
-            if !started { out += Format.postsHeader }
+            // The columns fit the first page (the head is printed with it).
+            if !started {
+                columns = columns.fitting(page.entries, ids: page.ids)
+                out += Format.postsHeader(columns)
+            }
             for (i, p) in page.entries.enumerated() {
-                out += Format.postLine(p, id: page.ids.flatMap { i < $0.count ? $0[i] : nil })
+                out += Format.postLine(p, id: page.ids.flatMap { i < $0.count ? $0[i] : nil }, columns)
             }
         case .images:
             typeWidth = Format.typeWidth(page.entries, atLeast: max(typeWidth, 10))

@@ -52,6 +52,25 @@ import CachedClient
         #expect(found.stdout.contains("bluesky text"), "\(found.stdout)")
     }
 
+    /// Ids wider than five characters (Mastodon's, a URL) and a wide user:
+    /// the columns widen to the first page's, so every title starts in one
+    /// column; an id past the widest column stands out of it.
+    @Test func getPostsColumnsFitTheirIds() throws {
+        let origin = try Origin()
+        let url = "https://example.org/" + String(repeating: "x", count: 60)
+        try origin.write("posts.json", #"""
+            [{"id":"109372843234","userId":"alice@example.social","title":"one"},{"id":"7","userId":3,"title":"two"},
+             {"id":"\#(url)","title":"three"}]
+            """#)
+        let daemon = try Daemon(origin: origin)
+        let table = try cachectl(["get", "posts"], socket: daemon.socket)
+        let lines = table.stdout.split(separator: "\n").map(String.init)
+        let width = 40 + 2 + "alice@example.social".count + 2
+        #expect(lines.first == String(repeating: " ", count: 38) + "ID" + "  " + String(repeating: " ", count: 16) + "USER  TITLE", "\(table.stdout)")
+        #expect(lines.dropFirst().prefix(2).map { String($0.dropFirst(width)) } == ["one", "two"], "\(table.stdout)")
+        #expect(lines.dropFirst(3).first == url + "  " + String(repeating: " ", count: "alice@example.social".count - 1) + "-  three", "\(table.stdout)")
+    }
+
     @Test func getPostsPrintsEveryPostOrThePageAsked() throws {
         let origin = try Origin()
         try origin.write("posts.json", Self.feed(3500))
