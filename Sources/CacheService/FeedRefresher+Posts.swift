@@ -155,7 +155,8 @@ extension FeedRefresher {
             log.info("posts feed not modified (\(pages.count) page\(pages.count == 1 ? "" : "s"), \(storedCount) posts)")
             noteWarning(.posts, walked.warning, settings: digest)
             let kept = storedCount - min(storedCount, storedPages.reduce(0) { $0 + $1.count })
-            return .success(PostsSummary(unchanged: storedCount, kept: kept, warnings: currentWarnings(.posts)))
+            // `unchanged` counts the feed's own posts; `kept`, the rest.
+            return .success(PostsSummary(unchanged: storedCount - kept, kept: kept, warnings: currentWarnings(.posts)))
         }
         // Sized once: a million posts' tables grown by doubling take up to twice the room.
         let listed = pages.reduce(0) { n, p in if case .fresh(_, let d) = p { n + d.count } else { n + p.page.count } }
@@ -219,8 +220,11 @@ extension FeedRefresher {
             return .failure(.store(error, doing: "could not store posts"))
         }
         noteWarning(.posts, walked.warning, settings: digest)
-        let summary = PostsSummary(fetched: change.fetched, unchanged: change.unchanged, removed: change.removed, invalid: invalid,
-                                   kept: kept, warnings: currentWarnings(.posts))
+        // The kept posts are copies of stored ones: the store counts them
+        // unchanged. The summary counts them once, as kept, so that fetched +
+        // unchanged + kept is every post stored.
+        let summary = PostsSummary(fetched: change.fetched, unchanged: max(0, change.unchanged - kept), removed: change.removed,
+                                   invalid: invalid, kept: kept, warnings: currentWarnings(.posts))
         log.info("posts refreshed from \(pages.count) page\(pages.count == 1 ? "" : "s")\(walked.stoppedEarly ? " (the rest holds nothing new)" : ""): \(summary.fetched) new or changed, \(summary.unchanged) unchanged, \(summary.removed) removed, \(summary.invalid) invalid\(keep == .feed ? "" : ", \(kept) kept from before")")
         return .success(summary)
     }

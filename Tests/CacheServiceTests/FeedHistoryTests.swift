@@ -43,6 +43,8 @@ import TestSupport
                 try PagedRefreshTests.write(origin, "w.json", Self.page(n - 2...n))
                 let r = try await PagedRefreshTests.prefetch(h.service).get()
                 #expect(r.posts?.kept == n - 3, "after \(n): \(String(describing: r.posts))")
+                // Each post counted once: the feed's 3 are fetched or unchanged, the others kept.
+                #expect((r.posts?.fetched ?? 0) + (r.posts?.unchanged ?? 0) == 3, "after \(n): \(String(describing: r.posts))")
                 #expect(r.posts?.removed == 0)
             }
             #expect(Self.ids(h.service) == ["p8", "p7", "p6", "p5", "p4", "p3", "p2", "p1"])
@@ -53,6 +55,7 @@ import TestSupport
             // Unchanged: one 304, nothing written, nothing lost.
             let r = try await PagedRefreshTests.prefetch(h.service).get()
             #expect(r.posts?.fetched == 0 && r.posts?.removed == 0)
+            #expect(r.posts?.unchanged == 3 && r.posts?.kept == 5, "\(String(describing: r.posts))")
             #expect(Self.ids(h.service).count == 8)
         }
     }
