@@ -85,10 +85,12 @@ extension CacheService {
         .notFound("row \(index) does not exist (the manifest has \(store.rows(offset: 0, limit: 0).total) rows)")
     }
 
-    /// A row whose URL may not be fetched: none, or not http or https.
+    /// A row whose URL may not be fetched: none (the row has no image: not
+    /// found, as a post without one in a feed that is its own manifest), or
+    /// not http or https (the manifest's fault: upstream).
     func unfetchable(_ index: Int, _ url: String) -> CacheError {
         url.isEmpty
-            ? .origin(OriginFailure(subject: "", url: url, attempts: 0, reason: "row \(index) has no url in the manifest"))
+            ? .notFound("row \(index) has no image: the manifest gives it no url (when no row has one, images-url-field may not name the member that does)")
             : .origin(OriginFailure(subject: "row \(index)", url: url, attempts: 0, reason: "refusing to fetch \(url.cut(toBytes: 1024)): only http and https URLs are fetched"))
     }
 

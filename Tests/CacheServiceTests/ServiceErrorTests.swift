@@ -29,16 +29,17 @@ import CacheSystem
         #expect(s.status().counters.upstreamErrors == 0, "a missing setting is not the origin's fault")
     }
 
-    /// A row whose URL may not be fetched is the manifest's fault (upstream),
-    /// said in words, and no request is made or counted for it.
+    /// A row without a URL has no image (not found); one whose URL may not
+    /// be fetched is the manifest's fault (upstream); each said in words, and
+    /// no request is made or counted for either.
     @Test func unfetchableRowsSayWhyAndAreNotCounted() async throws {
         let manifest = Array(#"[{"url": ""}, {"url": "ftp://example.test/a.png"}]"#.utf8)
         let h = try await Harness.start(extra: ["images/manifest.json": manifest])
         defer { h.close() }
         let s = h.service
         let empty = await answer { s.image(row: 0, fetch: true, then: $0) }
-        guard case .failure(let e0) = empty.result, case .origin = e0 else { Issue.record("row 0: \(empty.result)"); return }
-        #expect(e0.description == "row 0 has no url in the manifest")
+        guard case .failure(let e0) = empty.result, case .notFound = e0 else { Issue.record("row 0: \(empty.result)"); return }
+        #expect(e0.description.hasPrefix("row 0 has no image: the manifest gives it no url"), "\(e0)")
         let ftp = await answer { s.image(row: 1, fetch: true, then: $0) }
         guard case .failure(let e1) = ftp.result, case .origin = e1 else { Issue.record("row 1: \(ftp.result)"); return }
         #expect(e1.description == "row 1: refusing to fetch ftp://example.test/a.png: only http and https URLs are fetched")

@@ -201,7 +201,8 @@ function setImage(tr, r, by) {
   if (!(typeof hash === "string" && HASH.test(hash))) {
     tr.removeAttribute("data-hash");
     tr.removeAttribute("data-filled-by");
-    cell.replaceChildren(missing(r.last_error));
+    // A row without a URL (a post without an image) never gets one.
+    cell.replaceChildren(r.url === "" && !r.last_error ? placeholder("none", "no image") : missing(r.last_error));
     return;
   }
   tr.setAttribute("data-filled-by", by);
