@@ -25,24 +25,8 @@ import CacheSystem
         let store = try Store(StoreConfiguration(directory: dir.path, maxBytes: limit))
         try store.replaceManifest((0..<n).map { ("\($0).png", nil) }, validators: Validators())
         let writers = try (0..<n).map { try objectWriter(holding: Self.image($0), in: store) }
-        let failures = Locked<[String]>([])
-        let finished = DispatchGroup()
-        store.writerForTests.withLock { _ in
-            for i in 0..<n {
-                finished.enter()
-                let w = writers[i]
-                Thread {
-                    do { _ = try store.commitObject(w, rows: [(i, "\(i).png")]) } catch {
-                        failures.withLock { $0.append("\(i): \(error)") }
-                    }
-                    finished.leave()
-                }.start()
-            }
-            while store.queuedCommitsForTests < n { usleep(1000) }
-        }
-        // Not a time limit on the work: a bound on a hang.
-        try #require(finished.wait(timeout: .now() + 120) == .success, "every commit returned")
-        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+        let failures = try commitQueuedTogether(writers, in: store)
+        #expect(failures.isEmpty, "\(failures)")
         let stats = store.stats()
         #expect(stats.bytes <= limit, "\(stats.bytes) bytes cached under max-size \(limit)")
         #expect(stats.evictions >= n - 2, "\(stats.evictions) evictions")

@@ -1,3 +1,5 @@
+import Foundation
+import Dispatch
 import Testing
 @testable import CacheStore
 import CacheSystem
@@ -43,4 +45,29 @@ func objectWriter(holding bytes: [UInt8], in store: Store) throws -> ObjectWrite
     let w = try store.newObjectWriter(maxSize: 1 << 20)
     try bytes.withUnsafeBytes { try w.append($0) }
     return w
+}
+
+/// Commits `writers[i]` to row i (URL "i.png") each on a thread of its own
+/// while the log is held, as a slow fsync holds it, so that every commit
+/// queues before the first is logged; returns the commits' failures once
+/// all returned.
+func commitQueuedTogether(_ writers: [ObjectWriter], in store: Store) throws -> [String] {
+    let failures = Locked<[String]>([])
+    let finished = DispatchGroup()
+    store.writerForTests.withLock { _ in
+        for (i, w) in writers.enumerated() {
+            finished.enter()
+            Thread {
+                do { _ = try store.commitObject(w, rows: [(i, "\(i).png")]) } catch {
+                    failures.withLock { $0.append("\(i): \(error)") }
+                }
+                finished.leave()
+            }.start()
+        }
+        // Everyone is queued: one leader waits for the log, the others for it.
+        while store.queuedCommitsForTests < writers.count { usleep(1000) }
+    }
+    // Not a time limit on the work: a bound on a hang (a lost wakeup waits for ever).
+    try #require(finished.wait(timeout: .now() + 120) == .success, "every commit returned")
+    return failures.withLock { $0 }
 }

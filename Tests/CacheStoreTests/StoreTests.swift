@@ -351,21 +351,7 @@ private func posts(_ ids: [Int64], title: String = "t") -> [(id: Int64, json: [U
         try store.replaceManifest((0..<n).map { ("\($0).png", nil) }, validators: Validators())
         let writers = try (0..<n).map { try write(Self.image($0), to: store) }
         let before = store.objectCommitTransactions
-        let finished = DispatchGroup()
-        // Hold the log while the commits arrive, as a slow fsync would.
-        store.writerForTests.withLock { _ in
-            for i in 0..<n {
-                finished.enter()
-                let w = writers[i]
-                Thread {
-                    _ = try? store.commitObject(w, rows: [(i, "\(i).png")])
-                    finished.leave()
-                }.start()
-            }
-            // Everyone is queued: one leader waits for the log, the others for it.
-            while store.queuedCommitsForTests < n { usleep(1000) }
-        }
-        finished.wait()
+        #expect(try commitQueuedTogether(writers, in: store).isEmpty)
         #expect(store.objectCommitTransactions - before <= 2, "one transaction for the first leader, one for the rest")
         #expect(store.stats().rowsCached == n)
         store.close()
