@@ -6,12 +6,15 @@ import CacheSystem
 /// Data-loss races and store integrity under real concurrent clients.
 @Suite struct IntegrityTests {
     /// An origin whose manifest lists `count` small distinct PNGs (`many/N.png`).
-    static func manyImages(_ count: Int, round: Int = 0) throws -> Origin {
+    /// An origin whose manifest names `count` distinct PNG-signed images
+    /// (`images/many/I.png`), each padded with `padding` bytes.
+    static func manyImages(_ count: Int, round: Int = 0, padding: Int = 0) throws -> Origin {
         let origin = try Origin()
         try FileManager.default.createDirectory(atPath: origin.root + "/images/many", withIntermediateDirectories: true)
         var rows: [JSON] = []
         for i in 0..<count {
             let bytes: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + Array("image \(i) of round \(round)".utf8)
+                + [UInt8](repeating: UInt8(i & 0x7f), count: padding)
             try origin.write("images/many/\(i).png", bytes: bytes)
             rows.append(.object([("url", .string("many/\(i).png")), ("description", .string("row \(i)"))]))
         }
