@@ -81,7 +81,9 @@ release: deps
 # `swift test` but InteropTests), nothing else. make test runs the same first.
 check: deps
 	$(call install_missing,$(TEST_PACKAGES))
+	@date -u +'make check: [%T] build'
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
+	@date -u +'make check: [%T] swift test'
 	$(SWIFT) test --skip-build --skip InteropTests $(BUILD_FLAGS)
 
 # The whole suite, what CI runs: the lint and the version check first (a few
@@ -90,12 +92,18 @@ check: deps
 # libraries, each fuzz target for a short bounded time, the man pages and
 # the Debian package.
 TEST_FUZZ_SECONDS ?= 20
+# Each part prints the time it starts, so a slow CI run says where it went.
 test: lint check-version check
+	@date -u +'make test: [%T] pytest (soak, feed shapes, page scale)'
 	CACHED_BIN_DIR="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" PAGE_SCALE_OUT=.build/page-scale-test FEED_SHAPES_QUICK=1 \
-	  SOAK_ARGS= PAGE_SCALE_POSTS=50000 PAGE_SCALE_ROWS=5000 $(PYTHON) -m pytest -q -p no:cacheprovider Tests/python
+	  SOAK_ARGS= PAGE_SCALE_POSTS=50000 PAGE_SCALE_ROWS=5000 $(PYTHON) -m pytest -q -p no:cacheprovider --durations=10 Tests/python
+	@date -u +'make test: [%T] the client libraries'
 	$(MAKE) --no-print-directory clients
+	@date -u +'make test: [%T] fuzzing'
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
+	@date -u +'make test: [%T] docs, package, install'
 	$(MAKE) --no-print-directory check-docs check-package check-install
+	@date -u +'make test: [%T] done
 
 # swift format (the toolchain's) with .swift-format, every finding an error
 # (about 2 s). It checks the rules alone (LINT_FLAGS): the code's line breaks
