@@ -51,12 +51,14 @@ extension CacheService {
     /// descriptor left) counts in neither, only in the front-end's errors.
     /// A variant not stored is made and read again once more should its
     /// file go meanwhile, as a variant found in the index is; an original
-    /// not cached is downloaded and read once.
+    /// not cached is downloaded and read, and downloaded once more should
+    /// its file go before it is read (a store at its `max-size` evicting it
+    /// at the end of a burst of downloads).
     public func imageBody<Plan: Sendable>(row: Int, variant: VariantRequest?, fetch: Bool,
                                           plan: @escaping @Sendable (ObjectInfo) -> (Plan, BodyRead),
                                           then completion: @escaping Completion<ImageBody<Plan>>) -> Outcome<ImageBody<Plan>> {
         guard let (info, hit) = indexed(row: row, variant) else {
-            return resolvedBody(row: row, variant, fetch: fetch, retry: variant != nil, plan, completion)
+            return resolvedBody(row: row, variant, fetch: fetch, retry: true, plan, completion)
         }
         return Self.chain({ [self] in body(info, plan, then: $0) }, completion) { [self] result, done in
             switch result {

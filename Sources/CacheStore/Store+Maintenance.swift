@@ -16,14 +16,17 @@ extension Store {
         }
     }
 
-    /// Evicts again once a commit is no longer in flight, if the store is
-    /// still past `max-size` or `variant-max-size`. The group commit's
+    /// Evicts again once the last commit in flight has ended, if the store
+    /// is still past `max-size` or `variant-max-size`. The group commit's
     /// eviction (`evictIfNeeded`) spares every commit in flight, so under
-    /// many concurrent downloads the last batches alone can pass the cap:
-    /// each commit, as it leaves, lets the objects no longer in flight be
-    /// evicted, sparing only its own (the one just committed). The commit is
-    /// durable already, so a failure here is a warning, not the commit's
-    /// error; the next commit tries again.
+    /// many concurrent downloads the last batches alone can pass the cap,
+    /// by at most what the commits in flight hold. Evicting as each commit
+    /// ends would take the objects of commits just returned, before their
+    /// callers read them, whenever the cap is smaller than the downloads in
+    /// flight; at the end of a burst, the store comes back under the cap,
+    /// sparing only the object just committed. The commit is durable
+    /// already, so a failure here is a warning, not the commit's error; the
+    /// next commit tries again.
     func evictSpared(keeping hash: Hash128) {
         let (maxBytes, maxVariants) = (configuration.maxBytes, configuration.maxVariantBytes)
         guard maxBytes > 0 || maxVariants > 0 else { return }

@@ -66,22 +66,23 @@ extension Store {
 
     /// Runs `body` with `ref` registered as a commit in flight, so that gc
     /// and eviction leave its file alone meanwhile (`unlinkObjectFile`).
-    /// Once it is no longer in flight, evicts what the commits' own
-    /// eviction had to spare (`evictSpared`).
+    /// The last commit of a burst (none left in flight after it) evicts
+    /// what the commits' own eviction had to spare (`evictSpared`).
     func placing(_ ref: ObjectRef, _ body: () throws(StoreError) -> Void) throws(StoreError) {
         pendingObjects.withLock { $0[ref.hash, default: 0] += 1 }
         do throws(StoreError) { try body() } catch {
-            donePlacing(ref.hash)
+            _ = donePlacing(ref.hash)
             throw error
         }
-        donePlacing(ref.hash)
-        evictSpared(keeping: ref.hash)
+        if donePlacing(ref.hash) { evictSpared(keeping: ref.hash) }
     }
 
-    private func donePlacing(_ hash: Hash128) {
+    /// Ends `hash`'s registration; true when no commit is in flight after it.
+    private func donePlacing(_ hash: Hash128) -> Bool {
         pendingObjects.withLock { p in
             p[hash, default: 1] -= 1
             if p[hash] == 0 { p[hash] = nil }
+            return p.isEmpty
         }
     }
 
