@@ -219,8 +219,12 @@ struct FeedWalker<Decoded: Sendable>: Sendable {
         switch step {
         case .end:
             next = nil
-            if decoded.1.hint == nil {
-                decoded.1.hint = MoreHint.find(inHeaders: response.headers, page: progress.pages.count + 1, prefix: walk.shape.prefix)
+            // A link walk (the default: no paging configured) that ended where
+            // its headers count more pages: the page's number is its URL's
+            // `page` (WordPress, GitLab), 1 without one.
+            if decoded.1.hint == nil, walk.shape.paging == .link {
+                let number = QueryParameters.value("page", in: url).flatMap { Int($0) } ?? 1
+                decoded.1.hint = MoreHint.find(inHeaders: response.headers, page: number, prefix: walk.shape.prefix)
             }
         case .url(let u): next = u
         case .link(let written):

@@ -54,10 +54,10 @@ public struct MoreHint: Sendable, Equatable {
     static let pageCountHeaders = ["X-WP-TotalPages", "X-Total-Pages"]
     static let nextPageHeaders = ["X-Next-Page"]
 
-    /// A sign of more in the last page's headers (a walk that ended at
-    /// page `page` of a feed whose headers count more pages, or name a next
-    /// page); nil when there is none. Read only where the page itself gave
-    /// no sign: a feed whose `Link` header a proxy dropped still says so.
+    /// A sign of more in the last page's headers (a link walk that ended at
+    /// page number `page` of a feed whose headers count more pages, or name
+    /// a next page); nil when there is none. Read only where the page itself
+    /// gave no sign: a feed whose `Link` header a proxy dropped still says so.
     static func find(inHeaders headers: [String: String], page: Int, prefix: String) -> MoreHint? {
         for name in pageCountHeaders {
             guard let text = headers[name.lowercased()], let count = Int(text.trimmed()), count > page else { continue }

@@ -232,21 +232,25 @@ extension CursorPaging {
 
 extension CountSource {
     /// The count the page at hand gives, nil when it gives none (a missing
-    /// or `null` member, a missing header); anything but a whole number
-    /// fails the refresh, naming `setting`.
+    /// or `null` member, a missing or empty header); anything but a whole
+    /// number from 0 fails the refresh, naming `setting`.
     func count(_ facts: PageFacts, headers: [String: String], setting: String) throws(FeedError) -> Int64? {
+        let count: Int64
         switch self {
         case .pointer(let p):
             guard let value = facts.total, !value.isNull else { return nil }
-            guard let count = value.integer else { throw FeedError("\(setting) \(p) is \(value.kindName), not a whole number") }
-            return count
+            guard let n = value.integer else { throw FeedError("\(setting) \(p) is \(value.kindName), not a whole number") }
+            count = n
         case .header(let h):
-            guard let text = headers[h] else { return nil }
-            guard let count = Int64(text.trimmed()), count >= 0 else {
-                throw FeedError("\(setting) \(self) is \(MoreHint.quoted(.string(text))), not a whole number")
+            guard let text = headers[h]?.trimmed(), !text.isEmpty else { return nil }
+            guard let n = Int64(text) else {
+                let digits = text.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+                throw FeedError("\(setting) \(self) is \(MoreHint.quoted(.string(text))), " + (digits ? "more than 2^63 - 1" : "not a whole number"))
             }
-            return count
+            count = n
         }
+        guard count >= 0 else { throw FeedError("\(setting) \(self) is \(count): a count is never negative") }
+        return count
     }
 }
 

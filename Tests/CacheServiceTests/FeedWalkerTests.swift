@@ -245,6 +245,19 @@ import CacheSystem
         let last = Pages([base: .init(body: #"[{"id":1}]"#, headers: ["x-wp-totalpages": "1", "x-next-page": ""])])
         guard case .success(let l) = walk(last, url: base, shape: FeedShape(prefix: "posts")) else { Issue.record("failed"); return }
         #expect(l.warning == WalkWarning.none)
+        // A walk begun at page 2 that reads pages 2 and 3 of 3 ended at the last
+        // (the review: it warned, counting the pages it read, not their numbers).
+        let counted = ["x-wp-totalpages": "3"]
+        let fromTwo = Pages([base + "?page=2": .init(body: #"[{"id":2}]"#, headers: counted.merging(["link": "<\(base)?page=3>; rel=\"next\""]) { a, _ in a }),
+                             base + "?page=3": .init(body: #"[{"id":3}]"#, headers: counted)])
+        guard case .success(let t) = walk(fromTwo, url: base + "?page=2", shape: FeedShape(prefix: "posts")) else { Issue.record("failed"); return }
+        #expect(t.warning == WalkWarning.none, "\(String(describing: t.warning.text(feed: "posts")))")
+        // Configured paging reads what it was set to: the headers are no sign for it.
+        let offset = Pages([base + "?offset=0": .init(body: #"[{"id":1}]"#, headers: counted), base + "?offset=1": .init(body: "[]", headers: counted)])
+        guard case .success(let o) = walk(offset, url: base, shape: FeedShape(prefix: "posts", paging: .offset(OffsetPaging()))) else {
+            Issue.record("failed"); return
+        }
+        #expect(o.warning == WalkWarning.none)
     }
 
     /// json-server's `X-Total-Count` ends an offset walk whose pages are all full.
@@ -260,16 +273,29 @@ import CacheSystem
         #expect(origin.urls.count == 2, "no request past the total")
     }
 
-    /// A count header that is not a whole number fails the refresh naming
-    /// the setting and the value; a page without the header walks on.
+    /// A count that is not a whole number from 0 fails the refresh naming
+    /// the setting and the value; a page without the header, or with it
+    /// empty, walks on.
     @Test func aCountHeaderThatIsNoNumberFails() {
         let base = "https://wp.test/posts"
-        let origin = Pages([base + "?page=1": .init(body: #"[{"id":1}]"#, headers: ["x-wp-totalpages": "many"])])
         let shape = FeedShape(prefix: "posts", paging: .page(PageNumberPaging(totalPages: .header("x-wp-totalpages"))))
-        guard case .failure(let f) = walk(origin, url: base, shape: shape) else { Issue.record("walked"); return }
-        #expect(f.description.contains(#"posts-total-pages header:x-wp-totalpages is "many", not a whole number"#), "\(f)")
-        let missing = Pages([base + "?page=1": .init(body: #"[{"id":1}]"#), base + "?page=2": .init(body: "[]")])
-        #expect(ids(walk(missing, url: base, shape: shape)) == ["1"])
+        let refused = [("many", #"posts-total-pages header:x-wp-totalpages is "many", not a whole number"#),
+                       ("99999999999999999999", #"is "99999999999999999999", more than 2^63 - 1"#),
+                       ("-1", "posts-total-pages header:x-wp-totalpages is -1: a count is never negative")]
+        for (value, message) in refused {
+            let origin = Pages([base + "?page=1": .init(body: #"[{"id":1}]"#, headers: ["x-wp-totalpages": value])])
+            guard case .failure(let f) = walk(origin, url: base, shape: shape) else { Issue.record("walked: \(value)"); continue }
+            #expect(f.description.contains(message), "\(f)")
+        }
+        for headers in [[:], ["x-wp-totalpages": " "]] {
+            let origin = Pages([base + "?page=1": .init(body: #"[{"id":1}]"#, headers: headers), base + "?page=2": .init(body: "[]")])
+            #expect(ids(walk(origin, url: base, shape: shape)) == ["1"], "\(headers)")
+        }
+        // A negative count in the page is refused the same way.
+        let negative = Pages([base + "?page=1": .init(body: #"{"items":[{"id":1}],"pages":-2}"#)])
+        let inPage = FeedShape(prefix: "posts", items: pointer("/items"), paging: .page(PageNumberPaging(totalPages: .pointer(pointer("/pages")))))
+        guard case .failure(let f) = walk(negative, url: base, shape: inPage) else { Issue.record("walked"); return }
+        #expect(f.description.contains("posts-total-pages /pages is -2: a count is never negative"), "\(f)")
     }
 
     @Test func lemmyPagesUntilAnEmptyPage() {
