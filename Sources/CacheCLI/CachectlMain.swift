@@ -277,9 +277,9 @@ struct Invocation {
     }
 
     /// Whether the next command word is a post ID or row number: right
-    /// after `get post` or `get image`.
+    /// after `get post`, `delete post` or `get image`.
     private var expectsNumber: Bool {
-        command == ["get", "post"] || command == ["get", "image"]
+        command == ["get", "post"] || command == ["delete", "post"] || command == ["get", "image"]
     }
 
     /// One of `--width`, `--height`, `--fit`, `--format` as a member of

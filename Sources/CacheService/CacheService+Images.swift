@@ -23,6 +23,7 @@ extension CacheService {
                 noteHit(ref, counting: countingHit)
                 return .now(.success(entry(index, row, ref, resolvedURL(index, row))))
             }
+            if row.object == nil && row.url.isEmpty { return .now(.failure(unfetchable(index, row.url))) }
             if row.object == nil && !fetch { return .now(.failure(.notCached(row: index))) }
         }
         pool.submit { [self] in imageOnWorker(row: index, fetch: fetch, countingHit: countingHit, completion) }
@@ -41,6 +42,8 @@ extension CacheService {
                 completion(.success(entry(index, row, ref, view.resolved(index))))
                 return
             }
+            // A row without a URL has no image: not found, whether fetching or not, and no miss.
+            if row.url.isEmpty { completion(.failure(unfetchable(index, row.url))); return }
             guard fetch else { completion(.failure(.notCached(row: index))); return }
             counters.withLock { $0.misses += 1 }
             guard let url = view.resolved(index) else { completion(.failure(unfetchable(index, row.url))); return }

@@ -61,7 +61,9 @@ extension CacheService {
         switch result {
         case .success(let r):
             var parts: [String] = []
-            if let p = r.posts { parts.append("posts \(p.fetched) fetched, \(p.unchanged) unchanged, \(p.removed) removed, \(p.invalid) invalid") }
+            if let p = r.posts {
+                parts.append("posts \(p.fetched) fetched, \(p.unchanged) unchanged, \(p.removed) removed, \(p.invalid) invalid, \(p.kept) kept")
+            }
             if let i = r.images {
                 parts.append("images \(i.downloaded) downloaded, \(i.cached) cached, \(i.revalidated) revalidated (\(i.changed) changed), "
                              + "\(i.failed) failed, \(i.skipped) skipped, \(i.transfers) transfers, \(i.bytes) bytes")

@@ -39,14 +39,16 @@ extension CacheService {
         let view = manifestView()
         let now = Clock.wallMilliseconds()
         let revalidateAfter = feeds.withLock { $0.imagesRevalidateAfter }
-        let failures = imageFetcher.failures(keeping: Set(rows.indices.map { view.resolved($0) ?? rows[$0].url }))
+        // A row without a URL keeps the failure of "" only while no row has
+        // one: once one does, such rows are skipped, and have no image, not a failure.
+        let someURL = rows.contains { !$0.url.isEmpty }
+        let failures = imageFetcher.failures(keeping: Set(rows.indices.map { view.resolved($0) ?? rows[$0].url }.filter { !$0.isEmpty || !someURL }))
         var plan = FetchPlan()
         var stale: [String: Revalidation] = [:]
         var needsDownload: Set<String> = []
         // A row with no URL has nothing to fetch (a feed's post without an
         // image, when the feed is its own manifest): skipped, not failed,
         // unless no row has one (then `images-url-field` is likely wrong).
-        let someURL = rows.contains { !$0.url.isEmpty }
         for (i, row) in rows.enumerated() {
             guard let url = view.resolved(i) else {
                 if row.url.isEmpty && someURL {

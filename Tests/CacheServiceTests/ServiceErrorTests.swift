@@ -40,10 +40,14 @@ import CacheSystem
         let empty = await answer { s.image(row: 0, fetch: true, then: $0) }
         guard case .failure(let e0) = empty.result, case .notFound = e0 else { Issue.record("row 0: \(empty.result)"); return }
         #expect(e0.description.hasPrefix("row 0 has no image: the manifest gives it no url"), "\(e0)")
+        // Not fetching changes nothing: it has no image, cached or not.
+        let unfetched = await answer { s.image(row: 0, fetch: false, then: $0) }
+        guard case .failure(.notFound) = unfetched.result else { Issue.record("row 0 without fetching: \(unfetched.result)"); return }
         let ftp = await answer { s.image(row: 1, fetch: true, then: $0) }
         guard case .failure(let e1) = ftp.result, case .origin = e1 else { Issue.record("row 1: \(ftp.result)"); return }
         #expect(e1.description == "row 1: refusing to fetch ftp://example.test/a.png: only http and https URLs are fetched")
         #expect(s.status().counters.upstreamErrors == 0)
+        #expect(s.status().counters.misses == 1, "the ftp row's request is a miss; the row without a URL none")
         #expect(try h.origin!.requests().map(\.path) == ["/images/manifest.json"])
     }
 

@@ -33,6 +33,16 @@ import CacheSystem
         let wrong = try await completion { none.service.prefetch(.images, force: false, progress: { _ in }, then: $0) }.get()
         #expect(wrong.images?.failed == 2 && wrong.images?.skipped == 0)
         #expect(wrong.images?.failures.first?.error == "no url in the manifest (no row has one: is images-url-field the member that names the image?)")
+        // Once a row has a URL, the others are rows without an image: skipped,
+        // and no longer carrying the failure of when none had one (the review).
+        let manifestPath = none.origin!.root + "/images/manifest.json"
+        try PagedRefreshTests.write(none.origin!, "images/manifest.json", #"[{"url": "01-sunrise.png"}, {"image": "02-ocean.png"}]"#)
+        // Dated later: a Last-Modified of the same second would be answered 304.
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(5)], ofItemAtPath: manifestPath)
+        let fixed = try await completion { none.service.prefetch(.images, force: false, progress: { _ in }, then: $0) }.get()
+        #expect(fixed.images?.downloaded == 1 && fixed.images?.skipped == 1 && fixed.images?.failed == 0, "\(String(describing: fixed.images))")
+        let rows = try await answer { none.service.images(offset: 0, limit: nil, then: $0) }.result.get().images
+        #expect(rows.count == 2 && rows[1].lastError == nil, "\(rows.map { String(describing: $0.lastError) })")
     }
 
     @Test func prefetchAllDownloadsEverythingOnceThenFindsItCached() async throws {

@@ -50,6 +50,11 @@ import CacheSystem
         // with get post and delete post alone.
         let string = try cachectl(["get", "post", "--string", "-6"], socket: s)
         #expect(string.status == 4 && string.stderr.contains(#"post "-6" not found"#), "\(string.stderr)")
+        // delete post takes a negative id as get post does (it was "unknown option -6").
+        for args in [["delete", "post", "-6"], ["delete", "post", "--string", "-6"]] {
+            let r = try cachectl(args, socket: s)
+            #expect(r.status == 4 && r.stderr.contains("-6"), "\(args): \(r.stderr)")
+        }
         for args in [["get", "posts", "--string"], ["--string", "status"], ["get", "image", "1", "--string"]] {
             let r = try cachectl(args, socket: s)
             #expect(r.status == 2 && r.stderr == "cachectl: --string goes with get post ID and delete post ID\n", "\(args): \(r.stderr)")
