@@ -735,13 +735,14 @@ def reference_read(url, settings, prefix, etags, max_pages=50):
         elif kind == "offset":
             limit = int(size or url_limit or 0)
             if not raw:
-                if opt("total") and offset < int(_get(doc, opt("total")) or 0):
+                if opt("total") and offset < (_count(doc, rh, opt("total")) or 0):
                     raise ValueError("the offset does not advance on page %d" % len(pages))
                 url = None
                 continue
             offset += len(raw)
-            if opt("total"):
-                done = offset >= int(_get(doc, opt("total")))
+            total = _count(doc, rh, opt("total")) if opt("total") else None
+            if total is not None:
+                done = offset >= total
             else:
                 done = bool(limit) and len(raw) < limit
             url = None if done else at([(opt("offset-param", "offset"), offset)] +
@@ -752,11 +753,21 @@ def reference_read(url, settings, prefix, etags, max_pages=50):
                 url = None
                 continue
             page_no += 1
-            if opt("total-pages") and page_no - start >= int(_get(doc, opt("total-pages"))):
+            count = _count(doc, rh, opt("total-pages")) if opt("total-pages") else None
+            if count is not None and page_no - start >= count:
                 url = None
             else:
                 url = at([(opt("page-param", "page"), page_no)])
     return pages, items, signs
+
+
+def _count(doc, headers, setting):
+    """A count named by a paging setting: a JSON Pointer into the page, or header:NAME."""
+    if setting.lower().startswith("header:"):
+        value = headers.get(setting[len("header:"):].strip())
+        return int(value) if value and value.strip() else None
+    value = _get(doc, setting)
+    return None if value is None else int(value)
 
 
 def _get(doc, ptr):
