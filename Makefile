@@ -103,7 +103,7 @@ test: lint check-version check
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 	@date -u +'make test: [%T] docs, package, install'
 	$(MAKE) --no-print-directory check-docs check-package check-install
-	@date -u +'make test: [%T] done
+	@date -u +'make test: [%T] done'
 
 # swift format (the toolchain's) with .swift-format, every finding an error
 # (about 2 s). It checks the rules alone (LINT_FLAGS): the code's line breaks
