@@ -1,4 +1,7 @@
 # bash completion for cachectl                                 -*- shell-script -*-
+# Held to `cachectl --help` by Tests/python/test_completion.py: every
+# command, subcommand and option the usage names is completed where it
+# applies, and nothing the usage does not name.
 _cachectl() {
     local cur prev cmd="" sub="" i
     cur=${COMP_WORDS[COMP_CWORD]}
@@ -7,7 +10,7 @@ _cachectl() {
         --socket|-s|-o|--output)
             COMPREPLY=($(compgen -f -- "$cur"))
             return ;;
-        --timeout|--query|-q|--width|--height)
+        --timeout|--query|-q|--width|--height|--offset|--limit)
             COMPREPLY=()
             return ;;
         --fit)
@@ -25,24 +28,35 @@ _cachectl() {
     esac
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-            --socket|-s|-o|--output|--timeout|--instance|--query|-q|--width|--height|--fit|--format) ((i++)) ;;
+            --socket|-s|-o|--output|--timeout|--instance|--query|-q|--width|--height|--fit|--format|--offset|--limit) ((i++)) ;;
+            --) ;;
             -*) ;;
             *) if [[ -z $cmd ]]; then cmd=${COMP_WORDS[i]}; elif [[ -z $sub ]]; then sub=${COMP_WORDS[i]}; fi ;;
         esac
     done
     case $cmd in
         "")
-            COMPREPLY=($(compgen -W "get prefetch status verify gc compact ping metrics --socket --instance --timeout --json --help --version" -- "$cur")) ;;
+            COMPREPLY=($(compgen -W "get prefetch delete status verify gc compact ping metrics --socket --instance --timeout --json --help --version" -- "$cur")) ;;
         get)
-            if [[ -z $sub ]]; then
-                COMPREPLY=($(compgen -W "post posts image images objects" -- "$cur"))
-            elif [[ $sub == image ]]; then
-                COMPREPLY=($(compgen -W "-o --width --height --fit --format" -- "$cur"))
-            elif [[ $sub == posts ]]; then
-                COMPREPLY=($(compgen -W "--query" -- "$cur"))
-            fi ;;
+            case $sub in
+                "") COMPREPLY=($(compgen -W "post posts image images objects" -- "$cur")) ;;
+                post) COMPREPLY=($(compgen -W "--string" -- "$cur")) ;;
+                posts) COMPREPLY=($(compgen -W "--query --offset --limit" -- "$cur")) ;;
+                image) COMPREPLY=($(compgen -W "-o --width --height --fit --format" -- "$cur")) ;;
+                images) COMPREPLY=($(compgen -W "--offset --limit" -- "$cur")) ;;
+                objects) COMPREPLY=($(compgen -W "-o" -- "$cur")) ;;
+            esac ;;
+        delete)
+            case $sub in
+                "") COMPREPLY=($(compgen -W "post" -- "$cur")) ;;
+                post) COMPREPLY=($(compgen -W "--string" -- "$cur")) ;;
+            esac ;;
         prefetch)
-            COMPREPLY=($(compgen -W "all posts images --force" -- "$cur")) ;;
+            if [[ -z $sub ]]; then
+                COMPREPLY=($(compgen -W "all posts images --force" -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W "--force" -- "$cur"))
+            fi ;;
     esac
 }
 complete -F _cachectl cachectl
