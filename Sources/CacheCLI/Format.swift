@@ -101,9 +101,9 @@ enum Format {
         func fitting(_ entries: [JSON], ids: [JSON]?) -> PostColumns {
             var c = self
             for (i, p) in entries.enumerated() {
-                let id = text(ids.flatMap { i < $0.count ? $0[i] : nil } ?? p["id"]).count
+                let id = TerminalWidth.cells(text(ids.flatMap { i < $0.count ? $0[i] : nil } ?? p["id"]))
                 c.id = max(c.id, min(id, Self.maxWidth))
-                c.user = max(c.user, min(text(p["userId"]).count, Self.maxWidth))
+                c.user = max(c.user, min(TerminalWidth.cells(text(p["userId"])), Self.maxWidth))
             }
             return c
         }
@@ -268,11 +268,13 @@ enum Format {
         "cached \(text(a["version"])) (protocol \(text(a["protocol"]))) answers on \(socket)"
     }
 
+    /// `s` right-aligned in `n` terminal cells (a wide character takes two).
     private static func pad(_ s: String, _ n: Int) -> String {
-        s.count >= n ? s : String(repeating: " ", count: n - s.count) + s
+        let cells = TerminalWidth.cells(s)
+        return cells >= n ? s : String(repeating: " ", count: n - cells) + s
     }
 
     private static func left(_ s: String, _ n: Int) -> String {
-        s + String(repeating: " ", count: max(0, n - s.count))
+        s + String(repeating: " ", count: max(0, n - TerminalWidth.cells(s)))
     }
 }

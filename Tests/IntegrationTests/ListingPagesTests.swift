@@ -71,6 +71,26 @@ import CachedClient
         #expect(lines.dropFirst(3).first == url + "  " + String(repeating: " ", count: "alice@example.social".count - 1) + "-  three", "\(table.stdout)")
     }
 
+    /// A terminal draws a CJK character or an emoji two cells wide and a
+    /// combining mark in its letter's cell: the columns count cells, not
+    /// characters (they misaligned a line by a cell per wide character).
+    @Test func getPostsColumnsCountTerminalCells() throws {
+        let origin = try Origin()
+        try origin.write("posts.json", #"""
+            [{"id":"東京","userId":"山田太郎","title":"one"},{"id":"e\u0301","userId":"e\u0301x","title":"two"},
+             {"id":7,"userId":"\ud83d\udc69\u200d\ud83d\udc69\u200d\ud83d\udc67","title":"three"}]
+            """#)
+        let daemon = try Daemon(origin: origin)
+        let table = try cachectl(["get", "posts"], socket: daemon.socket)
+        #expect(table.status == 0, "\(table.stderr)")
+        let lines = table.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "   ID      USER  TITLE", "\(table.stdout)")
+        let byTitle = Dictionary(lines.dropFirst().map { ($0.split(separator: " ").last.map(String.init) ?? "", $0) }, uniquingKeysWith: { a, _ in a })
+        #expect(byTitle["one"] == " 東京  山田太郎  one", "\(table.stdout)")
+        #expect(byTitle["two"] == "    e\u{301}        e\u{301}x  two", "\(table.stdout)")
+        #expect(byTitle["three"] == "    7        \u{1F469}\u{200D}\u{1F469}\u{200D}\u{1F467}  three", "\(table.stdout)")
+    }
+
     @Test func getPostsPrintsEveryPostOrThePageAsked() throws {
         let origin = try Origin()
         try origin.write("posts.json", Self.feed(3500))
