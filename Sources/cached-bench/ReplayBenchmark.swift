@@ -48,7 +48,7 @@ enum ReplayBenchmark {
 
     // A script of steps (write a log, replay it, start the daemon, measure),
     // read top to bottom like the figures it prints.
-    static func replay(records: Int, daemon: String?, keep: Bool) throws {
+    static func replay(records: Int, posts: Bool = false, daemon: String?, keep: Bool) throws {
         var template = Array("/tmp/cached-bench-XXXXXX".utf8CString)
         let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
         defer {
@@ -59,28 +59,9 @@ enum ReplayBenchmark {
         let store = dir + "/store"
         try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
 
-        // Rows of three records each: row, rowObject, access.
-        let rows = max(1, records / 3)
-        var bytes = RecordCodec.fileHeader
-        bytes.reserveCapacity(rows * 110)
-        var written = 0
-        let now = Clock.wallMilliseconds()
-        for r in 0..<rows {
-            let hash = Hash128(high: UInt64(r) &* 0x9E37_79B9_7F4A_7C15, low: UInt64(r))
-            RecordCodec.encode(.row(row: r, url: "images/\(r).jpg", description: nil), into: &bytes)
-            RecordCodec.encode(.rowObject(row: r, hash: hash, size: Int64(50_000 + r % 1000), type: .jpeg), into: &bytes)
-            RecordCodec.encode(.access(hash: hash, time: now - Int64(r)), into: &bytes)
-            written += 3
-            if r % 64 == 63 || r == rows - 1 {
-                RecordCodec.encode(.commit, into: &bytes)
-                written += 1
-            }
-        }
-        RecordCodec.encode(.manifestSize(count: rows), into: &bytes)
-        RecordCodec.encode(.commit, into: &bytes)
-        written += 2
+        var (bytes, written, what) = posts ? postsLog(count: records) : rowsLog(records: records)
         try writeSynced(bytes, to: store + "/index.log")
-        print("log: \(written) records (\(rows) rows), \(formatSize(Int64(bytes.count)))")
+        print("log: \(written) records (\(what)), \(formatSize(Int64(bytes.count)))")
         bytes = []
         // The log's buffer is freed, and glibc would keep a small one's pages
         // (a 1,000,000-record log's 30 MB) for the replay to reuse, where a
@@ -100,8 +81,8 @@ enum ReplayBenchmark {
         let stats = s.stats()
         s.close()
         let perRecord = Double(rssAfter - rssBefore) / Double(written)
-        print(String(format: "in-process replay: %.3f s, %.0f records/s, resident +%@ = %.0f bytes/record (%d rows cached)",
-                     replaySeconds, Double(written) / replaySeconds, formatSize(Int64(rssAfter - rssBefore)), perRecord, stats.rowsCached))
+        print(String(format: "in-process replay: %.3f s, %.0f records/s, resident +%@ = %.0f bytes/record (%d rows cached, %d posts)",
+                     replaySeconds, Double(written) / replaySeconds, formatSize(Int64(rssAfter - rssBefore)), perRecord, stats.rowsCached, stats.posts))
         // On a shared machine the wall time also holds the other tenants'
         // turns on the CPU; the CPU time is the replay's own work.
         print(String(format: "in-process CPU: %.3f s (user and system)", replayCPU))
@@ -137,6 +118,55 @@ enum ReplayBenchmark {
         print(String(format: "daemon: first ping answered %.3f s after exec, resident %@ = %.0f bytes/record",
                      ready, formatSize(Int64(rss)), Double(rss) / Double(written)))
         print("daemon's own replay: " + daemonReplay(log: logPath))
+    }
+
+    /// A log of about `records` records: rows of three records each (row,
+    /// rowObject, access), in transactions of 64 rows, and the manifest's size.
+    static func rowsLog(records: Int) -> (bytes: [UInt8], records: Int, what: String) {
+        let rows = max(1, records / 3)
+        var bytes = RecordCodec.fileHeader
+        bytes.reserveCapacity(rows * 110)
+        var written = 0
+        let now = Clock.wallMilliseconds()
+        for r in 0..<rows {
+            let hash = Hash128(high: UInt64(r) &* 0x9E37_79B9_7F4A_7C15, low: UInt64(r))
+            RecordCodec.encode(.row(row: r, url: "images/\(r).jpg", description: nil), into: &bytes)
+            RecordCodec.encode(.rowObject(row: r, hash: hash, size: Int64(50_000 + r % 1000), type: .jpeg), into: &bytes)
+            RecordCodec.encode(.access(hash: hash, time: now - Int64(r)), into: &bytes)
+            written += 3
+            if r % 64 == 63 || r == rows - 1 {
+                RecordCodec.encode(.commit, into: &bytes)
+                written += 1
+            }
+        }
+        RecordCodec.encode(.manifestSize(count: rows), into: &bytes)
+        RecordCodec.encode(.commit, into: &bytes)
+        return (bytes, written + 2, "\(rows) rows")
+    }
+
+    /// A log of `count` posts as a compacted log holds them (transactions
+    /// of 64), each shaped like jsonplaceholder's (about 280 bytes, as
+    /// scripts/benchlib.py's `post_json`): what a restart with a million
+    /// posts replays (issue 34, point 7).
+    static func postsLog(count: Int) -> (bytes: [UInt8], records: Int, what: String) {
+        let words = ["lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do",
+                     "eiusmod", "tempor", "incididunt", "ut", "labore", "et", "dolore", "magna", "aliqua", "enim"]
+        var bytes = RecordCodec.fileHeader
+        bytes.reserveCapacity(count * 300)
+        var written = 0
+        for i in 1...max(1, count) {
+            let title = (1...6).map { words[(i * $0) % words.count] }.joined(separator: " ")
+            let body = (1...4).map { j in (1...7).map { k in words[(i + k * j) % words.count] }.joined(separator: " ") }
+                .joined(separator: "\\n")
+            let json = "{\"userId\":\(i / 10 + 1),\"id\":\(i),\"title\":\"\(title)\",\"body\":\"\(body)\"}"
+            RecordCodec.encode(.post(id: .int(Int64(i)), json: Array(json.utf8)), into: &bytes)
+            written += 1
+            if i % 64 == 0 || i == max(1, count) {
+                RecordCodec.encode(.commit, into: &bytes)
+                written += 1
+            }
+        }
+        return (bytes, written, "\(max(1, count)) posts")
     }
 
     /// The daemon's own figure of its replay, from its log: "the log
