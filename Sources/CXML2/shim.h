@@ -1,6 +1,8 @@
 // libxml2's streaming reader, for the RSS and Atom reader of CacheService
-// (XMLFeedReader.swift). Only what Swift cannot reach directly is added here.
+// (XMLFeedReader.swift), and its HTML parser, for the text of an HTML title
+// or summary (HTMLText.swift). Only what Swift cannot reach directly is added here.
 #include <libxml/xmlreader.h>
+#include <libxml/HTMLparser.h>
 #include <libxml/parserInternals.h>
 
 /// Whether a DOCTYPE node (the reader's XML_READER_TYPE_DOCUMENT_TYPE)

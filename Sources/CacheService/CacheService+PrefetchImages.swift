@@ -55,7 +55,8 @@ extension CacheService {
                     plan.summary.skipped += 1
                     continue
                 }
-                let reason = row.url.isEmpty ? "no url in the manifest (no row has one: is images-url-field the member that names the image?)"
+                let reason = row.url.isEmpty ? "no url in the manifest (no row has one: is images-url-field the member that names the image? "
+                    + "An RSS or Atom item has an /image only from an image enclosure, media:content, media:thumbnail or itunes:image)"
                                              : "not an http or https URL"
                 plan.summary.failed += 1
                 plan.summary.failures.append(RowFailure(row: i, url: row.url, error: reason))

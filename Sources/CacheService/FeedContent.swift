@@ -90,16 +90,43 @@ enum FeedContent {
     }
 
     /// Why an answer is refused as HTML, or nil: a body that begins as an
-    /// HTML document does (`<!DOCTYPE html`, `<html`), or any markup served
-    /// as `text/html`. JSON is read whatever its `Content-Type` says.
+    /// HTML document does (`<!DOCTYPE html`, `<html`), or markup served as
+    /// `text/html` that is no mislabeled feed (`isMislabeledFeed`). JSON is
+    /// read whatever its `Content-Type` says.
     static func htmlRefusal(_ body: [UInt8], contentType: String?) -> String? {
         let start = start(of: body)
         guard start.first == UInt8(ascii: "<") else { return nil }
         let head = String(decoding: start.prefix(64), as: UTF8.self).lowercased()
         let type = mediaType(contentType)
-        guard head.hasPrefix("<!doctype html") || head.hasPrefix("<html") || type == "text/html" else { return nil }
+        guard head.hasPrefix("<!doctype html") || head.hasPrefix("<html") || (type == "text/html" && !isMislabeledFeed(start)) else { return nil }
         return "the answer is an HTML page (Content-Type: \(type ?? "none")), not a feed (JSON, RSS or Atom): "
             + "the URL may be a site's page rather than its API or feed, or the API answers HTML unless asked for JSON "
             + "(set fetch-header = \"Accept: application/json\")"
+    }
+
+    /// WHATWG MIME Sniffing, 7.3 ("Sniffing a mislabeled feed"), as browsers
+    /// and feed readers read a feed a server sends as `text/html`: after
+    /// comments (`<!-- -->`), declarations (`<!DOCTYPE ...>`) and processing
+    /// instructions (`<?xml ...?>`), within the first 512 bytes, the first
+    /// element is `<rss`, `<feed` or `<rdf:RDF`. `start`: the body from its
+    /// first byte that is not a byte order mark or white space.
+    static func isMislabeledFeed(_ start: ArraySlice<UInt8>) -> Bool {
+        let head = Array(start.prefix(512))
+        var i = 0
+        func at(_ s: String) -> Bool { head[i...].starts(with: Array(s.utf8)) }
+        func skip(past end: String) -> Bool {
+            let e = Array(end.utf8)
+            guard let found = (i..<head.count).first(where: { head[$0...].starts(with: e) }) else { return false }
+            i = found + e.count
+            return true
+        }
+        while i < head.count {
+            if [0x20, 0x09, 0x0A, 0x0D].contains(head[i]) { i += 1; continue }
+            guard head[i] == UInt8(ascii: "<") else { return false }
+            if at("<!--") { guard skip(past: "-->") else { return false }; continue }
+            if at("<!") || at("<?") { guard skip(past: ">") else { return false }; continue }
+            return at("<rss") || at("<feed") || at("<rdf:RDF")
+        }
+        return false
     }
 }

@@ -35,13 +35,28 @@ struct XMLFeedEntry {
     var authors: [(name: String?, url: String?)] = []
     var enclosures: [Enclosure] = []
     var mediaImages: [String] = []
+    /// `media:content` that says neither its `medium` nor its `type`.
+    var untypedMedia: [String] = []
     var thumbnails: [String] = []
     var itunesImage: String?
     var tags: [String] = []
 
     /// The item's image from the entry itself, by the mapping's order of preference.
     var image: String? {
-        enclosures.first { $0.type.map(isImageType) ?? false }?.url ?? mediaImages.first ?? thumbnails.first ?? itunesImage
+        enclosures.first { $0.type.map(isImageType) ?? false }?.url ?? mediaImages.first ?? thumbnails.first ?? untypedMedia.first
+            ?? itunesImage
+    }
+
+    /// The file name extensions of audio, video and documents: a
+    /// `media:content` without `medium` or `type` whose URL's path ends so is
+    /// no image candidate.
+    static let noImageExtensions: Set<String> = ["mp3", "m4a", "aac", "ogg", "oga", "opus", "wav", "flac", "mp4", "m4v", "mov",
+                                                 "webm", "mkv", "avi", "mpg", "mpeg", "m3u8", "mpd", "pdf", "zip", "txt", "html"]
+
+    static func namesNoImage(_ url: String) -> Bool {
+        let path = url.split(separator: "?", maxSplits: 1).first.map { $0.split(separator: "#", maxSplits: 1).first ?? $0 } ?? ""
+        guard let name = path.split(separator: "/").last, let dot = name.lastIndex(of: ".") else { return false }
+        return noImageExtensions.contains(name[name.index(after: dot)...].lowercased())
     }
 
     /// The item object; `image` is the entry's own or the channel's.
@@ -68,7 +83,8 @@ struct XMLFeedEntry {
             add("summary", summary)
         } else if let contentEncoded {
             add("content_html", contentEncoded)
-            add("summary", description)
+            // JSON Feed's summary is plain text; RSS's description is HTML.
+            add("summary", description.map(HTMLText.plain).flatMap(\.nonEmpty))
         } else {
             add("content_html", description)
         }

@@ -10,6 +10,8 @@ struct XMLFeedMapping: XMLEventSink {
     enum Namespace {
         static let atom = "http://www.w3.org/2005/Atom"
         static let rss1 = "http://purl.org/rss/1.0/"
+        /// RSS 0.90 (Netscape, 1999): `rdf:RDF` as RSS 1.0, its elements in this namespace.
+        static let rss090 = "http://my.netscape.com/rdf/simple/0.9/"
         static let rdf = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
         static let content = "http://purl.org/rss/1.0/modules/content/"
         static let dc = "http://purl.org/dc/elements/1.1/"
@@ -26,11 +28,15 @@ struct XMLFeedMapping: XMLEventSink {
     }
 
     /// The element whose text is being gathered. `markup`: XHTML content,
-    /// written out as HTML (its wrapping xhtml `div` left out).
+    /// written out as HTML (its wrapping xhtml `div` left out). `plain`: a
+    /// JSON Feed plain-text member (a title, a summary) from an Atom text
+    /// construct of type `html` (its HTML made text, `HTMLText`) or `xhtml`
+    /// (its text alone), white space collapsed.
     private struct Capture {
         var field: Field
         var depth: Int
         var markup: Bool
+        var plain: Plain = .no
         /// What a URL in the text resolves against.
         var base: String?
         var text = ""
@@ -40,6 +46,9 @@ struct XMLFeedMapping: XMLEventSink {
     /// The namespace of the format's own item elements ("" for RSS 2.0).
     private var core = ""
     private var items: [JSON] = []
+    /// Elements where an entry goes, named as one (`item`, `entry`), in
+    /// another namespace than the format's: how many, and the first one's.
+    private var unrecognized = (count: 0, namespace: "")
     private var next: String?
     private var channelImage: String?
     /// Items made before the channel's image was seen, which had none of their own.
@@ -76,6 +85,14 @@ struct XMLFeedMapping: XMLEventSink {
     /// The page once the whole document was read.
     func page() throws(FeedError) -> XMLFeedPage {
         guard let format else { throw FeedError("an XML document without a root element, not RSS or Atom") }
+        // Stored, a page of entries none of which was read would remove
+        // every post the feed had, and say nothing.
+        if unrecognized.count > 0 {
+            let local = format == .atom ? "entry" : "item"
+            let namespace = unrecognized.namespace.isEmpty ? "no namespace" : "namespace \(unrecognized.namespace.cut(toBytes: 200))"
+            throw FeedError("\(unrecognized.count) <\(local)> element\(unrecognized.count == 1 ? " is" : "s are") in \(namespace), not "
+                + "\(format.rawValue)'s (\(core.isEmpty ? "no namespace" : core)): not read as posts, so nothing was stored")
+        }
         var items = items
         if let channelImage {
             for i in imageless { items[i] = XMLFeedEntry.adding(image: channelImage, to: items[i]) }
@@ -109,13 +126,16 @@ struct XMLFeedMapping: XMLEventSink {
             try root(name)
         } else if entry != nil {
             entryStart(name, attribute: attribute, url: url, depth: depth, parent: parent)
-        } else if isEntry(name, depth: depth, parent: parent) {
+        } else if isEntry(name, depth: depth, parent: parent) || isRSS090(name, depth: depth) {
             var started = XMLFeedEntry()
             if format == .rss1 {
                 started.about = attributes.first { $0.namespace == Namespace.rdf && $0.local == "about" }?.value.trimmingXMLSpace().nonEmpty
             }
             entry = started
             entryDepth = depth
+        } else if isMisplacedEntry(name, depth: depth, parent: parent) {
+            unrecognized.count += 1
+            if unrecognized.count == 1 { unrecognized.namespace = name.namespace }
         } else if format == .atom ? depth == 1 : depth == 2 && parent?.local == "channel" {
             // The channel's own elements: the next page, the podcast's image.
             if name == XMLName(namespace: Namespace.atom, local: "link"), relation(attribute("rel")) == "next", next == nil {
@@ -178,15 +198,38 @@ struct XMLFeedMapping: XMLEventSink {
         }
     }
 
+    /// RSS 0.90's first `item`: the RDF family read in its namespace from
+    /// here on (its `title`, `link` and `description` are in it too).
+    private mutating func isRSS090(_ name: XMLName, depth: Int) -> Bool {
+        guard format == .rss1, depth == 1, name == XMLName(namespace: Namespace.rss090, local: "item"), items.isEmpty else { return false }
+        core = Namespace.rss090
+        return true
+    }
+
+    /// Named as the format's entry and where one goes, but in another namespace.
+    private func isMisplacedEntry(_ name: XMLName, depth: Int, parent: XMLName?) -> Bool {
+        switch format {
+        case .rss2: return name.local == "item" && depth == 2 && parent?.local == "channel"
+        case .rss1: return name.local == "item" && depth == 1
+        case .atom: return name.local == "entry" && depth == 1
+        case nil: return false
+        }
+    }
+
     /// An element inside an item or entry: which field or attributes it gives.
     /// `url` reads an attribute as a URL, resolved against the element's base.
     private mutating func entryStart(_ name: XMLName, attribute: (String) -> String?, url: (String) -> String?,
                                      depth: Int, parent: XMLName?) {
         let level = depth - entryDepth
         if name.namespace == Namespace.media {  // Media RSS, also inside media:group or media:content
-            if name.local == "content", let url = url("url"),
-               attribute("medium") == "image" || attribute("type").map(isImageType) == true {
-                entry?.mediaImages.append(url)
+            if name.local == "content", let url = url("url") {
+                let (medium, type) = (attribute("medium"), attribute("type"))
+                if medium == "image" || type.map(isImageType) == true {
+                    entry?.mediaImages.append(url)
+                } else if medium == nil, type == nil, !XMLFeedEntry.namesNoImage(url) {
+                    // Both are optional (Media RSS 1.5.1): the Guardian's are images with neither.
+                    entry?.untypedMedia.append(url)
+                }
             } else if name.local == "thumbnail", let url = url("url") {
                 entry?.thumbnails.append(url)
             }
@@ -228,8 +271,8 @@ struct XMLFeedMapping: XMLEventSink {
         let type = attribute("type")?.lowercased()
         switch local {
         case "id": begin(.atomID, depth)
-        case "title": begin(.title, depth, markup: type == "xhtml")
-        case "summary": begin(.summary, depth, markup: type == "xhtml")
+        case "title": begin(.title, depth, plain: Self.plain(ofType: type))
+        case "summary": begin(.summary, depth, plain: Self.plain(ofType: type))
         case "published": begin(.published, depth)
         case "updated": begin(.updated, depth)
         case "author": author = (nil, nil)
@@ -267,14 +310,31 @@ struct XMLFeedMapping: XMLEventSink {
         depth == capture.depth + 1 && name == XMLName(namespace: XMLMarkup.xhtml, local: "div")
     }
 
-    private mutating func begin(_ field: Field, _ depth: Int, markup: Bool = false) {
-        capture = Capture(field: field, depth: depth, markup: markup, base: base)
+    private enum Plain { case no, fromHTML, fromText }
+
+    private mutating func begin(_ field: Field, _ depth: Int, markup: Bool = false, plain: Plain = .no) {
+        capture = Capture(field: field, depth: depth, markup: markup, plain: plain, base: base)
+    }
+
+    /// How an Atom text construct of `type` becomes a plain-text member (RFC 4287, 3.1).
+    private static func plain(ofType type: String?) -> Plain {
+        switch type ?? "text" {
+        case "html", "text/html": return .fromHTML
+        case "xhtml", "application/xhtml+xml": return .fromText
+        default: return .no
+        }
     }
 
     /// A gathered text: surrounding whitespace dropped, an empty one is no value.
     /// The first of a repeated single field wins.
     private mutating func finish(_ capture: Capture) {
-        guard let text = capture.text.trimmingXMLSpace().nonEmpty else { return }
+        let gathered: String
+        switch capture.plain {
+        case .no: gathered = capture.text
+        case .fromHTML: gathered = HTMLText.plain(capture.text)
+        case .fromText: gathered = HTMLText.collapsed(capture.text)
+        }
+        guard let text = gathered.trimmingXMLSpace().nonEmpty else { return }
         func set(_ field: WritableKeyPath<XMLFeedEntry, String?>) {
             if entry?[keyPath: field] == nil { entry?[keyPath: field] = text }
         }

@@ -91,13 +91,23 @@ enum XMLStream {
             xmlCharEncCloseFunc(handler)
             options |= Int32(XML_PARSE_IGNORE_ENC.rawValue)  // RFC 7303: the charset wins over the declaration.
         }
+        // ISO-8859-1 and US-ASCII, from either side, are windows-1252, which
+        // is decoded here, as WHATWG's table says (XMLEncoding): libxml2
+        // then reads UTF-8 and leaves the declaration aside.
+        var encoding = charset
+        var body = body
+        if XMLEncoding.effective(charset: charset, body: body) == "windows-1252" {
+            body = XMLEncoding.windows1252ToUTF8(body)
+            encoding = "UTF-8"
+            options |= Int32(XML_PARSE_IGNORE_ENC.rawValue)
+        }
         // Whatever libxml2 reports outside the reader on this thread goes nowhere (not stderr).
         xmlSetStructuredErrorFunc(nil) { _, _ in }
         let errors = ParseErrors()
         let result: Result<Void, FeedError> = body.withUnsafeBufferPointer { buffer in
             guard let base = buffer.baseAddress,
                   let reader = base.withMemoryRebound(to: CChar.self, capacity: buffer.count, {
-                      xmlReaderForMemory($0, Int32(buffer.count), nil, charset, options)
+                      xmlReaderForMemory($0, Int32(buffer.count), nil, encoding, options)
                   }) else { return .failure(FeedError("libxml2 could not start reading the document")) }
             var leftDocument: xmlDocPtr?
             defer {

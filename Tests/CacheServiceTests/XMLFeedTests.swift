@@ -66,7 +66,7 @@ private func itemTexts(_ xml: String) throws -> [String] {
         let texts = try itemTexts(Self.wordpress)
         #expect(texts == [
             #"{"id":"https://blog.example.org/?p=42","url":"https://blog.example.org/2024/06/hello/","title":"Hello & welcome","#
-                + #""content_html":"<p>Full <b>text</b> &amp; more.</p>\n<p>Second paragraph.</p>","summary":"<p>The excerpt [&#8230;]</p>","#
+                + #""content_html":"<p>Full <b>text</b> &amp; more.</p>\n<p>Second paragraph.</p>","summary":"The excerpt […]","#
                 + #""date_published":"2024-06-03T09:12:44Z","authors":[{"name":"Jane Doe"}],"tags":["News","Swift"]}"#,
             #"{"id":"https://blog.example.org/2024/05/plain/","url":"https://blog.example.org/2024/05/plain/","title":"Plain","#
                 + #""content_html":"<p>Only a description &amp; no content.</p>","date_published":"2024-05-31T18:00:00Z"}"#,
@@ -237,15 +237,15 @@ private func itemTexts(_ xml: String) throws -> [String] {
         let texts = try itemTexts(Self.atom)
         #expect(texts == [
             #"{"id":"tag:example.org,2003:3.2397","url":"http://example.org/2005/04/02/atom","#
-                + #""title":"Atom draft-07 snapshot <em>now</em>","#
+                + #""title":"Atom draft-07 snapshot now","#
                 + #""content_html":"<p><i>[Update: The Atom draft is finished.]</i> A &amp; B &lt; C<br>next line <img src=\"a.png\" alt=\"x &quot;y&quot;\"></p>","#
                 + #""summary":"A short summary.","date_published":"2003-12-13T12:29:29Z","date_modified":"2005-07-31T12:29:29Z","#
                 + #""authors":[{"name":"Mark Pilgrim","url":"http://example.org/"}],"image":"http://example.org/cover.png","#
                 + #""attachments":[{"url":"http://example.org/audio/ph34r_my_podcast.mp3","mime_type":"audio/mpeg","size_in_bytes":1337},"#
                 + #"{"url":"http://example.org/cover.png","mime_type":"image/png"}],"tags":["atom"]}"#,
             #"{"id":"http://example.org/2005/04/03/second","url":"http://example.org/2005/04/03/second","#
-                + #""title":"An <b>XHTML</b> title","content_text":"Plain <text> content","date_modified":"2005-07-31T22:00:00Z"}"#,
-            #"{"id":"urn:uuid:1225c695-cfb8-4ebb-aaaa-80da344efa6a","content_html":"<p>Escaped</p>","summary":"<b>Bold</b> summary"}"#,
+                + #""title":"An XHTML title","content_text":"Plain <text> content","date_modified":"2005-07-31T22:00:00Z"}"#,
+            #"{"id":"urn:uuid:1225c695-cfb8-4ebb-aaaa-80da344efa6a","content_html":"<p>Escaped</p>","summary":"Bold summary"}"#,
         ])
     }
 

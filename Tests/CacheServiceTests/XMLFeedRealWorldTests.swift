@@ -1,0 +1,195 @@
+import Testing
+@testable import CacheService
+import CacheProtocol
+
+/// Feeds as particular generators write them, where the mapping once went
+/// wrong for real feeds (the newcomer's review of 7 December): WordPress's
+/// Atom titles, the Guardian's media, windows-1252 declared as ISO-8859-1,
+/// feeds served as `text/html`, RSS 0.90.
+@Suite struct XMLFeedRealWorldTests {
+    private func items(_ xml: [UInt8], charset: String? = nil) throws -> [JSON] {
+        try XMLFeedReader.read(xml, charset: charset).items
+    }
+
+    private func items(_ xml: String, charset: String? = nil) throws -> [JSON] {
+        try items(Array(xml.utf8), charset: charset)
+    }
+
+    /// WordPress's feed-atom.php writes `<title type="html"><![CDATA[<?php
+    /// the_title_rss(); ?>]]></title>` and the excerpt as an html summary:
+    /// JSON Feed's `title` and `summary` are plain text, so that a search
+    /// for "It’s" finds the post.
+    @Test func wordpressAtomTitlesAreTheirText() throws {
+        let got = try items("""
+        <?xml version="1.0" encoding="UTF-8"?>
+        <feed xmlns="http://www.w3.org/2005/Atom" xmlns:thr="http://purl.org/syndication/thread/1.0" xml:lang="en-US"
+          xml:base="https://example.wordpress.org/wp-atom.php">
+          <title type="text">Example</title>
+          <entry>
+            <author><name>alice</name><uri>https://example.wordpress.org</uri></author>
+            <title type="html"><![CDATA[It&#8217;s &#8220;Quoted&#8221; &#038; Ampersanded]]></title>
+            <link rel="alternate" type="text/html" href="https://example.wordpress.org/2024/01/10/quoted/"/>
+            <id>https://example.wordpress.org/?p=42</id>
+            <updated>2024-01-10T14:01:02Z</updated>
+            <published>2024-01-10T14:00:00Z</published>
+            <summary type="html"><![CDATA[<p>An excerpt&nbsp;with <em>markup</em>,<br/>two&hellip;</p><script>alert(1)</script>]]></summary>
+            <content type="html" xml:base="https://example.wordpress.org/2024/01/10/quoted/"><![CDATA[<p>It&#8217;s here.</p>]]></content>
+          </entry>
+          <entry>
+            <title type="xhtml"><div xmlns="http://www.w3.org/1999/xhtml">Less <b>than</b>
+              &lt;3</div></title>
+            <id>tag:example.org,2024:2</id>
+            <summary type="text">  plain   text stays   as written </summary>
+          </entry>
+        </feed>
+        """)
+        #expect(got.count == 2)
+        #expect(got[0]["title"] == .string("It\u{2019}s \u{201C}Quoted\u{201D} & Ampersanded"))
+        #expect(got[0]["summary"] == .string("An excerpt\u{A0}with markup, two\u{2026}"))
+        #expect(got[0]["content_html"] == .string("<p>It&#8217;s here.</p>"), "content_html stays HTML")
+        #expect(got[1]["title"] == .string("Less than <3"))
+        #expect(got[1]["summary"] == .string("plain   text stays   as written"))
+    }
+
+    /// RSS's description as the summary (beside content:encoded) is HTML too.
+    @Test func anRSSSummaryIsItsText() throws {
+        let got = try items("""
+        <rss version="2.0" xmlns:content="http://purl.org/rss/1.0/modules/content/"><channel><item>
+          <guid>1</guid><title>One</title>
+          <description><![CDATA[<p>The excerpt [&#8230;]</p>]]></description>
+          <content:encoded><![CDATA[<p>Full</p>]]></content:encoded>
+        </item></channel></rss>
+        """)
+        #expect(got.first?["summary"] == .string("The excerpt [\u{2026}]"))
+        #expect(got.first?["content_html"] == .string("<p>Full</p>"))
+    }
+
+    @Test func htmlTextLeavesScriptsOutAndStopsAtItsDepth() {
+        #expect(HTMLText.plain("a<style>p{}</style>b<script>x()</script>c") == "abc")
+        #expect(HTMLText.plain("one<br>two<p>three</p>four") == "one two three four")
+        #expect(HTMLText.plain("&amp;lt; &#x41;&#66; &unknownentity; <") == "&lt; AB &unknownentity; <")
+        #expect(HTMLText.plain("  no markup\n at all ") == "no markup at all")
+        let deep = String(repeating: "<b>", count: 5000) + "deep" + String(repeating: "</b>", count: 5000)
+        #expect(!HTMLText.plain("top " + deep).contains("<"), "a deep nest is read without markup, and without a crash")
+    }
+
+    /// The Guardian's items carry `<media:content width="140" url="...">`
+    /// with neither `medium` nor `type` (both optional in Media RSS): an
+    /// image candidate after the typed images and the thumbnails, unless its
+    /// URL names audio, video or a document.
+    @Test func mediaContentWithNeitherMediumNorTypeIsAnImage() throws {
+        let got = try items("""
+        <rss xmlns:media="http://search.yahoo.com/mrss/" xmlns:dc="http://purl.org/dc/elements/1.1/" version="2.0"><channel>
+          <item>
+            <title>A Guardian story</title>
+            <link>https://www.theguardian.com/world/2024/jan/10/story</link>
+            <guid>https://www.theguardian.com/world/2024/jan/10/story</guid>
+            <media:content width="140" url="https://i.guim.co.uk/img/media/abc/0_0_5000_3000/master/5000.jpg?width=140&amp;quality=85&amp;auto=format&amp;fit=max&amp;s=1f2e">
+              <media:credit scheme="urn:ebu">Photograph: Someone/Agency</media:credit>
+            </media:content>
+            <media:content width="460" url="https://i.guim.co.uk/img/media/abc/0_0_5000_3000/master/5000.jpg?width=460&amp;s=9a8b"/>
+          </item>
+          <item><guid>2</guid><media:content url="https://example.org/episode.mp3"/></item>
+          <item><guid>3</guid><media:content url="https://example.org/clip"/><media:thumbnail url="https://example.org/thumb.jpg"/></item>
+          <item><guid>4</guid><media:content url="https://example.org/talk.MP4?x=1"/></item>
+        </channel></rss>
+        """)
+        #expect(got[0]["image"] == .string("https://i.guim.co.uk/img/media/abc/0_0_5000_3000/master/5000.jpg?width=140&quality=85&auto=format&fit=max&s=1f2e"))
+        #expect(got[1]["image"] == nil, "an mp3 is no image")
+        #expect(got[2]["image"] == .string("https://example.org/thumb.jpg"), "a thumbnail says it is an image")
+        #expect(got[3]["image"] == nil)
+    }
+
+    /// Bytes of windows-1252 declared ISO-8859-1 (what most Windows-made
+    /// feeds are): read as browsers read them (WHATWG Encoding), from the
+    /// declaration or from the HTTP charset, and so is US-ASCII.
+    @Test func iso88591IsReadAsWindows1252() throws {
+        func rss(_ declared: String) -> [UInt8] {
+            Array("<?xml version=\"1.0\" encoding=\"\(declared)\"?>\n<rss version=\"2.0\"><channel><item><guid>1</guid><title>".utf8)
+                + [0x93] + Array("Smart quotes".utf8) + [0x94] + Array(" cost ".utf8) + [0x80] + Array(" 5 ".utf8) + [0x96]
+                + Array(" caf".utf8) + [0xE9] + Array("</title></item></channel></rss>".utf8)
+        }
+        let expected = JSON.string("\u{201C}Smart quotes\u{201D} cost \u{20AC} 5 \u{2013} caf\u{E9}")
+        for declared in ["ISO-8859-1", "iso-8859-1", "latin1", "US-ASCII", "windows-1252"] {
+            #expect(try items(rss(declared)).first?["title"] == expected, "declared \(declared)")
+        }
+        #expect(try items(rss("UTF-8"), charset: "ISO-8859-1").first?["title"] == expected, "the HTTP charset wins, read the same way")
+        #expect(try items(rss("ISO-8859-1"), charset: "iso-8859-1").first?["title"] == expected)
+        // Single quotes and spaces around '=' in the declaration.
+        let spaced = Array("<?xml version='1.0' encoding = 'ISO-8859-1' ?>".utf8) + rss("x").drop { $0 != 0x0A }
+        #expect(try items(spaced).first?["title"] == expected)
+        // ISO-8859-2 is not windows-1252: its own table (0xE9 is é there too, 0xA3 is Ł).
+        let latin2 = Array("<?xml version=\"1.0\" encoding=\"ISO-8859-2\"?><rss><channel><item><guid>1</guid><title>".utf8) + [0xA3, 0xE9]
+            + Array("</title></item></channel></rss>".utf8)
+        #expect(try items(latin2).first?["title"] == .string("\u{141}\u{E9}"))
+    }
+
+    @Test func theDeclaredEncodingIsReadFromTheDeclarationAlone() {
+        #expect(XMLEncoding.declared(in: Array("<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><rss/>".utf8)) == "ISO-8859-1")
+        #expect(XMLEncoding.declared(in: [0xEF, 0xBB, 0xBF] + Array("<?xml version=\"1.0\" encoding='latin1'?>".utf8)) == "latin1")
+        #expect(XMLEncoding.declared(in: Array("<?xml version=\"1.0\"?><rss encoding=\"latin1\"/>".utf8)) == nil)
+        #expect(XMLEncoding.declared(in: Array("<rss/>".utf8)) == nil)
+        #expect(XMLEncoding.declared(in: Array("<?xml encoding=\"bad name\"?>".utf8)) == nil)
+        #expect(XMLEncoding.declared(in: Array("<?xml".utf8)) == nil)
+    }
+
+    /// RSS 0.90 (Netscape's first, 1999: its specification's own example):
+    /// `rdf:RDF` with the items in its own namespace. Read as RSS 1.0 is;
+    /// before, its items were not read at all and the feed stored as empty.
+    @Test func rss090IsRead() throws {
+        let got = try items("""
+        <?xml version="1.0"?>
+        <rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns="http://my.netscape.com/rdf/simple/0.9/">
+          <channel>
+            <title>Mozilla Dot Org</title>
+            <link>http://www.mozilla.org</link>
+            <description>the Mozilla Organization web site</description>
+          </channel>
+          <image><title>Mozilla</title><url>http://www.mozilla.org/images/moz.gif</url><link>http://www.mozilla.org</link></image>
+          <item><title>New Status Updates</title><link>http://www.mozilla.org/status/</link></item>
+          <item><title>Bugzilla Reorganized</title><link>http://www.mozilla.org/bugs/</link></item>
+        </rdf:RDF>
+        """)
+        #expect(got.map { $0["id"] } == [.string("http://www.mozilla.org/status/"), .string("http://www.mozilla.org/bugs/")])
+        #expect(got.map { $0["title"] } == [.string("New Status Updates"), .string("Bugzilla Reorganized")])
+    }
+
+    /// Entries where the format puts them, named as entries, in a namespace
+    /// the reader does not know: the page fails (the posts stay as they
+    /// were) instead of being stored as a feed of no posts.
+    @Test func entriesInAnUnknownNamespaceFailThePage() {
+        let cases = [
+            ("<rdf:RDF xmlns:rdf=\"http://www.w3.org/1999/02/22-rdf-syntax-ns#\" xmlns=\"http://example.org/rss/9\">"
+                + "<item><title>a</title><link>http://e/1</link></item><item><link>http://e/2</link></item></rdf:RDF>",
+             "2 <item> elements are in namespace http://example.org/rss/9, not RSS 1.0's (http://purl.org/rss/1.0/)"),
+            ("<rss version=\"2.0\"><channel><item xmlns=\"http://example.org/x\"><guid>1</guid></item></channel></rss>",
+             "1 <item> element is in namespace http://example.org/x, not RSS 2.0's (no namespace)"),
+            ("<feed xmlns=\"http://www.w3.org/2005/Atom\"><entry><id>1</id></entry><x:entry xmlns:x=\"http://purl.org/atom/ns#\"/></feed>",
+             "1 <entry> element is in namespace http://purl.org/atom/ns#, not Atom 1.0's"),
+        ]
+        for (xml, message) in cases {
+            #expect { try items(xml) } throws: { "\($0)".contains(message) && "\($0)".contains("nothing was stored") }
+        }
+    }
+
+    /// WHATWG MIME Sniffing 7.3: a feed a server labels `text/html` (a
+    /// static file under `default_type text/html`) is read as the feed it
+    /// is; an HTML page stays refused, saying what to do.
+    @Test func aFeedServedAsTextHTMLIsReadAndAPageIsNot() {
+        let feeds = ["<?xml version=\"1.0\"?>\n<rss version=\"2.0\"><channel/></rss>",
+                     "\u{FEFF}<!-- generator: x -->\n<?xml-stylesheet href=\"s.xsl\"?><feed xmlns=\"http://www.w3.org/2005/Atom\"/>",
+                     "<!DOCTYPE rss PUBLIC \"-//Netscape Communications//DTD RSS 0.91//EN\" \"http://my.netscape.com/publish/formats/rss-0.91.dtd\"><rss version=\"0.91\"/>",
+                     "<rdf:RDF xmlns:rdf=\"http://www.w3.org/1999/02/22-rdf-syntax-ns#\"/>"]
+        for feed in feeds {
+            #expect(FeedContent.htmlRefusal(Array(feed.utf8), contentType: "text/html; charset=UTF-8") == nil, "\(feed)")
+        }
+        let pages = ["<!DOCTYPE html><html><body><rss/></body></html>", "<html><head><title>x</title></head></html>",
+                     "<div>hello</div>", "<!-- only a comment that never ends"]
+        for page in pages {
+            #expect(FeedContent.htmlRefusal(Array(page.utf8), contentType: "text/html")?.contains("an HTML page") == true, "\(page)")
+        }
+        // A feed whose first element is past the first 512 bytes is not sniffed as one.
+        let late = "<!--" + String(repeating: "x", count: 600) + "--><rss/>"
+        #expect(FeedContent.htmlRefusal(Array(late.utf8), contentType: "text/html") != nil)
+    }
+}
