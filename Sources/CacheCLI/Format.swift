@@ -67,14 +67,33 @@ enum Format {
 
     /// One post; `id` is the id it is kept by (the answer's), else its own `id`.
     static func post(_ p: JSON, id: JSON? = nil) -> String {
-        let body = p["body"]?.string.map(visibleBlock) ?? text(p["body"])
-        var lines = ["Post \(text(id ?? p["id"])) by user \(text(p["userId"]))", "Title: \(title(p))", "", body]
+        let (bodyKey, bodyValue) = body(p)
+        let shown = bodyValue?.string.map(visibleBlock) ?? text(bodyValue)
+        var lines = ["Post \(text(id ?? p["id"])) by user \(user(p))", "Title: \(title(p))", "", shown]
         if case .object(let pairs) = p {
-            let extra = pairs.filter { !["id", "userId", "title", "body"].contains($0.0) }
+            let extra = pairs.filter { !["id", "userId", "title", bodyKey].contains($0.0) }
             if !extra.isEmpty { lines.append("") }
             for (k, v) in extra { lines.append("\(visible(k)): \(text(v))") }
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// Who wrote a post: jsonplaceholder's `userId`, else the first of a
+    /// JSON Feed 1.1 item's `authors` (an RSS or Atom entry's author), JSON
+    /// Feed 1.0's `author`, or an `author` string (Reddit).
+    static func user(_ p: JSON) -> String {
+        if let id = p["userId"], !id.isNull { return text(id) }
+        for found in [p["authors"]?.array?.first?["name"], p["author"]?["name"], p["author"]] where found?.string != nil { return text(found) }
+        return "-"
+    }
+
+    /// A post's body and the member it is: `body`, else a JSON Feed item's
+    /// `content_text`, `content_html` (as the HTML it is) or `summary`.
+    static func body(_ p: JSON) -> (key: String, value: JSON?) {
+        for key in ["content_text", "content_html", "summary"] where p["body"] == nil {
+            if let value = p[key], value.string != nil { return (key, value) }
+        }
+        return ("body", p["body"])
     }
 
     /// A post's title as `list_posts` searches it (docs/protocol.md): its
@@ -103,7 +122,7 @@ enum Format {
             for (i, p) in entries.enumerated() {
                 let id = TerminalWidth.cells(text(ids.flatMap { i < $0.count ? $0[i] : nil } ?? p["id"]))
                 c.id = max(c.id, min(id, Self.maxWidth))
-                c.user = max(c.user, min(TerminalWidth.cells(text(p["userId"])), Self.maxWidth))
+                c.user = max(c.user, min(TerminalWidth.cells(Format.user(p)), Self.maxWidth))
             }
             return c
         }
@@ -117,7 +136,7 @@ enum Format {
     /// One post's line of `get posts`' table; `id` is the id it is kept by
     /// (`list_posts`' `ids`), else its own `id`.
     static func postLine(_ p: JSON, id: JSON?, _ c: PostColumns = PostColumns()) -> String {
-        pad(text(id ?? p["id"]), c.id) + "  " + pad(text(p["userId"]), c.user) + "  " + title(p) + "\n"
+        pad(text(id ?? p["id"]), c.id) + "  " + pad(user(p), c.user) + "  " + title(p) + "\n"
     }
 
     static func image(_ i: JSON) -> String {

@@ -104,7 +104,9 @@ struct Table {
         let total = walk.total ?? 0
         let part = paged ? " from offset \(walk.start) of \(total)" : ""
         switch kind {
-        case .posts: return paged ? "\(walk.read) posts\(part)" : "\(total) posts"
+        case .posts:
+            let n = paged ? walk.read : total
+            return "\(n) post\(n == 1 ? "" : "s")\(part)"
         case .images: return "\(cached)/\(paged ? walk.read : total) rows cached\(part)"
         }
     }
