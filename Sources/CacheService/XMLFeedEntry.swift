@@ -34,6 +34,8 @@ struct XMLFeedEntry {
     var updated: String?
     var authors: [(name: String?, url: String?)] = []
     var enclosures: [Enclosure] = []
+    /// Every `media:content` (Media RSS), of any medium: attachments too.
+    var mediaContents: [Enclosure] = []
     var mediaImages: [String] = []
     /// `media:content` that says neither its `medium` nor its `type`.
     var untypedMedia: [String] = []
@@ -99,8 +101,11 @@ struct XMLFeedEntry {
             })))
         }
         add("image", image)
-        if !enclosures.isEmpty {
-            members.append(("attachments", .array(enclosures.map { enclosure in
+        // The enclosures, then the Media RSS objects they do not name: a
+        // toot's second image and its video were stored nowhere.
+        let attachments = enclosures + mediaContents.filter { m in !enclosures.contains { $0.url == m.url } }
+        if !attachments.isEmpty {
+            members.append(("attachments", .array(attachments.map { enclosure in
                 var fields: [(String, JSON)] = [("url", .string(enclosure.url))]
                 if let type = enclosure.type { fields.append(("mime_type", .string(type))) }
                 if let size = enclosure.length.flatMap(Self.size) { fields.append(("size_in_bytes", .number(String(size)))) }

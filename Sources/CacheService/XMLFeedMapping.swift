@@ -12,6 +12,7 @@ struct XMLFeedMapping: XMLEventSink {
         static let rss1 = "http://purl.org/rss/1.0/"
         /// RSS 0.90 (Netscape, 1999): `rdf:RDF` as RSS 1.0, its elements in this namespace.
         static let rss090 = "http://my.netscape.com/rdf/simple/0.9/"
+        static let userlandRSS2 = "http://backend.userland.com/rss2"
         static let rdf = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
         static let content = "http://purl.org/rss/1.0/modules/content/"
         static let dc = "http://purl.org/dc/elements/1.1/"
@@ -180,6 +181,8 @@ struct XMLFeedMapping: XMLEventSink {
     private mutating func root(_ name: XMLName) throws(FeedError) {
         switch (name.namespace, name.local) {
         case ("", "rss"): format = .rss2
+        // RSS 2.0 in the namespace UserLand's tools once gave it (Radio UserLand, some old blogs).
+        case (Namespace.userlandRSS2, "rss"): format = .rss2; core = Namespace.userlandRSS2
         case (Namespace.rdf, "RDF"): format = .rss1; core = Namespace.rss1
         case (Namespace.atom, "feed"): format = .atom; core = Namespace.atom
         case (_, let local) where local.lowercased() == "html": throw FeedError(Self.htmlRefusal)
@@ -191,7 +194,7 @@ struct XMLFeedMapping: XMLEventSink {
 
     private func isEntry(_ name: XMLName, depth: Int, parent: XMLName?) -> Bool {
         switch format {
-        case .rss2: return name == XMLName(namespace: "", local: "item") && depth == 2 && parent == XMLName(namespace: "", local: "channel")
+        case .rss2: return name == XMLName(namespace: core, local: "item") && depth == 2 && parent == XMLName(namespace: core, local: "channel")
         case .rss1: return name == XMLName(namespace: core, local: "item") && depth == 1
         case .atom: return name == XMLName(namespace: core, local: "entry") && depth == 1
         case nil: return false
@@ -224,6 +227,7 @@ struct XMLFeedMapping: XMLEventSink {
         if name.namespace == Namespace.media {  // Media RSS, also inside media:group or media:content
             if name.local == "content", let url = url("url") {
                 let (medium, type) = (attribute("medium"), attribute("type"))
+                entry?.mediaContents.append(.init(url: url, type: type, length: attribute("fileSize")))
                 if medium == "image" || type.map(isImageType) == true {
                     entry?.mediaImages.append(url)
                 } else if medium == nil, type == nil, !XMLFeedEntry.namesNoImage(url) {

@@ -95,6 +95,7 @@ enum XMLStream {
         // is decoded here, as WHATWG's table says (XMLEncoding): libxml2
         // then reads UTF-8 and leaves the declaration aside.
         var encoding = charset
+        let original = body
         var body = body
         if XMLEncoding.effective(charset: charset, body: body) == "windows-1252" {
             body = XMLEncoding.windows1252ToUTF8(body)
@@ -126,7 +127,21 @@ enum XMLStream {
                 return .failure(error)
             }
         }
-        try result.get()
+        do throws(FeedError) { try result.get() } catch {
+            throw overriding(error, charset: charset, declared: XMLEncoding.declared(in: original))
+        }
+    }
+
+    /// `error`, saying also that the HTTP charset was read instead of the
+    /// document's declaration when the two differ: libxml2's "Input is not
+    /// proper UTF-8, indicate encoding !" does not say that the document
+    /// did indicate one.
+    static func overriding(_ error: FeedError, charset: String?, declared: String?) -> FeedError {
+        guard let charset, let declared else { return error }
+        let family = { (label: String) in XMLEncoding.windows1252Labels.contains(label.lowercased()) ? "windows-1252" : label.lowercased() }
+        guard family(charset) != family(declared) else { return error }
+        return FeedError(error.description + " (read as the Content-Type's charset \(charset.cut(toBytes: 100)), which wins over the "
+                         + "document's declared encoding=\"\(declared.cut(toBytes: 100))\" (RFC 7303): the server's charset may be wrong)")
     }
 
     private static func read<Sink: XMLEventSink>(_ reader: xmlTextReaderPtr, body: UnsafeBufferPointer<UInt8>, into sink: inout Sink,

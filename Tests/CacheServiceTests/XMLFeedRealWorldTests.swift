@@ -100,6 +100,37 @@ import CacheProtocol
         #expect(got[3]["image"] == nil)
     }
 
+    /// A Mastodon toot's RSS item (its media as `media:content`, each with
+    /// `type`, `fileSize` and `medium`): the first image is the item's
+    /// `image`, and every medium object is an attachment (the second image
+    /// and the video were stored nowhere); one an enclosure names is not
+    /// listed twice.
+    @Test func everyMediaObjectIsAnAttachment() throws {
+        let got = try items("""
+        <rss version="2.0" xmlns:webfeeds="http://webfeeds.org/rss/1.0" xmlns:media="http://search.yahoo.com/mrss/"><channel>
+          <title>Alice</title>
+          <item>
+            <guid isPermaLink="true">https://mastodon.example/@alice/111</guid>
+            <link>https://mastodon.example/@alice/111</link>
+            <pubDate>Wed, 10 Jan 2024 14:01:02 +0000</pubDate>
+            <description>&lt;p&gt;Two pictures and a clip&lt;/p&gt;</description>
+            <media:content url="https://files.mastodon.example/a.png" type="image/png" fileSize="1234" medium="image">
+              <media:rating scheme="urn:simple">nonadult</media:rating>
+              <media:description type="plain">the first</media:description>
+            </media:content>
+            <media:content url="https://files.mastodon.example/b.jpeg" type="image/jpeg" fileSize="5678" medium="image"/>
+            <media:content url="https://files.mastodon.example/c.mp4" type="video/mp4" fileSize="99999" medium="video"/>
+            <enclosure url="https://files.mastodon.example/b.jpeg" type="image/jpeg" length="5678"/>
+          </item>
+        </channel></rss>
+        """)
+        #expect(got.first?["image"] == .string("https://files.mastodon.example/b.jpeg"), "an image enclosure comes first")
+        let urls = got.first?["attachments"]?.array?.compactMap { $0["url"]?.string }
+        #expect(urls == ["https://files.mastodon.example/b.jpeg", "https://files.mastodon.example/a.png", "https://files.mastodon.example/c.mp4"])
+        #expect(got.first?["attachments"]?.array?.last == .object([("url", .string("https://files.mastodon.example/c.mp4")),
+                                                                    ("mime_type", .string("video/mp4")), ("size_in_bytes", .number("99999"))]))
+    }
+
     /// Bytes of windows-1252 declared ISO-8859-1 (what most Windows-made
     /// feeds are): read as browsers read them (WHATWG Encoding), from the
     /// declaration or from the HTTP charset, and so is US-ASCII.
@@ -152,6 +183,25 @@ import CacheProtocol
         """)
         #expect(got.map { $0["id"] } == [.string("http://www.mozilla.org/status/"), .string("http://www.mozilla.org/bugs/")])
         #expect(got.map { $0["title"] } == [.string("New Status Updates"), .string("Bugzilla Reorganized")])
+    }
+
+    /// RSS 2.0 in the namespace UserLand's tools gave it: read as RSS 2.0.
+    @Test func userlandNamespacedRSSIsRead() throws {
+        let got = try items(#"<rss version="2.0" xmlns="http://backend.userland.com/rss2"><channel><title>t</title>"#
+                            + #"<item><guid>g1</guid><title>One</title><link>http://e.test/1</link></item></channel></rss>"#)
+        #expect(got == [.object([("id", .string("g1")), ("url", .string("http://e.test/1")), ("title", .string("One"))])])
+    }
+
+    /// A document declared ISO-8859-1 served with `charset=utf-8`: the
+    /// charset wins (RFC 7303), and the failure says it did, where
+    /// libxml2's message says the document gave no encoding.
+    @Test func aCharsetThatOverridesTheDeclarationIsNamedWhenReadingFails() throws {
+        let latin = Array(#"<?xml version="1.0" encoding="ISO-8859-1"?><rss><channel><item><guid>1</guid><title>caf"#.utf8) + [0xE9]
+            + Array("</title></item></channel></rss>".utf8)
+        #expect { try items(latin, charset: "utf-8") } throws: {
+            "\($0)".contains(#"read as the Content-Type's charset utf-8, which wins over the document's declared encoding="ISO-8859-1" (RFC 7303)"#)
+        }
+        #expect(try items(latin, charset: "iso-8859-1").first?["title"] == .string("caf\u{E9}"))
     }
 
     /// Entries where the format puts them, named as entries, in a namespace

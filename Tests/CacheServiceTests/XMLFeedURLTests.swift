@@ -40,7 +40,7 @@ import CacheProtocol
         </channel></rss>
         """
         #expect(try Self.items(rss, url: "https://h.test/feeds/rss.xml") == [
-            #"{"id":"7","url":"https://h.test/posts/7","image":"https://h.test/img/7.jpg"}"#,
+            #"{"id":"7","url":"https://h.test/posts/7","image":"https://h.test/img/7.jpg","attachments":[{"url":"https://h.test/img/7.jpg"}]}"#,
             #"{"id":"https://h.test/p/8","url":"https://h.test/p/8","image":"https://h.test/feeds/img/8.png","#
                 + #""attachments":[{"url":"https://h.test/feeds/img/8.png","mime_type":"image/png"}]}"#,
             #"{"id":"9"}"#,
@@ -53,6 +53,6 @@ import CacheProtocol
         let file = #"<feed xmlns="http://www.w3.org/2005/Atom"><entry xml:base="file:///etc/"><id>2</id><link href="passwd"/></entry></feed>"#
         #expect(try Self.items(file, url: "https://h.test/f/atom.xml") == [#"{"id":"2","url":"https://h.test/f/passwd"}"#])
         // Without the document's URL, relative URLs are kept as written.
-        #expect(try Self.items(rss, url: nil).first == #"{"id":"7","url":"/posts/7","image":"../img/7.jpg"}"#)
+        #expect(try Self.items(rss, url: nil).first == #"{"id":"7","url":"/posts/7","image":"../img/7.jpg","attachments":[{"url":"../img/7.jpg"}]}"#)
     }
 }

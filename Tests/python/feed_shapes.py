@@ -566,6 +566,23 @@ NO_IMAGE_EXTENSIONS = {"mp3", "m4a", "aac", "ogg", "oga", "opus", "wav", "flac",
                        "mpg", "mpeg", "m3u8", "mpd", "pdf", "zip", "txt", "html"}
 
 
+def media_attachments(item, enclosure_urls, NS):
+    """Every media:content of an item (any medium, also inside media:group) whose URL no enclosure names:
+    {url, mime_type from type, size_in_bytes from fileSize}, as docs/protocol.md's attachments row says."""
+    out = []
+    for m in item.findall(".//{%s}content" % NS["media"]):
+        url = (m.get("url") or "").strip()
+        if not url or url in enclosure_urls:
+            continue
+        a = {"url": url}
+        if m.get("type"):
+            a["mime_type"] = m.get("type").strip()
+        if (m.get("fileSize") or "").strip().isdigit():
+            a["size_in_bytes"] = int(m.get("fileSize").strip())
+        out.append(a)
+    return out
+
+
 def rss_image(it, enclosures, NS):
     """An RSS item's image, by the documented order: an image enclosure, a media:content that is an image,
     a media:thumbnail, a media:content saying neither medium nor type (unless its path names audio, video or a
@@ -646,9 +663,10 @@ def xml_items(body):
             img = next((link.get("href") for link in enc if (link.get("type") or "").startswith("image/")), None)
             if img:
                 item["image"] = img
-            if enc:
-                item["attachments"] = [{"url": link.get("href"), "mime_type": link.get("type"),
-                                        "size_in_bytes": int(link.get("length"))} for link in enc]
+            attachments = [{"url": link.get("href"), "mime_type": link.get("type"),
+                            "size_in_bytes": int(link.get("length"))} for link in enc] + media_attachments(e, [x.get("href") for x in enc], NS)
+            if attachments:
+                item["attachments"] = attachments
             tags = [c.get("term") for c in e.findall(A + "category")]
             if tags:
                 item["tags"] = tags
@@ -699,9 +717,10 @@ def xml_items(body):
         img = rss_image(it, enc, NS)
         if img:
             item["image"] = img
-        if enc:
-            item["attachments"] = [{"url": x.get("url"), "mime_type": x.get("type"), "size_in_bytes": int(x.get("length"))}
-                                   for x in enc]
+        attachments = [{"url": x.get("url"), "mime_type": x.get("type"), "size_in_bytes": int(x.get("length"))}
+                       for x in enc] + media_attachments(it, [x.get("url") for x in enc], NS)
+        if attachments:
+            item["attachments"] = attachments
         tags = [c.text for c in it.findall("category")]
         if tags:
             item["tags"] = tags

@@ -635,8 +635,12 @@ def rss_expected(it):
     img = img or it.get("media_content") or it.get("media_thumbnail") or it.get("itunes_image")
     if img:
         out["image"] = img
-    if it.get("enclosures"):
-        out["attachments"] = [{"url": u, "mime_type": t, "size_in_bytes": n} for u, t, n in it["enclosures"]]
+    attachments = [{"url": u, "mime_type": t, "size_in_bytes": n} for u, t, n in it.get("enclosures", [])]
+    # Every media:content too (rss_item_xml writes it as image/jpeg), unless an enclosure names it.
+    if it.get("media_content") and it["media_content"] not in [u for u, _, _ in it.get("enclosures", [])]:
+        attachments.append({"url": it["media_content"], "mime_type": "image/jpeg"})
+    if attachments:
+        out["attachments"] = attachments
     if it.get("tags"):
         out["tags"] = list(it["tags"])
     return out
