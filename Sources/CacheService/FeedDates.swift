@@ -7,11 +7,16 @@ import CacheSystem
 /// No Foundation: the arithmetic is days-from-civil and its inverse.
 enum FeedDates {
     private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
-    /// RFC 822's named zones (section 5.1), in minutes east of UTC.
+    /// RFC 822's named zones (section 5.1), in minutes east of UTC, and
+    /// the abbreviations feeds write that name one zone only (`CET`,
+    /// `JST`, `AEST`...; not `BST` or `IST`, each of which names two or three).
     private static let zones: [String: Int] = [
         "GMT": 0, "UT": 0, "UTC": 0, "Z": 0,
         "EST": -300, "EDT": -240, "CST": -360, "CDT": -300,
         "MST": -420, "MDT": -360, "PST": -480, "PDT": -420,
+        "WET": 0, "WEST": 60, "CET": 60, "CEST": 120, "MET": 60, "MEST": 120, "EET": 120, "EEST": 180, "MSK": 180,
+        "JST": 540, "KST": 540, "HKT": 480, "SGT": 480, "AWST": 480, "ACST": 570, "ACDT": 630, "AEST": 600, "AEDT": 660,
+        "NZST": 720, "NZDT": 780, "HST": -600, "AKST": -540, "AKDT": -480, "AST": -240, "ADT": -180, "NST": -210, "NDT": -150,
     ]
 
     /// An RSS date (`pubDate`): RFC 822 with what feeds do to it (numeric or
@@ -70,16 +75,28 @@ enum FeedDates {
     }
 
     private static func parseRFC822(_ text: String) -> String? {
-        var tokens = text.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "\t" || $0 == "\n" || $0 == "\r" }).map(String.init)
+        var tokens = withoutComments(text).split(whereSeparator: { $0 == " " || $0 == "," || $0 == "\t" || $0 == "\n" || $0 == "\r" })
+            .map(String.init)
         // The weekday is optional, and not checked against the date.
         if let first = tokens.first, first.first?.isLetter == true, monthNumber(first) == nil { tokens.removeFirst() }
+        // The month first, as JavaScript's Date.toString writes it (`Jan 10
+        // 2024 14:01:02 GMT+0000`) or C's asctime (`Jan 10 14:01:02 2024`).
+        if tokens.count >= 4, monthNumber(tokens[0]) != nil {
+            tokens.swapAt(0, 1)
+            if tokens[2].contains(":") { tokens.swapAt(2, 3) }
+        }
         guard tokens.count == 4 || tokens.count == 5,
               let day = Int(tokens[0]), tokens[0].utf8.allSatisfy(ASCII.isDigit),
               let month = monthNumber(tokens[1]),
               tokens[2].utf8.allSatisfy(ASCII.isDigit), let shortYear = Int(tokens[2]),
               tokens[2].count == 2 || tokens[2].count == 4 else { return nil }
         let year = tokens[2].count == 2 ? (shortYear < 50 ? 2000 + shortYear : 1900 + shortYear) : shortYear
-        let clock = tokens[3].split(separator: ":", omittingEmptySubsequences: false)
+        // A fraction of the second (`04:00:00.123`) is dropped.
+        let time = tokens[3].split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard time.count == 1 || (time[1].utf8.allSatisfy(ASCII.isDigit) && !time[1].isEmpty && time[0].filter({ $0 == ":" }).count == 2) else {
+            return nil
+        }
+        let clock = time[0].split(separator: ":", omittingEmptySubsequences: false)
         guard clock.count == 2 || clock.count == 3,
               clock.allSatisfy({ (1...2).contains($0.count) && $0.utf8.allSatisfy(ASCII.isDigit) }),
               let hour = Int(clock[0]), let minute = Int(clock[1]) else { return nil }
@@ -95,9 +112,28 @@ enum FeedDates {
         return months.firstIndex(of: String(token.prefix(3)).lowercased()).map { $0 + 1 }
     }
 
-    /// Minutes east of UTC: a named zone, `+0200`, `-05:00`, `+02`.
+    /// `text` without RFC 822's comments, `(...)`: JavaScript's
+    /// Date.toString ends with one (`(Coordinated Universal Time)`).
+    private static func withoutComments(_ text: String) -> String {
+        guard text.contains("(") else { return text }
+        var out = ""
+        var depth = 0
+        for c in text {
+            if c == "(" { depth += 1; out.append(" "); continue }
+            if c == ")", depth > 0 { depth -= 1; continue }
+            if depth == 0 { out.append(c) }
+        }
+        return out
+    }
+
+    /// Minutes east of UTC: a named zone, `+0200`, `-05:00`, `+02`, and
+    /// `GMT+0100` or `UTC-05:00` (a numeric offset after a name of UTC).
     private static func zoneOffset(_ zone: String) -> Int? {
         if let named = zones[zone.uppercased()] { return named }
+        for utc in ["GMT", "UTC", "UT"] where zone.uppercased().hasPrefix(utc) {
+            let rest = zone.dropFirst(utc.count)
+            if rest.first == "+" || rest.first == "-" { return zoneOffset(String(rest)) }
+        }
         let b = Array(zone.utf8)
         guard b.count >= 3, b[0] == 0x2B || b[0] == 0x2D else { return nil }
         let digits = b.dropFirst().filter { $0 != 0x3A }

@@ -34,6 +34,19 @@ import CacheProtocol
         ("Tue, 10 Jun 2003 04:00:00", "2003-06-10T04:00:00Z"),
         ("  Tue, 29 Feb 2000 12:00:00 GMT\n", "2000-02-29T12:00:00Z"),
         ("2003-06-10T04:00:00Z", "2003-06-10T04:00:00Z"),
+        // Seen in feeds, not RFC 822 (the newcomer's review of 7 December):
+        // zones named otherwise, a fraction of the second, JavaScript's Date.toString, asctime.
+        ("Wed, 10 Jan 2024 14:01:02 CET", "2024-01-10T13:01:02Z"),
+        ("Wed, 10 Jul 2024 14:01:02 CEST", "2024-07-10T12:01:02Z"),
+        ("Wed, 10 Jan 2024 14:01:02 JST", "2024-01-10T05:01:02Z"),
+        ("Wed, 10 Jan 2024 14:01:02 AEDT", "2024-01-10T03:01:02Z"),
+        ("Wed, 10 Jan 2024 14:01:02.123 GMT", "2024-01-10T14:01:02Z"),
+        ("Wed, 10 Jan 2024 14:01:02.5 +0100", "2024-01-10T13:01:02Z"),
+        ("Wed Jan 10 2024 14:01:02 GMT+0000 (Coordinated Universal Time)", "2024-01-10T14:01:02Z"),
+        ("Wed Jan 10 2024 15:01:02 GMT+0100 (Central European Standard Time)", "2024-01-10T14:01:02Z"),
+        ("Wed, 10 Jan 2024 14:01:02 UTC-05:00", "2024-01-10T19:01:02Z"),
+        ("Wed Jan 10 14:01:02 2024", "2024-01-10T14:01:02Z"),
+        ("Wed, 10 Jan 2024 14:01:02 +0000 (UTC)", "2024-01-10T14:01:02Z"),
     ])
     func rfc822(_ text: String, _ expected: String) {
         #expect(FeedDates.rfc822(text) == expected)
@@ -43,7 +56,8 @@ import CacheProtocol
         "", "yesterday", "Tue, 31 Jun 2003 04:00:00 GMT", "Tue, 29 Feb 2003 04:00:00 GMT", "Tue, 10 Foo 2003 04:00:00 GMT",
         "Tue, 10 Jun 2003 24:00:00 GMT", "Tue, 10 Jun 2003 04:60:00 GMT", "Tue, 10 Jun 2003 04:00:00 XYZ",
         "Tue, 10 Jun 2003 04:00:00 +2", "Tue, 10 Jun 203 04:00:00 GMT", "Tue, 10 Jun 2003 04 GMT", "Tue, 10 Jun 2003",
-        "Tue, 10 Jun 2003 04:00:00 GMT extra",
+        "Tue, 10 Jun 2003 04:00:00 GMT extra", "Wed, 10 Jan 2024 14:01:02 BST", "Wed, 10 Jan 2024 14:01:02 IST",
+        "Wed, 10 Jan 2024 14:01:02. GMT", "Wed, 10 Jan 2024 14:01.5 GMT", "Wed, 10 Jan 2024 14:01:02 GMT+", "Jan 10 2024",
     ])
     func rfc822Refuses(_ text: String) {
         #expect(FeedDates.rfc822(text) == nil)
