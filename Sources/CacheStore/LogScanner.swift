@@ -11,6 +11,17 @@ public enum LogScanner {
     /// not applied. A header naming a newer format version, or a record that
     /// passes its checksum but holds what this version does not know, stops
     /// the scan with `newer` set: the caller must not cut anything then.
+    ///
+    /// A transaction of more than `heldRecords` records (a refresh of a
+    /// million posts) is not held decoded until its commit: it is read to
+    /// its commit marker, each record checked and decoded and let go, then
+    /// read again from its first record and given to `apply` in parts of
+    /// `heldRecords`, in order, each decoded just before it is applied. So
+    /// nothing of a transaction is applied unless all of it was read whole,
+    /// as before, and its records are applied while they are in the CPU's
+    /// cache rather than 300 MB after they were decoded (a restart with a
+    /// million posts in one transaction took twice as long as with them in
+    /// transactions of 64).
     public static func scan(_ bytes: [UInt8], apply: ([LogRecord]) -> Void) -> ScanOutcome {
         var window = LogWindow(bytes: bytes)
         // A window over bytes in memory reads nothing, so it cannot fail.
@@ -46,6 +57,8 @@ public enum LogScanner {
         var committedEnd = offset
         var committedRecords = 0
         var pending: [LogRecord] = []
+        /// The records of the transaction being read once it has more than `heldRecords`, counted, not held.
+        var streamed: Int?
         var problem: String?
         var newer: NewerFormat?
         while true {
@@ -84,20 +97,74 @@ public enum LogScanner {
                 }
                 break
             }
+            let recordStart = offset
             offset = start + length
             if record == .commit {
-                apply(pending)
-                committedRecords += pending.count + 1
-                pending.removeAll(keepingCapacity: true)
+                if let count = streamed {
+                    try reapply(w.rereading(from: committedEnd), from: committedEnd, to: recordStart, version: version, apply: apply)
+                    committedRecords += count + 1
+                    streamed = nil
+                } else {
+                    apply(pending)
+                    committedRecords += pending.count + 1
+                    pending.removeAll(keepingCapacity: true)
+                }
                 committedEnd = offset
+            } else if let count = streamed {
+                streamed = count + 1
+            } else if pending.count == heldRecords {
+                streamed = pending.count + 1
+                pending = []
             } else {
                 pending.append(record)
             }
         }
         if problem == nil && committedEnd < offset {
-            problem = "uncommitted transaction of \(pending.count) records at offset \(committedEnd)"
+            problem = "uncommitted transaction of \(streamed ?? pending.count) records at offset \(committedEnd)"
         }
         return ScanOutcome(validLength: committedEnd, records: committedRecords, problem: problem, newer: newer, version: version)
+    }
+}
+
+extension LogScanner {
+    /// The most records of a transaction held decoded until its commit is
+    /// read; a larger one is applied in parts of this many (a compacted log's
+    /// transactions are 64 posts, or 64 rows with their records).
+    static let heldRecords = 4096
+
+    /// Gives `apply` the records framed from `start` to `end` (a committed
+    /// transaction, its commit marker at `end`, every record already checked
+    /// and decoded once) in parts of `heldRecords`, read through `w`. Bytes
+    /// that no longer check or decode (the file changed under the scan,
+    /// which holds the store's lock) throw rather than apply half of it.
+    private static func reapply(_ window: LogWindow, from start: Int, to end: Int, version: UInt8,
+                                apply: ([LogRecord]) -> Void) throws(SystemError) {
+        var w = window
+        var offset = start
+        var part: [LogRecord] = []
+        part.reserveCapacity(heldRecords)
+        let changed = SystemError("replay", "index.log changed while it was read", errno: EIO)
+        while offset < end {
+            guard try w.available(offset, RecordCodec.frameHeaderSize) == RecordCodec.frameHeaderSize else { throw changed }
+            let length = Int(w.uint32LE(at: offset))
+            let checksum = w.uint32LE(at: offset + 4)
+            let body = offset + RecordCodec.frameHeaderSize
+            guard length >= 1, length <= RecordCodec.maxPayload, body + length <= end,
+                  try w.available(body, length) == length else { throw changed }
+            let record = { () -> LogRecord? in
+                let payload = w.slice(body, length)
+                guard payload.withUnsafeBytes({ recordChecksum($0) }) == checksum else { return nil }
+                return try? RecordCodec.decodePayload(payload, version: version)
+            }()
+            guard let record else { throw changed }
+            part.append(record)
+            if part.count == heldRecords {
+                apply(part)
+                part.removeAll(keepingCapacity: true)
+            }
+            offset = body + length
+        }
+        if !part.isEmpty { apply(part) }
     }
 }
 
@@ -129,13 +196,22 @@ struct LogWindow {
         piece = Self.piece
     }
 
-    /// The log read from `fd`'s position, which is offset 0.
-    init(reading fd: FileDescriptor, piece: Int = Self.piece) {
+    /// The log read from `fd` (with `pread`, from offset `start` on; the
+    /// file's position is left where it is).
+    init(reading fd: FileDescriptor, from start: Int = 0, piece: Int = Self.piece) {
         buffer = []
         valid = 0
+        self.start = start
         self.fd = fd
         atEnd = false
         self.piece = piece
+    }
+
+    /// A second window over the same log, from `offset` on (this one is
+    /// left as it is): the same bytes in memory, or the same file read again.
+    func rereading(from offset: Int) -> LogWindow {
+        guard let fd else { return LogWindow(bytes: buffer) }
+        return LogWindow(reading: fd, from: offset, piece: piece)
     }
 
     /// How many of the `count` bytes at `offset` the log holds: `count`,
@@ -160,7 +236,7 @@ struct LogWindow {
             grow(to: max(piece, offset + count - start))
             var failure: SystemError?
             let n = buffer.withUnsafeMutableBytes { all -> Int in
-                do throws(SystemError) { return try fd.read(into: UnsafeMutableRawBufferPointer(rebasing: all[valid...])) } catch {
+                do throws(SystemError) { return try fd.read(into: UnsafeMutableRawBufferPointer(rebasing: all[valid...]), at: Int64(start + valid)) } catch {
                     failure = error
                     return 0
                 }

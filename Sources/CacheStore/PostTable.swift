@@ -98,12 +98,19 @@ struct PostTable: Sendable {
     }
 
     /// Makes room for `more` posts of `bytes` bytes in all, so that a large
-    /// transaction grows each part once.
+    /// transaction grows each part once. At least doubling when it grows:
+    /// a transaction replayed in parts (`LogScanner`) reserves part by
+    /// part, and `reserveCapacity` to the exact count each time would copy
+    /// the arrays once a part.
     mutating func reserve(more: Int, bytes: Int) {
-        index.reserve(count + more)
-        ids.reserveCapacity(count + more)
-        spans.reserveCapacity(count + more)
-        titles.reserveCapacity(count + more)
+        let needed = count + more
+        index.reserve(needed)
+        func grow<T>(_ array: inout [T]) {
+            if array.capacity < needed { array.reserveCapacity(max(needed, array.capacity * 2)) }
+        }
+        grow(&ids)
+        grow(&spans)
+        grow(&titles)
         arena.reserve(bytes)
     }
 

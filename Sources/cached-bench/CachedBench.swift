@@ -8,7 +8,7 @@ import Foundation
 @main
 struct CachedBench {
     static let usage = """
-    usage: cached-bench replay RECORDS [--posts] [--daemon PATH/TO/cached] [--keep]
+    usage: cached-bench replay RECORDS [--posts [--transaction N]] [--daemon PATH/TO/cached] [--keep]
            cached-bench load --socket PATH [--connections C] [--requests N] [--pipeline P] [--ids MAX] [--op get_post|ping] [--redis]
            cached-bench read-all --socket PATH [--rounds R] [--mode read|open|files] [--window W] [--batch N]
     """
@@ -22,7 +22,8 @@ struct CachedBench {
             switch args.first {
             case "replay":
                 guard args.count >= 2, let n = Int(args[1]) else { fail(usage) }
-                try ReplayBenchmark.replay(records: n, posts: args.contains("--posts"), daemon: option("--daemon"), keep: args.contains("--keep"))
+                try ReplayBenchmark.replay(records: n, posts: args.contains("--posts"), transaction: Int(option("--transaction") ?? "64") ?? 64,
+                                           daemon: option("--daemon"), keep: args.contains("--keep"))
             case "load":
                 guard let socket = option("--socket") else { fail(usage) }
                 let result = try LoadGenerator(socket: socket, connections: Int(option("--connections") ?? "1") ?? 1,

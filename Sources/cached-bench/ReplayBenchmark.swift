@@ -48,7 +48,7 @@ enum ReplayBenchmark {
 
     // A script of steps (write a log, replay it, start the daemon, measure),
     // read top to bottom like the figures it prints.
-    static func replay(records: Int, posts: Bool = false, daemon: String?, keep: Bool) throws {
+    static func replay(records: Int, posts: Bool = false, transaction: Int = 64, daemon: String?, keep: Bool) throws {
         var template = Array("/tmp/cached-bench-XXXXXX".utf8CString)
         let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
         defer {
@@ -59,7 +59,7 @@ enum ReplayBenchmark {
         let store = dir + "/store"
         try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
 
-        var (bytes, written, what) = posts ? postsLog(count: records) : rowsLog(records: records)
+        var (bytes, written, what) = posts ? postsLog(count: records, perTransaction: transaction) : rowsLog(records: records)
         try writeSynced(bytes, to: store + "/index.log")
         print("log: \(written) records (\(what)), \(formatSize(Int64(bytes.count)))")
         bytes = []
@@ -145,10 +145,11 @@ enum ReplayBenchmark {
     }
 
     /// A log of `count` posts as a compacted log holds them (transactions
-    /// of 64), each shaped like jsonplaceholder's (about 280 bytes, as
+    /// of 64), or as a refresh wrote them (`perTransaction` = `count`: one),
+    /// each shaped like jsonplaceholder's (about 280 bytes, as
     /// scripts/benchlib.py's `post_json`): what a restart with a million
     /// posts replays (issue 34, point 7).
-    static func postsLog(count: Int) -> (bytes: [UInt8], records: Int, what: String) {
+    static func postsLog(count: Int, perTransaction: Int) -> (bytes: [UInt8], records: Int, what: String) {
         let words = ["lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do",
                      "eiusmod", "tempor", "incididunt", "ut", "labore", "et", "dolore", "magna", "aliqua", "enim"]
         var bytes = RecordCodec.fileHeader
@@ -161,12 +162,12 @@ enum ReplayBenchmark {
             let json = "{\"userId\":\(i / 10 + 1),\"id\":\(i),\"title\":\"\(title)\",\"body\":\"\(body)\"}"
             RecordCodec.encode(.post(id: .int(Int64(i)), json: Array(json.utf8)), into: &bytes)
             written += 1
-            if i % 64 == 0 || i == max(1, count) {
+            if i % max(1, perTransaction) == 0 || i == max(1, count) {
                 RecordCodec.encode(.commit, into: &bytes)
                 written += 1
             }
         }
-        return (bytes, written, "\(max(1, count)) posts")
+        return (bytes, written, "\(max(1, count)) posts, \(min(max(1, perTransaction), max(1, count))) a transaction")
     }
 
     /// The daemon's own figure of its replay, from its log: "the log

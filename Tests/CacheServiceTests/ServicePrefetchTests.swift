@@ -32,7 +32,8 @@ import CacheSystem
         defer { none.close() }
         let wrong = try await completion { none.service.prefetch(.images, force: false, progress: { _ in }, then: $0) }.get()
         #expect(wrong.images?.failed == 2 && wrong.images?.skipped == 0)
-        #expect(wrong.images?.failures.first?.error == "no url in the manifest (no row has one: is images-url-field the member that names the image?)")
+        #expect(wrong.images?.failures.first?.error == "no url in the manifest (no row has one: is images-url-field the member that names the image? "
+                + "An RSS or Atom item has an /image only from an image enclosure, media:content, media:thumbnail or itunes:image)")
         // Once a row has a URL, the others are rows without an image: skipped,
         // and no longer carrying the failure of when none had one (the review).
         let manifestPath = none.origin!.root + "/images/manifest.json"
