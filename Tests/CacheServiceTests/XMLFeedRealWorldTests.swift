@@ -64,7 +64,7 @@ import CacheProtocol
         #expect(got.first?["content_html"] == .string("<p>Full</p>"))
     }
 
-    @Test func htmlTextLeavesScriptsOutAndStopsAtItsDepth() {
+    @Test func htmlTextLeavesScriptsOutAndReadsAnyDepth() {
         #expect(HTMLText.plain("a<style>p{}</style>b<script>x()</script>c") == "abc")
         #expect(HTMLText.plain("one<br>two<p>three</p>four") == "one two three four")
         #expect(HTMLText.plain("&amp;lt; &#x41;&#66; &unknownentity; <") == "&lt; AB &unknownentity; <")
