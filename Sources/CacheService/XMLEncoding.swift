@@ -21,23 +21,6 @@ enum XMLEncoding {
         return windows1252Labels.contains(label.lowercased()) ? "windows-1252" : charset
     }
 
-    /// `body`, windows-1252, as UTF-8, as the WHATWG Encoding Standard
-    /// decodes it: 0x80-0x9F by its table (the five bytes it leaves
-    /// undefined, 0x81, 0x8D, 0x8F, 0x90 and 0x9D, as the C1 controls of
-    /// the same value, where iconv's CP1252 fails), every other byte as the
-    /// code point of its value. `body` itself when it is ASCII.
-    static func windows1252ToUTF8(_ body: [UInt8]) -> [UInt8] {
-        guard body.contains(where: { $0 >= 0x80 }) else { return body }
-        var out: [UInt8] = []
-        out.reserveCapacity(body.count + body.count / 8)
-        for byte in body {
-            if byte < 0x80 { out.append(byte); continue }
-            let scalar = byte <= 0x9F ? c1Table[Int(byte - 0x80)] : UInt32(byte)
-            out.append(contentsOf: String(Unicode.Scalar(scalar)!).utf8)
-        }
-        return out
-    }
-
     /// windows-1252's 0x80-0x9F (WHATWG's index-windows-1252).
     static let c1Table: [UInt32] = [
         0x20AC, 0x0081, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160, 0x2039, 0x0152, 0x008D, 0x017D, 0x008F,
@@ -75,5 +58,50 @@ enum XMLEncoding {
             return nil
         }
         return String(decoding: value, as: UTF8.self)
+    }
+}
+
+/// A windows-1252 document handed to libxml2 as UTF-8 a buffer at a time
+/// (`xmlReaderForIO`), as the WHATWG Encoding Standard decodes it: 0x80-0x9F
+/// by its table (the five bytes it leaves undefined, 0x81, 0x8D, 0x8F, 0x90
+/// and 0x9D, as the C1 controls of the same value, where iconv's CP1252
+/// fails), every other byte as the code point of its value. The document
+/// is never held twice: a hostile feed of 0x80s would be three times its
+/// size as UTF-8.
+final class Windows1252Input {
+    private let body: [UInt8]
+    private var position = 0
+    /// The UTF-8 bytes of a character the last buffer had no room left for.
+    private var carry: [UInt8] = []
+
+    init(_ body: [UInt8]) { self.body = body }
+
+    /// Fills up to `count` bytes of `buffer`; how many (0 at the end).
+    func read(into buffer: UnsafeMutablePointer<CChar>, count: Int) -> Int {
+        var n = 0
+        while n < count, !carry.isEmpty {
+            buffer[n] = CChar(bitPattern: carry.removeFirst())
+            n += 1
+        }
+        while n < count, position < body.count {
+            let byte = body[position]
+            position += 1
+            if byte < 0x80 {
+                buffer[n] = CChar(bitPattern: byte)
+                n += 1
+                continue
+            }
+            let scalar = byte <= 0x9F ? XMLEncoding.c1Table[Int(byte - 0x80)] : UInt32(byte)
+            for (k, b) in String(Unicode.Scalar(scalar)!).utf8.enumerated() {
+                if n < count {
+                    buffer[n] = CChar(bitPattern: b)
+                    n += 1
+                } else {
+                    carry.append(contentsOf: Array(String(Unicode.Scalar(scalar)!).utf8.dropFirst(k)))
+                    break
+                }
+            }
+        }
+        return n
     }
 }

@@ -92,24 +92,26 @@ enum XMLStream {
             options |= Int32(XML_PARSE_IGNORE_ENC.rawValue)  // RFC 7303: the charset wins over the declaration.
         }
         // ISO-8859-1 and US-ASCII, from either side, are windows-1252, which
-        // is decoded here, as WHATWG's table says (XMLEncoding): libxml2
-        // then reads UTF-8 and leaves the declaration aside.
-        var encoding = charset
-        let original = body
-        var body = body
-        if XMLEncoding.effective(charset: charset, body: body) == "windows-1252" {
-            body = XMLEncoding.windows1252ToUTF8(body)
-            encoding = "UTF-8"
-            options |= Int32(XML_PARSE_IGNORE_ENC.rawValue)
-        }
+        // is decoded here as it is read, as WHATWG's table says
+        // (`Windows1252Input`): libxml2 reads UTF-8 and leaves the declaration aside.
+        let recoded = XMLEncoding.effective(charset: charset, body: body) == "windows-1252" ? Windows1252Input(body) : nil
+        if recoded != nil { options |= Int32(XML_PARSE_IGNORE_ENC.rawValue) }
         // Whatever libxml2 reports outside the reader on this thread goes nowhere (not stderr).
         xmlSetStructuredErrorFunc(nil) { _, _ in }
         let errors = ParseErrors()
         let result: Result<Void, FeedError> = body.withUnsafeBufferPointer { buffer in
-            guard let base = buffer.baseAddress,
-                  let reader = base.withMemoryRebound(to: CChar.self, capacity: buffer.count, {
-                      xmlReaderForMemory($0, Int32(buffer.count), nil, encoding, options)
-                  }) else { return .failure(FeedError("libxml2 could not start reading the document")) }
+            let made: xmlTextReaderPtr?
+            if let recoded {
+                made = xmlReaderForIO({ context, out, count in
+                    guard let context, let out, count > 0 else { return 0 }
+                    return Int32(Unmanaged<Windows1252Input>.fromOpaque(context).takeUnretainedValue().read(into: out, count: Int(count)))
+                }, nil, Unmanaged.passUnretained(recoded).toOpaque(), nil, "UTF-8", options)
+            } else {
+                made = buffer.baseAddress.flatMap { base in
+                    base.withMemoryRebound(to: CChar.self, capacity: buffer.count) { xmlReaderForMemory($0, Int32(buffer.count), nil, charset, options) }
+                }
+            }
+            guard let reader = made else { return .failure(FeedError("libxml2 could not start reading the document")) }
             var leftDocument: xmlDocPtr?
             defer {
                 xmlFreeTextReader(reader)
@@ -127,8 +129,9 @@ enum XMLStream {
                 return .failure(error)
             }
         }
+        withExtendedLifetime(recoded) {}  // read through until here
         do throws(FeedError) { try result.get() } catch {
-            throw overriding(error, charset: charset, declared: XMLEncoding.declared(in: original))
+            throw overriding(error, charset: charset, declared: XMLEncoding.declared(in: body))
         }
     }
 
