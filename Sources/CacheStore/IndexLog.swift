@@ -102,8 +102,9 @@ struct IndexLog: Sendable {
     /// not know) is refused: nothing is written, cut or saved aside, and the
     /// error is `IndexLogError.writtenByNewerVersion` (`StoreError`'s of the
     /// same name once mapped); any other failure is `IndexLogError.io`.
-    /// `apply` may have been called for the transactions before the finding;
-    /// the caller discards that state with the error.
+    /// `apply` may have been called for the transactions before the finding
+    /// (and for parts of a large one being read again when the read
+    /// failed); the caller discards that state with the error.
     init(directory files: ConfinedDirectory, name: String, apply: ([LogRecord]) -> Void) throws(IndexLogError) {
         self.files = files
         path = files.path + "/" + name

@@ -118,9 +118,9 @@ struct StoreState {
         // replay of 10,000,000 records took 2.70-2.88 s without, 2.40-2.59
         // with. Not for a large transaction (a refresh's, replayed): its
         // first lines would leave the cache before they are used.
-        // A large one is prefetched a window ahead of the record applied
-        // instead: a refresh of a million posts, replayed before compaction,
-        // probed each bucket from memory.
+        // A large one (a manifest refresh of many rows as it is committed;
+        // a replay gives at most `LogScanner.heldRecords` at a time) is
+        // prefetched a window ahead of the record applied instead.
         let whole = records.count <= Self.prefetchedTransaction
         if whole { prefetch(records[...]) } else { prefetch(records.prefix(Self.prefetchWindow)) }
         defer { posts.compactIfWasteful() }

@@ -134,7 +134,9 @@ enum FuzzTargets {
         _ = try? RecordCodec.decodePayload(data[...])
         let summary = LogReplay.summary(RecordCodec.fileHeader + data)
         if summary.outcome.validLength > data.count + RecordCodec.fileHeader.count { fuzzFailure("replay kept more than it read") }
-        // What a valid prefix re-encodes to must replay to the same state.
+        // What a valid prefix re-encodes to must replay to the same state
+        // (a transaction of more than LogScanner.heldRecords comes in parts,
+        // each re-encoded as a transaction of its own: the same state).
         var reencoded = RecordCodec.fileHeader
         _ = LogScanner.scan(RecordCodec.fileHeader + data) { t in
             for r in t { RecordCodec.encode(r, into: &reencoded) }
