@@ -121,6 +121,14 @@ def daemon(module_world, name, url, *extra):
                                extra=["--config", "/dev/null", "--posts-url", url] + list(extra))
 
 
+def prefetched(module_world, name, url, *extra, what="posts"):
+    """A daemon on its own store, its feeds prefetched: exit status 0 asserted."""
+    d = daemon(module_world, name, url, *extra)
+    r = d.ctl("prefetch", what)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return d
+
+
 def posts(d):
     """Every stored post, from cachectl --json get posts (one answer line a page)."""
     r = d.ctl("--json", "get", "posts")
@@ -130,9 +138,7 @@ def posts(d):
 
 def test_wordpress_atom_titles_are_stored_as_text_and_found(origin, module_world):
     base, _ = origin
-    d = daemon(module_world, "wp", base + "/wp-atom.xml")
-    r = d.ctl("prefetch", "posts")
-    assert r.returncode == 0, r.stdout + r.stderr
+    d = prefetched(module_world, "wp", base + "/wp-atom.xml")
     [post] = posts(d)
     assert post["title"] == "It\u2019s \u201cQuoted\u201d & Ampersanded"
     assert post["summary"] == "An excerpt [\u2026]"
@@ -151,9 +157,7 @@ def test_wordpress_atom_titles_are_stored_as_text_and_found(origin, module_world
 def test_guardian_media_without_medium_or_type_are_the_images(origin, module_world):
     base, www = origin
     url = base + "/guardian.rss"
-    d = daemon(module_world, "guardian", url, "--images-url", url, "--images-url-field", "/image")
-    r = d.ctl("prefetch")
-    assert r.returncode == 0, r.stdout + r.stderr
+    d = prefetched(module_world, "guardian", url, "--images-url", url, "--images-url-field", "/image", what="all")
     assert [p["image"] for p in posts(d)] == ["%s/img/media/%d/master.jpg?width=140&quality=85&s=a%d" % (base, n, n) for n in range(1, 4)]
     rows = d.ctl("--json", "get", "images")
     assert rows.returncode == 0, rows.stderr
@@ -169,9 +173,7 @@ def test_guardian_media_without_medium_or_type_are_the_images(origin, module_wor
 
 def test_windows_1252_declared_iso_8859_1_is_read_as_browsers_read_it(origin, module_world):
     base, _ = origin
-    d = daemon(module_world, "latin", base + "/latin.rss")
-    r = d.ctl("prefetch", "posts")
-    assert r.returncode == 0, r.stdout + r.stderr
+    d = prefetched(module_world, "latin", base + "/latin.rss")
     assert [p["title"] for p in posts(d)] == ["\u201cSmart quotes\u201d cost \u20ac 5 \u2013 caf\u00e9"]
 
 
@@ -179,17 +181,13 @@ def test_a_feed_served_as_text_html_is_read(origin, module_world):
     base, _ = origin
     with urllib.request.urlopen(base + "/html/feed.rss", timeout=10) as http:
         assert http.headers["Content-Type"].startswith("text/html"), "the origin must label it text/html for this test"
-    d = daemon(module_world, "mislabeled", base + "/html/feed.rss")
-    r = d.ctl("prefetch", "posts")
-    assert r.returncode == 0, r.stdout + r.stderr
+    d = prefetched(module_world, "mislabeled", base + "/html/feed.rss")
     assert [p["title"] for p in posts(d)] == ["Story 1"]
 
 
 def test_rss_090_is_read_and_items_in_an_unknown_namespace_change_nothing(origin, module_world):
     base, www = origin
-    d = daemon(module_world, "rss090", base + "/rss090.xml")
-    r = d.ctl("prefetch", "posts")
-    assert r.returncode == 0, r.stdout + r.stderr
+    d = prefetched(module_world, "rss090", base + "/rss090.xml")
     assert [p["title"] for p in posts(d)] == ["New Status Updates", "Bugzilla Reorganized"]
     # The same URL now serves items in a namespace no RSS has: the page
     # fails, saying so, and the two posts stay (before: both removed, exit 0).
