@@ -12,13 +12,12 @@ enum XMLEncoding {
         "iso88591", "iso_8859-1", "iso_8859-1:1987", "l1", "latin1", "us-ascii", "windows-1252", "x-cp1252",
     ]
 
-    /// What libxml2 is asked to decode in: `charset` (the HTTP one, which
-    /// wins), else the XML declaration's encoding; windows-1252 for every
-    /// label of it. Nil: libxml2 decides from the document (a byte order
-    /// mark, UTF-8 without a declaration).
-    static func effective(charset: String?, body: [UInt8]) -> String? {
-        guard let label = charset ?? declared(in: body) else { return nil }
-        return windows1252Labels.contains(label.lowercased()) ? "windows-1252" : charset
+    /// Whether a document is read as windows-1252: its `charset` (the
+    /// HTTP one, which wins), else its XML declaration's encoding, is a
+    /// label of it.
+    static func readsAsWindows1252(charset: String?, body: [UInt8]) -> Bool {
+        guard let label = charset ?? declared(in: body) else { return false }
+        return windows1252Labels.contains(label.lowercased())
     }
 
     /// windows-1252's 0x80-0x9F (WHATWG's index-windows-1252).

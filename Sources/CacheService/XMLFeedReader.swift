@@ -94,7 +94,7 @@ enum XMLStream {
         // ISO-8859-1 and US-ASCII, from either side, are windows-1252, which
         // is decoded here as it is read, as WHATWG's table says
         // (`Windows1252Input`): libxml2 reads UTF-8 and leaves the declaration aside.
-        let recoded = XMLEncoding.effective(charset: charset, body: body) == "windows-1252" ? Windows1252Input(body) : nil
+        let recoded = XMLEncoding.readsAsWindows1252(charset: charset, body: body) ? Windows1252Input(body) : nil
         if recoded != nil { options |= Int32(XML_PARSE_IGNORE_ENC.rawValue) }
         // Whatever libxml2 reports outside the reader on this thread goes nowhere (not stderr).
         xmlSetStructuredErrorFunc(nil) { _, _ in }

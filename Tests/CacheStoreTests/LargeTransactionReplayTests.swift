@@ -164,6 +164,45 @@ import TestSupport
         #expect(Array(parts.joined()) == records)
     }
 
+    /// The log cut between the two reads of a large transaction (which the
+    /// store's lock rules out; here the test cuts it from `apply`): the
+    /// open fails, saying so, rather than apply half of the transaction as
+    /// if it were whole, and nothing of the file is cut or set aside.
+    @Test func aLogThatChangesDuringTheSecondReadFailsTheOpen() throws {
+        let dir = try makeTempDirectory("large-transaction-cut")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // Larger than the window's 8 MiB piece, so that the second read reads the file again.
+        var bytes = RecordCodec.fileHeader
+        RecordCodec.encode(Self.post(-1), into: &bytes)
+        RecordCodec.encode(.commit, into: &bytes)
+        var ends = [bytes.count]
+        for i in 0..<12_000 { RecordCodec.encode(.post(id: .int(Int64(i)), json: Array(repeating: UInt8(ascii: "x"), count: 1000)), into: &bytes) }
+        RecordCodec.encode(.commit, into: &bytes)
+        ends.append(bytes.count)
+        let path = dir + "/index.log"
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let cut = ends[0] + (ends[1] - ends[0]) / 2
+        let files = try ConfinedDirectory(opening: dir)
+        defer { files.close() }
+        var parts: [Int] = []
+        do throws(IndexLogError) {
+            let log = try IndexLog(directory: files, name: "index.log") { t in
+                parts.append(t.count)
+                if parts.count == 2 {
+                    let fd = try! FileDescriptor.open(path, .readWrite)
+                    try! fd.truncate(to: Int64(cut))
+                    fd.close()
+                }
+            }
+            log.close()
+            Issue.record("opened after the cut: parts \(parts)")
+        } catch {
+            #expect("\(error)".contains("index.log changed while it was read"), "\(error)")
+        }
+        #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == cut, "the file is left as it was found")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == ["index.log"], "nothing set aside")
+    }
+
     /// A store whose log holds a million-post refresh as one transaction
     /// (here 10,000 posts) opens with every post, as it would from
     /// transactions of 64.
