@@ -1,3 +1,5 @@
+import CacheSystem
+
 /// An array kept in chunks of `chunkSize` elements, each allocated once at
 /// its full size: growing never moves what is stored, and a copy that is
 /// then changed copies the chunk changed, not the whole.
@@ -6,7 +8,7 @@
 /// 10,000,000 log records (3.3 million rows of 128 bytes) spent 28% of its
 /// time growing it, copying each doubled buffer and faulting in fresh pages
 /// for it (26% at 1,000,000 records); docs/performance.md, "Start-up".
-struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {
+struct ChunkedArray<Element: Sendable>: RandomAccessCollection, MutableCollection {
     /// Elements per chunk: a power of two (here 4,096: half a MiB of rows).
     static var chunkSize: Int { 1 << shift }
     private static var shift: Int { 12 }
@@ -33,13 +35,23 @@ struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {
 
     /// Adds `element` at the end; a new chunk is allocated whole when the last is full.
     mutating func append(_ element: Element) {
-        if count & Self.mask == 0 {
-            var chunk: [Element] = []
-            chunk.reserveCapacity(Self.chunkSize)
-            chunks.append(chunk)
-        }
+        if count & Self.mask == 0 { chunks.append(Self.newChunk()) }
         chunks[chunks.count - 1].append(element)
         count += 1
+    }
+
+    private static var prefaulted: Prefaulter.Key { Prefaulter.Key(Element.self, purpose: 2, capacity: chunkSize) }
+
+    /// An empty chunk: during a replay (`Prefaulter.current`) the one made
+    /// ahead, and the next asked for.
+    private static func newChunk() -> [Element] {
+        if let prefaulter = Prefaulter.current {
+            defer { prefaulter.prepare(prefaulted, filledWith: Element?.none) }
+            if let made = prefaulter.take(prefaulted, as: Element.self) { return made }
+        }
+        var chunk: [Element] = []
+        chunk.reserveCapacity(chunkSize)
+        return chunk
     }
 
     /// Removes the last `k` elements (0 through `count`); emptied chunks are freed.
@@ -70,7 +82,7 @@ extension ChunkedArray: Equatable where Element: Equatable {
     static func == (a: ChunkedArray, b: ChunkedArray) -> Bool { a.count == b.count && a.elementsEqual(b) }
 }
 
-extension ChunkedArray: Sendable where Element: Sendable {}
+extension ChunkedArray: Sendable {}
 
 extension ChunkedArray: ExpressibleByArrayLiteral {
     init(arrayLiteral elements: Element...) {

@@ -64,9 +64,35 @@ struct ObjectTable: Sendable, Equatable {
             return old
         }
         index.insert(Int32(refs.count), hash: place(ref.hash))
+        if refs.count >= Self.prefaultedCount, refs.count == refs.capacity / 2 || refs.count == refs.capacity,
+           let prefaulter = Prefaulter.current {
+            growAhead(prefaulter)
+        }
         refs.append(ref)
         uses.append(Self.unused)
         return nil
+    }
+
+    /// From this many objects on the arrays' growth is made ahead in a
+    /// replay (`Prefaulter`).
+    static let prefaultedCount = 1 << 14
+
+    /// Half full: the doubled arrays are asked for; full: they are taken
+    /// (those made) and the objects moved into them.
+    private mutating func growAhead(_ prefaulter: Prefaulter) {
+        Self.growAhead(&refs, purpose: 4, prefaulter)
+        Self.growAhead(&uses, purpose: 5, prefaulter)
+    }
+
+    private static func growAhead<Element: Sendable>(_ array: inout [Element], purpose: Int, _ prefaulter: Prefaulter) {
+        let (count, capacity) = (array.count, array.capacity)
+        let key = Prefaulter.Key(Element.self, purpose: purpose, capacity: capacity * 2)
+        if count == capacity / 2 {
+            prefaulter.prepare(key, filledWith: Element?.none)
+        } else if count == capacity, var made = prefaulter.take(key, as: Element.self) {
+            made.append(contentsOf: array)
+            array = made
+        }
     }
 
     /// Forgets object `hash` and its last use; what it was, if known.

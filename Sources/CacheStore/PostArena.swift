@@ -1,3 +1,5 @@
+import CacheSystem
+
 /// The bytes of every post, one after the other in chunks of 16 MiB (a
 /// post larger than that has a chunk of its own): no allocation per post,
 /// and no copy of the whole when it grows, as one growing array would
@@ -32,15 +34,34 @@ struct PostArena: Sendable {
         // A post is a part of a feed document: never near 4 GiB (feed-max-size is at most that).
         precondition(bytes.count < Int(UInt32.max), "a post of 4 GiB")
         if chunks.isEmpty || chunks[chunks.count - 1].count + bytes.count > Self.chunkSize {
-            var chunk: [UInt8] = []
-            chunk.reserveCapacity(max(Self.chunkSize, bytes.count))
-            chunks.append(chunk)
+            chunks.append(Self.newChunk(for: bytes.count))
         }
         let c = chunks.count - 1
         let offset = chunks[c].count
         chunks[c].append(contentsOf: bytes)
         live += bytes.count
         return Span(chunk: UInt32(c), offset: UInt32(offset), count: UInt32(bytes.count))
+    }
+
+    private static let prefaulted = Prefaulter.Key(UInt8.self, purpose: 1, capacity: chunkSize)
+
+    /// An empty chunk for a post of `count` bytes: during a replay
+    /// (`Prefaulter.current`) the one made ahead, and the next asked for.
+    private static func newChunk(for count: Int) -> [UInt8] {
+        if count <= chunkSize, let prefaulter = Prefaulter.current {
+            defer { prefaulter.prepare(prefaulted, filledWith: UInt8?.none) }
+            if let made = prefaulter.take(prefaulted, as: UInt8.self) { return made }
+        }
+        var chunk: [UInt8] = []
+        chunk.reserveCapacity(max(chunkSize, count))
+        return chunk
+    }
+
+    /// Gives back the pages of the last chunk past its bytes (a chunk made
+    /// by a `Prefaulter` is faulted in whole; the last one is partly filled).
+    mutating func discardUnusedPages() {
+        guard !chunks.isEmpty else { return }
+        Memory.discardUnused(&chunks[chunks.count - 1])
     }
 
     /// The bytes at `span` are no longer a post's.

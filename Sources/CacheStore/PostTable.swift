@@ -142,6 +142,10 @@ struct PostTable: Sendable {
         count += 1
     }
 
+    /// Gives back the pages of the last chunk of the posts' bytes that no
+    /// post holds (after a replay, whose chunks were faulted in whole).
+    mutating func discardUnusedPages() { arena.discardUnusedPages() }
+
     /// From now until `locateTitles`, posts are stored without their titles.
     mutating func deferTitles() { titlesDeferred = true }
 

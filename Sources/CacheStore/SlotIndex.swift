@@ -65,6 +65,10 @@ struct SlotIndex: Sendable {
     /// Adds `slot`, whose id hashes to `hash` (not yet in the table).
     mutating func insert(_ slot: Int32, hash: Int) {
         if (used + 1) * 4 > buckets.count * 3 { rehash(capacity: max(16, buckets.count * 2)) }
+        // Half way to growing, in a replay: the next buckets are made ahead.
+        if (used + 1) * 8 == buckets.count * 3, buckets.count >= Self.prefaultedBuckets {
+            Prefaulter.current?.prepare(Self.prefaulted(buckets.count * 2), filledWith: Self.empty)
+        }
         let h = Self.short(hash)
         var i = Int(h) & mask
         while buckets[i] != Self.empty { i = (i + 1) & mask }
@@ -96,6 +100,13 @@ struct SlotIndex: Sendable {
         used -= 1
     }
 
+    /// Buckets from this many on are made ahead in a replay (half a MiB).
+    static let prefaultedBuckets = 1 << 16
+
+    private static func prefaulted(_ capacity: Int) -> Prefaulter.Key {
+        Prefaulter.Key(UInt64.self, purpose: 3, capacity: capacity)
+    }
+
     /// Grows the table to hold `count` entries without growing again.
     mutating func reserve(_ count: Int) {
         guard count * 4 > buckets.count * 3 else { return }
@@ -106,7 +117,8 @@ struct SlotIndex: Sendable {
 
     private mutating func rehash(capacity: Int) {
         let old = buckets
-        buckets = [UInt64](repeating: Self.empty, count: capacity)
+        buckets = Prefaulter.current?.take(Self.prefaulted(capacity), as: UInt64.self)
+            ?? [UInt64](repeating: Self.empty, count: capacity)
         for e in old where e != Self.empty {
             var i = Int(Self.short(of: e)) & mask
             while buckets[i] != Self.empty { i = (i + 1) & mask }

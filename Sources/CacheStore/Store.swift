@@ -107,13 +107,23 @@ public final class Store: Sendable {
         var replayed = StoreState()
         replayed.posts.deferTitles()
         let replayStart = Clock.monotonicNanoseconds()
+        let prefaulter = Store.prefaulter(files)
         let log: IndexLog
         do throws(IndexLogError) {
             // The log first: a log written by a newer cached is refused
             // before anything else in the store is created or emptied.
-            log = try IndexLog(directory: files, name: StoreNames.logFile) { transaction in
-                replayed.apply(transaction: transaction)
+            defer {
+                prefaulter?.stop()
+                if prefaulter != nil { replayed.posts.discardUnusedPages() }
             }
+            let directory = files
+            log = try Prefaulter.$current.withValue(prefaulter) {
+                Result { () throws(IndexLogError) in
+                    try IndexLog(directory: directory, name: StoreNames.logFile) { transaction in
+                        replayed.apply(transaction: transaction)
+                    }
+                }
+            }.get()
         } catch {
             lockFD.close()
             directoryFD.close()
@@ -143,6 +153,20 @@ public final class Store: Sendable {
         writer = Locked(WriterState(log: log, compactedLength: log.length), rank: .storeWriter)
         logRecords.withLock { $0 = log.recordCount }
     }
+
+    /// The tables' arrays made ahead on another core while the log replays
+    /// (`Prefaulter`), when there is another core and the log is large
+    /// enough for it to matter (8 MiB: some 270,000 records of objects,
+    /// 30,000 posts; a 1,000,000-record replay gained 8% by it); nil
+    /// otherwise, or when its thread cannot be started.
+    private static func prefaulter(_ files: ConfinedDirectory) -> Prefaulter? {
+        guard Threads.usableCores > 1, let size = try? files.status(StoreNames.logFile)?.size,
+              size >= Store.prefaultedLog else { return nil }
+        return Prefaulter()
+    }
+
+    /// The smallest log whose replay is given a `Prefaulter`.
+    static let prefaultedLog: Int64 = 8 << 20
 
     /// Tries, 10 ms apart, to take a lock this process itself seems to hold.
     static let ownLockRetries = 200

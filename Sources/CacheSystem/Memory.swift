@@ -37,6 +37,29 @@ public enum Memory {
         return Int(last - address)
     }
 
+    /// Gives the kernel back the whole pages of `array`'s capacity past its
+    /// elements (reserved, never written, or faulted in ahead: a
+    /// `PrefaultedChunks` array partly filled); they are faulted afresh if
+    /// the array grows into them.
+    public static func discardUnused(_ array: inout [UInt8]) {
+        let (count, capacity) = (array.count, array.capacity)
+        guard capacity > count else { return }
+        array.withUnsafeMutableBufferPointer { elements in
+            guard let base = elements.baseAddress else { return }
+            discard(UnsafeMutableRawBufferPointer(start: base, count: capacity), from: count, before: capacity)
+        }
+    }
+
+    /// Faults in the pages of `bytes` by writing a zero into each: for
+    /// memory nothing else reads yet (an array's room before its elements).
+    public static func touchPages(_ bytes: UnsafeMutableRawBufferPointer) {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+        let first = (pageSize - Int(UInt(bitPattern: base) % UInt(pageSize))) % pageSize
+        for offset in stride(from: first, to: bytes.count, by: pageSize) {
+            bytes.storeBytes(of: 0, toByteOffset: offset, as: UInt8.self)
+        }
+    }
+
     /// The size of a page of memory.
     public static let pageSize = max(Int(sysconf(Int32(_SC_PAGESIZE))), 4096)
 }
