@@ -77,6 +77,13 @@ struct ObjectTable: Sendable, Equatable {
     /// replay (`Prefaulter`).
     static let prefaultedCount = 1 << 14
 
+    /// Gives back the pages of the arrays' room past their objects (after a
+    /// replay: arrays a `Prefaulter` made are faulted in whole).
+    mutating func discardUnusedPages() {
+        Memory.discardUnused(&refs)
+        Memory.discardUnused(&uses)
+    }
+
     /// Half full: the doubled arrays are asked for; full: they are taken
     /// (those made) and the objects moved into them.
     private mutating func growAhead(_ prefaulter: Prefaulter) {

@@ -114,7 +114,7 @@ public final class Store: Sendable {
             // before anything else in the store is created or emptied.
             defer {
                 prefaulter?.stop()
-                if prefaulter != nil { replayed.posts.discardUnusedPages() }
+                if prefaulter != nil { replayed.discardUnusedPages() }
             }
             let directory = files
             log = try Prefaulter.$current.withValue(prefaulter) {

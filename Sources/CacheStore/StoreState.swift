@@ -250,6 +250,14 @@ struct StoreState {
         return []
     }
 
+    /// Gives back the pages past the last post's bytes and past the objects
+    /// (after a replay whose tables grew into arrays a `Prefaulter` made
+    /// whole; the rows' last chunk, half a MiB at most, is left).
+    mutating func discardUnusedPages() {
+        posts.discardUnusedPages()
+        objects.discardUnusedPages()
+    }
+
     /// Derives `feedIDs` and `listIDs` from the posts and the recorded order.
     mutating func orderPosts() {
         feedIDs = Self.feedOrder(recorded: recordedOrder, posts: posts)

@@ -38,15 +38,18 @@ public enum Memory {
     }
 
     /// Gives the kernel back the whole pages of `array`'s capacity past its
-    /// elements (reserved, never written, or faulted in ahead: a
-    /// `PrefaultedChunks` array partly filled); they are faulted afresh if
-    /// the array grows into them.
-    public static func discardUnused(_ array: inout [UInt8]) {
+    /// elements (reserved, never written, or faulted in ahead: an array a
+    /// `Prefaulter` made, partly filled); they are faulted afresh, as zeros,
+    /// if the array grows into them. Room past the elements holds no value,
+    /// whatever the element type.
+    public static func discardUnused<Element>(_ array: inout [Element]) {
         let (count, capacity) = (array.count, array.capacity)
         guard capacity > count else { return }
+        let stride = MemoryLayout<Element>.stride
         array.withUnsafeMutableBufferPointer { elements in
             guard let base = elements.baseAddress else { return }
-            discard(UnsafeMutableRawBufferPointer(start: base, count: capacity), from: count, before: capacity)
+            discard(UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(base), count: capacity * stride),
+                    from: count * stride, before: capacity * stride)
         }
     }
 

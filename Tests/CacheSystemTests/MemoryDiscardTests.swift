@@ -36,4 +36,31 @@ import CacheSystem
         #expect(Memory.discard(bytes, before: 100 * page) == 5 * page)
         #expect(whole[(5 * page)...].allSatisfy { $0 == 0xCD })
     }
+
+    /// An array's room past its elements goes back (reads as zeros), its
+    /// elements stay; an array without room is left as it is.
+    @Test func anArraysRoomPastItsElementsIsGivenBack() {
+        let page = Memory.pageSize
+        let capacity = 64 * page / 8
+        var array = [Int64](unsafeUninitializedCapacity: capacity) { buffer, initialized in
+            // The whole room written (as a Prefaulter's touch does), the first 1,000 made elements.
+            UnsafeMutableRawBufferPointer(buffer).initializeMemory(as: UInt8.self, repeating: 0x5A)
+            for i in 0..<1000 { buffer[i] = Int64(i) }
+            initialized = 1000
+        }
+        Memory.discardUnused(&array)
+        #expect(array.count == 1000 && array.elementsEqual(0..<1000))
+        array.withUnsafeBufferPointer { b in
+            let room = UnsafeRawBufferPointer(start: b.baseAddress, count: capacity * 8)
+            let (base, size) = (UInt(bitPattern: b.baseAddress!), UInt(page))
+            let firstWhole = Int((base + 8000 + size - 1) / size * size - base)
+            let lastWhole = Int((base + UInt(capacity * 8)) / size * size - base)
+            #expect(lastWhole - firstWhole >= 60 * page)
+            #expect(room[8000..<firstWhole].allSatisfy { $0 == 0x5A }, "the page the elements end in is kept")
+            #expect(room[firstWhole..<lastWhole].allSatisfy { $0 == 0 }, "the room's whole pages read as zeros")
+        }
+        var full = [UInt8](repeating: 1, count: 3 * page)
+        Memory.discardUnused(&full)
+        #expect(full.allSatisfy { $0 == 1 })
+    }
 }
