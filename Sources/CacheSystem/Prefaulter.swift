@@ -18,7 +18,9 @@ import Glibc
 /// so nothing another part of the process owns is ever faulted; an array is
 /// handed over, never shared (an array still referred to would be copied
 /// by its first append). At most one array waits per key, and `stop` frees
-/// those not taken, so a replay leaves no idle pages resident.
+/// those not taken and gives their pages back (`Memory.returnFreePages`:
+/// an array made on this thread may lie in its own malloc arena, which
+/// keeps a freed block's pages), so a replay leaves no idle pages resident.
 public final class Prefaulter: Sendable {
     /// Which array is meant: the element type, a purpose, and the capacity.
     public struct Key: Hashable, Sendable {
@@ -110,7 +112,10 @@ public final class Prefaulter: Sendable {
             defer { s.waiting = [:] }
             return s.waiting
         }
-        _ = unused  // freed here, outside the lock
+        if !unused.isEmpty {
+            _ = consume unused
+            Memory.returnFreePages()
+        }
     }
 
     private static func run(_ state: Monitor<State>) {
@@ -125,12 +130,14 @@ public final class Prefaulter: Sendable {
             guard let (key, make) = next else { return }
             var made: Made? = make()
             // Wakes `waitUntilMade` (the thread itself waits for asks only).
-            state.update { s in
+            let stopped = state.update { s -> Bool in
                 s.making = nil
                 // Handed over, not kept: see the type's comment.
                 if !s.stopped { s.waiting[key] = made }
                 made = nil
+                return s.stopped
             }
+            if stopped { Memory.returnFreePages() }
         }
     }
 
