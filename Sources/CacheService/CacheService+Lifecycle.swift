@@ -164,8 +164,10 @@ extension CacheService {
     /// a failed transfer is reported by a worker), and
     /// only then logs the use times and closes the store, recording a clean
     /// stop when the workers all ended (`Store.close(clean:)`). Anything
-    /// abandoned in tmp/ is removed at the next start.
-    public func shutdown() {
+    /// abandoned in tmp/ is removed at the next start. Returns whether
+    /// every thread ended within its deadline (the stop was clean).
+    @discardableResult
+    public func shutdown() -> Bool {
         stopping.withLock { $0 = true }
         store.stopPasses()
         scrub.stop()
@@ -181,6 +183,7 @@ extension CacheService {
         if !drained { log.warning("workers still busy at exit; their work is abandoned") }
         logAccessTimes()
         store.close(clean: drained)
+        return drained
     }
 
     /// The units stop the daemon with `TimeoutStopSec=15s` (systemd/): the

@@ -133,9 +133,13 @@ final class Harness {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    /// Only shuts the service down (the store stays for a reopen).
-    func shutdownService() {
-        if !closed { service.shutdown(); closed = true }
+    /// Only shuts the service down (the store stays for a reopen); whether
+    /// it stopped cleanly (`CacheService.shutdown`), nil when it was already shut down.
+    @discardableResult
+    func shutdownService() -> Bool? {
+        guard !closed else { return nil }
+        closed = true
+        return service.shutdown()
     }
 
     func url(_ path: String) -> String { origin!.url(path) }
