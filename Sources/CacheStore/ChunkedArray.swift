@@ -40,14 +40,14 @@ struct ChunkedArray<Element: Sendable>: RandomAccessCollection, MutableCollectio
         count += 1
     }
 
-    private static var prefaulted: Prefaulter.Key { Prefaulter.Key(Element.self, purpose: 2, capacity: chunkSize) }
+    private static var prefaulted: Prefaulter.Key<Element> { Prefaulter.Key(purpose: 2, capacity: chunkSize) }
 
     /// An empty chunk: during a replay (`Prefaulter.current`) the one made
     /// ahead, and the next asked for.
     private static func newChunk() -> [Element] {
         if let prefaulter = Prefaulter.current {
-            defer { prefaulter.prepare(prefaulted, filledWith: Element?.none) }
-            if let made = prefaulter.take(prefaulted, as: Element.self) { return made }
+            defer { prefaulter.prepare(prefaulted) }
+            if let made = prefaulter.take(prefaulted) { return made }
         }
         var chunk: [Element] = []
         chunk.reserveCapacity(chunkSize)

@@ -64,7 +64,7 @@ struct ObjectTable: Sendable, Equatable {
             return old
         }
         index.insert(Int32(refs.count), hash: place(ref.hash))
-        if refs.count >= Self.prefaultedCount, refs.count == refs.capacity / 2 || refs.count == refs.capacity,
+        if refs.count >= Self.prefaultedCount, Self.growsAhead(refs) || Self.growsAhead(uses),
            let prefaulter = Prefaulter.current {
             growAhead(prefaulter)
         }
@@ -84,19 +84,27 @@ struct ObjectTable: Sendable, Equatable {
         Memory.discardUnused(&uses)
     }
 
-    /// Half full: the doubled arrays are asked for; full: they are taken
-    /// (those made) and the objects moved into them.
+    /// Three quarters full (half way from the last doubling to the next):
+    /// the doubled array is asked for; full: it is taken (when made) and
+    /// the elements moved into it. Each array by its own capacity (their
+    /// elements' sizes differ, and so, from malloc's rounding, may the two).
     private mutating func growAhead(_ prefaulter: Prefaulter) {
         Self.growAhead(&refs, purpose: 4, prefaulter)
         Self.growAhead(&uses, purpose: 5, prefaulter)
     }
 
+    /// Whether `array` is at a point where `growAhead` does something.
+    @inline(__always)
+    private static func growsAhead<Element>(_ array: [Element]) -> Bool {
+        array.count == array.capacity - array.capacity / 4 || array.count == array.capacity
+    }
+
     private static func growAhead<Element: Sendable>(_ array: inout [Element], purpose: Int, _ prefaulter: Prefaulter) {
         let (count, capacity) = (array.count, array.capacity)
-        let key = Prefaulter.Key(Element.self, purpose: purpose, capacity: capacity * 2)
-        if count == capacity / 2 {
-            prefaulter.prepare(key, filledWith: Element?.none)
-        } else if count == capacity, var made = prefaulter.take(key, as: Element.self) {
+        let key = Prefaulter.Key<Element>(purpose: purpose, capacity: capacity * 2)
+        if count == capacity - capacity / 4 {
+            prefaulter.prepare(key)
+        } else if count == capacity, var made = prefaulter.take(key, withdrawing: true) {
             made.append(contentsOf: array)
             array = made
         }

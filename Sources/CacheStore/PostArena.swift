@@ -34,7 +34,11 @@ struct PostArena: Sendable {
         // A post is a part of a feed document: never near 4 GiB (feed-max-size is at most that).
         precondition(bytes.count < Int(UInt32.max), "a post of 4 GiB")
         if chunks.isEmpty || chunks[chunks.count - 1].count + bytes.count > Self.chunkSize {
-            chunks.append(Self.newChunk(for: bytes.count))
+            let prefaulter = Prefaulter.current
+            // A chunk made ahead was faulted in whole: the room this one's
+            // last post left unfilled is given back as the next one starts.
+            if prefaulter != nil, !chunks.isEmpty { Memory.discardUnused(&chunks[chunks.count - 1]) }
+            chunks.append(Self.newChunk(for: bytes.count, prefaulter))
         }
         let c = chunks.count - 1
         let offset = chunks[c].count
@@ -43,14 +47,14 @@ struct PostArena: Sendable {
         return Span(chunk: UInt32(c), offset: UInt32(offset), count: UInt32(bytes.count))
     }
 
-    private static let prefaulted = Prefaulter.Key(UInt8.self, purpose: 1, capacity: chunkSize)
+    private static let prefaulted = Prefaulter.Key<UInt8>(purpose: 1, capacity: chunkSize)
 
-    /// An empty chunk for a post of `count` bytes: during a replay
-    /// (`Prefaulter.current`) the one made ahead, and the next asked for.
-    private static func newChunk(for count: Int) -> [UInt8] {
-        if count <= chunkSize, let prefaulter = Prefaulter.current {
-            defer { prefaulter.prepare(prefaulted, filledWith: UInt8?.none) }
-            if let made = prefaulter.take(prefaulted, as: UInt8.self) { return made }
+    /// An empty chunk for a post of `count` bytes: during a replay (a
+    /// `prefaulter`) the one made ahead, and the next asked for.
+    private static func newChunk(for count: Int, _ prefaulter: Prefaulter?) -> [UInt8] {
+        if count <= chunkSize, let prefaulter {
+            defer { prefaulter.prepare(prefaulted) }
+            if let made = prefaulter.take(prefaulted) { return made }
         }
         var chunk: [UInt8] = []
         chunk.reserveCapacity(max(chunkSize, count))
@@ -58,7 +62,8 @@ struct PostArena: Sendable {
     }
 
     /// Gives back the pages of the last chunk past its bytes (a chunk made
-    /// by a `Prefaulter` is faulted in whole; the last one is partly filled).
+    /// by a `Prefaulter` is faulted in whole; those before the last gave
+    /// theirs back as the next began).
     mutating func discardUnusedPages() {
         guard !chunks.isEmpty else { return }
         Memory.discardUnused(&chunks[chunks.count - 1])

@@ -65,8 +65,9 @@ struct SlotIndex: Sendable {
     /// Adds `slot`, whose id hashes to `hash` (not yet in the table).
     mutating func insert(_ slot: Int32, hash: Int) {
         if (used + 1) * 4 > buckets.count * 3 { rehash(capacity: max(16, buckets.count * 2)) }
-        // Half way to growing, in a replay: the next buckets are made ahead.
-        if (used + 1) * 8 == buckets.count * 3, buckets.count >= Self.prefaultedBuckets {
+        // Half way from the last growth (at 3/8 full) to the next (at 3/4),
+        // in a replay: the next buckets are made ahead.
+        if used * 16 < buckets.count * 9, (used + 1) * 16 >= buckets.count * 9, buckets.count >= Self.prefaultedBuckets {
             Prefaulter.current?.prepare(Self.prefaulted(buckets.count * 2), filledWith: Self.empty)
         }
         let h = Self.short(hash)
@@ -103,8 +104,8 @@ struct SlotIndex: Sendable {
     /// Buckets from this many on are made ahead in a replay (half a MiB).
     static let prefaultedBuckets = 1 << 16
 
-    private static func prefaulted(_ capacity: Int) -> Prefaulter.Key {
-        Prefaulter.Key(UInt64.self, purpose: 3, capacity: capacity)
+    private static func prefaulted(_ capacity: Int) -> Prefaulter.Key<UInt64> {
+        Prefaulter.Key(purpose: 3, capacity: capacity)
     }
 
     /// Grows the table to hold `count` entries without growing again.
@@ -117,7 +118,7 @@ struct SlotIndex: Sendable {
 
     private mutating func rehash(capacity: Int) {
         let old = buckets
-        buckets = Prefaulter.current?.take(Self.prefaulted(capacity), as: UInt64.self)
+        buckets = Prefaulter.current?.take(Self.prefaulted(capacity), withdrawing: true)
             ?? [UInt64](repeating: Self.empty, count: capacity)
         for e in old where e != Self.empty {
             var i = Int(Self.short(of: e)) & mask

@@ -43,6 +43,10 @@ public enum Memory {
     /// if the array grows into them. Room past the elements holds no value,
     /// whatever the element type.
     public static func discardUnused<Element>(_ array: inout [Element]) {
+        // Unique first (a shared buffer is copied, as any change would), and
+        // only then its capacity read: the room given back must be this
+        // buffer's, never another's capacity over a smaller copy.
+        array.withUnsafeMutableBufferPointer { _ in }
         let (count, capacity) = (array.count, array.capacity)
         guard capacity > count else { return }
         let stride = MemoryLayout<Element>.stride

@@ -4,9 +4,9 @@ import Glibc
 
 /// Arrays made ahead, with their pages already faulted in, on a thread of
 /// their own: while one core replays a log, the other takes the kernel's
-/// clearing of the fresh pages the replay's tables grow into (a third of
-/// the replay of 10,000,000 records, a fifth of 1,000,000's, a quarter of a
-/// restart with a million posts: docs/performance.md, "Start-up").
+/// clearing of the fresh pages the replay's tables grow into (page faults
+/// were 741 of the 2,221 samples of a 10,000,000-record replay, 34 of 176
+/// at 1,000,000: docs/performance.md, "Start-up").
 ///
 /// A table about to need a larger array (a chunk more, a doubled index)
 /// asks for it with `prepare` a while before, and `take`s it when it needs
@@ -17,25 +17,28 @@ import Glibc
 /// The thread only touches an array it made and has not yet handed out,
 /// so nothing another part of the process owns is ever faulted; an array is
 /// handed over, never shared (an array still referred to would be copied
-/// by its first append). At most one array waits per key, and `stop` frees
-/// those not taken and gives their pages back (`Memory.returnFreePages`:
-/// an array made on this thread may lie in its own malloc arena, which
-/// keeps a freed block's pages), so a replay leaves no idle pages resident.
+/// by its first append). At most one array waits per key, at most
+/// `maxPending` in all; `stop` (or the last reference's going) frees those
+/// not taken and gives their pages back (`Memory.returnFreePages`: an array
+/// made on this thread may lie in its own malloc arena, which keeps a freed
+/// block's pages), so a replay leaves no idle pages resident.
 public final class Prefaulter: Sendable {
-    /// Which array is meant: the element type, a purpose, and the capacity.
-    public struct Key: Hashable, Sendable {
-        let type: ObjectIdentifier
-        let purpose: Int
-        let capacity: Int
+    /// Which array is meant: its element type, a purpose, and its capacity.
+    public struct Key<Element: Sendable>: Sendable {
+        fileprivate let raw: RawKey
 
         /// An array of `Element` of `capacity`, for `purpose` (a number the
         /// table chooses, so that two tables' arrays of one type and size
         /// are told apart).
-        public init<Element>(_ element: Element.Type, purpose: Int, capacity: Int) {
-            type = ObjectIdentifier(element)
-            self.purpose = purpose
-            self.capacity = capacity
+        public init(purpose: Int, capacity: Int) {
+            raw = RawKey(type: ObjectIdentifier(Element.self), purpose: purpose, capacity: capacity)
         }
+    }
+
+    fileprivate struct RawKey: Hashable, Sendable {
+        let type: ObjectIdentifier
+        let purpose: Int
+        let capacity: Int
     }
 
     /// The prefaulter of the replay running on this thread, if any.
@@ -45,58 +48,79 @@ public final class Prefaulter: Sendable {
     /// replay's tables ask for five or so at most at once).
     public static let maxPending = 16
 
+    /// How much of an array is made between two looks at `stop`.
+    public static let piece = 4 << 20
+
     private let state: Monitor<State>
 
-    /// An `[Element]`, taken back out by `take`, which names the type.
+    /// An `[Element]`, taken back out by `take`, whose key names the type.
     private struct Made: Sendable {
         var array: any Sendable
     }
 
     private struct State: Sendable {
-        var queue: [(Key, @Sendable () -> Made)] = []
-        var waiting: [Key: Made] = [:]
-        var making: Key?
+        var queue: [(RawKey, @Sendable (_ stopped: @Sendable () -> Bool) -> Made)] = []
+        var waiting: [RawKey: Made] = [:]
+        var making: RawKey?
+        /// The key being made was withdrawn: what is made is dropped.
+        var withdrawn = false
         var stopped = false
-        var taken = 0
+        var taken: [Int: Int] = [:]
         var pending: Int { queue.count + waiting.count + (making == nil ? 0 : 1) }
     }
 
-    /// Starts the thread; nil when it cannot be created (nothing is then
-    /// made ahead).
-    public init?() {
+    /// Starts the thread, named `name`; nil when it cannot be created
+    /// (nothing is then made ahead).
+    public init?(threadName name: String = "cached-prefault") {
         state = Monitor(State())
         do throws(SystemError) {
-            try Threads.start(name: "cached-prefault") { [state] in Self.run(state) }
+            try Threads.start(name: name) { [state] in Self.run(state) }
         } catch {
             return nil
         }
     }
 
-    /// Asks for an array of `key.capacity` elements: empty, or holding
-    /// `filled` in every place; its pages faulted in. Nothing is asked
-    /// when one for `key` is already being made or waits, or when
-    /// `maxPending` are.
-    public func prepare<Element: Sendable>(_ key: Key, filledWith filled: Element? = nil) {
+    deinit { stop() }
+
+    /// Asks for an array of `key`'s capacity: empty, or holding `filled`
+    /// in every place; its pages faulted in. Nothing is asked when one for
+    /// `key` is already being made or waits, or when `maxPending` are.
+    public func prepare<Element>(_ key: Key<Element>, filledWith filled: Element? = nil) {
+        let raw = key.raw
         state.update { s in  // every waiter: the thread, or one in `waitUntilMade`
-            guard !s.stopped, s.pending < Self.maxPending, s.making != key, s.waiting[key] == nil,
-                  !s.queue.contains(where: { $0.0 == key }) else { return }
-            s.queue.append((key, { Made(array: Self.faulted(capacity: key.capacity, filled)) }))
+            guard !s.stopped, s.pending < Self.maxPending, s.making != raw, s.waiting[raw] == nil,
+                  !s.queue.contains(where: { $0.0 == raw }) else { return }
+            s.queue.append((raw, { stopped in Made(array: Self.faulted(capacity: raw.capacity, filled, stopped: stopped)) }))
         }
     }
 
-    /// The array made for `key`, if it is ready; nil otherwise (one being
-    /// made stays asked for, and waits once made).
-    public func take<Element>(_ key: Key, as element: Element.Type = Element.self) -> [Element]? {
-        guard let made = state.update(wake: .none, { s -> Made? in
-            let made = s.waiting.removeValue(forKey: key)
-            if made != nil { s.taken += 1 }
-            return made
-        }) else { return nil }
-        return made.array as? [Element]
+    /// The array made for `key`, if it is ready. When it is not: with
+    /// `withdrawing` the ask is withdrawn (a table that grew on its own will
+    /// not ask for that size again: what is being made is dropped), else it
+    /// stays asked for, and waits once made (a chunk of a fixed size).
+    public func take<Element>(_ key: Key<Element>, withdrawing: Bool = false) -> [Element]? {
+        let raw = key.raw
+        let made = state.update(wake: .none) { s -> Made? in
+            if let made = s.waiting.removeValue(forKey: raw) {
+                s.taken[raw.purpose, default: 0] += 1
+                return made
+            }
+            if withdrawing {
+                s.queue.removeAll { $0.0 == raw }
+                if s.making == raw { s.withdrawn = true }
+            }
+            return nil
+        }
+        return made?.array as? [Element]
     }
 
-    /// How many arrays were taken.
-    public var taken: Int { state.update(wake: .none) { $0.taken } }
+    /// How many arrays were taken, of every purpose or of one.
+    public func taken(purpose: Int? = nil) -> Int {
+        state.update(wake: .none) { s in purpose.map { s.taken[$0, default: 0] } ?? s.taken.values.reduce(0, +) }
+    }
+
+    /// Whether nothing is asked for or being made.
+    public var isIdle: Bool { state.update(wake: .none) { $0.queue.isEmpty && $0.making == nil } }
 
     /// Waits until every array asked for is made (a test's way to find
     /// each ready when it is taken).
@@ -104,9 +128,10 @@ public final class Prefaulter: Sendable {
         state.wait { s in s.queue.isEmpty && s.making == nil ? () : nil }
     }
 
-    /// Ends the thread and frees the arrays made and not taken.
+    /// Ends the thread (an array being made is given up within `piece`
+    /// bytes) and frees the arrays made and not taken.
     public func stop() {
-        let unused = state.update { s -> [Key: Made] in
+        let unused = state.update { s -> [RawKey: Made] in
             s.stopped = true
             s.queue = []
             defer { s.waiting = [:] }
@@ -119,46 +144,55 @@ public final class Prefaulter: Sendable {
     }
 
     private static func run(_ state: Monitor<State>) {
+        let stopped: @Sendable () -> Bool = { state.update(wake: .none) { $0.stopped } }
         while true {
-            let next = state.wait { s -> (Key, @Sendable () -> Made)?? in
+            let next = state.wait { s -> (RawKey, @Sendable (@Sendable () -> Bool) -> Made)?? in
                 if s.stopped { return .some(nil) }
                 guard !s.queue.isEmpty else { return nil }
                 let job = s.queue.removeFirst()
                 s.making = job.0
+                s.withdrawn = false
                 return job
             }
             guard let (key, make) = next else { return }
-            var made: Made? = make()
+            var made: Made? = make(stopped)
             // Wakes `waitUntilMade` (the thread itself waits for asks only).
-            let stopped = state.update { s -> Bool in
+            let dropped = state.update { s -> Bool in
                 s.making = nil
+                let keep = !s.stopped && !s.withdrawn
                 // Handed over, not kept: see the type's comment.
-                if !s.stopped { s.waiting[key] = made }
+                if keep { s.waiting[key] = made }
                 made = nil
-                return s.stopped
+                return !keep
             }
-            if stopped { Memory.returnFreePages() }
+            if dropped { Memory.returnFreePages() }
         }
     }
 
     /// An array of `capacity` elements, empty or all `filled`, whose pages
     /// are faulted in: by writing them (a zero into each page of an empty
-    /// one's room, the elements into a filled one), one page fault at a time.
-    /// Not `MADV_POPULATE_WRITE`: it holds the process's memory map lock for
-    /// the whole range, and the replaying thread's own allocations (`mmap`)
-    /// waited on it: a 10,000,000-record replay took 1.5 times as long.
-    private static func faulted<Element>(capacity: Int, _ filled: Element?) -> [Element] {
+    /// one's room, the elements into a filled one), a `piece` at a time,
+    /// giving up when `stopped`. Not `MADV_POPULATE_WRITE`: it holds the
+    /// process's memory map lock for the whole range, and the replaying
+    /// thread's own allocations (`mmap`) waited on it (performance.md,
+    /// "Start-up": the 10,000,000-record replay took 3.0-4.2 s against 2.1-2.9).
+    private static func faulted<Element>(capacity: Int, _ filled: Element?, stopped: () -> Bool) -> [Element] {
         [Element](unsafeUninitializedCapacity: capacity) { buffer, initialized in
             initialized = 0
             guard let base = buffer.baseAddress else { return }
-            if let filled {
-                buffer.initialize(repeating: filled)
-                initialized = capacity
-                return
+            let step = max(1, piece / max(1, MemoryLayout<Element>.stride))
+            for start in stride(from: 0, to: capacity, by: step) {
+                if stopped() { return }
+                let end = min(capacity, start + step)
+                if let filled {
+                    (base + start).initialize(repeating: filled, count: end - start)
+                    initialized = end
+                } else {
+                    // Room not yet an element's: raw bytes, which this thread alone holds.
+                    Memory.touchPages(UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(base + start),
+                                                                    count: (end - start) * MemoryLayout<Element>.stride))
+                }
             }
-            // Room not yet an element's: raw bytes, which this thread alone holds.
-            Memory.touchPages(UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(base),
-                                                            count: capacity * MemoryLayout<Element>.stride))
         }
     }
 }

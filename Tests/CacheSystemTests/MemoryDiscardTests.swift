@@ -63,4 +63,25 @@ import CacheSystem
         Memory.discardUnused(&full)
         #expect(full.allSatisfy { $0 == 1 })
     }
+
+    /// A shared array is made unique first (copied, as any change would
+    /// copy it), and only the copy's own room is given back: the other
+    /// holder's elements and the heap around the copy are untouched (the
+    /// review found the old capacity applied to the new, smaller copy,
+    /// zeroing the blocks after it).
+    @Test func aSharedArraysCopyGivesBackOnlyItsOwnRoom() {
+        let page = Memory.pageSize
+        let pattern: Int64 = 0x0ABC_DEF0_1234_5678
+        // Blocks the size of the copy, and a hole among them for it to land in.
+        var neighbours: [[Int64]] = (0..<400).map { _ in [Int64](repeating: pattern, count: 1000) }
+        neighbours[200] = []
+        var array = [Int64]()
+        array.reserveCapacity(64 * page / 8)
+        array.append(contentsOf: 0..<1000)
+        let other = array
+        Memory.discardUnused(&array)
+        #expect(other.elementsEqual(0..<1000) && array.elementsEqual(0..<1000))
+        let damaged = neighbours.indices.filter { !neighbours[$0].isEmpty && !neighbours[$0].allSatisfy { $0 == pattern } }
+        #expect(damaged.isEmpty, "\(damaged.count) blocks near the copy were zeroed")
+    }
 }

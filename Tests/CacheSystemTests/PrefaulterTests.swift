@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Foundation
 import Testing
 import CacheSystem
 
@@ -25,12 +26,12 @@ import CacheSystem
         let p = try #require(Prefaulter())
         defer { p.stop() }
         let capacity = 4 << 20
-        let key = Prefaulter.Key(UInt8.self, purpose: 1, capacity: capacity)
-        p.prepare(key, filledWith: UInt8?.none)
+        let key = Prefaulter.Key<UInt8>(purpose: 1, capacity: capacity)
+        p.prepare(key)
         p.waitUntilMade()
-        var array = try #require(p.take(key, as: UInt8.self))
-        #expect(p.take(key, as: UInt8.self) == nil, "handed over once")
-        #expect(p.taken == 1)
+        var array = try #require(p.take(key))
+        #expect(p.take(key) == nil, "handed over once")
+        #expect(p.taken() == 1 && p.taken(purpose: 1) == 1 && p.taken(purpose: 2) == 0)
         #expect(array.isEmpty && array.capacity >= capacity)
         let base = array.withUnsafeBufferPointer { $0.baseAddress }
         let (resident, pages) = array.withUnsafeBufferPointer { Self.residentPages(UnsafeRawBufferPointer(start: $0.baseAddress, count: capacity)) }
@@ -43,37 +44,85 @@ import CacheSystem
     @Test func aFilledArrayHoldsItsValueInEveryPlace() throws {
         let p = try #require(Prefaulter())
         defer { p.stop() }
-        let key = Prefaulter.Key(UInt64.self, purpose: 3, capacity: 100_000)
+        // More than one piece of the making, so that its pieces join up.
+        let count = 3 * Prefaulter.piece / 8 + 1234
+        let key = Prefaulter.Key<UInt64>(purpose: 3, capacity: count)
         p.prepare(key, filledWith: UInt64.max)
         p.waitUntilMade()
-        let array = try #require(p.take(key, as: UInt64.self))
-        #expect(array.count == 100_000 && array.allSatisfy { $0 == .max })
+        let array = try #require(p.take(key))
+        #expect(array.count == count && array.allSatisfy { $0 == .max })
     }
 
     @Test func aTakeFindsOnlyWhatWasMadeForItsKey() throws {
         let p = try #require(Prefaulter())
         defer { p.stop() }
-        let key = Prefaulter.Key(UInt8.self, purpose: 1, capacity: 8192)
-        #expect(p.take(key, as: UInt8.self) == nil, "nothing asked for")
-        p.prepare(key, filledWith: UInt8?.none)
+        let key = Prefaulter.Key<UInt8>(purpose: 1, capacity: 8192)
+        #expect(p.take(key) == nil, "nothing asked for")
+        p.prepare(key)
         p.waitUntilMade()
-        #expect(p.take(Prefaulter.Key(UInt8.self, purpose: 1, capacity: 16384), as: UInt8.self) == nil, "another size")
-        #expect(p.take(Prefaulter.Key(UInt8.self, purpose: 2, capacity: 8192), as: UInt8.self) == nil, "another purpose")
-        #expect(p.take(Prefaulter.Key(Int8.self, purpose: 1, capacity: 8192), as: Int8.self) == nil, "another type")
-        #expect(p.take(key, as: UInt8.self) != nil)
+        #expect(p.take(Prefaulter.Key<UInt8>(purpose: 1, capacity: 16384)) == nil, "another size")
+        #expect(p.take(Prefaulter.Key<UInt8>(purpose: 2, capacity: 8192)) == nil, "another purpose")
+        #expect(p.take(Prefaulter.Key<Int8>(purpose: 1, capacity: 8192)) == nil, "another type")
+        #expect(p.take(key) != nil)
+    }
+
+    /// A take that finds nothing ready withdraws the ask when told to (a
+    /// table that grew on its own never asks for that size again): nothing
+    /// is left waiting; without, the array waits for the next take.
+    @Test func aTakeThatMissesCanWithdrawTheAsk() throws {
+        let p = try #require(Prefaulter())
+        defer { p.stop() }
+        // A large array first, so that the next ones are still queued when taken.
+        let large = Prefaulter.Key<UInt8>(purpose: 9, capacity: 256 << 20)
+        p.prepare(large)
+        let withdrawn = Prefaulter.Key<UInt8>(purpose: 1, capacity: 8192)
+        let kept = Prefaulter.Key<UInt8>(purpose: 2, capacity: 8192)
+        p.prepare(withdrawn)
+        p.prepare(kept)
+        #expect(p.take(withdrawn, withdrawing: true) == nil && p.take(kept) == nil, "not made yet: the large one goes first")
+        p.waitUntilMade()
+        #expect(p.take(withdrawn) == nil, "a withdrawn ask was made anyway")
+        #expect(p.take(kept) != nil, "an ask not withdrawn waits to be taken")
+        // Withdrawn while being made: dropped once made.
+        p.prepare(large)
+        while p.take(large, withdrawing: true) == nil && !p.isIdle {}
+        p.waitUntilMade()
+        #expect(p.take(large) == nil)
+    }
+
+    /// A prefaulter let go without `stop` stops its thread all the same.
+    @Test func aPrefaulterLetGoEndsItsThread() throws {
+        let name = "tpf-\(getpid() % 1000)"
+        func threads() -> Int {
+            ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).filter { task in
+                (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.hasPrefix(name) == true
+            }.count
+        }
+        do {
+            let p = try #require(Prefaulter(threadName: name))
+            p.prepare(Prefaulter.Key<UInt8>(purpose: 9, capacity: 1 << 20))
+            p.waitUntilMade()
+            #expect(threads() == 1)
+        }
+        var waited = 0
+        while threads() > 0 && waited < 500 {
+            usleep(10_000)
+            waited += 1
+        }
+        #expect(threads() == 0, "the thread of a prefaulter let go without stop still runs")
     }
 
     @Test func afterStopNothingIsMadeOrWaits() throws {
         let p = try #require(Prefaulter())
-        let made = Prefaulter.Key(UInt8.self, purpose: 1, capacity: 8192)
-        p.prepare(made, filledWith: UInt8?.none)
+        let made = Prefaulter.Key<UInt8>(purpose: 1, capacity: 8192)
+        p.prepare(made)
         p.waitUntilMade()
         p.stop()
-        #expect(p.take(made, as: UInt8.self) == nil, "what was not taken is freed at stop")
-        let later = Prefaulter.Key(UInt8.self, purpose: 2, capacity: 8192)
-        p.prepare(later, filledWith: UInt8?.none)
+        #expect(p.take(made) == nil, "what was not taken is freed at stop")
+        let later = Prefaulter.Key<UInt8>(purpose: 2, capacity: 8192)
+        p.prepare(later)
         p.waitUntilMade()
-        #expect(p.take(later, as: UInt8.self) == nil && p.taken == 0)
+        #expect(p.take(later) == nil && p.taken() == 0)
     }
 
     @Test func theCurrentPrefaulterIsTheReplayingThreadsOnly() throws {
