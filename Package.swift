@@ -117,7 +117,7 @@ let package = Package(
         .testTarget(name: "CacheProtocolTests", dependencies: ["CacheProtocol"], swiftSettings: strict),
         .testTarget(name: "CacheHTTPTests", dependencies: ["CacheHTTP", "CacheSystem"], swiftSettings: strict),
         .testTarget(name: "CachedClientTests", dependencies: ["CachedClient", "CacheProtocol"], swiftSettings: strict),
-        .testTarget(name: "CacheSystemTests", dependencies: ["CacheSystem", "CLinux"], swiftSettings: strict),
+        .testTarget(name: "CacheSystemTests", dependencies: ["CacheSystem", "CLinux", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "CacheFetchTests", dependencies: ["CacheFetch", "CacheHTTP", "CacheSystem", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "CacheServiceTests",
                     dependencies: ["CacheService", "CacheStore", "CacheProtocol", "CacheFetch", "CacheHTTP", "CacheSystem", "CacheVariant", "TestSupport"],

@@ -40,6 +40,20 @@ struct ChunkedArray<Element: Sendable>: RandomAccessCollection, MutableCollectio
         count += 1
     }
 
+    /// Gives back the pages of the last chunk's room past its elements (a
+    /// chunk a `Prefaulter` made has every page faulted in).
+    mutating func discardUnusedPages() {
+        guard !chunks.isEmpty else { return }
+        Memory.discardUnused(&chunks[chunks.count - 1])
+    }
+
+    /// The bytes of the last chunk's whole capacity (nil with no chunk),
+    /// for a look at which of its pages are resident.
+    func withLastChunkCapacity<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R? {
+        guard let last = chunks.last else { return nil }
+        return last.withUnsafeBufferPointer { body(UnsafeRawBufferPointer(start: $0.baseAddress, count: last.capacity * MemoryLayout<Element>.stride)) }
+    }
+
     private static var prefaulted: Prefaulter.Key<Element> { Prefaulter.Key(purpose: 2, capacity: chunkSize) }
 
     /// An empty chunk: during a replay (`Prefaulter.current`) the one made

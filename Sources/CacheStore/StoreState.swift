@@ -250,12 +250,13 @@ struct StoreState {
         return []
     }
 
-    /// Gives back the pages past the last post's bytes and past the objects
-    /// (after a replay whose tables grew into arrays a `Prefaulter` made
-    /// whole; the rows' last chunk, half a MiB at most, is left).
+    /// Gives back the pages past the last post's bytes, the objects and
+    /// the rows (after a replay whose tables grew into arrays a `Prefaulter`
+    /// made whole).
     mutating func discardUnusedPages() {
         posts.discardUnusedPages()
         objects.discardUnusedPages()
+        rows.discardUnusedPages()
     }
 
     /// Derives `feedIDs` and `listIDs` from the posts and the recorded order.

@@ -1,5 +1,7 @@
 import Testing
 @testable import CacheStore
+import CacheSystem
+import TestSupport
 
 /// `ChunkedArray` against a plain array doing the same things.
 @Suite struct ChunkedArrayTests {
@@ -40,5 +42,28 @@ import Testing
         #expect(b[5] == -1 && a != b)
         let c: ChunkedArray = [1, 2, 3]
         #expect(Array(c) == [1, 2, 3] && c == [1, 2, 3] && c != [1, 2])
+    }
+
+    /// A chunk made ahead in a replay has every page resident; what its
+    /// elements do not fill is given back after the replay, and the array
+    /// grows on over it as before.
+    @Test func theLastChunkMadeAheadGivesBackItsRoom() throws {
+        let p = try #require(Prefaulter())
+        defer { p.stop() }
+        var chunked = ChunkedArray<UInt64>()
+        let size = ChunkedArray<UInt64>.chunkSize
+        Prefaulter.$current.withValue(p) {
+            chunked.append(0)
+            p.waitUntilMade()
+            for v in 1..<UInt64(size + 10) { chunked.append(v) }
+        }
+        #expect(p.taken(purpose: 2) >= 1, "the second chunk was made ahead")
+        let before = try #require(chunked.withLastChunkCapacity { ResidentPages.count($0) } ?? nil)
+        #expect(before.pages >= 4 && before.resident == before.pages, "made ahead: \(before.resident) of \(before.pages) pages resident")
+        chunked.discardUnusedPages()
+        let after = try #require(chunked.withLastChunkCapacity { ResidentPages.count($0) } ?? nil)
+        #expect(after.resident <= 1, "\(after.resident) of \(after.pages) pages still resident past 10 elements")
+        for v in UInt64(size + 10)..<UInt64(2 * size + 5) { chunked.append(v) }
+        #expect(chunked.elementsEqual(0..<UInt64(2 * size + 5)))
     }
 }

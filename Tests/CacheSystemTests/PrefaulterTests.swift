@@ -4,24 +4,12 @@ import Glibc
 import Foundation
 import Testing
 import CacheSystem
+import TestSupport
 
 /// `Prefaulter`: an array asked for is made on its thread with its pages
 /// resident, handed over once and not shared; a take finds only what was
 /// made for its key; `stop` asks for nothing more.
 @Suite struct PrefaulterTests {
-    /// How many of the pages of `bytes` (whole pages inside it) are resident (`mincore`).
-    static func residentPages(_ bytes: UnsafeRawBufferPointer) -> (resident: Int, pages: Int) {
-        let page = UInt(Memory.pageSize)
-        let address = UInt(bitPattern: bytes.baseAddress!)
-        let first = (address + page - 1) / page * page
-        let last = (address + UInt(bytes.count)) / page * page
-        let pages = Int((last - first) / page)
-        var vector = [UInt8](repeating: 0, count: pages)
-        let rc = mincore(UnsafeMutableRawPointer(bitPattern: first), Int(last - first), &vector)
-        #expect(rc == 0, "mincore: errno \(errno)")
-        return (vector.filter { $0 & 1 == 1 }.count, pages)
-    }
-
     @Test func anEmptyArrayIsMadeWithItsPagesResidentAndHandedOverOnce() throws {
         let p = try #require(Prefaulter())
         defer { p.stop() }
@@ -34,7 +22,7 @@ import CacheSystem
         #expect(p.taken() == 1 && p.taken(purpose: 1) == 1 && p.taken(purpose: 2) == 0)
         #expect(array.isEmpty && array.capacity >= capacity)
         let base = array.withUnsafeBufferPointer { $0.baseAddress }
-        let (resident, pages) = array.withUnsafeBufferPointer { Self.residentPages(UnsafeRawBufferPointer(start: $0.baseAddress, count: capacity)) }
+        let (resident, pages) = try #require(array.withUnsafeBufferPointer { ResidentPages.count(UnsafeRawBufferPointer(start: $0.baseAddress, count: capacity)) })
         #expect(resident == pages && pages > 1000, "\(resident) of \(pages) pages resident")
         // Not shared: filling it to its capacity writes in place.
         array.append(contentsOf: repeatElement(7, count: capacity))
