@@ -118,6 +118,10 @@ struct SlotIndex: Sendable {
 
     private mutating func rehash(capacity: Int) {
         let old = buckets
+        // A jump past the doubling (`reserve`): the doubled buckets asked for will never be taken.
+        if capacity > buckets.count * 2, buckets.count >= Self.prefaultedBuckets {
+            Prefaulter.current?.withdraw(Self.prefaulted(buckets.count * 2))
+        }
         buckets = Prefaulter.current?.take(Self.prefaulted(capacity), withdrawing: true)
             ?? [UInt64](repeating: Self.empty, count: capacity)
         for e in old where e != Self.empty {

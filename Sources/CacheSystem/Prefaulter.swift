@@ -114,6 +114,19 @@ public final class Prefaulter: Sendable {
         return made?.array as? [Element]
     }
 
+    /// Withdraws the ask for `key`: a table that grew past that size will
+    /// never take it. An array made for it is freed (the heap is trimmed
+    /// at `stop`), one being made dropped.
+    public func withdraw<Element>(_ key: Key<Element>) {
+        let raw = key.raw
+        let made = state.update(wake: .none) { s -> Made? in
+            s.queue.removeAll { $0.0 == raw }
+            if s.making == raw { s.withdrawn = true }
+            return s.waiting.removeValue(forKey: raw)
+        }
+        _ = consume made  // freed here, outside the lock
+    }
+
     /// How many arrays were taken, of every purpose or of one.
     public func taken(purpose: Int? = nil) -> Int {
         state.update(wake: .none) { s in purpose.map { s.taken[$0, default: 0] } ?? s.taken.values.reduce(0, +) }

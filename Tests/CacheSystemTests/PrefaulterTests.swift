@@ -78,6 +78,29 @@ import TestSupport
         #expect(p.take(large) == nil)
     }
 
+    /// A withdrawn ask is never handed out: made, queued or being made.
+    @Test func aWithdrawnAskIsNeverHandedOut() throws {
+        let p = try #require(Prefaulter())
+        defer { p.stop() }
+        let made = Prefaulter.Key<UInt8>(purpose: 1, capacity: 8192)
+        p.prepare(made)
+        p.waitUntilMade()
+        p.withdraw(made)
+        let large = Prefaulter.Key<UInt8>(purpose: 9, capacity: 256 << 20)
+        let queued = Prefaulter.Key<UInt8>(purpose: 2, capacity: 8192)
+        p.prepare(large)
+        p.prepare(queued)
+        p.withdraw(queued)
+        p.withdraw(large)
+        p.waitUntilMade()
+        #expect(p.take(made) == nil && p.take(queued) == nil && p.take(large) == nil)
+        #expect(p.taken() == 0)
+        // Asked for again after a withdrawal: made again.
+        p.prepare(made)
+        p.waitUntilMade()
+        #expect(p.take(made) != nil)
+    }
+
     /// A prefaulter let go without `stop` stops its thread all the same.
     @Test func aPrefaulterLetGoEndsItsThread() throws {
         let name = "tpf-\(getpid() % 1000)"
