@@ -78,6 +78,9 @@ public struct JSONError: Error, CustomStringConvertible, Sendable, Equatable {
     /// Set when the captured array held more elements than the parse
     /// allowed (`parseDocument`'s `maxElements`): that bound.
     public var elementLimit: Int?
+    /// Set when the parse gave up because the daemon is stopping
+    /// (`StopFlag.current`), not because of the bytes.
+    public var stopped = false
     public init(offset: Int, reason: String, elementLimit: Int? = nil) {
         self.offset = offset
         self.reason = reason

@@ -1,3 +1,5 @@
+import CacheSystem
+
 /// A feed document read without building its items: the array a JSON
 /// Pointer names is checked element by element and its elements' byte
 /// ranges kept, while the values around it are built as usual. A page of a
@@ -81,6 +83,11 @@ extension JSONParser {
             if capturing {
                 guard ranges.count < maxElements else {
                     throw JSONError(offset: pos, reason: "the array holds more than \(maxElements) elements", elementLimit: maxElements)
+                }
+                if ranges.count % StopFlag.itemsBetweenLooks == StopFlag.itemsBetweenLooks - 1, StopFlag.current?.isRaised == true {
+                    var stopped = JSONError(offset: pos, reason: "the parse was stopped: the daemon is stopping")
+                    stopped.stopped = true
+                    throw stopped
                 }
                 try skipValue(depth: depth + 1)
                 ranges.append(start..<pos)

@@ -52,8 +52,12 @@ extension FeedRefresher {
         let (limit, timeout) = (Int(config.feedMaxSize), config.feedTimeout)
         var walk = walk
         let decode = walk.decode
+        let stop = store.stopFlag
         walk.decode = { body, type, room throws(FeedError) in
-            let decoded = try decode(body, type, room)
+            // A large page's parse gives up when the daemon stops (within a few thousand items).
+            let decoded = try StopFlag.$current.withValue(stop) {
+                Result { () throws(FeedError) in try decode(body, type, room) }
+            }.get()
             // A large page's parse tree (hundreds of bytes an item) is freed on
             // whichever worker decoded it, in that thread's malloc arena: unless
             // it goes back now, each page's stays resident beside the next one's.

@@ -7,6 +7,8 @@ import CacheSystem
 /// feed's pages as stored, the posts and rows they hold, the two
 /// transactions that replace them, and `feeds.state`.
 protocol FeedStore: Sendable {
+    /// Raised when the daemon stops: a page being parsed gives up (`StopFlag.current`).
+    var stopFlag: StopFlag { get }
     /// True once a posts refresh was stored.
     var postsKnown: Bool { get }
     /// True once a manifest refresh was stored.

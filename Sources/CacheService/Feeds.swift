@@ -6,6 +6,15 @@ import CacheSystem
 public struct FeedError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
+
+    /// A page's reading given up because the daemon is stopping (`StopFlag.current`).
+    public static let stopping = FeedError("the page was not read to its end: the daemon is stopping")
+
+    /// Throws `stopping` when the parse's stop flag is up, every
+    /// `StopFlag.itemsBetweenLooks` items (`index` counts them).
+    static func checkStop(at index: Int) throws(FeedError) {
+        if index % StopFlag.itemsBetweenLooks == StopFlag.itemsBetweenLooks - 1, StopFlag.current?.isRaised == true { throw stopping }
+    }
 }
 
 /// One page's posts, decoded by the rules of docs/protocol.md, "Feeds".
@@ -146,6 +155,7 @@ public enum FeedDecoder {
         do throws(JSONError) { parsed = try JSONParser.parseDocument(parseable, capturingArrayAt: path, maxElements: max(room, 0)) }
         catch {
             if error.elementLimit != nil { throw tooManyItems(shape, room: room) }
+            if error.stopped { throw FeedError.stopping }
             throw FeedError(FeedContent.notAFeed(body, contentType: contentType) ?? "\(error)")
         }
         let root = parsed.document
@@ -280,6 +290,7 @@ public enum FeedDecoder {
         var given = 0
         let discards = discarding && doc.values == nil
         for index in 0..<doc.count {
+            try FeedError.checkStop(at: index)
             let element = doc.item(index, in: body)
             defer {
                 if discards, doc.ranges[index].upperBound - given >= discardStep {

@@ -94,10 +94,36 @@ enum XMLStream {
         // ISO-8859-1 and US-ASCII, from either side, are windows-1252, which
         // is decoded here as it is read, as WHATWG's table says
         // (`Windows1252Input`): libxml2 reads UTF-8 and leaves the declaration aside.
-        let recoded = XMLEncoding.readsAsWindows1252(charset: charset, body: body) ? Windows1252Input(body) : nil
-        if recoded != nil { options |= Int32(XML_PARSE_IGNORE_ENC.rawValue) }
+        let recodes = XMLEncoding.readsAsWindows1252(charset: charset, body: body)
+        if recodes { options |= Int32(XML_PARSE_IGNORE_ENC.rawValue) }
         // Whatever libxml2 reports outside the reader on this thread goes nowhere (not stderr).
         xmlSetStructuredErrorFunc(nil) { _, _ in }
+        // Twice: first the prolog alone, up to the root element, under
+        // libxml2's own limits, which also bound the expansion of entities
+        // (a DTD that declares any is refused there); then the whole
+        // document with its limits on the size of one text node (10 MB),
+        // a name or a look-ahead lifted (`XML_PARSE_HUGE`): a post whose
+        // text is a long inline image is a post, bounded by `feed-max-size`
+        // and the 64 MiB a post can be. The huge option also lifts the
+        // limit on entity expansion, which is why the prolog is read first:
+        // once it declared no entity, the document has none to expand.
+        var prolog = PrologSink()
+        try run(body, charset: charset, options: options, recodes: recodes, into: &prolog, rootOnly: true)
+        try run(body, charset: charset, options: options | Int32(XML_PARSE_HUGE.rawValue), recodes: recodes, into: &sink, rootOnly: false)
+    }
+
+    /// An `XMLEventSink` for the prolog's pass, which stops at the root element.
+    private struct PrologSink: XMLEventSink {
+        mutating func start(_ name: XMLName, attributes: [XMLAttribute], depth: Int) throws(FeedError) {}
+        mutating func text(_ text: String) {}
+        mutating func end(_ name: XMLName, depth: Int) {}
+    }
+
+    /// One pass of libxml2's reader over `body` with `options` (`rootOnly`:
+    /// until the root element starts).
+    private static func run<Sink: XMLEventSink>(_ body: [UInt8], charset: String?, options: Int32, recodes: Bool,
+                                                into sink: inout Sink, rootOnly: Bool) throws(FeedError) {
+        let recoded = recodes ? Windows1252Input(body) : nil
         let errors = ParseErrors()
         let result: Result<Void, FeedError> = body.withUnsafeBufferPointer { buffer in
             let made: xmlTextReaderPtr?
@@ -123,7 +149,7 @@ enum XMLStream {
                 Unmanaged<ParseErrors>.fromOpaque(context).takeUnretainedValue().note(error.pointee)
             }, Unmanaged.passUnretained(errors).toOpaque())
             do throws(FeedError) {
-                try read(reader, body: buffer, into: &sink, errors: errors, failedDocument: &leftDocument)
+                try read(reader, body: buffer, into: &sink, errors: errors, failedDocument: &leftDocument, rootOnly: rootOnly)
                 return .success(())
             } catch {
                 return .failure(error)
@@ -148,9 +174,12 @@ enum XMLStream {
     }
 
     private static func read<Sink: XMLEventSink>(_ reader: xmlTextReaderPtr, body: UnsafeBufferPointer<UInt8>, into sink: inout Sink,
-                                                 errors: ParseErrors, failedDocument: inout xmlDocPtr?) throws(FeedError) {
+                                                 errors: ParseErrors, failedDocument: inout xmlDocPtr?, rootOnly: Bool) throws(FeedError) {
         var sawRoot = false
+        var nodes = 0
         while true {
+            try FeedError.checkStop(at: nodes)
+            nodes += 1
             let status = xmlTextReaderRead(reader)
             if status == 0 { return }
             if status < 0 {
@@ -161,6 +190,7 @@ enum XMLStream {
             case XML_READER_TYPE_ELEMENT.rawValue:
                 let depth = Int(xmlTextReaderDepth(reader))
                 guard depth < maxDepth else { throw FeedError("nested deeper than \(maxDepth) elements") }
+                if rootOnly { return }
                 sawRoot = true
                 let name = currentName(reader)
                 let isEmpty = xmlTextReaderIsEmptyElement(reader) == 1

@@ -41,6 +41,10 @@ extension Store {
     /// True once `stopPasses` was called.
     public var isStopping: Bool { stop.isRaised }
 
+    /// The flag `stopPasses` raises, for work outside the store that
+    /// answers to it too (a feed page's parse: `StopFlag.current`).
+    public var stopFlag: StopFlag { stop }
+
     /// The start's reconciliation (`CacheService.start`): none when the
     /// store opened with `posts.state` naming the log and `posts/` as they
     /// are (`postFilesCheck` nil: the report's `reason` is nil), else a

@@ -16,4 +16,13 @@ public final class StopFlag: Sendable {
 
     /// True once `raise` was called.
     public var isRaised: Bool { raised.load(ordering: .acquiring) }
+
+    /// The flag the work this thread runs now answers to: a feed page's
+    /// parse, bound by the refresh that reads it, looks at it every few
+    /// thousand items, where it has no flag of its own to be handed.
+    @TaskLocal public static var current: StopFlag?
+
+    /// How many items (elements, nodes) a parse reads between two looks
+    /// at `current`.
+    public static let itemsBetweenLooks = 4096
 }

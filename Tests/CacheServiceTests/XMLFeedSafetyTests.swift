@@ -44,6 +44,36 @@ private func failure(_ xml: String) -> String {
         #expect(failure(late) == Self.refused)
     }
 
+    /// The same declarations with the reference in the root element's
+    /// attribute, which libxml2 expands as it parses the start tag: refused
+    /// in the prolog's pass, under libxml2's limits, before the document is
+    /// read with them lifted (`XML_PARSE_HUGE`).
+    @Test func billionLaughsInTheRootsAttributeIsRefused() {
+        let levels = (1...9).map { i in "<!ENTITY lol\(i) \"" + String(repeating: "&lol\(i - 1);", count: 10) + "\">" }
+        let xml = "<?xml version=\"1.0\"?><!DOCTYPE rss [<!ENTITY lol0 \"lol\">" + levels.joined() + "]>"
+            + "<rss version=\"2.0\" a=\"&lol9;\"><channel><item><title>t</title></item></channel></rss>"
+        let start = Clock.monotonicNanoseconds()
+        let why = failure(xml)
+        #expect(why == Self.refused || why.contains("entit"), "\(why)")
+        #expect(Clock.elapsed(since: start) < .milliseconds(2000))
+    }
+
+    /// A text node longer than libxml2's own limit (10 MB: a post whose
+    /// content is a long inline image) is read, as a JSON string of that
+    /// size is; so is one after a DOCTYPE whose internal subset declares no
+    /// entity.
+    @Test(arguments: ["", "<!DOCTYPE rss [<!ELEMENT rss ANY>]>"])
+    func aTextNodeOverLibxml2sLimitIsRead(doctype: String) throws {
+        let long = String(repeating: "A", count: 11_000_000)
+        let xml = "<?xml version=\"1.0\"?>\(doctype)<rss version=\"2.0\" xmlns:content=\"http://purl.org/rss/1.0/modules/content/\"><channel><title>t</title>"
+            + "<item><guid>urn:1</guid><title>\(long.prefix(200_000))</title><content:encoded><![CDATA[<img src=\"data:image/png;base64,\(long)\">]]></content:encoded></item>"
+            + "<item><guid>urn:2</guid><title>two</title></item></channel></rss>"
+        let page = try read(Array(xml.utf8)).get()
+        #expect(page.items.count == 2)
+        #expect(page.items.first?["content_html"]?.string?.utf8.count == long.utf8.count + 34)
+        #expect(page.items.last?["title"]?.string == "two")
+    }
+
     @Test func externalEntitiesAndDTDsAreNeitherReadNorFetched() {
         let before = XMLFeedStreamLoads.count
         #expect(failure("""

@@ -1,0 +1,77 @@
+import Testing
+@testable import CacheService
+import CacheProtocol
+import CacheSystem
+
+/// A feed page's parse answers to the daemon's stop flag (`StopFlag.current`,
+/// bound by the refresh to the store's): a large page gives up within a few
+/// thousand items once the daemon stops, rather than holding the shutdown
+/// for the seconds a page of a gigabyte takes (docs/architecture.md,
+/// "Background passes").
+@Suite struct FeedParseStopTests {
+    static let count = 3 * StopFlag.itemsBetweenLooks
+
+    static var jsonPosts: [UInt8] {
+        Array(("[" + (1...count).map { "{\"id\":\($0),\"title\":\"post \($0)\"}" }.joined(separator: ",") + "]").utf8)
+    }
+
+    static var rss: [UInt8] {
+        let items = (1...count).map { "<item><guid>urn:post:\($0)</guid><title>post \($0)</title></item>" }.joined()
+        return Array("<?xml version=\"1.0\"?><rss version=\"2.0\"><channel><title>t</title>\(items)</channel></rss>".utf8)
+    }
+
+    static var manifest: [UInt8] {
+        Array(("[" + (1...count).map { "{\"url\":\"https://example.com/\($0).png\"}" }.joined(separator: ",") + "]").utf8)
+    }
+
+    static func raised() -> StopFlag {
+        let flag = StopFlag()
+        flag.raise()
+        return flag
+    }
+
+    /// The decode under `flag`, its error if any.
+    static func posts(_ body: [UInt8], type: String, under flag: StopFlag) -> Result<DecodedPostsPage, FeedError> {
+        StopFlag.$current.withValue(flag) {
+            Result { () throws(FeedError) in try FeedDecoder.postsPage(body, shape: FeedShape(prefix: "posts"), id: .member("id"), contentType: type) }
+        }
+    }
+
+    @Test(arguments: [("application/json", true), ("application/rss+xml", false)])
+    func aPostsPageGivesUpOnceTheFlagIsRaised(type: String, json: Bool) throws {
+        let body = json ? Self.jsonPosts : Self.rss
+        let whole = try Self.posts(body, type: type, under: StopFlag()).get()
+        #expect(whole.posts.count == Self.count, "read whole while the flag is down")
+        #expect(Self.posts(body, type: type, under: Self.raised()).map(\.posts.count) == .failure(FeedError.stopping))
+    }
+
+    @Test func aManifestPageGivesUpOnceTheFlagIsRaised() throws {
+        let decode = { (flag: StopFlag) in
+            StopFlag.$current.withValue(flag) {
+                Result { () throws(FeedError) in
+                    try FeedDecoder.manifestPage(Self.manifest, shape: FeedShape(prefix: "images"), fields: ItemFields(), contentType: "application/json")
+                }
+            }
+        }
+        #expect(try decode(StopFlag()).get().entries.count == Self.count)
+        #expect(decode(Self.raised()).map(\.entries.count) == .failure(FeedError.stopping))
+    }
+
+    /// Through the service: a refresh whose store is stopping fails saying
+    /// so, and stores nothing; a page under a few thousand items is read whole.
+    @Test func aRefreshOfALargePageFailsOnceTheStoreIsStopping() async throws {
+        let h = try await Harness.start(extra: ["large.json": Self.jsonPosts], feeds: { origin in
+            Harness.feeds(origin, posts: "/large.json", images: nil)
+        })
+        defer { h.close() }
+        let s = h.service
+        s.store.stopPasses()
+        let result = await completion { s.prefetch(.posts, force: false, progress: { _ in }, then: $0) }
+        guard case .failure(let error) = result else {
+            Issue.record("a refresh read a page of \(Self.count) items while the daemon was stopping: \(result)")
+            return
+        }
+        #expect("\(error)".contains(FeedError.stopping.description), "\(error)")
+        #expect(s.status().posts == 0, "nothing stored")
+    }
+}
