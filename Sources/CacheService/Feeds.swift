@@ -10,11 +10,17 @@ public struct FeedError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A page's reading given up because the daemon is stopping (`StopFlag.current`).
     public static let stopping = FeedError("the page was not read to its end: the daemon is stopping")
 
-    /// Throws `stopping` when the parse's stop flag is up, every
-    /// `StopFlag.itemsBetweenLooks` items (`index` counts them).
-    static func checkStop(at index: Int) throws(FeedError) {
-        if index % StopFlag.itemsBetweenLooks == StopFlag.itemsBetweenLooks - 1, StopFlag.current?.isRaised == true { throw stopping }
+    /// Throws `stopping` when the parse's stop flag is up, every `every`
+    /// items (`index` counts them): `StopFlag.itemsBetweenLooks` where an
+    /// item is a node or an element's bytes skipped, fewer where each is
+    /// a whole post written out (an RSS item's JSON, up to 64 MiB).
+    static func checkStop(at index: Int, every: Int = StopFlag.itemsBetweenLooks) throws(FeedError) {
+        if index % every == every - 1, StopFlag.current?.isRaised == true { throw stopping }
     }
+
+    /// How many decoded items (JSON values written out, each a post)
+    /// pass between two looks at the stop flag.
+    static let postsBetweenLooks = 16
 }
 
 /// One page's posts, decoded by the rules of docs/protocol.md, "Feeds".
@@ -188,7 +194,10 @@ public enum FeedDecoder {
             facts.hint = MoreHint(pointer: "<link rel=\"next\">", value: MoreHint.quoted(.string(next)), advice: "set \(shape.prefix)-paging = link")
         }
         var hasher = Hasher()
-        for item in page.items { hasher.combine(item.encoded) }
+        for (index, item) in page.items.enumerated() {
+            try FeedError.checkStop(at: index, every: FeedError.postsBetweenLooks)
+            hasher.combine(item.encoded)
+        }
         facts.digest = hasher.finalize()
         return Document(values: page.items, facts: facts)
     }
@@ -290,7 +299,7 @@ public enum FeedDecoder {
         var given = 0
         let discards = discarding && doc.values == nil
         for index in 0..<doc.count {
-            try FeedError.checkStop(at: index)
+            try FeedError.checkStop(at: index, every: doc.values == nil ? StopFlag.itemsBetweenLooks : FeedError.postsBetweenLooks)
             let element = doc.item(index, in: body)
             defer {
                 if discards, doc.ranges[index].upperBound - given >= discardStep {

@@ -45,6 +45,16 @@ import CacheSystem
         #expect(Self.posts(body, type: type, under: Self.raised()).map(\.posts.count) == .failure(FeedError.stopping))
     }
 
+    /// An RSS page's items written out as JSON (each up to a post's 64
+    /// MiB) look at the flag every few items, not every few thousand: a
+    /// page of 20 items, far fewer nodes than the parse's looks are apart.
+    @Test func anRSSPagesItemsWrittenOutGiveUpOnceTheFlagIsRaised() throws {
+        let items = (1...FeedError.postsBetweenLooks + 4).map { "<item><guid>urn:\($0)</guid></item>" }.joined()
+        let body = Array("<rss version=\"2.0\"><channel>\(items)</channel></rss>".utf8)
+        #expect(try Self.posts(body, type: "application/rss+xml", under: StopFlag()).get().posts.count == FeedError.postsBetweenLooks + 4)
+        #expect(Self.posts(body, type: "application/rss+xml", under: Self.raised()).map(\.posts.count) == .failure(FeedError.stopping))
+    }
+
     @Test func aManifestPageGivesUpOnceTheFlagIsRaised() throws {
         let decode = { (flag: StopFlag) in
             StopFlag.$current.withValue(flag) {
