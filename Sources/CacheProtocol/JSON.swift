@@ -93,6 +93,8 @@ public struct JSONError: Error, CustomStringConvertible, Sendable, Equatable {
 public struct JSONParser {
     /// The deepest nesting of arrays and objects accepted. Default 64.
     public static let defaultMaxDepth = 64
+    /// The longest number read, in characters (sign, digits, fraction and exponent).
+    public static let maxNumberLength = 400
 
     let bytes: UnsafeRawBufferPointer
     var pos = 0
@@ -260,7 +262,9 @@ public struct JSONParser {
             guard digit(peek()) else { throw error("invalid number") }
             while digit(peek()) { pos += 1 }
         }
-        guard pos - start <= 400 else { throw error("number too long") }
+        guard pos - start <= Self.maxNumberLength else {
+            throw error("a number of \(pos - start) characters, more than the \(Self.maxNumberLength) this parser reads (RFC 8259, section 9, lets a parser bound them)")
+        }
     }
 
     /// The scalar of a `\u` escape whose `u` was just read: a surrogate

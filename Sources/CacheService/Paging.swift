@@ -1,4 +1,5 @@
 import CacheProtocol
+import CacheSystem
 
 /// How a feed names its next page (`posts-paging`, `images-paging`;
 /// docs/protocol.md, "Paging"): each kind reads what it needs from a page
@@ -239,7 +240,13 @@ extension CountSource {
         switch self {
         case .pointer(let p):
             guard let value = facts.total, !value.isNull else { return nil }
-            guard let n = value.integer else { throw FeedError("\(setting) \(p) is \(value.kindName), not a whole number") }
+            guard let n = value.integer else {
+                // A whole number past Int64 is named as such, not as "not a whole number".
+                if case .number(let text) = value, text.utf8.allSatisfy({ ASCII.isDigit($0) || $0 == UInt8(ascii: "-") }) {
+                    throw FeedError("\(setting) \(p) is \(text.cut(toBytes: 40)), " + (text.hasPrefix("-") ? "a count is never negative" : "more than 2^63 - 1"))
+                }
+                throw FeedError("\(setting) \(p) is \(value.kindName), not a whole number")
+            }
             count = n
         case .header(let h):
             guard let text = headers[h]?.trimmed(), !text.isEmpty else { return nil }

@@ -277,6 +277,8 @@ private final class ParseErrors {
         guard isFatal ? fatal == nil : other == nil else { return }
         var message = error.message.map { String(cString: $0) } ?? "error \(error.code)"
         while message.last == "\n" || message.last == " " { message.removeLast() }
+        // One line: libxml2 breaks some messages ("indicate encoding !\nBytes: 0xFF ...").
+        message = message.split(separator: "\n").map { String($0).trimmed() }.joined(separator: " ")
         if isFatal { fatal = (error.line, message) } else { other = (error.line, message) }
     }
 }

@@ -53,6 +53,19 @@ import CacheSystem
         #expect(throws: JSONError.self) { try JSONParser.parse([0x22, 0xFF, 0x22]) }
     }
 
+    /// A number longer than the parser reads is refused saying so, with
+    /// its length and the bound; one at the bound is read.
+    @Test func longNumbersAreRefusedNamingTheBound() throws {
+        let bound = JSONParser.maxNumberLength
+        #expect(try JSONParser.parse(Array(String(repeating: "7", count: bound).utf8)) == .number(String(repeating: "7", count: bound)))
+        do {
+            _ = try JSONParser.parse(Array(("[" + String(repeating: "7", count: bound + 1) + "]").utf8))
+            Issue.record("a number of \(bound + 1) characters was read")
+        } catch {
+            #expect(error.description.contains("a number of \(bound + 1) characters, more than the \(bound) this parser reads"), "\(error)")
+        }
+    }
+
     @Test func limitsNesting() throws {
         let ok = String(repeating: "[", count: 64) + String(repeating: "]", count: 64)
         _ = try JSONParser.parse(Array(ok.utf8))

@@ -296,6 +296,10 @@ import CacheSystem
         let inPage = FeedShape(prefix: "posts", items: pointer("/items"), paging: .page(PageNumberPaging(totalPages: .pointer(pointer("/pages")))))
         guard case .failure(let f) = walk(negative, url: base, shape: inPage) else { Issue.record("walked"); return }
         #expect(f.description.contains("posts-total-pages /pages is -2: a count is never negative"), "\(f)")
+        // A whole number past Int64 in the page is named so, not "not a whole number".
+        let huge = Pages([base + "?page=1": .init(body: #"{"items":[{"id":1}],"pages":99999999999999999999999}"#)])
+        guard case .failure(let h) = walk(huge, url: base, shape: inPage) else { Issue.record("walked"); return }
+        #expect(h.description.contains("posts-total-pages /pages is 99999999999999999999999, more than 2^63 - 1"), "\(h)")
     }
 
     @Test func lemmyPagesUntilAnEmptyPage() {
