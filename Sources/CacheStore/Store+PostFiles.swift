@@ -201,7 +201,10 @@ extension Store {
         let path = "\(directory)/\(name)"
         let status: FileStatus?
         do throws(SystemError) { status = try files.status(name) } catch { return "\(path) could not be examined (\(error))" }
-        guard let status else { return "there is no \(name): a new store, or the daemon did not stop cleanly last time" }
+        guard let status else {
+            return "there is no \(name): a new store, or the last stop was not clean (a crash, a kill, work abandoned at the stop) "
+                + "or stopped a refresh or a check of post files part way"
+        }
         // Never opened unless regular (a FIFO would block), never removed: not the store's.
         guard status.isRegular else { return "\(path) is \(status.kind), not a file cached made; it is left as it is" }
         var found: String?
