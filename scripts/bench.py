@@ -326,6 +326,7 @@ class Bench:
                 print("== scale: start-up with %d log records" % records, flush=True)
                 out = sh([os.path.join(self.bin, "cached-bench"), "replay", str(records), "--daemon", os.path.join(self.bin, "cached")])
                 f = figures[records]
+                counts = {k: len(v) for k, v in f.items()}
                 for line in out.splitlines():
                     if line.startswith("daemon: first ping answered"):
                         f["ready"].append(float(line.split("answered ")[1].split(" s")[0]))
@@ -333,6 +334,10 @@ class Bench:
                     if line.startswith("in-process replay:"):
                         f["rate"].append(float(re.search(r"([0-9.]+) records/s", line).group(1)))
                         f["replay"].append(float(re.search(r"replay: ([0-9.]+) s", line).group(1)))
+                # Every figure of every round, or none of the run: the ratio pairs rounds by position.
+                if any(len(v) != counts[k] + 1 for k, v in f.items()):
+                    raise SystemExit("cached-bench replay %d printed no figure for %s:\n%s"
+                                     % (records, ", ".join(k for k, v in f.items() if len(v) != counts[k] + 1), out[-2000:]))
             return measure
 
         interleave({"small": start_up(small), "large": start_up(large)}, max(self.runs, 3))

@@ -13,6 +13,19 @@ static inline int cxml2_dtd_declares_entities(xmlNodePtr node) {
     return dtd->entities != NULL || dtd->pentities != NULL;
 }
 
+/// Whether a DOCTYPE node declares any attribute list (`<!ATTLIST`) in
+/// its internal subset: libxml2 copies each default into every element
+/// it applies to, as the element is parsed.
+static inline int cxml2_dtd_declares_attributes(xmlNodePtr node) {
+    if (node == NULL || node->type != XML_DTD_NODE) return 0;
+    return ((xmlDtdPtr)node)->attributes != NULL;
+}
+
+/// The same for the document a failed reader leaves behind.
+static inline int cxml2_doc_declares_attributes(xmlDocPtr doc) {
+    return doc != NULL && doc->intSubset != NULL && doc->intSubset->attributes != NULL;
+}
+
 /// Whether a document's internal subset declares any entity (for the
 /// document a failed reader leaves behind).
 static inline int cxml2_doc_declares_entities(xmlDocPtr doc) {

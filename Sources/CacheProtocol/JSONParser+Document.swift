@@ -62,6 +62,8 @@ extension JSONParser {
         var pairs: [(String, JSON)] = []
         var items: [JSON] = []
         var ranges: [Range<Int>] = []
+        // Where the stop flag was last looked at (`StopFlag.current`): elements and bytes.
+        var lookedAt = (items: 0, offset: pos)
         skipWhitespace()
         if peek() == close {
             pos += 1
@@ -84,10 +86,13 @@ extension JSONParser {
                 guard ranges.count < maxElements else {
                     throw JSONError(offset: pos, reason: "the array holds more than \(maxElements) elements", elementLimit: maxElements)
                 }
-                if ranges.count % StopFlag.itemsBetweenLooks == StopFlag.itemsBetweenLooks - 1, StopFlag.current?.isRaised == true {
-                    var stopped = JSONError(offset: pos, reason: "the parse was stopped: the daemon is stopping")
-                    stopped.stopped = true
-                    throw stopped
+                if ranges.count - lookedAt.items >= StopFlag.itemsBetweenLooks || pos - lookedAt.offset >= StopFlag.bytesBetweenLooks {
+                    lookedAt = (ranges.count, pos)
+                    if StopFlag.current?.isRaised == true {
+                        var stopped = JSONError(offset: pos, reason: "the parse was stopped: the daemon is stopping")
+                        stopped.stopped = true
+                        throw stopped
+                    }
                 }
                 try skipValue(depth: depth + 1)
                 ranges.append(start..<pos)

@@ -10,17 +10,30 @@ public struct FeedError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A page's reading given up because the daemon is stopping (`StopFlag.current`).
     public static let stopping = FeedError("the page was not read to its end: the daemon is stopping")
 
-    /// Throws `stopping` when the parse's stop flag is up, every `every`
-    /// items (`index` counts them): `StopFlag.itemsBetweenLooks` where an
-    /// item is a node or an element's bytes skipped, fewer where each is
-    /// a whole post written out (an RSS item's JSON, up to 64 MiB).
-    static func checkStop(at index: Int, every: Int = StopFlag.itemsBetweenLooks) throws(FeedError) {
-        if index % every == every - 1, StopFlag.current?.isRaised == true { throw stopping }
-    }
-
     /// How many decoded items (JSON values written out, each a post)
-    /// pass between two looks at the stop flag.
+    /// pass between two looks at the stop flag, unless its bytes come first.
     static let postsBetweenLooks = 16
+}
+
+/// A loop's looks at the parse's stop flag (`StopFlag.current`): every
+/// `items` items or `StopFlag.bytesBetweenLooks` bytes, whichever comes
+/// first; `step` throws `FeedError.stopping` once the flag is up.
+struct StopLooks {
+    let items: Int
+    private var itemsSince = 0
+    private var bytesSince = 0
+
+    init(every items: Int = StopFlag.itemsBetweenLooks) { self.items = items }
+
+    /// Counts one item of `bytes` bytes, and looks when it is time.
+    mutating func step(bytes: Int) throws(FeedError) {
+        itemsSince += 1
+        bytesSince += bytes
+        guard itemsSince >= items || bytesSince >= StopFlag.bytesBetweenLooks else { return }
+        itemsSince = 0
+        bytesSince = 0
+        if StopFlag.current?.isRaised == true { throw FeedError.stopping }
+    }
 }
 
 /// One page's posts, decoded by the rules of docs/protocol.md, "Feeds".
@@ -194,9 +207,11 @@ public enum FeedDecoder {
             facts.hint = MoreHint(pointer: "<link rel=\"next\">", value: MoreHint.quoted(.string(next)), advice: "set \(shape.prefix)-paging = link")
         }
         var hasher = Hasher()
-        for (index, item) in page.items.enumerated() {
-            try FeedError.checkStop(at: index, every: FeedError.postsBetweenLooks)
-            hasher.combine(item.encoded)
+        var looks = StopLooks(every: FeedError.postsBetweenLooks)
+        for item in page.items {
+            let encoded = item.encoded
+            hasher.combine(encoded)
+            try looks.step(bytes: encoded.count)
         }
         facts.digest = hasher.finalize()
         return Document(values: page.items, facts: facts)
@@ -298,8 +313,9 @@ public enum FeedDecoder {
         // The bytes given back so far; only a JSON page's (its items are ranges, read in order).
         var given = 0
         let discards = discarding && doc.values == nil
+        var looks = StopLooks(every: doc.values == nil ? StopFlag.itemsBetweenLooks : FeedError.postsBetweenLooks)
         for index in 0..<doc.count {
-            try FeedError.checkStop(at: index, every: doc.values == nil ? StopFlag.itemsBetweenLooks : FeedError.postsBetweenLooks)
+            try looks.step(bytes: doc.values == nil ? doc.ranges[index].count : 0)
             let element = doc.item(index, in: body)
             defer {
                 if discards, doc.ranges[index].upperBound - given >= discardStep {

@@ -243,7 +243,7 @@ extension CountSource {
             guard let n = value.integer else {
                 // A whole number past Int64 is named as such, not as "not a whole number".
                 if case .number(let text) = value, text.utf8.allSatisfy({ ASCII.isDigit($0) || $0 == UInt8(ascii: "-") }) {
-                    throw FeedError("\(setting) \(p) is \(text.cut(toBytes: 40)), " + (text.hasPrefix("-") ? "a count is never negative" : "more than 2^63 - 1"))
+                    throw FeedError("\(setting) \(p) is \(text.cut(toBytes: 40))" + (text.hasPrefix("-") ? ": a count is never negative" : ", more than 2^63 - 1"))
                 }
                 throw FeedError("\(setting) \(p) is \(value.kindName), not a whole number")
             }

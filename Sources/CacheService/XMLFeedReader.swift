@@ -1,5 +1,6 @@
 import CacheProtocol
 import CXML2
+import CacheSystem
 import Synchronization
 
 /// An RSS or Atom document read as JSON Feed 1.1 items (docs/protocol.md, "RSS and Atom").
@@ -59,6 +60,9 @@ enum XMLStream {
     /// Deeper than this is refused before libxml2's own limit (256) is reached.
     static let maxDepth = 64
     static let entitiesRefused = "entity declarations are refused (a feed never needs them)"
+    static let attributeListsRefused = "attribute-list declarations are refused (a feed never needs them; libxml2 would copy their defaults into every element)"
+    /// libxml2's bound on one text node, attribute value, name or look-ahead (without `XML_PARSE_HUGE`).
+    static let libxml2Limit = 10_000_000
     /// How many times libxml2 asked for an external entity or DTD (always
     /// refused; the tests check that it is never even asked).
     static let externalLoads = Atomic<Int>(0)
@@ -98,31 +102,16 @@ enum XMLStream {
         if recodes { options |= Int32(XML_PARSE_IGNORE_ENC.rawValue) }
         // Whatever libxml2 reports outside the reader on this thread goes nowhere (not stderr).
         xmlSetStructuredErrorFunc(nil) { _, _ in }
-        // Twice: first the prolog alone, up to the root element, under
-        // libxml2's own limits, which also bound the expansion of entities
-        // (a DTD that declares any is refused there); then the whole
-        // document with its limits on the size of one text node (10 MB),
-        // a name or a look-ahead lifted (`XML_PARSE_HUGE`): a post whose
-        // text is a long inline image is a post, bounded by `feed-max-size`
-        // and the 64 MiB a post can be. The huge option also lifts the
-        // limit on entity expansion, which is why the prolog is read first:
-        // once it declared no entity, the document has none to expand.
-        var prolog = PrologSink()
-        try run(body, charset: charset, options: options, recodes: recodes, into: &prolog, rootOnly: true)
-        try run(body, charset: charset, options: options | Int32(XML_PARSE_HUGE.rawValue), recodes: recodes, into: &sink, rootOnly: false)
+        // libxml2's own limits stay: `XML_PARSE_HUGE` would lift its 10 MB
+        // bound on one text node, but 2.9's push parser (which the reader
+        // feeds 512 bytes at a time) rescans what is pending at each chunk:
+        // an 11 MB CDATA section took 19 s and a 22 MB one over 120 s.
+        try run(body, charset: charset, options: options, recodes: recodes, into: &sink)
     }
 
-    /// An `XMLEventSink` for the prolog's pass, which stops at the root element.
-    private struct PrologSink: XMLEventSink {
-        mutating func start(_ name: XMLName, attributes: [XMLAttribute], depth: Int) throws(FeedError) {}
-        mutating func text(_ text: String) {}
-        mutating func end(_ name: XMLName, depth: Int) {}
-    }
-
-    /// One pass of libxml2's reader over `body` with `options` (`rootOnly`:
-    /// until the root element starts).
+    /// libxml2's reader over `body` with `options`, its events into `sink`.
     private static func run<Sink: XMLEventSink>(_ body: [UInt8], charset: String?, options: Int32, recodes: Bool,
-                                                into sink: inout Sink, rootOnly: Bool) throws(FeedError) {
+                                                into sink: inout Sink) throws(FeedError) {
         let recoded = recodes ? Windows1252Input(body) : nil
         let errors = ParseErrors()
         let result: Result<Void, FeedError> = body.withUnsafeBufferPointer { buffer in
@@ -149,7 +138,7 @@ enum XMLStream {
                 Unmanaged<ParseErrors>.fromOpaque(context).takeUnretainedValue().note(error.pointee)
             }, Unmanaged.passUnretained(errors).toOpaque())
             do throws(FeedError) {
-                try read(reader, body: buffer, into: &sink, errors: errors, failedDocument: &leftDocument, rootOnly: rootOnly)
+                try read(reader, body: buffer, into: &sink, errors: errors, failedDocument: &leftDocument)
                 return .success(())
             } catch {
                 return .failure(error)
@@ -174,12 +163,10 @@ enum XMLStream {
     }
 
     private static func read<Sink: XMLEventSink>(_ reader: xmlTextReaderPtr, body: UnsafeBufferPointer<UInt8>, into sink: inout Sink,
-                                                 errors: ParseErrors, failedDocument: inout xmlDocPtr?, rootOnly: Bool) throws(FeedError) {
+                                                 errors: ParseErrors, failedDocument: inout xmlDocPtr?) throws(FeedError) {
         var sawRoot = false
-        var nodes = 0
+        var looks = StopLooks()
         while true {
-            try FeedError.checkStop(at: nodes)
-            nodes += 1
             let status = xmlTextReaderRead(reader)
             if status == 0 { return }
             if status < 0 {
@@ -188,9 +175,9 @@ enum XMLStream {
             }
             switch UInt32(bitPattern: xmlTextReaderNodeType(reader)) {
             case XML_READER_TYPE_ELEMENT.rawValue:
+                try looks.step(bytes: 0)
                 let depth = Int(xmlTextReaderDepth(reader))
                 guard depth < maxDepth else { throw FeedError("nested deeper than \(maxDepth) elements") }
-                if rootOnly { return }
                 sawRoot = true
                 let name = currentName(reader)
                 let isEmpty = xmlTextReaderIsEmptyElement(reader) == 1
@@ -200,9 +187,15 @@ enum XMLStream {
                 sink.end(currentName(reader), depth: Int(xmlTextReaderDepth(reader)))
             case XML_READER_TYPE_TEXT.rawValue, XML_READER_TYPE_CDATA.rawValue,
                  XML_READER_TYPE_WHITESPACE.rawValue, XML_READER_TYPE_SIGNIFICANT_WHITESPACE.rawValue:
-                if let value = xmlTextReaderConstValue(reader) { sink.text(String(cString: value)) }
+                if let value = xmlTextReaderConstValue(reader) {
+                    let text = String(cString: value)
+                    try looks.step(bytes: text.utf8.count)
+                    sink.text(text)
+                    continue
+                }
             case XML_READER_TYPE_DOCUMENT_TYPE.rawValue:
                 if cxml2_dtd_declares_entities(xmlTextReaderCurrentNode(reader)) != 0 { throw FeedError(entitiesRefused) }
+                if cxml2_dtd_declares_attributes(xmlTextReaderCurrentNode(reader)) != 0 { throw FeedError(attributeListsRefused) }
             case XML_READER_TYPE_ENTITY_REFERENCE.rawValue, XML_READER_TYPE_ENTITY.rawValue:
                 let name = xmlTextReaderConstName(reader).map { String(cString: $0) } ?? ""
                 throw FeedError("the entity reference &\(name); is refused: entities are never read (a feed never needs them)")
@@ -222,7 +215,15 @@ enum XMLStream {
             }
         }
         if cxml2_doc_declares_entities(document) != 0 { return FeedError(entitiesRefused) }
+        if cxml2_doc_declares_attributes(document) != 0 { return FeedError(attributeListsRefused) }
         guard let error = errors.first else { return FeedError("the XML could not be read (libxml2 gave no reason)") }
+        // libxml2's size limits ("Huge input lookup", "huge text node", "CData section too big", "AttValue length too long").
+        let said = error.message.lowercased()
+        if said.contains("huge") || said.contains("too big") || said.contains("too long") {
+            return FeedError("the XML could not be read: line \(error.line): \(error.message): one text node, attribute value or piece of markup "
+                             + "is longer than the \(NumberText.grouped(libxml2Limit)) bytes libxml2 reads (an entry with an image inlined as data:, say); "
+                             + "the page is refused whole")
+        }
         return FeedError("the XML is not well-formed: line \(error.line): \(error.message)")
     }
 

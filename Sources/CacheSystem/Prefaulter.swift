@@ -115,8 +115,9 @@ public final class Prefaulter: Sendable {
     }
 
     /// Withdraws the ask for `key`: a table that grew past that size will
-    /// never take it. An array made for it is freed (the heap is trimmed
-    /// at `stop`), one being made dropped.
+    /// never take it. An array made for it is freed (a large one's pages go
+    /// back at once, being mapped on their own), one being made dropped
+    /// once made.
     public func withdraw<Element>(_ key: Key<Element>) {
         let raw = key.raw
         let made = state.update(wake: .none) { s -> Made? in

@@ -23,6 +23,9 @@ public final class StopFlag: Sendable {
     @TaskLocal public static var current: StopFlag?
 
     /// How many items (elements, nodes) a parse reads between two looks
-    /// at `current`.
+    /// at `current`, unless `bytesBetweenLooks` come first.
     public static let itemsBetweenLooks = 4096
+    /// How many bytes a parse reads between two looks at most (a page of
+    /// a few items of megabytes each).
+    public static let bytesBetweenLooks = 16 << 20
 }

@@ -55,6 +55,19 @@ import CacheSystem
         #expect(Self.posts(body, type: "application/rss+xml", under: Self.raised()).map(\.posts.count) == .failure(FeedError.stopping))
     }
 
+    /// A page of a few large items is looked at by its bytes
+    /// (`StopFlag.bytesBetweenLooks`), not only every few thousand items:
+    /// three JSON posts, or two RSS items, of 9 MB each.
+    @Test(arguments: [true, false]) func aPageOfFewLargeItemsGivesUpByItsBytes(json: Bool) throws {
+        let long = String(repeating: "x", count: 9_000_000)
+        let body = json ? Array(("[" + (1...3).map { "{\"id\":\($0),\"body\":\"\(long)\"}" }.joined(separator: ",") + "]").utf8)
+            : Array(("<rss version=\"2.0\"><channel>" + (1...2).map { "<item><guid>urn:\($0)</guid><description>\(long)</description></item>" }.joined()
+                     + "</channel></rss>").utf8)
+        let type = json ? "application/json" : "application/rss+xml"
+        #expect(try Self.posts(body, type: type, under: StopFlag()).get().posts.count == (json ? 3 : 2))
+        #expect(Self.posts(body, type: type, under: Self.raised()).map(\.posts.count) == .failure(FeedError.stopping))
+    }
+
     @Test func aManifestPageGivesUpOnceTheFlagIsRaised() throws {
         let decode = { (flag: StopFlag) in
             StopFlag.$current.withValue(flag) {

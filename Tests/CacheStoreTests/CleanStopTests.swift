@@ -38,7 +38,7 @@ import CacheSystem
         _ = try store.replacePosts(Self.posts(1...4), validators: Validators())
         store.close()
         store = try Store(StoreConfiguration(directory: dir.path))
-        #expect(store.postFilesCheck?.contains("did not stop cleanly") == true)
+        #expect(store.postFilesCheck?.contains("the last stop was not clean") == true)
         #expect(store.reconcilePostFilesAtStart().checked == 4)
         // Skipped at start and stopped cleanly again: still recorded.
         store.close(clean: true)
@@ -99,7 +99,7 @@ import CacheSystem
         #expect(try FileSystem.status(dir.path + "/posts.state") == nil)
         store = try Store(StoreConfiguration(directory: dir.path))
         defer { store.close() }
-        #expect(store.postFilesCheck?.contains("did not stop cleanly") == true)
+        #expect(store.postFilesCheck?.contains("the last stop was not clean") == true)
     }
 
     /// Only a regular file of that name is the store's: a directory called

@@ -39,7 +39,7 @@ import CacheSystem
         configuration.onIgnoredEntry = { _ in raiser.withLock { $0 }?.stopPasses() }
         store = try Store(configuration)
         raiser.withLock { $0 = store }
-        #expect(store.postFilesCheck?.contains("did not stop cleanly") == true, "\(store.postFilesCheck ?? "nil")")
+        #expect(store.postFilesCheck?.contains("the last stop was not clean") == true, "\(store.postFilesCheck ?? "nil")")
         let report = store.reconcilePostFilesAtStart()
         #expect(report.stopped && report.total == 40)
         #expect(report.checked < 40, "the ten missing files are written after the listing, past the stop: \(report)")
