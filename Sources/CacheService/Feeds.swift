@@ -147,9 +147,14 @@ public enum FeedDecoder {
             return JSONPointer.resolve(Array(tokens[(path.count + 1)...]), in: element)
         }
 
-        /// Calls `body` with each item in page order, one parsed at a time.
-        func forEachItem(in page: [UInt8], _ body: (Int, Item) -> Void) {
-            for index in 0..<count { body(index, item(index, in: page)) }
+        /// Calls `body` with each item in page order, one parsed at a time,
+        /// giving up (`FeedError.stopping`) once the daemon stops (`StopLooks`).
+        func forEachItem(in page: [UInt8], _ body: (Int, Item) -> Void) throws(FeedError) {
+            var looks = StopLooks(every: values == nil ? StopFlag.itemsBetweenLooks : FeedError.postsBetweenLooks)
+            for index in 0..<count {
+                try looks.step(bytes: values == nil ? ranges[index].count : 0)
+                body(index, item(index, in: page))
+            }
         }
     }
 
@@ -369,7 +374,7 @@ public enum FeedDecoder {
         let doc = try document(body, shape: shape, contentType: contentType, room: room, url: url)
         var entries: [ManifestEntry] = []
         entries.reserveCapacity(doc.count)
-        doc.forEachItem(in: body) { _, item in
+        try doc.forEachItem(in: body) { _, item in
             entries.append(ManifestEntry(url: item.value.flatMap { fields.imageURL.resolve(in: $0)?.string } ?? "",
                                          description: item.value.flatMap { fields.imageDescription.resolve(in: $0)?.string }))
         }

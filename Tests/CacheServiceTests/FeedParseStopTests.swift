@@ -80,6 +80,22 @@ import CacheSystem
         #expect(decode(Self.raised()).map(\.entries.count) == .failure(FeedError.stopping))
     }
 
+    /// The manifest's entries, read from their elements after the parse
+    /// (`Document.forEachItem`), look at the flag too: the daemon may stop
+    /// between the parse and them.
+    @Test func aManifestsEntriesReadAfterTheParseGiveUpOnceTheFlagIsRaised() throws {
+        let doc = try FeedDecoder.document(Self.manifest, shape: FeedShape(prefix: "images"), contentType: "application/json")
+        var read = 0
+        try doc.forEachItem(in: Self.manifest) { _, _ in read += 1 }
+        #expect(read == Self.count)
+        read = 0
+        let stopped = StopFlag.$current.withValue(Self.raised()) {
+            Result { () throws(FeedError) in try doc.forEachItem(in: Self.manifest) { _, _ in read += 1 } }
+        }
+        #expect(stopped.map { read } == .failure(FeedError.stopping))
+        #expect(read == StopFlag.itemsBetweenLooks - 1, "stopped at its first look")
+    }
+
     /// Through the service: a refresh whose store is stopping fails saying
     /// so, and stores nothing; a page under a few thousand items is read whole.
     @Test func aRefreshOfALargePageFailsOnceTheStoreIsStopping() async throws {
