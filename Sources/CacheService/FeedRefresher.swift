@@ -86,6 +86,11 @@ final class FeedRefresher: Sendable {
 
     /// An origin failure, counted as one.
     func originFailure(_ f: OriginFailure) -> CacheError {
+        // A page given up because the daemon stops (`FeedError.stopping`) is
+        // not the origin's failure: reported as the store's stop is, uncounted.
+        if f.reason == FeedError.stopping.description {
+            return .store(.stopped("\(f.subject): \(f.reason)"), doing: "could not refresh the feed")
+        }
         count { $0.upstreamErrors += 1 }
         return .origin(f)
     }

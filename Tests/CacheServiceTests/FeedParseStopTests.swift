@@ -111,6 +111,8 @@ import CacheSystem
             return
         }
         #expect("\(error)".contains(FeedError.stopping.description), "\(error)")
+        guard case .store(.stopped, _) = error else { Issue.record("reported as \(error), not as the daemon's stop"); return }
+        #expect(s.status().counters.upstreamErrors == 0, "not counted as the origin's failure")
         #expect(s.status().posts == 0, "nothing stored")
     }
 }
