@@ -98,21 +98,20 @@ enum XMLStream {
         // ISO-8859-1 and US-ASCII, from either side, are windows-1252, which
         // is decoded here as it is read, as WHATWG's table says
         // (`Windows1252Input`): libxml2 reads UTF-8 and leaves the declaration aside.
-        let recodes = XMLEncoding.readsAsWindows1252(charset: charset, body: body)
-        if recodes { options |= Int32(XML_PARSE_IGNORE_ENC.rawValue) }
+        let recoded = XMLEncoding.readsAsWindows1252(charset: charset, body: body) ? Windows1252Input(body) : nil
+        if recoded != nil { options |= Int32(XML_PARSE_IGNORE_ENC.rawValue) }
         // Whatever libxml2 reports outside the reader on this thread goes nowhere (not stderr).
         xmlSetStructuredErrorFunc(nil) { _, _ in }
         // libxml2's own limits stay: `XML_PARSE_HUGE` would lift its 10 MB
         // bound on one text node, but 2.9's push parser (which the reader
         // feeds 512 bytes at a time) rescans what is pending at each chunk:
         // an 11 MB CDATA section took 19 s and a 22 MB one over 120 s.
-        try run(body, charset: charset, options: options, recodes: recodes, into: &sink)
+        try run(body, charset: charset, options: options, recoded: recoded, into: &sink)
     }
 
     /// libxml2's reader over `body` with `options`, its events into `sink`.
-    private static func run<Sink: XMLEventSink>(_ body: [UInt8], charset: String?, options: Int32, recodes: Bool,
+    private static func run<Sink: XMLEventSink>(_ body: [UInt8], charset: String?, options: Int32, recoded: Windows1252Input?,
                                                 into sink: inout Sink) throws(FeedError) {
-        let recoded = recodes ? Windows1252Input(body) : nil
         let errors = ParseErrors()
         let result: Result<Void, FeedError> = body.withUnsafeBufferPointer { buffer in
             let made: xmlTextReaderPtr?
@@ -191,7 +190,6 @@ enum XMLStream {
                     let text = String(cString: value)
                     try looks.step(bytes: text.utf8.count)
                     sink.text(text)
-                    continue
                 }
             case XML_READER_TYPE_DOCUMENT_TYPE.rawValue:
                 if cxml2_dtd_declares_entities(xmlTextReaderCurrentNode(reader)) != 0 { throw FeedError(entitiesRefused) }
