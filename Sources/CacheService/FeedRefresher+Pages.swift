@@ -53,7 +53,10 @@ extension FeedRefresher {
         var walk = walk
         let decode = walk.decode
         let stop = store.stopFlag
-        walk.decode = { body, type, room throws(FeedError) in
+        let name = walk.fetch.feed == .posts ? "posts" : "manifest"
+        walk.decode = { [log] body, type, room throws(FeedError) in
+            // Where a long refresh is: the page has arrived and is being read.
+            log.debug("\(name) page of \(body.count) bytes received; reading it")
             // A large page's parse gives up when the daemon stops (within a few thousand items).
             let decoded = try StopFlag.$current.withValue(stop) {
                 Result { () throws(FeedError) in try decode(body, type, room) }

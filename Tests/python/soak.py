@@ -117,13 +117,14 @@ class Daemon(world.Daemon):
     """The soak's daemon: its own directory under `tmp`, the feeds from
     `origin`, HTTP on a free port (no admin), its log kept, 16 transfers."""
 
-    def __init__(self, bin_dir, tmp, name, origin, extra=(), nofile=None, manifest="manifest.json", posts="posts.json", store=None):
+    def __init__(self, bin_dir, tmp, name, origin, extra=(), nofile=None, manifest="manifest.json", posts="posts.json", store=None,
+                 log_level="notice"):
         self.dir = os.path.join(tmp, name)
         os.makedirs(self.dir, exist_ok=True)
         super().__init__(os.path.abspath(bin_dir), store or self.dir + "/store", self.dir + "/sock", http_port=free_port(),
                          extra=["--posts-url", origin + "/" + posts, "--images-url", origin + "/" + manifest,
                                 "--concurrency", "16"] + list(extra),
-                         log=self.dir + "/log", nofile=nofile, admin=False, log_level="notice")
+                         log=self.dir + "/log", nofile=nofile, admin=False, log_level=log_level)
 
 
 class Subscriber(threading.Thread):

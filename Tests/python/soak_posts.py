@@ -15,7 +15,11 @@ about 280 bytes a post) from the soak's nginx, on a fresh store:
 - SIGTERM during the start's background pass over `posts/` (made long by a
   `posts/` emptied while the daemon was down, as BackgroundPassTests does)
   ends the daemon with exit status 0 within 1 s (the issue's own bound;
-  the time printed) and logs how far the pass got.
+  the time printed) and logs how far the pass got;
+- SIGTERM while the feed's page is parsed (on a fresh store, from the debug
+  line that says the page arrived) ends the daemon the same way, the refresh
+  saying the page was not read to its end, `cachectl prefetch` failing, and
+  the store opening after it with nothing stored.
 
 Times other than SIGTERM's are printed, not asserted: the machine is shared.
 `make test` runs it at 100,000 posts (soak.py's default), `make soak` at
@@ -149,4 +153,43 @@ def run(h, bin_dir, tmp, origin, a):
         d.stop()
         if aside:
             shutil.rmtree(aside, ignore_errors=True)
+        shutil.rmtree(d.store, ignore_errors=True)
+    stop_while_reading(h, bin_dir, tmp, origin, extra, n)
+
+
+def stop_while_reading(h, bin_dir, tmp, origin, extra, n):
+    """SIGTERM while the feed's one page is read: from the debug line that
+    says it arrived (the page's parse looks at the stop flag every few
+    thousand posts; docs/architecture.md, "Background passes")."""
+    check = h.check
+    d = h.Daemon(bin_dir, tmp, "posts-parse", origin, extra, posts="scale-posts.json", log_level="debug")
+    try:
+        mark = d.log_bytes()
+        ctl = subprocess.Popen([d.cachectl, "--socket", d.sock, "--timeout", "0", "prefetch", "posts"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        arrived = h.wait_for(lambda: "received; reading it" in d.stderr_since(mark) or ctl.poll() is not None, 600, 0.005)
+        t0 = time.time()
+        d.p.send_signal(signal.SIGTERM)
+        try:
+            status = d.p.wait(30)
+        except subprocess.TimeoutExpired:
+            status = None
+        took = time.time() - t0
+        out, err = ctl.communicate(timeout=60)
+        log = d.stderr_since(mark)
+        check("posts: the page of %d posts arrived before the prefetch ended" % n, arrived and "received; reading it" in log,
+              "prefetch exit %s: %s" % (ctl.returncode, (out + err).strip()[-300:]))
+        check("posts: SIGTERM while the page is read: exit status 0 within 1 s", status == 0 and took < 1.0,
+              "%.3f s, status %s" % (took, status))
+        check("posts: the refresh says the page was not read to its end; no worker left busy",
+              "the page was not read to its end: the daemon is stopping" in log and "workers still busy" not in log, log[-600:])
+        check("posts: the prefetch cut short is not reported as done", ctl.returncode != 0, "exit %s: %s" % (ctl.returncode, out.strip()[-200:]))
+        d = h.Daemon(bin_dir, tmp, "posts-parse", origin, extra, posts="scale-posts.json", store=d.store)
+        # `status`, not `get posts`: a listing of posts never fetched fetches them.
+        st = call_socket(d.sock, {"op": "status"})
+        check("posts: after it the store opens with nothing stored", st.get("ok") is True and st.get("posts") == 0, str(st)[:300])
+        print("figures (posts): SIGTERM %.3f s while the page of %d posts was read; cachectl prefetch: exit %d, %s"
+              % (took, n, ctl.returncode, (out + err).strip().splitlines()[-1:] or "-"), flush=True)
+    finally:
+        d.stop()
         shutil.rmtree(d.store, ignore_errors=True)
