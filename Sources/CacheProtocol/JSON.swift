@@ -101,6 +101,12 @@ public struct JSONParser {
     let maxDepth: Int
     /// The most elements the captured array may hold (`parseDocument`).
     var maxElements = Int.max
+    /// Where the stop flag (`StopFlag.current`) is next looked at: every
+    /// `StopFlag.bytesBetweenLooks` bytes read, at the next element or
+    /// member, whatever the document's shape (a feed whose items' array is
+    /// small beside a gigabyte of other values gives up as promptly as a
+    /// large items' array). A request line never reaches the first look.
+    var nextLook = StopFlag.bytesBetweenLooks
 
     init(_ bytes: UnsafeRawBufferPointer, maxDepth: Int) {
         self.bytes = bytes
@@ -177,6 +183,24 @@ public struct JSONParser {
         if pos != bytes.count { throw error("unexpected bytes after the value") }
     }
 
+    /// Throws `stoppedError` when `nextLook` is passed and the daemon stops.
+    @inline(__always)
+    mutating func lookAtStopFlag() throws(JSONError) {
+        if pos >= nextLook { try lookNow() }
+    }
+
+    mutating func lookNow() throws(JSONError) {
+        nextLook = pos + StopFlag.bytesBetweenLooks
+        if StopFlag.current?.isRaised == true { throw stoppedError() }
+    }
+
+    /// The parse given up because the daemon stops (`JSONError.stopped`).
+    func stoppedError() -> JSONError {
+        var stopped = JSONError(offset: pos, reason: "the parse was stopped: the daemon is stopping")
+        stopped.stopped = true
+        return stopped
+    }
+
     mutating func value(depth: Int) throws(JSONError) -> JSON {
         guard let b = peek() else { throw error("unexpected end of input") }
         switch b {
@@ -194,6 +218,7 @@ public struct JSONParser {
                 guard peek() == UInt8(ascii: ":") else { throw error("expected ':' after key") }
                 pos += 1
                 skipWhitespace()
+                try lookAtStopFlag()
                 pairs.append((key, try value(depth: depth + 1)))
                 skipWhitespace()
                 switch peek() {
@@ -210,6 +235,7 @@ public struct JSONParser {
             if peek() == UInt8(ascii: "]") { pos += 1; return .array(items) }
             while true {
                 skipWhitespace()
+                try lookAtStopFlag()
                 items.append(try value(depth: depth + 1))
                 skipWhitespace()
                 switch peek() {

@@ -88,15 +88,12 @@ extension JSONParser {
                 }
                 if ranges.count - lookedAt.items >= StopFlag.itemsBetweenLooks || pos - lookedAt.offset >= StopFlag.bytesBetweenLooks {
                     lookedAt = (ranges.count, pos)
-                    if StopFlag.current?.isRaised == true {
-                        var stopped = JSONError(offset: pos, reason: "the parse was stopped: the daemon is stopping")
-                        stopped.stopped = true
-                        throw stopped
-                    }
+                    if StopFlag.current?.isRaised == true { throw stoppedError() }
                 }
                 try skipValue(depth: depth + 1)
                 ranges.append(start..<pos)
             } else {
+                try lookAtStopFlag()
                 let onPath = !path.isEmpty && (isObject ? key == path.first! : JSONPointer.index(path.first!) == items.count)
                 let v = onPath ? try valueOnPath(depth: depth + 1, path: path.dropFirst(), captured: &captured) : try value(depth: depth + 1)
                 if isObject { pairs.append((key, v)) } else { items.append(v) }
@@ -134,6 +131,7 @@ extension JSONParser {
                     pos += 1
                     skipWhitespace()
                 }
+                try lookAtStopFlag()
                 try skipValue(depth: depth + 1)
                 skipWhitespace()
                 switch peek() {

@@ -68,6 +68,26 @@ import CacheSystem
         #expect(Self.posts(body, type: type, under: Self.raised()).map(\.posts.count) == .failure(FeedError.stopping))
     }
 
+    /// A page whose items' array is small beside large other values (a
+    /// `posts-items` naming the wrong array of a large document, or a
+    /// document that carries much else) is looked at by its bytes too,
+    /// inside those values: three strings of 9 MB in a sibling member,
+    /// before the items and after them, and nested two levels down.
+    @Test(arguments: [true, false]) func aPageOfLargeValuesBesideItsItemsGivesUpByItsBytes(before: Bool) throws {
+        let long = "\"" + String(repeating: "x", count: 9_000_000) + "\""
+        let other = "\"other\":{\"deep\":[" + [long, long, long].joined(separator: ",") + "]}"
+        let items = "\"posts\":[{\"id\":1},{\"id\":2}]"
+        let body = Array(("{" + (before ? other + "," + items : items + "," + other) + "}").utf8)
+        let shape = FeedShape(prefix: "posts", items: try JSONPointer("/posts"))
+        let decode = { (flag: StopFlag) in
+            StopFlag.$current.withValue(flag) {
+                Result { () throws(FeedError) in try FeedDecoder.postsPage(body, shape: shape, id: .member("id"), contentType: "application/json") }
+            }
+        }
+        #expect(try decode(StopFlag()).get().posts.count == 2)
+        #expect(decode(Self.raised()).map(\.posts.count) == .failure(FeedError.stopping))
+    }
+
     @Test func aManifestPageGivesUpOnceTheFlagIsRaised() throws {
         let decode = { (flag: StopFlag) in
             StopFlag.$current.withValue(flag) {
