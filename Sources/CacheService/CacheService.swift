@@ -155,18 +155,35 @@ public final class CacheService: Sendable {
     /// integer 5 (docs/protocol.md, "Post ids"), so a client that cannot
     /// tell (a shell, a URL) needs no type.
     public func post(id: PostID) -> Result<StoredPost, CacheError> {
-        withPost(id: id) { StoredPost(id: $0, json: Array($1)) }
+        var kept = id
+        let json = withPost(id: id) { found, bytes in
+            kept = found
+            return Array(bytes)
+        }
+        return json.map { .success(StoredPost(id: kept, json: $0)) } ?? .failure(postNotFound(id))
     }
 
     /// `post(id:)` lending the post's bytes to `body` instead of copying
     /// them (`get_post`'s hot path writes its answer from them): `body`
     /// gets the id the post is kept by and its bytes, under the store's
-    /// lock, and copies what it needs.
-    public func withPost<R>(id: PostID, _ body: (PostID, UnsafeRawBufferPointer) -> R) -> Result<R, CacheError> {
-        if let r = store.withPost(id: id, { body(id, $0) }) { return .success(r) }
-        if let other = id.otherSpelling, let r = store.withPost(id: other, { body(other, $0) }) { return .success(r) }
+    /// lock, and makes the bytes it returns (the answer line); nil when no
+    /// post has the id in either spelling (`postNotFound` says so).
+    ///
+    /// Neither generic nor a `Result`: called from another module once a
+    /// request, a generic function here looked up its types' metadata at
+    /// run time on every call, and a `Result` carrying a `CacheError` is
+    /// 137 bytes, copied three times on its way to the answer
+    /// (docs/performance.md, "Requests").
+    public func withPost(id: PostID, _ body: (PostID, UnsafeRawBufferPointer) -> [UInt8]) -> [UInt8]? {
+        if let r = store.withPost(id: id, { body(id, $0) }) { return r }
+        if let other = id.otherSpelling, let r = store.withPost(id: other, { body(other, $0) }) { return r }
+        return nil
+    }
+
+    /// Why `get_post` of `id` found nothing.
+    public func postNotFound(_ id: PostID) -> CacheError {
         let hint = store.postsKnown ? "" : " (posts were never fetched: run cachectl prefetch posts)"
-        return .failure(.notFound("post \(id.json) not found\(hint)"))
+        return .notFound("post \(id.json) not found\(hint)")
     }
 
     /// `list_posts` as front-ends call it: now for a page of at most

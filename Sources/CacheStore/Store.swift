@@ -298,8 +298,9 @@ public final class Store: Sendable {
 
     /// Post `id`'s bytes lent to `body` without a copy (`get_post`'s answer
     /// is built from them), or nil when no such post. `body` runs under the
-    /// store's lock: it copies the bytes out and does nothing else.
-    public func withPost<R>(id: PostID, _ body: (UnsafeRawBufferPointer) -> R) -> R? {
+    /// store's lock: it copies the bytes out and does nothing else. Not
+    /// generic, for the same reason as `CacheService.withPost`.
+    public func withPost(id: PostID, _ body: (UnsafeRawBufferPointer) -> [UInt8]) -> [UInt8]? {
         state.withLock { $0.posts.withBytes(of: id, body) }
     }
 

@@ -24,8 +24,9 @@ import CacheSystem
         case .status:
             return .now(AnswerEncoding.status(service.status(), socket: socketPath, tag: tag))
         case .getPost(let id):
-            let answer = service.withPost(id: id) { Response.ok(tag: tag, id: $0, name: "post", rawJSON: $1) }
-            return respond(tag) { (line: [UInt8]) in line }(answer)
+            // The hot path: the answer written from the stored bytes, no closure made.
+            if let line = service.withPost(id: id, { Response.ok(tag: tag, id: $0, name: "post", rawJSON: $1) }) { return .now(line) }
+            return .now(error(service.postNotFound(id), tag))
         case let .listPosts(offset, limit, query):
             let encode: @Sendable (PostsPage) -> [UInt8] = { AnswerEncoding.posts($0, tag: tag) }
             let refusal: @Sendable (PostsPage) -> [UInt8]? = { AnswerEncoding.postsRefusal($0, offset: offset, tag: tag) }
