@@ -70,6 +70,17 @@ def count_lines(cmd):
             first or 0.0, usage.ru_maxrss, err.decode(errors="replace")[-300:])
 
 
+def terminate(d):
+    """SIGTERM to the daemon: (its exit status, or None after 30 s; the seconds it took)."""
+    t0 = time.time()
+    d.p.send_signal(signal.SIGTERM)
+    try:
+        status = d.p.wait(30)
+    except subprocess.TimeoutExpired:
+        status = None
+    return status, time.time() - t0
+
+
 def run(h, bin_dir, tmp, origin, a):
     n = a.scale_posts
     www = tmp + "/www"
@@ -134,13 +145,7 @@ def run(h, bin_dir, tmp, origin, a):
         d = h.Daemon(bin_dir, tmp, "posts", origin, extra, posts="scale-posts.json", store=d.store)
         time.sleep(0.2)
         written = len(os.listdir(d.store + "/posts"))
-        t0 = time.time()
-        d.p.send_signal(signal.SIGTERM)
-        try:
-            status = d.p.wait(30)
-        except subprocess.TimeoutExpired:
-            status = None
-        took = time.time() - t0
+        status, took = terminate(d)
         log = open(d.log).read()
         tail = log[log.rfind("ready:"):]
         check("posts: SIGTERM during the background pass: exit status 0 within 1 s", status == 0 and took < 1.0,
@@ -168,13 +173,7 @@ def stop_while_reading(h, bin_dir, tmp, origin, extra, n):
         ctl = subprocess.Popen([d.cachectl, "--socket", d.sock, "--timeout", "0", "prefetch", "posts"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         arrived = h.wait_for(lambda: "received; reading it" in d.stderr_since(mark) or ctl.poll() is not None, 600, 0.005)
-        t0 = time.time()
-        d.p.send_signal(signal.SIGTERM)
-        try:
-            status = d.p.wait(30)
-        except subprocess.TimeoutExpired:
-            status = None
-        took = time.time() - t0
+        status, took = terminate(d)
         out, err = ctl.communicate(timeout=60)
         log = d.stderr_since(mark)
         check("posts: the page of %d posts arrived before the prefetch ended" % n, arrived and "received; reading it" in log,
