@@ -17,8 +17,7 @@ import argparse, json, os, shutil, statistics, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (its nginx, Redis and process helpers)
-from benchlib import interleave, sh  # noqa: E402
-from bench import request_answer  # noqa: E402
+from benchlib import interleave, request_answer, sh  # noqa: E402
 
 
 def cpu_seconds(pid):

@@ -22,7 +22,7 @@ import tempfile
 import time
 
 from benchhttp import check_same_answers, export_answers, http_get, nginx_workers, wrk_script, wrk_side  # noqa: E402 (beside this script)
-from benchlib import free_port, interleave, load_script, nginx_conf, sh, stop, wait_for, write_posts  # noqa: E402
+from benchlib import free_port, interleave, load_script, nginx_conf, request_answer, sh, stop, wait_for, write_posts  # noqa: E402
 import benchfs  # noqa: E402
 import benchscale  # noqa: E402
 import benchvariants  # noqa: E402
@@ -578,21 +578,6 @@ def resident_bytes(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def request_answer(sock_path, line):
-    """One request line to cached, its whole answer line back (with `\\n`)."""
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(sock_path)
-    s.sendall(line)
-    out = b""
-    while not out.endswith(b"\n"):
-        chunk = s.recv(65536)
-        if not chunk:
-            raise SystemExit("cached closed the connection")
-        out += chunk
-    s.close()
-    return out
 
 
 def load_redis_with_answers(sock_path, redis_path, ids):

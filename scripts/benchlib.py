@@ -123,6 +123,21 @@ def call_socket(path, request, timeout=None):
     return json.loads(data)
 
 
+def request_answer(sock_path, line):
+    """One request line to cached, its whole answer line back (with `\\n`)."""
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock_path)
+    s.sendall(line)
+    out = b""
+    while not out.endswith(b"\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            raise SystemExit("cached closed the connection")
+        out += chunk
+    s.close()
+    return out
+
+
 def interleave(sides, runs):
     """Runs every side once per round, the order rotating each round (A B C,
     B C A, ...), and returns each side's results: like with like, in one run."""

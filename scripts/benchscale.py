@@ -11,6 +11,10 @@ with gzip (benchlib.nginx_conf), the daemon with its defaults
   daemon stores it (minified; compared byte for byte with the daemon's
   post files for 1,000 ids) as a string value under its id, loaded with
   `redis-cli --pipe`; its VmRSS once loaded is the memory goals' peer;
+- a second Redis holding, under post:ID, the exact line the daemon answers
+  to `get_post` ID (compared for 1,000 ids): `get_post` against its `GET`
+  at C = 8 and 64, ids spread over the million, the same client
+  (`cached-bench load --ids POSTS`), rotated, medians of at least 3;
 - SQLite (Python's sqlite3) ingesting the same file: `json.load`, then one
   transaction of `executemany` into (id INTEGER PRIMARY KEY, json TEXT),
   WAL, `synchronous=FULL`, the commit included (medians of up to 3 runs);
@@ -44,6 +48,7 @@ import sys
 import threading
 import time
 
+import benchlib  # noqa: E402
 from benchlib import free_port, fsync_dir, nginx_conf, post_title, status_kib, wait_for, write_posts  # noqa: E402
 
 SECTION = "scale-posts"
@@ -188,6 +193,49 @@ def load_redis(bench, n, store):
     return p, total
 
 
+def rate_against_redis(bench, n, label, sock, runs):
+    """Point 6's `get_post` at the scale: the daemon holding the million
+    posts against a Redis of its own holding, under post:ID, the exact line
+    the daemon answers to `get_post` ID (compared with the daemon's own
+    answers for 1,000 ids), the same client (`cached-bench load --ids n`:
+    ids spread over all of them), the two sides rotated, C = 8 and 64."""
+    rsock = os.path.join(bench.tmp, "scale-redis-answers.sock")
+    redis = bench.procs.start(["redis-server", "--port", "0", "--unixsocket", rsock, "--save", "", "--appendonly", "no"])
+    if not wait_for(lambda: os.path.exists(rsock)):
+        raise SystemExit("redis-server did not start")
+    line = lambda i: b'{"ok":true,"id":%d,"post":%s}\n' % (i, compact(i))
+    for i in random.Random(6).sample(range(1, n + 1), min(n, 1000)):
+        got = benchlib.request_answer(sock, b'{"op":"get_post","id":%d}\n' % i)
+        if got != line(i):
+            raise SystemExit("get_post %d: the daemon answers %r, not the line loaded into Redis %r" % (i, got[:120], line(i)[:120]))
+    resp = os.path.join(bench.tmp, "scale-redis-answers.resp")
+    with open(resp, "wb") as f:
+        for i in range(1, n + 1):
+            key, value = b"post:%d" % i, line(i)
+            f.write(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(key), key, len(value), value))
+    with open(resp, "rb") as f:
+        out = subprocess.run(["redis-cli", "-s", rsock, "--pipe"], stdin=f, capture_output=True, text=True, check=True).stdout
+    os.remove(resp)
+    if "errors: 0" not in out:
+        raise SystemExit("Redis refused the answer lines: %s" % out)
+    print("  a second Redis holds the daemon's %d get_post answer lines (1,000 compared)" % n, flush=True)
+    for c in (8, 64):
+        load = [os.path.join(bench.bin, "cached-bench"), "load", "--connections", str(c), "--requests", "200000", "--ids", str(n)]
+        sides = {"cached": lambda: json.loads(subprocess.run(load + ["--socket", sock], capture_output=True, text=True, check=True).stdout),
+                 "redis": lambda: json.loads(subprocess.run(load + ["--socket", rsock, "--redis"], capture_output=True, text=True,
+                                                            check=True).stdout)}
+        got = benchlib.interleave(sides, max(runs, 3))
+        for side in sides:
+            if sum(x["errors"] for x in got[side]):
+                raise SystemExit("%s answered other bytes than the lines loaded" % side)
+        med = lambda side, k: statistics.median(x[k] for x in got[side])
+        bench.row(SECTION, "get_post ops/s C=%d, %s" % (c, label), med("cached", "ops"), "Redis GET, the same answer lines, same client",
+                  med("redis", "ops"), "higher", "at least Redis's", lambda o, p: o >= p)
+        bench.row(SECTION, "get_post p99 us C=%d, %s" % (c, label), med("cached", "p99_us"), "Redis GET, the same answer lines, same client",
+                  med("redis", "p99_us"), "lower", "(reported)")
+    bench.procs.stop(redis)
+
+
 def perf_profile(bench, pid, name, until):
     """perf record -F 1999 -g of `pid` while `until()` runs; the report's first 40 lines."""
     out = os.path.join(bench.tmp, "perf-%s.data" % name)
@@ -242,9 +290,6 @@ def run(bench):
         raise SystemExit("cached's prefetch: %s %s" % (r.stdout, r.stderr))
     time.sleep(2)
     rss, hwm, refresh_rollup = status_kib(d.p.pid, "VmRSS") / 1024, status_kib(d.p.pid, "VmHWM") / 1024, rollup(d.p.pid)
-    ops = [json.loads(subprocess.run([os.path.join(bench.bin, "cached-bench"), "load", "--socket", sock, "--connections", "8",
-                                      "--requests", "100000", "--ids", str(n)], capture_output=True, text=True, check=True).stdout)["ops"]
-           for _ in range(runs)]
     lines, status, list_s, client_kib = count_lines([d.ctl_path, "--socket", sock, "get", "posts"])
     if status != 0 or lines != n + 2:
         raise SystemExit("cachectl get posts: %d lines, exit %d" % (lines, status))
@@ -264,6 +309,7 @@ def run(bench):
 
     else:
         refresh_miss = None
+    rate_against_redis(bench, n, label, sock, runs)
 
     # SQLite and the files floor.
     sqlite = []
@@ -285,7 +331,6 @@ def run(bench):
               floor_sync, "lower", "(reported)")
     bench.row(SECTION, "prefetch posts s, from empty, " + label, prefetch_s, "the files floor: temp + rename, no fsync, 1 thread",
               floor_plain, "lower", "(reported)")
-    bench.row(SECTION, "get_post ops/s C=8, " + label, statistics.median(ops), "", None, "higher", "(reported)")
     bench.row(SECTION, "`cachectl get posts | wc -l` s, " + label, list_s, "", None, "lower", "(reported)")
     bench.row(SECTION, "`cachectl get posts` peak resident MiB, " + label, client_kib / 1024, "", None, "lower", "(reported: constant memory)")
 
