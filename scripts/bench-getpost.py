@@ -66,8 +66,8 @@ def main():
             n = (20000 if c == 1 else 200000) * (1 if a.pipeline == 1 else 4)
             load = [client, "load", "--connections", str(c), "--requests", str(n), "--pipeline", str(a.pipeline)]
             def side(name, target, *extra):
-                # The server's CPU per request (user + system, every thread):
-                # less moved by how the two cores were shared than ops/s is.
+                # The server's CPU per request, user and system apart (every
+                # thread): less moved by how the two cores were shared than ops/s.
                 def run():
                     before = cpu_seconds(pids[name])
                     got = json.loads(sh(load + ["--socket", target] + list(extra)))
@@ -80,12 +80,12 @@ def main():
                      "redis-base": side("redis-base", rsocks["base"], "--redis"),
                      "redis-new": side("redis-new", rsocks["new"], "--redis")}
             got = interleave(sides, a.runs)
-            for side, runs in got.items():
+            for name, runs in got.items():
                 if sum(x["errors"] for x in runs):
-                    raise SystemExit("%s answered other bytes than primed" % side)
+                    raise SystemExit("%s answered other bytes than primed" % name)
             med = {s: (statistics.median(x["ops"] for x in got[s]), statistics.median(x["p99_us"] for x in got[s]),
                        statistics.median(x["cpu_us"] for x in got[s]), statistics.median(x["sys_us"] for x in got[s])) for s in got}
-            # The rounds' own ratios too: each round ran the three within seconds of each other.
+            # The rounds' own ratios too: each round ran the four within seconds of each other.
             own = lambda s, t: statistics.median(x["ops"] / y["ops"] for x, y in zip(got[s], got[t]))
             print("| %d | %.0f | %.0f | %.0f / %.0f | %.2fx (rounds' %.2fx) | %.2fx (rounds' %.2fx) | %.2fx | %.0f / %.0f / %.0f / %.0f | %.2f / %.2f / %.2f / %.2f | %.2f / %.2f / %.2f / %.2f |" % (
                 c, med["base"][0], med["new"][0], med["redis-base"][0], med["redis-new"][0],
